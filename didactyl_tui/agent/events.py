@@ -1,0 +1,68 @@
+"""What a turn emits, as past-tense dataclasses the UI and CLI render (no Textual here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .prompt_record import PromptAssembly
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    session_id: str
+    assembly: PromptAssembly
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the streamed reply (batched by the loop, not one per token)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    round: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    result: str  # what went back to the model (JSON text or readable error)
+    is_error: bool
+    round: int
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    session_id: str
+    reply: str
+    tool_calls: list[ToolCallFinished] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    rounds: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailed:
+    """The turn ended with an error the user should see; the conversation is unchanged/kept."""
+
+    session_id: str
+    message: str  # one readable line
+    title: str = "LLM error"
+    retryable: bool = True
+
+
+AgentEvent = TurnStarted | TextDelta | ToolCallStarted | ToolCallFinished | TurnFinished | TurnFailed

@@ -1,0 +1,77 @@
+"""The layered record of one prompt assembly: what went in, from where, how big, what was skipped.
+
+Produced by ``agent.soul`` (pure), shown by the TUI's prompt inspector, printed by ``didactyl prompt --json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEvent:
+    """The Nostr event a section's content came from (memory sections)."""
+
+    event_id: str
+    created_at: int
+    relays: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PromptLayer:
+    section: str
+    role: str  # system | user | assistant
+    tool: str | None  # context tool that produced it (None for static content)
+    content: str
+    tokens: int
+    skipped: bool = False
+    skip_reason: str | None = None  # e.g. "empty (skip_if_empty)", "tool error: ..."
+    source_event: SourceEvent | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAssembly:
+    model: str
+    created_at: float  # wall-clock seconds, passed in by the caller
+    layers: tuple[PromptLayer, ...]
+    history: tuple[dict[str, Any], ...]  # the past messages included (OpenAI format)
+    history_dropped: int  # older messages left out to fit the token budget
+    backend_id: str | None
+    backend_context: str | None  # the memory backend's dynamic tail (after history)
+    backend_tokens: int
+    user_message: str | None
+    tools: tuple[dict[str, Any], ...]  # OpenAI-format tool schemas offered
+    messages: tuple[dict[str, Any], ...]  # exactly what is sent to the model
+    total_tokens: int
+    dry_run: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.tools]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The shape of ``didactyl prompt --json``."""
+        return {
+            "model": self.model,
+            "sections": [
+                {
+                    "section": layer.section,
+                    "role": layer.role,
+                    "tool": layer.tool,
+                    "skipped": layer.skipped,
+                    "skip_reason": layer.skip_reason,
+                    "tokens": layer.tokens,
+                    "content": layer.content,
+                    "source_event": asdict(layer.source_event) if layer.source_event else None,
+                }
+                for layer in self.layers
+            ],
+            "backend": {"id": self.backend_id, "context": self.backend_context, "tokens": self.backend_tokens},
+            "history_messages": len(self.history),
+            "history_dropped": self.history_dropped,
+            "tools": self.tool_names,
+            "messages": list(self.messages),
+            "total_tokens": self.total_tokens,
+        }

@@ -1,0 +1,298 @@
+"""Declare a tool once: name, description, JSON schema, handler, visibility and aliases in one place.
+
+The schema is derived from the handler's signature and docstring (Google-style ``Args:`` section), never
+hand-written. A parameter annotated with :class:`ToolContext` is injected and hidden from the schema.
+Dispatch, the OpenAI-format tool list and the prompt inspector all read from a :class:`ToolRegistry`.
+
+A tool's error goes back to the model as a readable result (``ToolOutcome.is_error``); it never crashes
+the turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import types
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from ...errors import AgentError, DidactylError
+
+
+class ToolError(AgentError):
+    """Raised by a handler to send a readable error back to the model (like pydantic-ai's ModelRetry)."""
+
+    title = "Tool error"
+
+
+class ToolContext:
+    """Marker base for the object injected into handlers (the service passes its own subclass)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What a call produced: ``content`` is exactly what goes back to the model."""
+
+    name: str
+    content: str
+    is_error: bool = False
+    data: Any = None  # the handler's raw return value (for the UI / CLI), None on error
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Callable[..., Any]
+    visible: bool = True  # offered to the LLM; internal tools (context feeders) are not
+    aliases: tuple[str, ...] = ()
+    family: str = ""
+    context_param: str | None = None  # name of the injected ToolContext parameter, if any
+
+    def openai_schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+# --- schema derivation --------------------------------------------------------------------
+
+_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _json_schema_for(hint: Any) -> dict[str, Any]:
+    origin = get_origin(hint)
+    if origin is Literal:
+        values = list(get_args(hint))
+        kind = _JSON_TYPES.get(type(values[0]), "string")
+        return {"type": kind, "enum": values}
+    if origin in (list, tuple) or hint in (list, tuple):
+        args = get_args(hint)
+        item = _json_schema_for(args[0]) if args else {}
+        return {"type": "array", "items": item}
+    if origin is dict or hint is dict:
+        return {"type": "object"}
+    if hint in _JSON_TYPES:
+        return {"type": _JSON_TYPES[hint]}
+    raise TypeError(f"unsupported parameter type for a tool: {hint!r}")
+
+
+def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(get_args(hint)) == 2:
+            return args[0], True
+    return hint, False
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into (description, {param: description})."""
+    if not doc:
+        return "", {}
+    doc = inspect.cleandoc(doc)
+    parts = re.split(r"^\s*(?:Args|Arguments|Parameters):\s*$", doc, maxsplit=1, flags=re.M)
+    description = " ".join(parts[0].split())
+    params: dict[str, str] = {}
+    if len(parts) == 2:
+        current: str | None = None
+        for line in parts[1].splitlines():
+            if re.match(r"^\s*(Returns|Raises|Yields|Examples?):\s*$", line):
+                break
+            m = re.match(r"^\s{0,8}(\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$", line)
+            if m:
+                current = m.group(1)
+                params[current] = m.group(2).strip()
+            elif current and line.strip():
+                params[current] = (params[current] + " " + line.strip()).strip()
+    return description, params
+
+
+def build_tool(
+    handler: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    visible: bool = True,
+    aliases: Iterable[str] = (),
+    family: str = "",
+) -> Tool:
+    """Derive a :class:`Tool` from a (sync or async) function's signature and docstring."""
+    sig = inspect.signature(handler)
+    hints = get_type_hints(handler)
+    doc_description, doc_params = parse_docstring(handler.__doc__)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    context_param: str | None = None
+    for pname, param in sig.parameters.items():
+        hint = hints.get(pname, str)
+        if isinstance(hint, type) and issubclass(hint, ToolContext):
+            context_param = pname
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {handler.__name__}: *args/**kwargs are not allowed")
+        inner, optional = _unwrap_optional(hint)
+        schema = _json_schema_for(inner)
+        if pname in doc_params:
+            schema["description"] = doc_params[pname]
+        if param.default is not inspect.Parameter.empty and param.default is not None:
+            schema["default"] = param.default
+        properties[pname] = schema
+        if param.default is inspect.Parameter.empty and not optional:
+            required.append(pname)
+    parameters: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        parameters["required"] = required
+    tool_name = name or handler.__name__
+    desc = description if description is not None else doc_description
+    if not desc:
+        raise TypeError(f"tool {tool_name}: a description (docstring) is required")
+    return Tool(tool_name, desc, parameters, handler, visible, tuple(aliases), family, context_param)
+
+
+# --- the registry -------------------------------------------------------------------------
+
+
+@dataclass
+class ToolRegistry:
+    _tools: dict[str, Tool] = field(default_factory=dict)
+    _aliases: dict[str, str] = field(default_factory=dict)
+
+    def register(self, tool: Tool) -> Tool:
+        for n in (tool.name, *tool.aliases):
+            if n in self._tools or n in self._aliases:
+                raise ValueError(f"tool name {n!r} is already registered")
+        self._tools[tool.name] = tool
+        for alias in tool.aliases:
+            self._aliases[alias] = tool.name
+        return tool
+
+    def tool(
+        self,
+        *,
+        name: str | None = None,
+        visible: bool = True,
+        aliases: Iterable[str] = (),
+        family: str = "",
+        description: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: ``@registry.tool(aliases=("my_npub",))``."""
+
+        def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.register(
+                build_tool(fn, name=name, visible=visible, aliases=aliases, family=family, description=description)
+            )
+            return fn
+
+        return deco
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(self._aliases.get(name, name))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def all(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def visible(self) -> list[Tool]:
+        return [t for t in self._tools.values() if t.visible]
+
+    def openai_schemas(self) -> list[dict[str, Any]]:
+        """The tool list offered to the LLM: visible tools only, in registration order."""
+        return [t.openai_schema() for t in self.visible()]
+
+    async def call(
+        self,
+        name: str,
+        arguments: str | dict[str, Any] | None,
+        ctx: ToolContext | None = None,
+        *,
+        internal: bool = False,
+    ) -> ToolOutcome:
+        """Run a tool by name or alias. Never raises for tool problems: they become an error outcome.
+
+        ``internal=False`` (a call from the model) refuses tools that are not offered to the LLM.
+        """
+        tool = self.get(name)
+        if tool is None or (not internal and not tool.visible):
+            available = ", ".join(t.name for t in self.visible())
+            return ToolOutcome(name, f"Error: unknown tool {name!r}. Available tools: {available}.", True)
+        return await invoke(tool, arguments, ctx)
+
+
+def _check_type(value: Any, schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    if "enum" in schema and value not in schema["enum"]:
+        return False
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "array":
+        return isinstance(value, list) and all(_check_type(v, schema.get("items", {})) for v in value)
+    if kind == "object":
+        return isinstance(value, dict)
+    return True
+
+
+async def invoke(tool: Tool, arguments: str | dict[str, Any] | None, ctx: ToolContext | None) -> ToolOutcome:
+    """Validate arguments against the tool's schema, call the handler, render the result for the model."""
+    name = tool.name
+    if arguments is None or arguments == "":
+        args: Any = {}
+    elif isinstance(arguments, str):
+        try:
+            args = json.loads(arguments)
+        except ValueError as exc:
+            return ToolOutcome(name, f"Error: the arguments for {name} are not valid JSON ({exc.msg}). "
+                               "Send a JSON object.", True)
+    else:
+        args = arguments
+    if not isinstance(args, dict):
+        return ToolOutcome(name, f"Error: the arguments for {name} must be a JSON object.", True)
+    props = tool.parameters.get("properties", {})
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        return ToolOutcome(name, f"Error: {name} has no parameter(s) {', '.join(unknown)}. "
+                           f"Parameters: {', '.join(props) or 'none'}.", True)
+    missing = [p for p in tool.parameters.get("required", []) if p not in args]
+    if missing:
+        return ToolOutcome(name, f"Error: {name} needs the parameter(s) {', '.join(missing)}.", True)
+    for key, value in args.items():
+        if not _check_type(value, props[key]):
+            expected = props[key].get("enum") or props[key].get("type")
+            return ToolOutcome(name, f"Error: parameter {key!r} of {name} must be {expected}, got {value!r}.", True)
+    if tool.context_param is not None:
+        if ctx is None:
+            return ToolOutcome(name, f"Error: {name} is not available here (no context).", True)
+        args = {**args, tool.context_param: ctx}
+    try:
+        result = tool.handler(**args)
+        if isinstance(result, Awaitable):
+            result = await result
+    except DidactylError as exc:
+        return ToolOutcome(name, f"Error: {exc.message}", True)
+    except Exception as exc:  # a tool bug must not crash the turn; the model gets a readable line
+        return ToolOutcome(name, f"Error: {name} failed: {type(exc).__name__}: {exc}", True)
+    return ToolOutcome(name, render_result(result), False, result)
+
+
+def render_result(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(result)

@@ -1,0 +1,376 @@
+"""One typed, documented configuration.
+
+Every key is a dataclass field whose ``doc`` metadata is its documentation; ``config.toml.example`` is
+rendered from these (``render_example``) and a test keeps the file current. Problems raise
+:class:`ConfigError` naming the file, the key, its line and what is wrong.
+
+Lookup order for the file: ``--config``, ``$DIDACTYL_CONFIG``, ``$XDG_CONFIG_HOME/didactyl/config.toml``
+(``~/.config`` when unset). A missing file is fine: the defaults run out of the box. Environment overrides
+(``DIDACTYL_MODEL``, ``DIDACTYL_API_BASE``, ``DIDACTYL_RELAYS``) win over the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from .errors import ConfigError
+
+
+def _f(default: Any, doc: str, **kw: Any) -> Any:
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"doc": doc, **kw})
+    return field(default=default, metadata={"doc": doc, **kw})
+
+
+@dataclass
+class LlmConfig:
+    """The language model, called through litellm."""
+
+    model: str = _f(
+        "",
+        "litellm model name, e.g. \"openai/gpt-4o-mini\", \"anthropic/claude-sonnet-4-5\", \"ollama/llama3\". "
+        "Empty: the app opens and explains how to set one (or set $DIDACTYL_MODEL).",
+    )
+    api_base: str = _f("", "Base URL of an OpenAI-compatible or self-hosted server; empty for the provider default.")
+    api_key_env: str = _f(
+        "",
+        "Name of the environment variable holding the API key (the key itself never goes in this file). "
+        "Empty: litellm reads the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).",
+    )
+    timeout_s: float = _f(60.0, "Seconds to wait for the model before giving up on a request.", min=1)
+    max_tool_rounds: int = _f(8, "Most tool-call rounds in one turn before the agent must answer.", min=1)
+    max_retries: int = _f(2, "Retries after a rate limit (429, honouring Retry-After) or a server error.", min=0)
+    history_tokens: int = _f(8000, "Token budget for past conversation turns carried in each prompt.", min=0)
+
+
+@dataclass
+class RelaysConfig:
+    """Where the agent's memory and identity are published."""
+
+    urls: list[str] = _f([], "Relay URLs (ws:// or wss://) besides the embedded one, e.g. [\"wss://relay.damus.io\"].")
+    embedded: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default).")
+    embedded_port: int = _f(7447, "Port of the embedded relay on 127.0.0.1 (0: any free port).", min=0, max=65535)
+    timeout_s: float = _f(5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1)
+
+
+@dataclass
+class AgentConfig:
+    """The agent's public identity (its kind 0 profile, kind 3 contacts)."""
+
+    name: str = _f("didactyl", "Display name in the agent's kind 0 profile.")
+    about: str = _f("An AI agent whose memory lives on Nostr.", "About text in the agent's kind 0 profile.")
+    picture: str = _f("", "Picture URL in the agent's kind 0 profile.")
+    contacts: list[str] = _f([], "Pubkeys (hex or npub) the agent follows, published as its kind 3 contact list.")
+    publish_profile: bool = _f(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start.")
+
+
+@dataclass
+class AdminConfig:
+    """The agent's admin: you."""
+
+    pubkey: str = _f("", "Your public key (hex or npub): the agent reads your profile, contacts, relays and notes.")
+
+
+@dataclass
+class MemoryConfig:
+    """Short- and long-term memory limits, and the pluggable memory backend."""
+
+    short_term_max_chars: int = _f(8000, "Most characters of short-term memory (injected into every prompt).", min=1)
+    long_term_max_chars: int = _f(32000, "Most characters of long-term memory (fetched by a tool call).", min=1)
+    backend: str = _f("recall", "Memory backend: \"recall\" (local full-text index), \"honcho\", or \"none\".",
+                      choices=("recall", "honcho", "none"))
+
+
+@dataclass
+class HonchoConfig:
+    """The honcho memory backend (used when [memory] backend = \"honcho\")."""
+
+    base_url: str = _f("", "Honcho server URL (self-hosted servers included); empty: the backend is skipped.")
+    api_key_env: str = _f("HONCHO_API_KEY", "Environment variable holding the Honcho API key.")
+    workspace: str = _f("didactyl", "Honcho workspace id.")
+
+
+@dataclass
+class SoulSection:
+    """One section of the soul template."""
+
+    section: str = _f("", "Section name.")
+    role: str = _f("system", "Message role: system, user or assistant.", choices=("system", "user", "assistant"))
+    tool: str = _f("", "Context tool whose content becomes the text (or use content).")
+    content: str = _f("", "Static text (instead of tool).")
+    skip_if_empty: bool = _f(True, "Leave the section out when its text is empty.")
+
+
+@dataclass
+class SoulConfig:
+    """The soul template: the ordered sections of every prompt."""
+
+    file: str = _f("", "A soul file in the original list format (- section: / role: / tool: / skip_if_empty:).")
+    sections: list[SoulSection] = _f([], "Ordered [[soul.sections]]; empty: the built-in default.")
+
+
+@dataclass
+class UiConfig:
+    """The terminal interface."""
+
+    theme: str = _f("didactyl-dark", "Theme name (themes/*.toml or a Textual built-in). A runtime switch is "
+                    "remembered in state.toml, never written here.")
+    themes_dir: str = _f("", "Extra folder of theme .toml files.")
+
+
+@dataclass
+class Config:
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    relays: RelaysConfig = field(default_factory=RelaysConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    honcho: HonchoConfig = field(default_factory=HonchoConfig)
+    soul: SoulConfig = field(default_factory=SoulConfig)
+    ui: UiConfig = field(default_factory=UiConfig)
+    keys: dict[str, str] = field(default_factory=dict)
+    """[keys]: action = "key" remaps, e.g. send = "ctrl+j" (terminals swallow some keys)."""
+
+    path: Path | None = None  # the file it came from (not a config key)
+
+
+SECTIONS: dict[str, type] = {
+    "llm": LlmConfig,
+    "relays": RelaysConfig,
+    "agent": AgentConfig,
+    "admin": AdminConfig,
+    "memory": MemoryConfig,
+    "honcho": HonchoConfig,
+    "soul": SoulConfig,
+    "ui": UiConfig,
+}
+
+
+# --- locations ----------------------------------------------------------------------------
+
+
+def config_path(cli_path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if cli_path:
+        return Path(cli_path).expanduser()
+    if env.get("DIDACTYL_CONFIG"):
+        return Path(env["DIDACTYL_CONFIG"]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "didactyl" / "config.toml"
+
+
+def data_dir(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if env.get("DIDACTYL_DATA_DIR"):
+        return Path(env["DIDACTYL_DATA_DIR"]).expanduser()
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "didactyl"
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def _line_of(text: str, section: str | None, key: str) -> int | None:
+    """Best-effort line number of ``key`` (inside ``[section]`` when given) for error messages."""
+    current: str | None = None
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        m = re.match(r"^\[\[?\s*([A-Za-z0-9_.\-]+)\s*\]\]?", s)
+        if m:
+            current = m.group(1)
+            if section is None and current == key:
+                return n
+            continue
+        if (section is None or current == section or (current or "").startswith(section + ".")) and re.match(
+            rf"^{re.escape(key)}\s*=", s
+        ):
+            return n
+    return None
+
+
+class _Loader:
+    def __init__(self, path: Path | None, text: str) -> None:
+        self.path = path
+        self.text = text
+
+    def fail(self, section: str | None, key: str, what: str) -> ConfigError:
+        where = str(self.path) if self.path else "config"
+        line = _line_of(self.text, section, key)
+        dotted = f"{section}.{key}" if section else key
+        loc = f"{where}, line {line}" if line else where
+        return ConfigError(f"{loc}: [{dotted}] {what}", "Bad config")
+
+    def coerce(self, section: str, key: str, value: Any, hint: Any, meta: dict[str, Any]) -> Any:
+        origin = get_origin(hint)
+        if hint is bool:
+            if not isinstance(value, bool):
+                raise self.fail(section, key, f"must be true or false, not {value!r}")
+        elif hint is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise self.fail(section, key, f"must be a whole number, not {value!r}")
+        elif hint is float:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise self.fail(section, key, f"must be a number, not {value!r}")
+            value = float(value)
+        elif hint is str:
+            if not isinstance(value, str):
+                raise self.fail(section, key, f"must be a string, not {value!r}")
+        elif origin is list:
+            (item,) = get_args(hint)
+            if not isinstance(value, list):
+                raise self.fail(section, key, "must be a list")
+            if item is str:
+                if not all(isinstance(v, str) for v in value):
+                    raise self.fail(section, key, "must be a list of strings")
+            elif dataclasses.is_dataclass(item):
+                value = [self.build(f"{section}.{key}", item, v) for v in value]
+        if "min" in meta and value < meta["min"]:
+            raise self.fail(section, key, f"must be at least {meta['min']}, not {value!r}")
+        if "max" in meta and value > meta["max"]:
+            raise self.fail(section, key, f"must be at most {meta['max']}, not {value!r}")
+        if "choices" in meta and value not in meta["choices"]:
+            options = ", ".join(repr(c) for c in meta["choices"])
+            raise self.fail(section, key, f"must be one of {options}, not {value!r}")
+        return value
+
+    def build(self, section: str, cls: type, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            raise self.fail(None, section, "must be a table")
+        hints = get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key not in fields:
+                known = ", ".join(fields)
+                raise self.fail(section, key, f"is not a known key (known: {known})")
+            kwargs[key] = self.coerce(section, key, value, hints[key], dict(fields[key].metadata))
+        return cls(**kwargs)
+
+
+def parse_config(text: str, path: Path | None = None) -> Config:
+    """Parse TOML text into a :class:`Config` (no environment overrides)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        where = str(path) if path else "config"
+        raise ConfigError(f"{where}: not valid TOML: {exc}", "Bad config") from None
+    loader = _Loader(path, text)
+    cfg = Config(path=path)
+    for name, value in raw.items():
+        if name in SECTIONS:
+            setattr(cfg, name, loader.build(name, SECTIONS[name], value))
+        elif name == "keys":
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise loader.fail(None, "keys", "must be a table of action = \"key\" strings")
+            cfg.keys = dict(value)
+        else:
+            raise loader.fail(None, name, f"is not a known section (known: {', '.join([*SECTIONS, 'keys'])})")
+    return cfg
+
+
+def apply_env(cfg: Config, env: dict[str, str] | None = None) -> Config:
+    """Environment overrides win over the file."""
+    env = dict(os.environ) if env is None else env
+    if env.get("DIDACTYL_MODEL"):
+        cfg.llm.model = env["DIDACTYL_MODEL"].strip()
+    if env.get("DIDACTYL_API_BASE"):
+        cfg.llm.api_base = env["DIDACTYL_API_BASE"].strip()
+    if env.get("DIDACTYL_RELAYS") is not None and "DIDACTYL_RELAYS" in env:
+        urls = [u.strip() for u in env["DIDACTYL_RELAYS"].split(",") if u.strip()]
+        for u in urls:
+            if not re.match(r"^wss?://", u):
+                raise ConfigError(f"$DIDACTYL_RELAYS: {u!r} is not a ws:// or wss:// URL", "Bad config")
+        cfg.relays.urls = urls
+    return cfg
+
+
+def validate(cfg: Config) -> Config:
+    """Cross-field checks that types alone cannot express."""
+    loader = _Loader(cfg.path, cfg.path.read_text("utf-8") if cfg.path and cfg.path.exists() else "")
+    for u in cfg.relays.urls:
+        if not re.match(r"^wss?://[^\s/]+", u):
+            raise loader.fail("relays", "urls", f"{u!r} is not a ws:// or wss:// URL")
+    if not cfg.relays.urls and not cfg.relays.embedded:
+        raise loader.fail("relays", "embedded", "is false and no [relays] urls are set: the agent needs a relay")
+    return cfg
+
+
+def load_config(cli_path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Config:
+    """Find, read, parse, apply environment overrides, validate."""
+    env = dict(os.environ) if env is None else env
+    path = config_path(cli_path, env)
+    explicit = bool(cli_path or env.get("DIDACTYL_CONFIG"))
+    if path.exists():
+        try:
+            text = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read: {exc}", "Bad config") from None
+        cfg = parse_config(text, path)
+    elif explicit:
+        raise ConfigError(f"{path}: no such config file", "Bad config")
+    else:
+        cfg = Config(path=None)
+    return validate(apply_env(cfg, env))
+
+
+# --- the documented example ---------------------------------------------------------------
+
+
+def _toml_value(value: Any) -> str:
+    import tomli_w
+
+    return tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
+
+
+def render_example() -> str:
+    """``config.toml.example``: every key, its default and its documentation."""
+    out = [
+        "# didactyl configuration. Every key is optional: the defaults run with no setup.",
+        "# Found via --config, $DIDACTYL_CONFIG, then $XDG_CONFIG_HOME/didactyl/config.toml.",
+        "# Environment overrides: DIDACTYL_CONFIG, DIDACTYL_DATA_DIR, DIDACTYL_NSEC (the agent's key),",
+        "# DIDACTYL_MODEL, DIDACTYL_API_BASE, DIDACTYL_RELAYS (comma-separated URLs).",
+        "# Generated from didactyl_tui/config.py (python -m didactyl_tui.config > config.toml.example).",
+        "",
+    ]
+    for name, cls in SECTIONS.items():
+        out.append(f"# {cls.__doc__}")
+        out.append(f"[{name}]")
+        for f in dataclasses.fields(cls):
+            doc = f.metadata.get("doc", "")
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if f.name == "sections":
+                out.append(f"# {doc}")
+                continue
+            out.append(f"# {doc}")
+            out.append(f"{f.name} = {_toml_value(default)}")
+        out.append("")
+    out += [
+        "# Soul sections, in order (omit them all for the built-in default). Example:",
+        "# [[soul.sections]]",
+        '# section = "soul"',
+        '# role = "system"',
+        '# content = "You are didactyl..."',
+        "# skip_if_empty = true",
+        "# [[soul.sections]]",
+        '# section = "short_term_memory"',
+        '# role = "system"',
+        '# tool = "memory_short_term_read"',
+        "",
+        "# [keys]: remap key bindings, action = \"key\". Actions: send, newline, cancel, new_chat, edit_short_term,",
+        "# edit_long_term, dry_run, toggle_memory, toggle_self, toggle_inspector, command_palette, quit.",
+        "[keys]",
+        '# send = "enter"',
+        '# newline = "ctrl+j"',
+        "",
+    ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(render_example(), end="")

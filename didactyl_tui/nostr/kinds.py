@@ -1,0 +1,42 @@
+"""Event kinds used by didactyl and the NIP-01 kind classes."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+METADATA = 0
+TEXT_NOTE = 1
+CONTACTS = 3
+RELAY_LIST = 10002
+CLIENT_AUTH = 22242
+APP_DATA = 30078
+
+
+class KindClass(str, Enum):
+    REGULAR = "regular"
+    REPLACEABLE = "replaceable"
+    EPHEMERAL = "ephemeral"
+    ADDRESSABLE = "addressable"
+
+
+def kind_class(kind: int) -> KindClass:
+    """NIP-01: 0, 3 and 10000..19999 replaceable; 20000..29999 ephemeral; 30000..39999 addressable."""
+    if kind in (0, 3) or 10000 <= kind < 20000:
+        return KindClass.REPLACEABLE
+    if 20000 <= kind < 30000:
+        return KindClass.EPHEMERAL
+    if 30000 <= kind < 40000:
+        return KindClass.ADDRESSABLE
+    return KindClass.REGULAR
+
+
+def is_replaceable(kind: int) -> bool:
+    return kind_class(kind) is KindClass.REPLACEABLE
+
+
+def is_ephemeral(kind: int) -> bool:
+    return kind_class(kind) is KindClass.EPHEMERAL
+
+
+def is_addressable(kind: int) -> bool:
+    return kind_class(kind) is KindClass.ADDRESSABLE
