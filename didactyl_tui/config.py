@@ -56,7 +56,9 @@ class RelaysConfig:
     urls: list[str] = _f([], "Relay URLs (ws:// or wss://) besides the embedded one, e.g. [\"wss://relay.damus.io\"].")
     embedded: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default).")
     embedded_port: int = _f(7447, "Port of the embedded relay on 127.0.0.1 (0: any free port).", min=0, max=65535)
-    timeout_s: float = _f(5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1)
+    timeout_s: float = _f(
+        5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1
+    )
 
 
 @dataclass

@@ -1,0 +1,111 @@
+"""Memory history: every version of each memory this app has seen, ours and other devices'.
+
+Versions are stored as the signed, *encrypted* events exactly as they travel; plaintext exists only in
+memory, when a caller decrypts a version to show or diff it. A rollback is a new save through the
+normal path (the store's job), never a rewrite of history.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import AgentError
+from ...nostr.event import Event
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_versions (
+    event_id TEXT PRIMARY KEY,
+    d TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    origin TEXT NOT NULL,
+    seen_at REAL NOT NULL,
+    event_json TEXT NOT NULL,
+    note TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS memory_versions_d ON memory_versions(d, created_at);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVersion:
+    event: Event
+    d: str
+    origin: str  # "local" (saved here) | "remote" (seen on a relay)
+    seen_at: float
+    note: str  # e.g. "lost to a newer version from another device"
+
+    @property
+    def event_id(self) -> str:
+        return self.event.id
+
+    @property
+    def created_at(self) -> int:
+        return self.event.created_at
+
+
+class MemoryHistory:
+    def __init__(self, db_path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.db_path = db_path
+        self._clock = clock
+        self._lock = threading.Lock()
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(db_path, timeout=5.0, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.OperationalError as exc:
+            raise AgentError(f"cannot open memory history {db_path}: {exc}", "History") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def record(self, ev: Event, origin: str, note: str = "") -> bool:
+        """Keep ``ev`` (idempotent). Returns True when it was new."""
+        try:
+            with self._lock:
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO memory_versions(event_id,d,created_at,origin,seen_at,event_json,note)"
+                    " VALUES (?,?,?,?,?,?,?)",
+                    (ev.id, ev.d_tag, ev.created_at, origin, self._clock(), ev.to_json(), note),
+                )
+                return cur.rowcount == 1
+        except sqlite3.OperationalError as exc:
+            raise AgentError(f"cannot write memory history {self.db_path}: {exc}", "History") from None
+
+    def annotate(self, event_id: str, note: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE memory_versions SET note=? WHERE event_id=?", (note, event_id))
+
+    def versions(self, d: str) -> list[MemoryVersion]:
+        """Newest first (NIP-01 order: created_at desc, then lowest id)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT event_json, d, origin, seen_at, note FROM memory_versions WHERE d=?"
+                " ORDER BY created_at DESC, event_id ASC",
+                (d,),
+            ).fetchall()
+        return [MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) for r in rows]
+
+    def get(self, event_id: str) -> MemoryVersion | None:
+        with self._lock:
+            r = self._db.execute(
+                "SELECT event_json, d, origin, seen_at, note FROM memory_versions WHERE event_id=?", (event_id,)
+            ).fetchone()
+        return MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) if r else None
+
+
+def unified_diff(old: str, new: str, *, old_label: str = "older", new_label: str = "newer") -> str:
+    """A plain unified diff of two memory texts (empty when they are equal)."""
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=old_label, tofile=new_label
+    )
+    out = "".join(lines)
+    return out if out.endswith("\n") or not out else out + "\n"
