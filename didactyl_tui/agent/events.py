@@ -53,6 +53,8 @@ class TurnFinished:
     tool_calls: list[ToolCallFinished] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     rounds: int = 1
+    # The assistant/tool messages (OpenAI format) to append to the conversation, in order.
+    new_messages: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,373 @@
+"""Conversations on SQLite (WAL) in the data dir: sessions, their messages (OpenAI format) and tool calls.
+
+The store is synchronous and thread-safe (one connection behind a lock); the service calls it through
+``asyncio.to_thread``. ``history_for_prompt`` picks the newest whole turns that fit a token budget and never
+separates an assistant message carrying tool calls from the tool results that answer it — providers refuse
+such a history.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AgentError
+from . import tokens
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+TITLE_CHARS = 60
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT,
+    content_is_json INTEGER NOT NULL DEFAULT 0,  -- content was a list of parts, stored as JSON
+    tool_calls TEXT,  -- JSON list (assistant messages that call tools)
+    tool_call_id TEXT,
+    name TEXT,
+    created_at REAL NOT NULL,
+    UNIQUE (session_id, ordinal)
+);
+CREATE TABLE IF NOT EXISTS tool_calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    call_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    result TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, ordinal);
+CREATE INDEX IF NOT EXISTS tool_calls_by_session ON tool_calls(session_id, call_id);
+CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated_at);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    id: str
+    title: str
+    created_at: float
+    updated_at: float
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    call_id: str
+    name: str
+    arguments: str
+    result: str | None
+    created_at: float
+
+
+def _title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _check_message(message: Mapping[str, Any]) -> None:
+    role = message.get("role")
+    if role not in ROLES:
+        raise AgentError(f"cannot store a message with role {role!r}")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise AgentError(f"cannot store a {role} message whose content is {type(content).__name__}")
+    if role == "tool" and not message.get("tool_call_id"):
+        raise AgentError("cannot store a tool message without its tool_call_id")
+
+
+def group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Split a conversation into turns, each starting at a user message (leading non-user messages form one)."""
+    turns: list[list[dict[str, Any]]] = []
+    for message in messages:
+        if message["role"] == "user" or not turns:
+            turns.append([])
+        turns[-1].append(message)
+    return turns
+
+
+def repair_tool_pairs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop tool calls without results and results without calls, so a provider accepts the history.
+
+    An assistant message whose calls are not all answered loses its ``tool_calls`` (kept if it has text,
+    dropped otherwise) together with the partial answers; a tool message that answers no call is dropped.
+    """
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            ids = [c.get("id") for c in message["tool_calls"]]
+            j = i + 1
+            results: list[dict[str, Any]] = []
+            while j < len(messages) and messages[j]["role"] == "tool":
+                results.append(messages[j])
+                j += 1
+            answered = {r.get("tool_call_id") for r in results}
+            if set(ids) <= answered:
+                out.append(message)
+                out.extend(r for r in results if r.get("tool_call_id") in set(ids))
+            elif message.get("content"):
+                out.append({k: v for k, v in message.items() if k != "tool_calls"})
+            i = j
+            continue
+        if message["role"] == "tool":
+            i += 1  # an orphan result
+            continue
+        out.append(message)
+        i += 1
+    return out
+
+
+class ConversationStore:
+    """Sessions and messages in one SQLite file (created on first use, WAL journal)."""
+
+    def __init__(self, db_path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.db_path = Path(db_path)
+        self._clock = clock
+        self._lock = threading.RLock()
+        if str(db_path) != ":memory:":
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(str(db_path), check_same_thread=False, timeout=5.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise AgentError(f"cannot open the conversation database {self.db_path}: {exc}", "Conversations") from None
+        self._db.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self)
+
+    # --- sessions ---------------------------------------------------------------------------------
+
+    def new_session(self, title: str = "") -> str:
+        session_id = uuid.uuid4().hex
+        now = self._clock()
+        with self._tx() as db:
+            db.execute("INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                       (session_id, _title_from(title) if title else "", now, now))
+        return session_id
+
+    def has_session(self, session_id: str) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return row is not None
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Newest activity first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT s.id, s.title, s.created_at, s.updated_at, "
+                "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS n "
+                "FROM sessions s ORDER BY s.updated_at DESC, s.rowid DESC"
+            ).fetchall()
+        return [SessionInfo(r["id"], r["title"], r["created_at"], r["updated_at"], r["n"]) for r in rows]
+
+    def session(self, session_id: str) -> SessionInfo:
+        for info in self.list_sessions():
+            if info.id == session_id:
+                return info
+        raise AgentError(f"no conversation {session_id!r}", "Conversations")
+
+    def rename_session(self, session_id: str, title: str) -> None:
+        with self._tx() as db:
+            cur = db.execute("UPDATE sessions SET title = ? WHERE id = ?", (_title_from(title), session_id))
+            if cur.rowcount == 0:
+                raise AgentError(f"no conversation {session_id!r}", "Conversations")
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session with its messages and tool calls; False if there was none."""
+        with self._tx() as db:
+            cur = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        return cur.rowcount > 0
+
+    # --- messages ---------------------------------------------------------------------------------
+
+    def append(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> int:
+        """Append OpenAI-format messages in one transaction (all or nothing); returns how many."""
+        batch = [dict(m) for m in messages]
+        for message in batch:
+            _check_message(message)
+        if not batch:
+            return 0
+        now = self._clock()
+        with self._tx() as db:
+            row = db.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise AgentError(f"no conversation {session_id!r}", "Conversations")
+            title = row["title"]
+            (last,) = db.execute("SELECT COALESCE(MAX(ordinal), -1) FROM messages WHERE session_id = ?",
+                                 (session_id,)).fetchone()
+            for n, message in enumerate(batch, start=last + 1):
+                content = message.get("content")
+                is_json = isinstance(content, list)
+                if is_json:
+                    content = json.dumps(content, ensure_ascii=False)
+                calls = message.get("tool_calls") or None
+                cur = db.execute(
+                    "INSERT INTO messages (session_id, ordinal, role, content, content_is_json, tool_calls, "
+                    "tool_call_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (session_id, n, message["role"], content, int(is_json),
+                     json.dumps(calls, ensure_ascii=False) if calls else None,
+                     message.get("tool_call_id"), message.get("name"), now),
+                )
+                for call in calls or ():
+                    fn = call.get("function", {})
+                    args = fn.get("arguments", "")
+                    db.execute(
+                        "INSERT INTO tool_calls (session_id, message_id, call_id, name, arguments, created_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (session_id, cur.lastrowid, call.get("id", ""), fn.get("name", ""),
+                         args if isinstance(args, str) else json.dumps(args), now),
+                    )
+                if message["role"] == "tool":
+                    db.execute("UPDATE tool_calls SET result = ? WHERE session_id = ? AND call_id = ?",
+                               (message.get("content"), session_id, message["tool_call_id"]))
+                if not title and message["role"] == "user" and isinstance(message.get("content"), str):
+                    title = _title_from(message["content"])
+                    db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+        return len(batch)
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        """The whole conversation in OpenAI format, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT role, content, content_is_json, tool_calls, tool_call_id, name FROM messages "
+                "WHERE session_id = ? "
+                "ORDER BY ordinal", (session_id,)
+            ).fetchall()
+        return [_row_to_message(r) for r in rows]
+
+    def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT call_id, name, arguments, result, created_at FROM tool_calls WHERE session_id = ? "
+                "ORDER BY id", (session_id,)
+            ).fetchall()
+        return [ToolCallRecord(r["call_id"], r["name"], r["arguments"], r["result"], r["created_at"]) for r in rows]
+
+    def history_for_prompt(self, session_id: str, model: str, token_budget: int,
+                           *, max_turns: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The newest whole turns whose tokens fit ``token_budget``; returns (messages, dropped_count).
+
+        A turn is a user message and everything after it up to the next user message, so an assistant's
+        tool calls always travel with their results. Turns are taken newest first and the first one that
+        does not fit ends the selection (older turns are not skipped over: the history stays contiguous).
+        """
+        all_messages = repair_tool_pairs(self.messages(session_id))
+        turns = group_turns(all_messages)
+        kept: list[list[dict[str, Any]]] = []
+        used = 0
+        for turn in reversed(turns):
+            if max_turns is not None and len(kept) >= max_turns:
+                break
+            cost = sum(tokens.PER_MESSAGE_OVERHEAD + tokens.count_tokens(model, tokens.message_text(m)) for m in turn)
+            if used + cost > token_budget:
+                break
+            kept.append(turn)
+            used += cost
+        kept.reverse()
+        chosen = [m for turn in kept for m in turn]
+        # A history must open with a user message: a leading fragment (e.g. an old system note) is left out.
+        while chosen and chosen[0]["role"] != "user":
+            chosen.pop(0)
+        return chosen, len(all_messages) - len(chosen)
+
+    # --- export -----------------------------------------------------------------------------------
+
+    def export_markdown(self, session_id: str) -> str:
+        info = self.session(session_id)
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created_at))
+        out = [f"# {info.title or 'Conversation'}", "", f"_Started {created} · {info.message_count} messages_", ""]
+        for message in self.messages(session_id):
+            role = message["role"]
+            content = message.get("content")
+            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""
+            if role == "user":
+                out += ["## You", "", text, ""]
+            elif role == "assistant":
+                out += ["## Agent", ""]
+                if text:
+                    out += [text, ""]
+                for call in message.get("tool_calls") or ():
+                    fn = call.get("function", {})
+                    out += [f"**Tool call** `{fn.get('name', '')}`", "", "```json", fn.get("arguments", "") or "{}",
+                            "```", ""]
+            elif role == "tool":
+                out += [f"**Tool result** (`{message.get('tool_call_id', '')}`)", "", "```", text, "```", ""]
+            else:
+                out += [f"## {role.capitalize()}", "", text, ""]
+        return "\n".join(out).rstrip() + "\n"
+
+
+class _Transaction:
+    """``with store._tx() as db:`` — the lock plus BEGIN IMMEDIATE / COMMIT / ROLLBACK."""
+
+    def __init__(self, store: ConversationStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.store._lock.acquire()
+        try:
+            self.store._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.store._lock.release()
+            raise AgentError(f"the conversation database is busy or locked: {exc}", "Conversations") from None
+        return self.store._db
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        db = self.store._db
+        try:
+            if exc is None:
+                try:
+                    db.execute("COMMIT")
+                    return
+                except sqlite3.Error as commit_exc:
+                    exc = commit_exc
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        finally:
+            self.store._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            raise AgentError(f"could not save the conversation: {exc}", "Conversations") from None
+
+
+def _row_to_message(row: sqlite3.Row) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": row["role"]}
+    content: Any = row["content"]
+    if row["content_is_json"] and content is not None:
+        content = json.loads(content)
+    message["content"] = content
+    if row["tool_calls"]:
+        message["tool_calls"] = json.loads(row["tool_calls"])
+    if row["tool_call_id"]:
+        message["tool_call_id"] = row["tool_call_id"]
+    if row["name"]:
+        message["name"] = row["name"]
+    return message

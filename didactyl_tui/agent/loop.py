@@ -1,0 +1,293 @@
+"""One agent turn as an async stream of events: stream the reply, run tool calls, feed results back, repeat.
+
+``run_turn`` persists nothing: :class:`TurnFinished` carries ``new_messages`` (the assistant and tool messages
+the caller appends to the conversation). Cancelling the consuming task (the UI's Esc) cancels the model call
+and any running tools and propagates ``CancelledError``; nothing is half-written because nothing is written.
+
+Text deltas are coalesced: one :class:`TextDelta` per ``flush_interval_s`` (litellm spends ~0.9 ms per chunk;
+a UI refresh per token would cost far more — FACTS.md), flushed by a timer too so a pause in the stream
+never holds text back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import (
+    AgentEvent,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+    Usage,
+)
+from .llm import LlmChunk, LlmError, LlmSettings, stream_chat
+from .prompt_record import PromptAssembly
+from .tools.registry import ToolOutcome
+
+Dispatch = Callable[[str, str], Awaitable[ToolOutcome]]
+
+FINAL_ANSWER_NUDGE = (
+    "You have used the maximum number of tool-call rounds for this turn. Do not call any more tools: "
+    "answer the user now with what you have."
+)
+
+
+@dataclass
+class _PendingCall:
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class _RoundResult:
+    text: str = ""
+    calls: list[_PendingCall] = field(default_factory=list)
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+
+def _add_usage(total: Usage, more: Usage | None) -> Usage:
+    if more is None:
+        return total
+
+    def plus(a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return a + b
+
+    return Usage(plus(total.prompt_tokens, more.prompt_tokens), plus(total.completion_tokens, more.completion_tokens),
+                 plus(total.cost_usd, more.cost_usd))
+
+
+def _history_arguments(raw: str) -> str:
+    """Arguments as kept in the conversation: malformed JSON becomes "{}" (the tool result explains the error),
+    because some providers refuse a history whose tool-call arguments do not parse."""
+    if not raw.strip():
+        return "{}"
+    try:
+        json.loads(raw)
+    except ValueError:
+        return "{}"
+    return raw
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """The arguments as a dict for events and the UI; malformed JSON is kept raw under ``_raw``."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+async def _stream_round(
+    settings: LlmSettings,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    result: _RoundResult,
+    flush_interval_s: float,
+) -> AsyncIterator[TextDelta]:
+    """Stream one model call into ``result``, yielding coalesced text deltas on the way."""
+    stream = stream_chat(settings, messages, tools)
+    calls: dict[int, _PendingCall] = {}
+    buffer: list[str] = []
+    text_parts: list[str] = []
+    last_flush = -float("inf")
+    next_chunk: asyncio.Task[LlmChunk] | None = None
+    try:
+        while True:
+            if next_chunk is None:
+                next_chunk = asyncio.ensure_future(anext(stream))
+            timeout = None
+            if buffer:
+                timeout = max(0.0, last_flush + flush_interval_s - time.monotonic())
+            done, _ = await asyncio.wait({next_chunk}, timeout=timeout)
+            if not done:
+                # The stream paused with text waiting: flush it on the timer.
+                yield TextDelta("".join(buffer))
+                buffer.clear()
+                last_flush = time.monotonic()
+                continue
+            task, next_chunk = next_chunk, None
+            try:
+                chunk = task.result()
+            except StopAsyncIteration:
+                break
+            except LlmError:
+                if buffer:  # show what did arrive before the failure
+                    yield TextDelta("".join(buffer))
+                    buffer.clear()
+                raise
+            if chunk.text:
+                buffer.append(chunk.text)
+                text_parts.append(chunk.text)
+            for delta in chunk.tool_calls:
+                call = calls.setdefault(delta.index, _PendingCall(delta.index))
+                if delta.id:
+                    call.id = delta.id
+                if delta.name and delta.name != call.name:
+                    # Most servers send the whole name once; a few split it across fragments.
+                    call.name += delta.name
+                call.arguments += delta.arguments
+            if chunk.finish_reason:
+                result.finish_reason = chunk.finish_reason
+            if chunk.usage is not None:
+                result.usage = chunk.usage
+            if buffer and time.monotonic() - last_flush >= flush_interval_s:
+                yield TextDelta("".join(buffer))
+                buffer.clear()
+                last_flush = time.monotonic()
+        if buffer:
+            yield TextDelta("".join(buffer))
+            buffer.clear()
+    finally:
+        if next_chunk is not None and not next_chunk.done():
+            next_chunk.cancel()
+            # wait() does not re-raise the task's CancelledError, but a cancel of *this* task still propagates.
+            await asyncio.wait({next_chunk})
+        with contextlib.suppress(Exception):
+            await stream.aclose()
+    result.text = "".join(text_parts)
+    result.calls = [calls[i] for i in sorted(calls)]
+
+
+async def _run_tools(
+    calls: list[_PendingCall], dispatch: Dispatch, round_no: int
+) -> AsyncIterator[tuple[int, ToolOutcome]]:
+    """Run independent calls concurrently (TaskGroup); yield (index, outcome) as each finishes."""
+    queue: asyncio.Queue[tuple[int, ToolOutcome]] = asyncio.Queue()
+
+    async def run_one(i: int, call: _PendingCall) -> None:
+        try:
+            outcome = await dispatch(call.name, call.arguments)
+        except Exception as exc:  # dispatch should not raise; if it does, the model still gets a readable result
+            outcome = ToolOutcome(call.name, f"Error: {call.name} failed: {type(exc).__name__}: {exc}", True)
+        queue.put_nowait((i, outcome))
+
+    async def run_all() -> None:
+        async with asyncio.TaskGroup() as group:
+            for i, call in enumerate(calls):
+                group.create_task(run_one(i, call), name=f"tool:{call.name}:{round_no}")
+
+    runner = asyncio.ensure_future(run_all())
+    getter: asyncio.Future[tuple[int, ToolOutcome]] | None = None
+    try:
+        for _ in calls:
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getter, runner}, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                # The runner ended without delivering every result (it was cancelled): surface that.
+                await runner
+                raise asyncio.CancelledError
+            yield getter.result()
+            getter = None
+        await runner
+    finally:
+        pending = [t for t in (getter, runner) if t is not None and not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+
+async def run_turn(
+    *,
+    settings: LlmSettings,
+    assembly: PromptAssembly,
+    dispatch: Dispatch,
+    session_id: str,
+    max_tool_rounds: int,
+    flush_interval_s: float = 0.04,
+) -> AsyncIterator[AgentEvent]:
+    """Run one turn of the agent on an assembled prompt; see the module docstring.
+
+    ``dispatch(name, arguments_json)`` runs one tool call and never raises for tool problems (unknown tool,
+    malformed arguments, a failing handler: an error ``ToolOutcome`` the model reads). LLM errors end the
+    turn with :class:`TurnFailed` (one line, ``retryable``); they are never raised.
+    """
+    yield TurnStarted(session_id, assembly)
+    messages: list[dict[str, Any]] = [dict(m) for m in assembly.messages]
+    tools = [dict(t) for t in assembly.tools] or None
+    new_messages: list[dict[str, Any]] = []
+    finished_calls: list[ToolCallFinished] = []
+    usage = Usage()
+    rounds = 0
+    text_shown = False
+    max_tool_rounds = max(0, max_tool_rounds)
+
+    while True:
+        rounds += 1
+        final_round = rounds > max_tool_rounds
+        request_messages = messages
+        offered = tools
+        if final_round and tools:
+            # Out of tool rounds: ask for an answer without offering tools (the nudge is not persisted).
+            request_messages = [*messages, {"role": "system", "content": FINAL_ANSWER_NUDGE}]
+            offered = None
+        result = _RoundResult()
+        first_in_round = True
+        try:
+            async for delta in _stream_round(settings, request_messages, offered, result, flush_interval_s):
+                if first_in_round and text_shown:
+                    # Text from an earlier round (e.g. "Let me check.") is on screen: start a new paragraph.
+                    delta = TextDelta("\n\n" + delta.text)
+                first_in_round = False
+                text_shown = True
+                yield delta
+        except LlmError as err:
+            yield TurnFailed(session_id, err.message, title=err.title, retryable=err.retryable)
+            return
+        usage = _add_usage(usage, result.usage)
+
+        calls = result.calls if offered else []
+        if not calls:
+            reply = result.text
+            if not reply.strip() and final_round and tools:
+                reply = (f"(I stopped after {max_tool_rounds} rounds of tool calls without reaching an answer. "
+                         "Ask again or narrow the question.)")
+            new_messages.append({"role": "assistant", "content": reply})
+            yield TurnFinished(session_id, reply, list(finished_calls), usage, rounds, list(new_messages))
+            return
+
+        for n, call in enumerate(calls):
+            if not call.id:
+                call.id = f"call_{rounds}_{n}"
+        new_messages.append({
+            "role": "assistant",
+            "content": result.text or None,
+            "tool_calls": [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": _history_arguments(c.arguments)}}
+                for c in calls
+            ],
+        })
+        arguments = [parse_arguments(c.arguments) for c in calls]
+        for call, args in zip(calls, arguments, strict=True):
+            yield ToolCallStarted(call.id, call.name, args, rounds)
+        finished_this_round: list[ToolCallFinished | None] = [None] * len(calls)
+        async for i, outcome in _run_tools(calls, dispatch, rounds):
+            call = calls[i]
+            finished = ToolCallFinished(call.id, call.name, arguments[i], outcome.content, outcome.is_error, rounds)
+            finished_this_round[i] = finished
+            yield finished
+        # Results go back in the order the model asked for them, whatever order they finished in.
+        for finished in finished_this_round:
+            assert finished is not None
+            finished_calls.append(finished)
+            new_messages.append({"role": "tool", "tool_call_id": finished.call_id, "content": finished.result})
+        messages = [dict(m) for m in assembly.messages] + [dict(m) for m in new_messages]

@@ -1,0 +1,232 @@
+"""The default memory backend: a local SQLite FTS5 index over past turns and the long-term memory.
+
+For each user message it returns the few most relevant snippets (bm25 ranking, a small character budget)
+under a ``## Recalled context`` heading, or None when nothing matches. The same index answers the
+``memory_query(query)`` tool. User text never reaches FTS5 as query syntax: it is reduced to quoted words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...tools.registry import Tool, build_tool
+
+log = logging.getLogger("didactyl.memory")
+
+HEADING = "## Recalled context"
+LONG_TERM = "long_term"
+TURN = "turn"
+
+# Words too common to say anything about relevance (English; other languages simply rank by bm25).
+_STOPWORDS = frozenset("""
+a about above after again all am an and any are as at be been being below between both but by can could did
+do does doing down during each few for from further had has have having he her here hers him his how i if in
+into is it its itself just me more most my no nor not now of off on once only or other our ours out over own
+same she should so some such than that the their theirs them then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you your yours
+please tell know remember think recall anything something
+""".split())
+_WORD = re.compile(r"\w+", re.UNICODE)
+_MAX_TERMS = 24
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 MATCH expression from free text: distinct words, each quoted, OR-ed; None if nothing is left."""
+    terms: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if word in _STOPWORDS or (len(word) < 2 and not word.isdigit()) or word in terms:
+            continue
+        terms.append(word)
+        if len(terms) >= _MAX_TERMS:
+            break
+    if not terms:
+        return None
+    # Words only contain \w characters, so quoting makes each a plain phrase (no operators, columns or quotes).
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    source: str  # "turn" | "long_term"
+    text: str
+    session_id: str
+    created_at: float
+    score: float
+
+
+def split_paragraphs(text: str, max_chars: int = 600) -> list[str]:
+    """Long-term memory in searchable pieces: paragraphs, long ones cut at line or sentence ends."""
+    pieces: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        block = block.strip()
+        while len(block) > max_chars:
+            cut = max(block.rfind("\n", 0, max_chars), block.rfind(". ", 0, max_chars))
+            cut = cut + 1 if cut > max_chars // 3 else max_chars
+            pieces.append(block[:cut].strip())
+            block = block[cut:].strip()
+        if block:
+            pieces.append(block)
+    return pieces
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class RecallBackend:
+    """``recall``: local, offline, always available once its database opens."""
+
+    id = "recall"
+
+    def __init__(self, db_path: str | Path, *, context_chars: int = 1500, max_snippets: int = 4,
+                 snippet_chars: int = 400, clock: Callable[[], float] = time.time) -> None:
+        self.db_path = Path(db_path)
+        self.context_chars = context_chars
+        self.max_snippets = max_snippets
+        self.snippet_chars = snippet_chars
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._error: str | None = None
+        try:
+            if str(db_path) != ":memory:":
+                self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(db_path), check_same_thread=False, timeout=5.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS recall USING fts5("
+                "text, source UNINDEXED, session_id UNINDEXED, created_at UNINDEXED, "
+                "tokenize = 'porter unicode61')"
+            )
+            self._db = db
+        except (sqlite3.Error, OSError) as exc:
+            # No FTS5 in this SQLite, or the file cannot be opened: the backend is simply unavailable.
+            self._error = str(exc)
+            log.warning("recall backend unavailable: %s", exc)
+
+    # --- MemoryBackend --------------------------------------------------------------------------------
+
+    def is_available(self) -> bool:
+        return self._db is not None
+
+    async def query_context(self, session_id: str, user_message: str) -> str | None:
+        hits = await asyncio.to_thread(self.search, user_message, self.max_snippets)
+        return self.render_context(hits)
+
+    def tools(self) -> list[Tool]:
+        return [build_tool(self.memory_query, name="memory_query", family="memory")]
+
+    async def record_turn(self, session_id: str, user_message: str, reply: str) -> None:
+        await asyncio.to_thread(self.add_turn, session_id, user_message, reply)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    async def aclose(self) -> None:
+        self.close()
+
+    # --- the tool -------------------------------------------------------------------------------------
+
+    async def memory_query(self, query: str) -> str:
+        """Search past conversations and long-term memory by keywords; returns the best matching snippets.
+
+        Args:
+            query: Words to look for, e.g. "sister birthday" or "favourite editor".
+        """
+        hits = await asyncio.to_thread(self.search, query, 8)
+        if not hits:
+            return f"No matches for {query!r} in past conversations or long-term memory."
+        lines = [f"{len(hits)} match(es) for {query!r}:"]
+        for hit in hits:
+            lines.append(f"- {self._label(hit)} {_clip(hit.text, self.snippet_chars)}")
+        return "\n".join(lines)
+
+    # --- index ----------------------------------------------------------------------------------------
+
+    def add_turn(self, session_id: str, user_message: str, reply: str) -> None:
+        text = f"User: {user_message.strip()}\nAssistant: {reply.strip()}"
+        with self._lock:
+            if self._db is None:
+                return
+            self._db.execute("INSERT INTO recall (text, source, session_id, created_at) VALUES (?, ?, ?, ?)",
+                             (text, TURN, session_id, self._clock()))
+
+    def index_long_term(self, text: str) -> int:
+        """Replace the indexed long-term memory with ``text`` (call it when the memory changes)."""
+        pieces = split_paragraphs(text)
+        now = self._clock()
+        with self._lock:
+            if self._db is None:
+                return 0
+            self._db.execute("BEGIN")
+            try:
+                self._db.execute("DELETE FROM recall WHERE source = ?", (LONG_TERM,))
+                self._db.executemany(
+                    "INSERT INTO recall (text, source, session_id, created_at) VALUES (?, ?, '', ?)",
+                    [(p, LONG_TERM, now) for p in pieces],
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                self._db.execute("ROLLBACK")
+                raise
+        return len(pieces)
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop a deleted conversation's turns from the index."""
+        with self._lock:
+            if self._db is not None:
+                self._db.execute("DELETE FROM recall WHERE source = ? AND session_id = ?", (TURN, session_id))
+
+    def search(self, text: str, limit: int) -> list[RecallHit]:
+        query = fts_query(text)
+        if query is None:
+            return []
+        with self._lock:
+            if self._db is None:
+                return []
+            try:
+                rows = self._db.execute(
+                    "SELECT text, source, session_id, created_at, bm25(recall) AS score FROM recall "
+                    "WHERE recall MATCH ? ORDER BY score LIMIT ?", (query, limit)
+                ).fetchall()
+            except sqlite3.Error as exc:  # should not happen after sanitizing; never break a turn over it
+                log.warning("recall search failed for %r: %s", query, exc)
+                return []
+        return [RecallHit(r[1], r[0], r[2], float(r[3]), float(r[4])) for r in rows]
+
+    # --- rendering ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _label(hit: RecallHit) -> str:
+        if hit.source == LONG_TERM:
+            return "[long-term memory]"
+        day = time.strftime("%Y-%m-%d", time.localtime(hit.created_at))
+        return f"[conversation {day}]"
+
+    def render_context(self, hits: list[RecallHit]) -> str | None:
+        if not hits:
+            return None
+        lines = [HEADING, "Snippets from past conversations and long-term memory that may be relevant "
+                 "(they may be out of date):"]
+        used = sum(len(line) for line in lines)
+        for hit in hits:
+            line = f"- {self._label(hit)} {_clip(hit.text, self.snippet_chars)}"
+            if used + len(line) > self.context_chars:
+                break
+            lines.append(line)
+            used += len(line)
+        if len(lines) == 2:
+            return None
+        return "\n".join(lines)
