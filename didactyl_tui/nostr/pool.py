@@ -1,0 +1,211 @@
+"""A pool over N relays: fan-out publish with per-relay verdicts, merged queries, live subscriptions.
+
+Every fan-out runs the relays concurrently in an ``asyncio.TaskGroup`` with a per-relay timeout,
+so a slow or dead relay never holds the others up. Query results are deduped by id and
+replaceable/addressable events are resolved by NIP-01 here (newest ``created_at``, ties to the
+lowest id) — never trusting a relay to have done it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .event import Event
+from .filters import validate_filter
+from .keys import SecretKey
+from .relay import QueryResult, RecentIds, RelayClient, StateCallback, Subscription, call_safely
+from .replaceable import resolve
+from .results import ConnectionState, PublishOutcome, RelayVerdict, Verdict
+
+log = logging.getLogger(__name__)
+
+
+class PoolSubscription:
+    """One live subscription on every relay of a pool; each event is delivered once (by id)."""
+
+    def __init__(self, on_event: Callable[[str, Event], None]) -> None:
+        self._on_event = on_event
+        self._seen = RecentIds()
+        self.subscriptions: dict[str, Subscription] = {}
+
+    def _deliver(self, url: str, ev: Event) -> None:
+        if ev.id in self._seen:
+            return
+        self._seen.add(ev.id)
+        call_safely(self._on_event, url, ev)
+
+    @property
+    def eose_from(self) -> list[str]:
+        """Relays that have sent EOSE at least once."""
+        return [url for url, sub in self.subscriptions.items() if sub.eose_received]
+
+    async def close(self) -> None:
+        for sub in self.subscriptions.values():
+            await sub.close()
+
+
+class RelayPool:
+    """Relays by URL (duplicates ignored, order kept). ``client_kwargs`` go to each RelayClient."""
+
+    def __init__(self, urls: Iterable[str], *, auth_key: SecretKey | None = None, **client_kwargs: Any) -> None:
+        user_on_state: StateCallback | None = client_kwargs.pop("on_state", None)
+        self._listeners: list[StateCallback] = [user_on_state] if user_on_state else []
+        self._clients: dict[str, RelayClient] = {
+            url: RelayClient(url, auth_key=auth_key, on_state=self._on_state, **client_kwargs)
+            for url in dict.fromkeys(urls)
+        }
+
+    @property
+    def urls(self) -> list[str]:
+        return list(self._clients)
+
+    def client(self, url: str) -> RelayClient:
+        return self._clients[url]
+
+    def _pick(self, urls: Iterable[str] | None) -> list[RelayClient]:
+        if urls is None:
+            return list(self._clients.values())
+        return [self._clients[u] for u in urls if u in self._clients]
+
+    # --- lifecycle and state ----------------------------------------------------------------
+    async def start(self) -> None:
+        """Start connecting every relay in the background; returns at once."""
+        for client in self._clients.values():
+            client.start()
+
+    async def wait_connected(self, timeout: float = 5.0, *, all_relays: bool = True) -> bool:
+        """Wait until every relay (or, with ``all_relays=False``, any relay) is connected."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        check = all if all_relays else any
+        while not check(c.connected for c in self._clients.values()):
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    async def close(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            for client in self._clients.values():
+                tg.create_task(client.close())
+
+    async def __aenter__(self) -> RelayPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def states(self) -> dict[str, ConnectionState]:
+        return {url: c.state for url, c in self._clients.items()}
+
+    def add_state_listener(self, callback: StateCallback) -> None:
+        self._listeners.append(callback)
+
+    def remove_state_listener(self, callback: StateCallback) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def _on_state(self, url: str, state: ConnectionState) -> None:
+        for callback in list(self._listeners):
+            call_safely(callback, url, state)
+
+    def dropped(self) -> dict[str, Counter[str]]:
+        """Per relay, how many incoming frames/events were dropped, by reason (copies)."""
+        return {url: Counter(c.dropped) for url, c in self._clients.items()}
+
+    # --- publish ----------------------------------------------------------------------------
+    async def publish(
+        self, event: Event, timeout: float = 5.0, *, urls: Iterable[str] | None = None
+    ) -> PublishOutcome:
+        """Publish to every relay (or to ``urls``) at once; one verdict per relay."""
+        clients = self._pick(urls)
+        verdicts: dict[str, RelayVerdict] = {}
+
+        async def one(client: RelayClient) -> None:
+            verdicts[client.url] = await _guarded_publish(client, event, timeout)
+
+        async with asyncio.TaskGroup() as tg:
+            for client in clients:
+                tg.create_task(one(client))
+        return PublishOutcome(event.id, {c.url: verdicts[c.url] for c in clients})
+
+    # --- queries ----------------------------------------------------------------------------
+    async def query_results(
+        self, filters: list[Mapping[str, Any]], timeout: float = 5.0, *, urls: Iterable[str] | None = None
+    ) -> dict[str, QueryResult]:
+        """Each relay's raw answer (events as the relay sent them, verified, not resolved)."""
+        filters = [validate_filter(f) for f in filters]  # a bad filter is our error, raised once
+        clients = self._pick(urls)
+        results: dict[str, QueryResult] = {}
+
+        async def one(client: RelayClient) -> None:
+            results[client.url] = await _guarded_query(client, filters, timeout)
+
+        async with asyncio.TaskGroup() as tg:
+            for client in clients:
+                tg.create_task(one(client))
+        return {c.url: results[c.url] for c in clients}
+
+    async def query_by_relay(
+        self, filters: list[Mapping[str, Any]], timeout: float = 5.0
+    ) -> dict[str, list[Event] | None]:
+        """Per relay, its events for ``filters``; ``None`` when it failed or did not finish in time."""
+        results = await self.query_results(filters, timeout)
+        return {url: (r.events if r.complete else None) for url, r in results.items()}
+
+    async def query(self, filters: list[Mapping[str, Any]], timeout: float = 5.0) -> list[Event]:
+        """Events from all relays, deduped by id, replaceable/addressable resolved, newest first.
+
+        Partial answers (a relay that timed out before EOSE) are still used: every event
+        delivered was verified and matched the filters.
+        """
+        results = await self.query_results(filters, timeout)
+        return resolve(ev for r in results.values() for ev in r.events)
+
+    def subscribe(
+        self,
+        filters: list[Mapping[str, Any]],
+        on_event: Callable[[str, Event], None],
+        *,
+        on_eose: Callable[[str], None] | None = None,
+        on_closed: Callable[[str, str], None] | None = None,
+    ) -> PoolSubscription:
+        """A live subscription on every relay; ``on_event(url, event)`` once per event id."""
+        pool_sub = PoolSubscription(on_event)
+        for url, client in self._clients.items():
+            pool_sub.subscriptions[url] = client.subscribe(
+                filters,
+                lambda ev, url=url: pool_sub._deliver(url, ev),
+                on_eose=(lambda url=url: on_eose(url)) if on_eose else None,
+                on_closed=(lambda reason, url=url: on_closed(url, reason)) if on_closed else None,
+            )
+        return pool_sub
+
+
+async def _guarded_publish(client: RelayClient, event: Event, timeout: float) -> RelayVerdict:
+    # The client never raises for relay trouble; this guard keeps one bug from cancelling the
+    # whole TaskGroup, and the outer timeout is a last line against anything that hangs.
+    try:
+        async with asyncio.timeout(timeout + 1.0):
+            return await client.publish(event, timeout)
+    except TimeoutError:
+        return RelayVerdict(client.url, Verdict.TIMEOUT, f"no OK within {timeout:g}s")
+    except Exception as exc:
+        log.exception("publish to %s failed", client.url)
+        return RelayVerdict(client.url, Verdict.NOT_CONNECTED, f"internal error: {exc}")
+
+
+async def _guarded_query(client: RelayClient, filters: list[Mapping[str, Any]], timeout: float) -> QueryResult:
+    try:
+        async with asyncio.timeout(timeout + 1.0):
+            return await client.query_result(filters, timeout)
+    except TimeoutError:
+        return QueryResult(client.url, [], False, f"no EOSE within {timeout:g}s")
+    except Exception as exc:
+        log.exception("query to %s failed", client.url)
+        return QueryResult(client.url, [], False, f"internal error: {exc}")

@@ -1,0 +1,700 @@
+"""A websockets client for one Nostr relay: publish with OK, live subscriptions, queries, NIP-42.
+
+(Waits use ``asyncio.timeout``, never ``asyncio.wait_for``: on Python 3.11 ``wait_for`` can swallow
+a cancellation that races with its result, which leaves a cancelled task running.)
+
+This and ``pool.py`` are the only I/O of the nostr layer. Nothing a relay sends can crash the
+client: a frame that is oversized, not JSON, not a known message, or an event whose id or
+signature does not verify or that does not match its subscription's filters is dropped and
+counted in :attr:`RelayClient.dropped` by reason.
+
+The connection runs in one background task that reconnects with exponential backoff and jitter
+and then re-sends every live subscription and every publish still waiting for its OK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import secrets
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import websockets
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
+
+from ..errors import NostrError, RelayError
+from .event import Event, sign_event
+from .filters import Filter, matches_any, validate_filter
+from .keys import SecretKey, verify_signature
+from .kinds import CLIENT_AUTH
+from .results import ConnectionState, RelayVerdict, Verdict
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_FRAME_BYTES = 1024 * 1024
+DEFAULT_MAX_FUTURE_SKEW_S = 15 * 60
+
+# Reasons counted in RelayClient.dropped (other modules may rely on these names).
+DROP_OVERSIZED = "oversized"
+DROP_BAD_JSON = "bad_json"
+DROP_BAD_MESSAGE = "bad_message"  # JSON, but not a well-formed relay message
+DROP_UNKNOWN_MESSAGE = "unknown_message"  # a message type we never asked for
+DROP_UNKNOWN_SUB = "unknown_sub"
+DROP_BAD_EVENT = "bad_event"  # not the shape of an event
+DROP_INVALID_ID = "invalid_id"
+DROP_INVALID_SIG = "invalid_sig"
+DROP_FILTER_MISMATCH = "filter_mismatch"
+DROP_FUTURE = "future_created_at"
+
+EventCallback = Callable[[Event], None]
+StateCallback = Callable[[str, ConnectionState], None]
+
+
+@dataclass(slots=True)
+class QueryResult:
+    """One relay's answer to a query. ``complete`` means the relay sent EOSE."""
+
+    url: str
+    events: list[Event] = field(default_factory=list)
+    complete: bool = False
+    reason: str = ""  # why it is not complete: not connected, timed out, closed by the relay
+
+
+class RecentIds:
+    """A bounded set of recently seen ids (oldest forgotten first)."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._capacity = capacity
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ids
+
+    def add(self, key: str) -> None:
+        self._ids[key] = None
+        self._ids.move_to_end(key)
+        if len(self._ids) > self._capacity:
+            self._ids.popitem(last=False)
+
+
+class Subscription:
+    """A live REQ on one relay. Re-sent after every reconnect until :meth:`close`."""
+
+    def __init__(
+        self,
+        client: RelayClient,
+        sub_id: str,
+        filters: list[Filter],
+        on_event: EventCallback,
+        on_eose: Callable[[], None] | None,
+        on_closed: Callable[[str], None] | None,
+    ) -> None:
+        self.client = client
+        self.id = sub_id
+        self.filters = filters
+        self._on_event = on_event
+        self._on_eose = on_eose
+        self._on_closed = on_closed
+        self._seen = RecentIds()
+        self.eose_received = False
+        self.closed_reason: str | None = None  # set when the relay sent CLOSED (or we closed it)
+        self._settled = asyncio.Event()  # EOSE or CLOSED arrived
+        self._auth_retried = False
+
+    @property
+    def active(self) -> bool:
+        return self.closed_reason is None
+
+    async def close(self) -> None:
+        """Stop the subscription (sends CLOSE when connected). Idempotent."""
+        self.client._forget_subscription(self, "closed by us")
+
+    async def wait_settled(self, timeout: float) -> bool:
+        """Wait for EOSE or CLOSED; False on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def _deliver(self, ev: Event) -> None:
+        if ev.id in self._seen:
+            return  # a repeat, e.g. stored events sent again after a re-subscription
+        self._seen.add(ev.id)
+        call_safely(self._on_event, ev)
+
+    def _eose(self) -> None:
+        self.eose_received = True
+        self._settled.set()
+        if self._on_eose is not None:
+            call_safely(self._on_eose)
+
+    def _closed(self, reason: str, *, notify: bool) -> None:
+        if self.closed_reason is not None:
+            return
+        self.closed_reason = reason
+        self._settled.set()
+        if notify and self._on_closed is not None:
+            call_safely(self._on_closed, reason)
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.client.url!r}, {self.id!r}, active={self.active})"
+
+
+def call_safely(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # a consumer's bug must not kill the connection
+        log.exception("relay callback raised")
+
+
+def _describe(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g}s"
+    if isinstance(exc, InvalidStatus):
+        return f"the server answered HTTP {exc.response.status_code} instead of a websocket"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__
+
+
+class RelayClient:
+    """One relay connection. ``start()`` (or ``await connect()``) runs it in the background."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        auth_key: SecretKey | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        reconnect: bool = True,
+        on_state: StateCallback | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        stable_after: float = 10.0,
+        connect_timeout: float = 5.0,
+        ping_interval: float | None = 20.0,
+        max_future_skew: float | None = DEFAULT_MAX_FUTURE_SKEW_S,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+            raise RelayError(f"not a relay URL (expected ws:// or wss://): {url!r}")
+        self.url = url
+        self.auth_key = auth_key
+        self.max_frame_bytes = max_frame_bytes
+        self.reconnect = reconnect
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.stable_after = stable_after  # a connection that lived this long resets the backoff
+        self.connect_timeout = connect_timeout
+        self.ping_interval = ping_interval
+        self.max_future_skew = max_future_skew
+        self.dropped: Counter[str] = Counter()
+        self.notices: deque[str] = deque(maxlen=20)
+        self.last_error = ""
+        self.connection_count = 0  # successful handshakes so far
+        self._on_state = on_state
+        self._state = ConnectionState.DISCONNECTED
+        self._subs: dict[str, Subscription] = {}
+        self._pending: dict[str, asyncio.Future[tuple[bool | None, str]]] = {}
+        self._pending_events: dict[str, Event] = {}  # re-sent after a reconnect until answered
+        self._waiters: Counter[str] = Counter()
+        self._ws: ClientConnection | None = None
+        self._out: asyncio.Queue[str] | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._closing = False
+        self._pulse = asyncio.Event()  # set and replaced on every change waiters care about
+        self._challenge: str | None = None
+        self._auth_task: asyncio.Task[tuple[bool, str]] | None = None
+        self._authed = False
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        return f"RelayClient({self.url!r}, state={self._state.value})"
+
+    # --- state --------------------------------------------------------------------------------
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def connected(self) -> bool:
+        return self._state is ConnectionState.CONNECTED
+
+    @property
+    def authenticated(self) -> bool:
+        return self._authed
+
+    def _set_state(self, state: ConnectionState) -> None:
+        if state is self._state:
+            return
+        self._state = state
+        self._notify()
+        if self._on_state is not None:
+            call_safely(self._on_state, self.url, state)
+
+    def _notify(self) -> None:
+        pulse, self._pulse = self._pulse, asyncio.Event()
+        pulse.set()
+
+    async def _wait_for(self, predicate: Callable[[], bool], deadline: float) -> bool:
+        loop = asyncio.get_running_loop()
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._pulse.wait()
+            except TimeoutError:
+                return predicate()
+        return True
+
+    async def _ready(self, deadline: float) -> bool:
+        """Connected now, or once the connection attempt in progress succeeds (before deadline).
+
+        A relay that is down (backing off between attempts) answers at once: callers get
+        NOT_CONNECTED instead of waiting for a relay that may be gone for a long time.
+        """
+        if self._state is ConnectionState.CONNECTING:
+            await self._wait_for(lambda: self._state is not ConnectionState.CONNECTING, deadline)
+        return self._state is ConnectionState.CONNECTED
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start connecting in the background (returns at once)."""
+        if self._closing:
+            raise RelayError(f"{self.url}: this client was closed")
+        if self._runner is None or self._runner.done():
+            self._set_state(ConnectionState.CONNECTING)
+            self._runner = asyncio.get_running_loop().create_task(self._run(), name=f"relay {self.url}")
+
+    async def connect(self, timeout: float = 5.0) -> None:
+        """Connect (or wait for the background connection); raise :class:`RelayError` on failure.
+
+        Fails as soon as the current attempt fails; with ``reconnect`` the client keeps trying
+        in the background.
+        """
+        self.start()
+        deadline = asyncio.get_running_loop().time() + timeout
+        before = self.connection_count
+        # Success means the handshake happened, even if the relay hung up again right after.
+        await self._wait_for(
+            lambda: self._state is not ConnectionState.CONNECTING or self.connection_count > before, deadline
+        )
+        if not (self.connected or self.connection_count > before):
+            why = self.last_error or f"no connection within {timeout:g}s"
+            raise RelayError(f"cannot connect to {self.url}: {why}")
+
+    async def close(self) -> None:
+        """Close for good: stop reconnecting, fail waiting publishes, end subscriptions."""
+        self._closing = True
+        ws = self._ws
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await ws.close()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await runner
+        for task in list(self._background):
+            task.cancel()
+        self._fail_pending("the client was closed")
+        for sub in list(self._subs.values()):
+            sub._closed("client closed", notify=False)
+        self._subs.clear()
+        self._set_state(ConnectionState.CLOSED)
+
+    async def __aenter__(self) -> RelayClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _backoff_delay(self, attempt: int) -> float:
+        delay = min(self.backoff_max, self.backoff_base * 2 ** min(attempt, 30))
+        return random.uniform(delay / 2, delay)  # jitter: relays restarted together are not hit together
+
+    async def _run(self) -> None:
+        attempt = 0
+        while not self._closing:
+            self._set_state(ConnectionState.CONNECTING)
+            try:
+                ws = await websockets.connect(
+                    self.url,
+                    open_timeout=self.connect_timeout,
+                    close_timeout=1.0,
+                    # Frames up to twice the limit are read and dropped (counted); larger ones
+                    # make websockets close the connection (1009), and we reconnect.
+                    max_size=2 * self.max_frame_bytes,
+                    ping_interval=self.ping_interval,
+                    ping_timeout=self.ping_interval,
+                )
+            except asyncio.CancelledError:
+                raise
+            except InvalidURI as exc:
+                self.last_error = f"invalid relay URL: {exc}"
+                self._set_state(ConnectionState.DISCONNECTED)
+                return
+            except Exception as exc:
+                self.last_error = _describe(exc, self.connect_timeout)
+                log.debug("relay %s: connect failed: %s", self.url, self.last_error)
+            else:
+                started = time.monotonic()
+                await self._serve_connection(ws)
+                if time.monotonic() - started >= self.stable_after:
+                    attempt = 0
+            if self._closing:
+                break
+            if not self.reconnect:
+                self._fail_pending(f"connection lost: {self.last_error}" if self.last_error else "disconnected")
+                self._set_state(ConnectionState.DISCONNECTED)
+                return
+            self._set_state(ConnectionState.BACKOFF)
+            await asyncio.sleep(self._backoff_delay(attempt))
+            attempt += 1
+
+    async def _serve_connection(self, ws: ClientConnection) -> None:
+        out: asyncio.Queue[str] = asyncio.Queue()
+        self._ws, self._out = ws, out
+        self._challenge, self._authed, self._auth_task = None, False, None
+        self.last_error = ""
+        self.connection_count += 1
+        writer = asyncio.get_running_loop().create_task(self._write_loop(ws, out))
+        self._set_state(ConnectionState.CONNECTED)
+        # Everything that must survive a reconnect is re-sent, in order, before new traffic.
+        for sub in self._subs.values():
+            sub._auth_retried = False
+            self._enqueue(["REQ", sub.id, *sub.filters])
+        for ev in self._pending_events.values():
+            self._enqueue(["EVENT", ev.to_dict()])
+        try:
+            while True:
+                try:
+                    data = await ws.recv(decode=False)
+                except ConnectionClosed as exc:
+                    self.last_error = self._describe_close(exc)
+                    break
+                try:
+                    self._on_frame(data)
+                except Exception:  # a bug in our handling must not end the connection
+                    log.exception("relay %s: failed to handle a frame", self.url)
+                    self.dropped["internal_error"] += 1
+        finally:
+            writer.cancel()
+            self._ws, self._out = None, None
+            if self._auth_task is not None:
+                self._auth_task.cancel()
+            self._set_state(ConnectionState.DISCONNECTED)
+
+    def _describe_close(self, exc: ConnectionClosed) -> str:
+        if exc.sent is not None and exc.sent.code == 1009:  # websockets refused a too-big frame
+            self.dropped[DROP_OVERSIZED] += 1
+            return "the relay sent a message larger than our limit"
+        frame = exc.rcvd
+        if frame is None:
+            return "connection lost"
+        return f"connection closed ({frame.code}{': ' + frame.reason if frame.reason else ''})"
+
+    @staticmethod
+    async def _write_loop(ws: ClientConnection, out: asyncio.Queue[str]) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                await ws.send(await out.get())
+
+    def _enqueue(self, message: list[Any]) -> bool:
+        if self._out is None or self._state is not ConnectionState.CONNECTED:
+            return False
+        self._out.put_nowait(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+        return True
+
+    def _fail_pending(self, reason: str) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_result((None, reason))
+        self._pending.clear()
+        self._pending_events.clear()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- incoming -----------------------------------------------------------------------------
+    def _on_frame(self, data: bytes) -> None:
+        if len(data) > self.max_frame_bytes:
+            self.dropped[DROP_OVERSIZED] += 1
+            return
+        try:
+            msg = json.loads(data)
+        except (ValueError, RecursionError):
+            self.dropped[DROP_BAD_JSON] += 1
+            return
+        if not isinstance(msg, list) or not msg or not isinstance(msg[0], str):
+            self.dropped[DROP_BAD_MESSAGE] += 1
+            return
+        kind = msg[0]
+        if kind == "EVENT":
+            self._on_event(msg)
+        elif kind == "OK":
+            if len(msg) < 3 or not isinstance(msg[1], str) or not isinstance(msg[2], bool):
+                self.dropped[DROP_BAD_MESSAGE] += 1
+                return
+            reason = msg[3] if len(msg) > 3 and isinstance(msg[3], str) else ""
+            fut = self._pending.get(msg[1])
+            if fut is not None and not fut.done():
+                fut.set_result((msg[2], reason))
+        elif kind == "EOSE":
+            if len(msg) < 2 or not isinstance(msg[1], str):
+                self.dropped[DROP_BAD_MESSAGE] += 1
+                return
+            sub = self._subs.get(msg[1])
+            if sub is not None:
+                sub._eose()
+        elif kind == "CLOSED":
+            if len(msg) < 2 or not isinstance(msg[1], str):
+                self.dropped[DROP_BAD_MESSAGE] += 1
+                return
+            reason = msg[2] if len(msg) > 2 and isinstance(msg[2], str) else ""
+            self._on_closed(msg[1], reason)
+        elif kind == "NOTICE":
+            text = msg[1] if len(msg) > 1 and isinstance(msg[1], str) else ""
+            self.notices.append(text[:500])
+            log.info("relay %s says: %s", self.url, text[:200])
+        elif kind == "AUTH":
+            if len(msg) < 2 or not isinstance(msg[1], str) or not msg[1]:
+                self.dropped[DROP_BAD_MESSAGE] += 1
+                return
+            self._challenge = msg[1]
+            self._notify()
+        else:
+            self.dropped[DROP_UNKNOWN_MESSAGE] += 1
+
+    def _on_event(self, msg: list[Any]) -> None:
+        if len(msg) != 3 or not isinstance(msg[1], str):
+            self.dropped[DROP_BAD_MESSAGE] += 1
+            return
+        sub = self._subs.get(msg[1])
+        if sub is None:
+            self.dropped[DROP_UNKNOWN_SUB] += 1
+            return
+        try:
+            ev = Event.from_dict(msg[2])
+            computed = ev.computed_id()
+        except NostrError:
+            self.dropped[DROP_BAD_EVENT] += 1
+            return
+        if ev.id in sub._seen:
+            return  # already delivered (a verified copy); nothing new to check
+        if computed != ev.id:
+            self.dropped[DROP_INVALID_ID] += 1
+        elif not matches_any(sub.filters, ev):
+            self.dropped[DROP_FILTER_MISMATCH] += 1
+        elif self.max_future_skew is not None and ev.created_at > time.time() + self.max_future_skew:
+            self.dropped[DROP_FUTURE] += 1
+        elif not verify_signature(ev.pubkey, bytes.fromhex(ev.id), bytes.fromhex(ev.sig)):
+            self.dropped[DROP_INVALID_SIG] += 1
+        else:
+            sub._deliver(ev)
+
+    def _on_closed(self, sub_id: str, reason: str) -> None:
+        sub = self._subs.get(sub_id)
+        if sub is None:
+            return
+        if reason.startswith("auth-required:") and self.auth_key is not None and not sub._auth_retried:
+            sub._auth_retried = True
+            self._spawn(self._auth_then_resubscribe(sub, reason))
+            return
+        del self._subs[sub_id]
+        sub._closed(reason or "closed by the relay", notify=True)
+
+    # --- NIP-42 -------------------------------------------------------------------------------
+    async def _authenticate(self, deadline: float) -> tuple[bool, str]:
+        """Answer the relay's AUTH challenge (once per connection; concurrent callers share it)."""
+        if self.auth_key is None:
+            return False, "no key to authenticate with"
+        if self._authed:
+            return True, ""
+        task = self._auth_task
+        if task is None or task.done():
+            task = self._auth_task = asyncio.get_running_loop().create_task(self._send_auth(deadline))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():  # the connection dropped; our own caller was not cancelled
+                return False, "connection lost during authentication"
+            raise
+
+    async def _send_auth(self, deadline: float) -> tuple[bool, str]:
+        assert self.auth_key is not None
+        if not await self._wait_for(lambda: self._challenge is not None or not self.connected, deadline):
+            return False, "the relay sent no AUTH challenge"
+        if not self.connected or self._challenge is None:
+            return False, "not connected"
+        auth = sign_event(
+            self.auth_key,
+            kind=CLIENT_AUTH,
+            content="",
+            created_at=int(time.time()),
+            tags=[["relay", self.url], ["challenge", self._challenge]],
+        )
+        fut: asyncio.Future[tuple[bool | None, str]] = asyncio.get_running_loop().create_future()
+        self._pending[auth.id] = fut
+        try:
+            self._enqueue(["AUTH", auth.to_dict()])
+            try:
+                async with asyncio.timeout_at(deadline):
+                    accepted, reason = await asyncio.shield(fut)
+            except TimeoutError:
+                return False, "the relay did not answer our AUTH"
+        finally:
+            self._pending.pop(auth.id, None)
+        self._authed = bool(accepted)
+        return self._authed, reason
+
+    async def _auth_then_resubscribe(self, sub: Subscription, closed_reason: str) -> None:
+        deadline = asyncio.get_running_loop().time() + self.connect_timeout
+        ok, why = await self._authenticate(deadline)
+        if self._subs.get(sub.id) is not sub:
+            return
+        if ok:
+            self._enqueue(["REQ", sub.id, *sub.filters])
+        else:
+            del self._subs[sub.id]
+            sub._closed(f"{closed_reason} (authentication failed: {why})", notify=True)
+
+    # --- publish ------------------------------------------------------------------------------
+    async def publish(self, event: Event, timeout: float = 5.0) -> RelayVerdict:
+        """Send ``event`` and wait for the relay's OK. Never raises for relay problems.
+
+        ``OK false "duplicate: ..."`` counts as accepted (the relay holds the event). A publish
+        whose connection drops is re-sent after the reconnect, within the same timeout.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if not await self._ready(deadline):
+            why = self.last_error or self._state.value
+            return RelayVerdict(self.url, Verdict.NOT_CONNECTED, why)
+        auth_tried = False
+        while True:
+            accepted, reason = await self._send_and_wait(event, deadline)
+            if accepted is None:
+                if reason == "timeout":
+                    lost = "" if self.connected else f" ({self.last_error or 'connection lost'})"
+                    return RelayVerdict(self.url, Verdict.TIMEOUT, f"no OK within {timeout:g}s{lost}")
+                return RelayVerdict(self.url, Verdict.NOT_CONNECTED, reason)
+            if (
+                not accepted
+                and reason.startswith("auth-required:")
+                and self.auth_key is not None
+                and not auth_tried
+            ):
+                auth_tried = True
+                ok, why = await self._authenticate(deadline)
+                if ok:
+                    continue
+                return RelayVerdict(self.url, Verdict.REJECTED, f"{reason} (authentication failed: {why})")
+            if accepted or reason.startswith("duplicate:"):
+                return RelayVerdict(self.url, Verdict.ACCEPTED, reason)
+            return RelayVerdict(self.url, Verdict.REJECTED, reason)
+
+    async def _send_and_wait(self, event: Event, deadline: float) -> tuple[bool | None, str]:
+        loop = asyncio.get_running_loop()
+        fut = self._pending.get(event.id)
+        if fut is None or fut.done():
+            fut = loop.create_future()
+            self._pending[event.id] = fut
+            self._pending_events[event.id] = event
+            self._enqueue(["EVENT", event.to_dict()])
+        # else: the same event is already on its way; share its answer instead of sending twice
+        self._waiters[event.id] += 1
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await asyncio.shield(fut)
+        except TimeoutError:
+            return None, "timeout"
+        finally:
+            self._waiters[event.id] -= 1
+            if self._waiters[event.id] <= 0:
+                del self._waiters[event.id]
+                if self._pending.get(event.id) is fut:
+                    del self._pending[event.id]
+                    self._pending_events.pop(event.id, None)
+
+    # --- subscribe / query --------------------------------------------------------------------
+    def subscribe(
+        self,
+        filters: list[Mapping[str, Any]],
+        on_event: EventCallback,
+        *,
+        on_eose: Callable[[], None] | None = None,
+        on_closed: Callable[[str], None] | None = None,
+        sub_id: str | None = None,
+    ) -> Subscription:
+        """Open a live subscription; sent now if connected, else on (re)connect.
+
+        ``on_eose`` runs after every (re)subscription's stored events; ``on_closed`` when the
+        relay ends the subscription with CLOSED (after one NIP-42 retry for ``auth-required:``).
+        Raises :class:`NostrError` for a malformed filter.
+        """
+        if not filters:
+            raise NostrError("a subscription needs at least one filter")
+        checked = [validate_filter(f) for f in filters]
+        sub_id = sub_id or secrets.token_hex(8)
+        if not 1 <= len(sub_id) <= 64:
+            raise NostrError("a subscription id must be 1 to 64 characters")
+        old = self._subs.get(sub_id)
+        if old is not None:
+            old._closed("replaced by a new subscription with the same id", notify=False)
+        sub = Subscription(self, sub_id, checked, on_event, on_eose, on_closed)
+        self._subs[sub_id] = sub
+        self._enqueue(["REQ", sub_id, *checked])
+        return sub
+
+    def _forget_subscription(self, sub: Subscription, reason: str) -> None:
+        if self._subs.get(sub.id) is sub:
+            del self._subs[sub.id]
+            self._enqueue(["CLOSE", sub.id])
+        sub._closed(reason, notify=False)
+
+    async def query_result(self, filters: list[Mapping[str, Any]], timeout: float = 5.0) -> QueryResult:
+        """Stored events matching ``filters`` until EOSE, CLOSED or ``timeout``, newest first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if not await self._ready(deadline):
+            return QueryResult(self.url, [], False, f"not connected: {self.last_error or self._state.value}")
+        found: dict[str, Event] = {}
+        sub = self.subscribe(filters, lambda ev: found.setdefault(ev.id, ev))
+        try:
+            settled = await sub.wait_settled(max(deadline - loop.time(), 0))
+        finally:
+            closed_by_relay = sub.closed_reason
+            await sub.close()
+        events = sorted(found.values(), key=lambda e: (-e.created_at, e.id))
+        if sub.eose_received:
+            # Complete, even if CLOSED followed (rust-nostr closes an ``ids`` query once it is
+            # fully answered).
+            return QueryResult(self.url, events, True)
+        if settled and closed_by_relay is not None:
+            return QueryResult(self.url, events, False, f"closed by the relay: {closed_by_relay}")
+        lost = "" if self.connected else f" ({self.last_error or 'connection lost'})"
+        return QueryResult(self.url, events, False, f"no EOSE within {timeout:g}s{lost}")
+
+    async def query(self, filters: list[Mapping[str, Any]], timeout: float = 5.0) -> list[Event]:
+        """The events of :meth:`query_result` (possibly partial when the relay did not finish)."""
+        return (await self.query_result(filters, timeout)).events
