@@ -255,6 +255,18 @@ class _Loader:
         return cls(**kwargs)
 
 
+def config_error(path: Path | None, section: str | None, key: str, what: str) -> ConfigError:
+    """A ConfigError naming the file, the key and its line, for checks made outside this module
+    (e.g. a pubkey or a soul file, checked where they are used)."""
+    text = ""
+    if path is not None:
+        try:
+            text = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+    return _Loader(path, text).fail(section, key, what)
+
+
 def parse_config(text: str, path: Path | None = None) -> Config:
     """Parse TOML text into a :class:`Config` (no environment overrides)."""
     try:
@@ -364,11 +376,18 @@ def render_example() -> str:
         '# role = "system"',
         '# tool = "memory_short_term_read"',
         "",
-        "# [keys]: remap key bindings, action = \"key\". Actions: send, newline, cancel, new_chat, edit_short_term,",
-        "# edit_long_term, dry_run, toggle_memory, toggle_self, toggle_inspector, command_palette, quit.",
+        "# [keys]: remap key bindings, action = \"key\" (several keys: \"f5,f12\"); terminals swallow some keys.",
+        "# Actions and their default keys:",
+        "#   send (enter), newline (shift+enter,ctrl+j), cancel (escape: stop a streaming reply),",
+        "#   new_chat (ctrl+n), resume_chat (ctrl+r), switch_model (ctrl+l), change_theme (ctrl+t),",
+        "#   toggle_memory (f2), toggle_self (f3), toggle_inspector (f4), toggle_sidebar (ctrl+b),",
+        "#   dry_run (f5), edit_short_term (f6), edit_long_term (f7), load_long_term (f8), copy_reply (f9),",
+        "#   export_markdown (ctrl+s), inspector_open (o), inspector_diff (d), editor_save (ctrl+s),",
+        "#   editor_close (escape), command_palette (ctrl+p), quit (ctrl+q).",
         "[keys]",
         '# send = "enter"',
         '# newline = "ctrl+j"',
+        '# dry_run = "f5"',
         "",
     ]
     return "\n".join(out)

@@ -1,0 +1,259 @@
+"""Self- and admin-context: a cache of one pubkey's kind 0 (profile), 3 (contacts), 10002 (relays), 1 (notes).
+
+Filled by a start-up query and kept current by a live subscription; read by the context tools and the
+soul (cache only, never the network). Also builds the agent's own kind 0/3/10002 from the config and
+tells whether they differ from what the relays hold, so the service publishes only real changes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import NostrError
+from ..nostr import nip19
+from ..nostr.event import Event
+from ..nostr.keys import is_hex_pubkey
+from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST, TEXT_NOTE
+from ..nostr.replaceable import is_newer
+
+log = logging.getLogger(__name__)
+
+MAX_FUTURE_SECONDS = 15 * 60
+PROFILE_FIELDS = ("name", "about", "picture")  # the kind 0 fields the config manages
+
+
+def pubkey_hex(text: str) -> str:
+    """Hex or npub → lowercase hex; ValueError saying what is wrong otherwise."""
+    value = text.strip()
+    if value.lower().startswith("npub1"):
+        try:
+            return nip19.decode_npub(value)
+        except NostrError as exc:
+            raise ValueError(f"{value!r} is not a valid npub ({exc.message})") from None
+    if is_hex_pubkey(value):
+        return value.lower()
+    raise ValueError(f"{value!r} is not a public key (64 hex characters or npub1…)")
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityView:
+    """Public data about one pubkey, as cached. Notes newest first."""
+
+    pubkey: str
+    npub: str
+    profile: dict[str, Any]
+    contacts: list[str]
+    relays: list[tuple[str, str]]  # (url, "read" | "write" | "")
+    notes: list[Event]
+    profile_event: Event | None = None
+    contacts_event: Event | None = None
+    relays_event: Event | None = None
+    loaded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SelfContextSnapshot:
+    agent: IdentityView
+    admin: IdentityView | None
+
+
+def profile_of(ev: Event | None) -> dict[str, Any]:
+    if ev is None:
+        return {}
+    try:
+        data = json.loads(ev.content)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def contacts_of(ev: Event | None) -> list[str]:
+    if ev is None:
+        return []
+    seen: dict[str, None] = {}
+    for pk in ev.tag_values("p"):
+        if is_hex_pubkey(pk):
+            seen.setdefault(pk.lower(), None)
+    return list(seen)
+
+
+def relays_of(ev: Event | None) -> list[tuple[str, str]]:
+    if ev is None:
+        return []
+    out: list[tuple[str, str]] = []
+    for tag in ev.tags:
+        if len(tag) >= 2 and tag[0] == "r":
+            marker = tag[2] if len(tag) >= 3 and tag[2] in ("read", "write") else ""
+            out.append((tag[1], marker))
+    return out
+
+
+class IdentityCache:
+    """The cached public identity of one pubkey."""
+
+    def __init__(self, pubkey: str, *, notes_limit: int = 20, clock: Callable[[], float] | None = None) -> None:
+        self.pubkey = pubkey
+        self.npub = nip19.encode_npub(pubkey)
+        self.notes_limit = notes_limit
+        self._clock = clock or time.time
+        self._replaceable: dict[int, Event] = {}
+        self._notes: dict[str, Event] = {}
+        self._view: IdentityView | None = None
+        self.loaded = False
+        self.version = 0  # bumped on every change
+        self.rendered: dict[str, str] = {}  # memo for the context tools' markdown, cleared on change
+        self.dropped: Counter[str] = Counter()
+        self._listeners: list[Callable[[], None]] = []
+
+    def filters(self) -> list[dict[str, Any]]:
+        return [
+            {"authors": [self.pubkey], "kinds": [METADATA, CONTACTS, RELAY_LIST]},
+            {"authors": [self.pubkey], "kinds": [TEXT_NOTE], "limit": self.notes_limit},
+        ]
+
+    def add_listener(self, cb: Callable[[], None]) -> Callable[[], None]:
+        self._listeners.append(cb)
+        return lambda: self._listeners.remove(cb) if cb in self._listeners else None
+
+    def _changed(self) -> None:
+        self._view = None
+        self.rendered.clear()
+        self.version += 1
+        for cb in list(self._listeners):
+            try:
+                cb()
+            except Exception:
+                log.exception("identity listener failed")
+
+    def _accept(self, ev: Event) -> bool:
+        if ev.pubkey != self.pubkey:
+            self.dropped["foreign_author"] += 1
+            return False
+        if ev.kind not in (METADATA, CONTACTS, RELAY_LIST, TEXT_NOTE):
+            self.dropped["wrong_kind"] += 1
+            return False
+        if ev.created_at > self._clock() + MAX_FUTURE_SECONDS:
+            self.dropped["future"] += 1
+            return False
+        return True
+
+    def _put(self, ev: Event) -> bool:
+        if ev.kind == TEXT_NOTE:
+            if ev.id in self._notes:
+                return False
+            self._notes[ev.id] = ev
+            if len(self._notes) > self.notes_limit:
+                keep = sorted(self._notes.values(), key=lambda e: (-e.created_at, e.id))[: self.notes_limit]
+                self._notes = {e.id: e for e in keep}
+                return ev.id in self._notes
+            return True
+        cur = self._replaceable.get(ev.kind)
+        if cur is not None and (cur.id == ev.id or not is_newer(ev, cur)):
+            return False
+        self._replaceable[ev.kind] = ev
+        return True
+
+    def ingest(self, url: str | None, ev: Event) -> bool:
+        """One event from a relay (live or fetched). Returns True when the cache changed."""
+        if not self._accept(ev):
+            return False
+        if not ev.is_valid():
+            self.dropped["invalid"] += 1
+            return False
+        if self._put(ev):
+            self._changed()
+            return True
+        return False
+
+    def ingest_many(self, events: Iterable[Event], *, loaded: bool = True) -> bool:
+        changed = False
+        for ev in events:
+            if not self._accept(ev):
+                continue
+            if not ev.is_valid():
+                self.dropped["invalid"] += 1
+                continue
+            changed = self._put(ev) or changed
+        if loaded and not self.loaded:
+            self.loaded = True
+            changed = True
+        if changed:
+            self._changed()
+        return changed
+
+    def event(self, kind: int) -> Event | None:
+        return self._replaceable.get(kind)
+
+    def view(self) -> IdentityView:
+        if self._view is None:
+            notes = sorted(self._notes.values(), key=lambda e: (-e.created_at, e.id))
+            self._view = IdentityView(
+                pubkey=self.pubkey,
+                npub=self.npub,
+                profile=profile_of(self._replaceable.get(METADATA)),
+                contacts=contacts_of(self._replaceable.get(CONTACTS)),
+                relays=relays_of(self._replaceable.get(RELAY_LIST)),
+                notes=notes,
+                profile_event=self._replaceable.get(METADATA),
+                contacts_event=self._replaceable.get(CONTACTS),
+                relays_event=self._replaceable.get(RELAY_LIST),
+                loaded=self.loaded,
+            )
+        return self._view
+
+
+# --- the agent's own kinds 0 / 3 / 10002 from the config ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OwnIdentityDraft:
+    """What the agent should publish: (kind, content, tags) for each kind that differs from the relays."""
+
+    kind: int
+    content: str
+    tags: tuple[tuple[str, ...], ...] = field(default=())
+
+
+def desired_profile(current: dict[str, Any], *, name: str, about: str, picture: str) -> dict[str, Any]:
+    """The configured fields over what the relays hold (other fields, e.g. nip05 or lud16, are kept)."""
+    out = dict(current)
+    for key, value in (("name", name), ("about", about), ("picture", picture)):
+        if value:
+            out[key] = value
+        else:
+            out.pop(key, None)
+    return out
+
+
+def own_identity_drafts(
+    cache: IdentityCache,
+    *,
+    name: str,
+    about: str,
+    picture: str,
+    contacts: Sequence[str],
+    relay_urls: Sequence[str],
+) -> list[OwnIdentityDraft]:
+    """The kinds 0, 3, 10002 to publish, only where the config differs from the cached (relay) version.
+
+    Contacts and relay list are left alone when the config has none: we never wipe a list someone
+    built elsewhere just because the config is silent.
+    """
+    drafts: list[OwnIdentityDraft] = []
+    view = cache.view()
+    profile = desired_profile(view.profile, name=name, about=about, picture=picture)
+    if profile != view.profile or view.profile_event is None:
+        drafts.append(OwnIdentityDraft(METADATA, json.dumps(profile, ensure_ascii=False, sort_keys=True)))
+    wanted_contacts = list(dict.fromkeys(contacts))
+    if wanted_contacts and set(wanted_contacts) != set(view.contacts):
+        drafts.append(OwnIdentityDraft(CONTACTS, "", tuple(("p", pk) for pk in wanted_contacts)))
+    wanted_relays = [(url, "") for url in dict.fromkeys(relay_urls)]
+    if wanted_relays and set(wanted_relays) != set(view.relays):
+        drafts.append(OwnIdentityDraft(RELAY_LIST, "", tuple(("r", url) for url, _ in wanted_relays)))
+    return drafts

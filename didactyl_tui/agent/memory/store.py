@@ -1,0 +1,436 @@
+"""The agent's Nostr memory: short- and long-term text, NIP-44 encrypted to itself, kind 30078.
+
+One addressable event per memory: ``["d","short_term_memory"]`` or ``["d","long_term_memory"]`` plus
+``["app","didactyl"]``. Newest wins (NIP-01, ties to the lowest id), wherever a version comes from: the
+start-up fetch, our own save, or the live subscription (another device with the same key).
+
+Save path, the only one (the ``memory_save`` tool, the editor and ``didactyl memory save`` all use it):
+validate → encrypt → sign → cache → :meth:`MemoryStore._publish` → per-relay verdicts. Bad input raises
+:class:`AgentError` before anything is signed. ``_publish`` is the single hook where an outbox goes.
+
+An empty memory is sent as an event with empty content: NIP-44 cannot encrypt zero bytes, and an empty
+string reveals nothing. Everything runs on the event loop; the caches are only touched there, and saves
+are serialized by an ``asyncio.Lock`` so ``created_at`` always moves forward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from ...errors import AgentError, NostrError
+from ...nostr import nip44
+from ...nostr.event import Event, sign_event
+from ...nostr.keys import SecretKey
+from ...nostr.kinds import APP_DATA
+from ...nostr.replaceable import is_newer
+from ...nostr.results import PublishOutcome
+
+log = logging.getLogger(__name__)
+
+APP_TAG = ("app", "didactyl")
+MAX_FUTURE_SECONDS = 15 * 60  # a version dated further ahead is refused (it would win forever)
+NIP44_MAX_BYTES = nip44.MAX_PLAINTEXT_BYTES
+
+
+class MemoryType(str, Enum):
+    SHORT_TERM = "short_term"
+    LONG_TERM = "long_term"
+
+    @property
+    def d_tag(self) -> str:
+        return f"{self.value}_memory"
+
+    @property
+    def title(self) -> str:
+        return "Short-Term Memory" if self is MemoryType.SHORT_TERM else "Long-Term Memory"
+
+    @classmethod
+    def parse(cls, value: Any) -> MemoryType:
+        """``"short_term"``/``"long_term"`` (or the d tag) → MemoryType; anything else is an AgentError."""
+        if isinstance(value, MemoryType):
+            return value
+        for t in cls:
+            if value in (t.value, t.d_tag):
+                return t
+        raise AgentError(f"memory type must be 'short_term' or 'long_term', not {value!r}", "Memory")
+
+    @classmethod
+    def from_d_tag(cls, d: str) -> MemoryType | None:
+        for t in cls:
+            if t.d_tag == d:
+                return t
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySnapshot:
+    """One memory as the app knows it now. ``relays``: the relays known to hold this exact version."""
+
+    type: MemoryType
+    content: str
+    limit_chars: int
+    event_id: str | None
+    created_at: int | None
+    relays: tuple[str, ...]
+    loaded: bool  # filled from the relays (or by a save); False: not fetched yet, or no relay answered
+
+    @property
+    def chars(self) -> int:
+        return len(self.content)
+
+    @property
+    def utf8_bytes(self) -> int:
+        return len(self.content.encode("utf-8", "surrogatepass"))
+
+    @property
+    def over_limit(self) -> bool:
+        return self.chars > self.limit_chars or self.utf8_bytes > NIP44_MAX_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResult:
+    type: MemoryType
+    event_id: str
+    outcome: PublishOutcome
+    created_at: int = 0
+    snapshot: MemorySnapshot | None = None
+
+    @property
+    def any_accepted(self) -> bool:
+        return self.outcome.any_accepted
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The ``didactyl memory save --json`` shape (and the memory_save tool's result)."""
+        return {
+            "type": self.type.value,
+            "event_id": self.event_id,
+            "created_at": self.created_at,
+            "accepted_by": self.outcome.accepted_by,
+            "relays": {
+                url: {"verdict": v.verdict.value, "message": v.message} for url, v in self.outcome.results.items()
+            },
+        }
+
+
+class MemoryPool(Protocol):
+    """What the store needs from :class:`didactyl_tui.nostr.pool.RelayPool`."""
+
+    async def publish(self, event: Event, timeout: float = ...) -> PublishOutcome: ...
+
+    async def query_by_relay(self, filters: list[dict[str, Any]], timeout: float = ...) -> dict[str, Any]: ...
+
+    def subscribe(self, filters: list[dict[str, Any]], on_event: Callable[[str, Event], None]) -> Any: ...
+
+
+ChangeListener = Callable[[MemorySnapshot, str], None]  # (snapshot, origin "local" | "remote")
+WarningListener = Callable[[str], None]
+Publisher = Callable[[Event], Awaitable[PublishOutcome]]
+
+
+@dataclass
+class _Slot:
+    event: Event | None = None
+    content: str = ""
+    loaded: bool = False
+    floor_created_at: int = 0  # newest created_at seen for this memory, even if unreadable
+    relay_versions: dict[str, tuple[str, int]] = field(default_factory=dict)  # url -> (event id, created_at)
+
+
+def validate_memory_content(t: MemoryType, content: Any, limit_chars: int) -> str:
+    """The checks before anything is signed. Returns the content; raises AgentError with a clear reason."""
+    if not isinstance(content, str):
+        raise AgentError(f"{t.title} content must be text", "Memory")
+    if len(content) > limit_chars:
+        raise AgentError(
+            f"{t.title} is {len(content):,} characters; the limit is {limit_chars:,}. "
+            "Shorten it and save again (nothing was published).",
+            "Memory over limit",
+        )
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise AgentError(f"{t.title} holds characters that cannot be encoded as UTF-8", "Memory") from None
+    if size > NIP44_MAX_BYTES:
+        raise AgentError(
+            f"{t.title} is {size:,} UTF-8 bytes; NIP-44 allows at most {NIP44_MAX_BYTES:,}. "
+            "Shorten it and save again (nothing was published).",
+            "Memory over limit",
+        )
+    return content
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        key: SecretKey,
+        pool: MemoryPool,
+        *,
+        limits: dict[MemoryType, int],
+        relay_timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        publisher: Publisher | None = None,
+    ) -> None:
+        self._key = key
+        self.pubkey = key.public_key_hex
+        self._pool = pool
+        self._limits = {t: int(limits[t]) for t in MemoryType}
+        self._timeout = relay_timeout
+        self._clock = clock
+        self._publisher = publisher
+        self._conversation_key = nip44.get_conversation_key(key.secret_hex(), self.pubkey)
+        self._slots = {t: _Slot() for t in MemoryType}
+        self._lock = asyncio.Lock()
+        self._change_listeners: list[ChangeListener] = []
+        self._warning_listeners: list[WarningListener] = []
+        self._subscription: Any = None
+        self.dropped: Counter[str] = Counter()  # events refused, by reason (hostile or stray relays)
+        self.warnings: list[str] = []
+
+    # --- listeners ------------------------------------------------------------------------
+    def add_listener(self, cb: ChangeListener) -> Callable[[], None]:
+        self._change_listeners.append(cb)
+        return lambda: self._change_listeners.remove(cb) if cb in self._change_listeners else None
+
+    def add_warning_listener(self, cb: WarningListener) -> Callable[[], None]:
+        self._warning_listeners.append(cb)
+        return lambda: self._warning_listeners.remove(cb) if cb in self._warning_listeners else None
+
+    def _notify(self, t: MemoryType, origin: str) -> None:
+        snap = self.snapshot(t)
+        for cb in list(self._change_listeners):
+            try:
+                cb(snap, origin)
+            except Exception:  # a broken listener must not break the memory path
+                log.exception("memory change listener failed")
+
+    def _warn(self, message: str) -> None:
+        log.warning("%s", message)
+        self.warnings.append(message)
+        for cb in list(self._warning_listeners):
+            try:
+                cb(message)
+            except Exception:
+                log.exception("memory warning listener failed")
+
+    # --- reading the cache (pure, never the network) --------------------------------------
+    def limit(self, t: MemoryType) -> int:
+        return self._limits[MemoryType.parse(t)]
+
+    def snapshot(self, t: MemoryType) -> MemorySnapshot:
+        t = MemoryType.parse(t)
+        slot = self._slots[t]
+        ev = slot.event
+        holders: tuple[str, ...] = ()
+        if ev is not None:
+            holders = tuple(sorted(u for u, (eid, _) in slot.relay_versions.items() if eid == ev.id))
+        return MemorySnapshot(
+            type=t,
+            content=slot.content,
+            limit_chars=self._limits[t],
+            event_id=ev.id if ev else None,
+            created_at=ev.created_at if ev else None,
+            relays=holders,
+            loaded=slot.loaded,
+        )
+
+    def current_event(self, t: MemoryType) -> Event | None:
+        return self._slots[MemoryType.parse(t)].event
+
+    def pending_publishes(self) -> int:
+        """Memories whose current version no relay has shown or accepted (a save that went nowhere)."""
+        count = 0
+        for slot in self._slots.values():
+            ev = slot.event
+            if ev is not None and not any(eid == ev.id for eid, _ in slot.relay_versions.values()):
+                count += 1
+        return count
+
+    def relay_versions(self, t: MemoryType) -> dict[str, tuple[str, int]]:
+        """For each relay, the newest version (event id, created_at) it has shown us."""
+        return dict(self._slots[MemoryType.parse(t)].relay_versions)
+
+    # --- filters --------------------------------------------------------------------------
+    def filters(self, types: Iterable[MemoryType] = tuple(MemoryType)) -> list[dict[str, Any]]:
+        return [{"authors": [self.pubkey], "kinds": [APP_DATA], "#d": [MemoryType.parse(t).d_tag for t in types]}]
+
+    # --- incoming versions ----------------------------------------------------------------
+    def _screen(self, ev: Event) -> MemoryType | None:
+        """The memory this event is a version of, or None (counted in ``dropped``) if we must ignore it."""
+        if ev.pubkey != self.pubkey:
+            reason = "foreign_author"
+        elif ev.kind != APP_DATA:
+            reason = "wrong_kind"
+        elif (t := MemoryType.from_d_tag(ev.d_tag)) is None:
+            reason = "wrong_d"
+        elif ev.created_at > self._clock() + MAX_FUTURE_SECONDS:
+            reason = "future"
+        elif not ev.is_valid():
+            reason = "invalid"
+        else:
+            return t
+        self.dropped[reason] += 1
+        return None
+
+    def _decrypt(self, ev: Event) -> str:
+        if ev.content == "":
+            return ""
+        return nip44.decrypt(ev.content, self._conversation_key)
+
+    def _note_relay(self, slot: _Slot, url: str | None, ev: Event) -> None:
+        if not url:
+            return
+        known = slot.relay_versions.get(url)
+        if known is None or known[1] < ev.created_at or (known[1] == ev.created_at and ev.id < known[0]):
+            slot.relay_versions[url] = (ev.id, ev.created_at)
+
+    def ingest(self, url: str | None, ev: Event) -> bool:
+        """Take one event from a relay (live subscription). Returns True when the memory changed.
+
+        Foreign authors, wrong kinds or d tags, far-future dates, bad signatures and undecryptable
+        content change nothing (each is counted in ``dropped``).
+        """
+        t = self._screen(ev)
+        if t is None:
+            return False
+        slot = self._slots[t]
+        cur = slot.event
+        if cur is not None and (ev.id == cur.id or not is_newer(ev, cur)):
+            self._note_relay(slot, url, ev)
+            return False
+        try:
+            content = self._decrypt(ev)
+        except NostrError:
+            self.dropped["undecryptable"] += 1
+            self._warn(f"ignored a {t.title.lower()} version {ev.id[:12]}… that does not decrypt with this key")
+            return False
+        self._note_relay(slot, url, ev)
+        slot.event, slot.content, slot.loaded = ev, content, True
+        slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
+        self._notify(t, "remote")
+        return True
+
+    # --- fetching -------------------------------------------------------------------------
+    async def load(self, types: Iterable[MemoryType] = tuple(MemoryType)) -> dict[MemoryType, MemorySnapshot]:
+        """Fetch the current versions from every relay (newest wins) and decrypt them.
+
+        A newest version that does not decrypt gives a warning and a blank memory, never a crash.
+        Relays that fail simply do not count; if none answered, the memory stays not ``loaded``.
+        """
+        wanted = [MemoryType.parse(t) for t in types]
+        try:
+            by_relay = await self._pool.query_by_relay(self.filters(wanted), timeout=self._timeout)
+        except Exception as exc:  # relay trouble never raises out of a load
+            self._warn(f"could not fetch memory from the relays: {exc}")
+            by_relay = {}
+        answered = any(events is not None for events in by_relay.values())
+        best: dict[MemoryType, Event] = {}
+        for url, events in by_relay.items():
+            for ev in events or ():
+                t = self._screen(ev)
+                if t is None or t not in wanted:
+                    continue
+                self._note_relay(self._slots[t], url, ev)
+                if t not in best or is_newer(ev, best[t]):
+                    best[t] = ev
+        changed: list[MemoryType] = []
+        for t in wanted:
+            slot = self._slots[t]
+            ev = best.get(t)
+            if ev is None or (slot.event is not None and not is_newer(ev, slot.event)):
+                if answered and not slot.loaded:
+                    slot.loaded = True
+                    changed.append(t)
+                continue
+            slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
+            try:
+                content = self._decrypt(ev)
+            except NostrError as exc:
+                self.dropped["undecryptable"] += 1
+                self._warn(
+                    f"the {t.title.lower()} on the relays (event {ev.id[:12]}…) does not decrypt with this key "
+                    f"({exc.message}); starting with it blank"
+                )
+                slot.event, slot.content, slot.loaded = None, "", True
+                changed.append(t)
+                continue
+            slot.event, slot.content, slot.loaded = ev, content, True
+            changed.append(t)
+        for t in changed:
+            self._notify(t, "remote")
+        return {t: self.snapshot(t) for t in wanted}
+
+    async def load_long_term(self) -> MemorySnapshot:
+        """The long-term memory from the cache, else fetched from the relays."""
+        if self._slots[MemoryType.LONG_TERM].loaded:
+            return self.snapshot(MemoryType.LONG_TERM)
+        return (await self.load([MemoryType.LONG_TERM]))[MemoryType.LONG_TERM]
+
+    def start_live(self) -> None:
+        """Subscribe to our own kind 30078 memories so other devices' edits reach the cache."""
+        if self._subscription is None:
+            self._subscription = self._pool.subscribe(self.filters(), self.ingest)
+
+    async def stop_live(self) -> None:
+        sub, self._subscription = self._subscription, None
+        if sub is not None:
+            result = sub.close()
+            if isinstance(result, Awaitable):
+                await result
+
+    # --- saving ---------------------------------------------------------------------------
+    def validate(self, t: MemoryType, content: Any) -> str:
+        t = MemoryType.parse(t)
+        return validate_memory_content(t, content, self._limits[t])
+
+    def build_event(self, t: MemoryType, content: str, created_at: int) -> Event:
+        """Encrypt to ourselves and sign (no I/O)."""
+        payload = nip44.encrypt(content, self._conversation_key) if content else ""
+        return sign_event(
+            self._key,
+            kind=APP_DATA,
+            content=payload,
+            created_at=created_at,
+            tags=[["d", t.d_tag], list(APP_TAG)],
+        )
+
+    async def _publish(self, ev: Event) -> PublishOutcome:
+        """The one place an event leaves the store (an outbox wraps this)."""
+        if self._publisher is not None:
+            return await self._publisher(ev)
+        return await self._pool.publish(ev, timeout=self._timeout)
+
+    async def save(self, t: MemoryType | str, content: str) -> SaveResult:
+        """Validate, encrypt to self, sign, cache, publish to every relay; per-relay verdicts back.
+
+        Raises AgentError for bad input before anything is published. Relay failures do not raise:
+        they are in the outcome (``any_accepted`` False when no relay took it).
+        """
+        t = MemoryType.parse(t)
+        content = self.validate(t, content)
+        async with self._lock:
+            slot = self._slots[t]
+            floor = max(slot.floor_created_at, slot.event.created_at if slot.event else 0)
+            # Strictly newer than any version we know, even if the clock has not moved (or went back).
+            created_at = max(int(self._clock()), floor + 1)
+            ev = self.build_event(t, content, created_at)
+            # Cache first: our own echo from the live subscription then finds nothing new.
+            slot.event, slot.content, slot.loaded = ev, content, True
+            slot.floor_created_at = created_at
+            try:
+                outcome = await self._publish(ev)
+            except Exception as exc:  # the pool reports per relay; anything else is a bug we still survive
+                log.exception("memory publish failed")
+                outcome = PublishOutcome(ev.id, {})
+                self._warn(f"publishing the {t.title.lower()} failed: {exc}")
+            for url in outcome.accepted_by:
+                self._note_relay(slot, url, ev)
+            if slot.event is ev:  # else a newer version from another device arrived meanwhile (already told)
+                self._notify(t, "local")
+            return SaveResult(t, ev.id, outcome, created_at, self.snapshot(t))

@@ -1,0 +1,22 @@
+"""The context every built-in tool handler receives (injected by the registry, hidden from schemas).
+
+It gives tools the caches and the memory store; the only network a tool can reach goes through the
+store's own fetch/publish path. The service builds one and may subclass it to add more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..identity_cache import IdentityCache
+from ..memory.store import MemoryStore
+from .registry import ToolContext
+
+
+@dataclass
+class AgentToolContext(ToolContext):
+    memory: MemoryStore
+    agent: IdentityCache
+    admin: IdentityCache | None
+    files_root: Path  # <data dir>/memory: the only folder read_file/write_file may touch

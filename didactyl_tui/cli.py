@@ -1,0 +1,398 @@
+"""Headless commands: the same AppService paths as the TUI, for scripts and tests.
+
+Exit codes: 0 done; 1 failed (no relay accepted, the model failed, unexpected error); 2 bad input
+(arguments, config, key, memory content). Every error is one line on stderr, never a traceback
+(``DIDACTYL_DEBUG=1`` shows it). Nothing here prints secret key material.
+
+Kept light at import: the service (and with it the relay code) is imported only by the commands that
+need it, and litellm only by ``chat`` (through the agent loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from .config import Config, data_dir, load_config
+from .errors import AgentError, ConfigError, DidactylError, NostrError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+DEBUG_ENV = "DIDACTYL_DEBUG"
+MEMORY_TYPES = ("short_term", "long_term")
+
+LaunchTui = Callable[[Config, Path, Mapping[str, str]], None]
+
+
+class UsageError(DidactylError):
+    """Bad command-line input (exit 2)."""
+
+    title = "Usage"
+
+
+class CommandFailed(DidactylError):
+    """The command ran but did not succeed (exit 1)."""
+
+    title = "Failed"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit 2), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see: {self.prog} --help)", "Usage")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="didactyl", description="A terminal chat client with an AI agent whose memory lives on "
+                     "Nostr. With no command, opens the terminal app.")
+    parser.add_argument("--config", metavar="PATH", help="config file (default: $DIDACTYL_CONFIG, then "
+                        "$XDG_CONFIG_HOME/didactyl/config.toml)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("keygen", help="create the agent's key file (<data dir>/agent.key, mode 0600)")
+    p.add_argument("--force", action="store_true", help="replace an existing key (the old identity is lost)")
+
+    p = sub.add_parser("whoami", help="print the agent's npub and hex public key (never the secret)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("relay", help="run the embedded relay on its own")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=7447, help="port (default 7447; 0 picks a free one)")
+    p.add_argument("--db", metavar="PATH", help="SQLite file (default <data dir>/relay.sqlite3)")
+
+    p = sub.add_parser("chat", help="one turn with the agent; prints the reply")
+    p.add_argument("--message", "-m", required=True, metavar="TEXT", help="the message ('-' reads stdin)")
+    p.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
+    p.add_argument("--json", action="store_true", help='print {"reply", "tool_calls", "prompt"}')
+
+    p = sub.add_parser("prompt", help="assemble the next prompt without calling the model (a dry run)")
+    p.add_argument("--message", "-m", metavar="TEXT", help="the user's message to include ('-' reads stdin)")
+    p.add_argument("--session", metavar="ID", help="include this conversation's history")
+    p.add_argument("--json", action="store_true", help="print the prompt record as JSON")
+
+    mem = sub.add_parser("memory", help="show or save the agent's memory")
+    msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = msub.add_parser("show", help="print a memory (decrypted)")
+    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
+    p.add_argument("--json", action="store_true", help="print JSON with the event id and relays")
+    p = msub.add_parser("save", help="replace a memory (encrypt, sign, publish to every relay)")
+    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--content", metavar="TEXT", help="the new text")
+    src.add_argument("--file", metavar="PATH", help="read the new text from a file ('-' for stdin)")
+    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
+    return parser
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+class _Out:
+    def __init__(self, stdout: TextIO, stderr: TextIO) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def print(self, text: str = "", *, end: str = "\n") -> None:
+        self.stdout.write(text + end)
+        self.stdout.flush()
+
+    def json(self, data: Any) -> None:
+        self.print(json.dumps(data, ensure_ascii=False, indent=2))
+
+    def warn(self, text: str) -> None:
+        self.stderr.write(f"warning: {' '.join(text.split())}\n")
+        self.stderr.flush()
+
+
+def _read_text(value: str, stdin: TextIO) -> str:
+    if value == "-":
+        return stdin.read()
+    return value
+
+
+def _read_file(path: str, stdin: TextIO) -> str:
+    if path == "-":
+        return stdin.read()
+    try:
+        return Path(path).expanduser().read_text("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _service(config: Config, data: Path, env: Mapping[str, str], out: _Out) -> Any:
+    from .service import AppService, ServiceWarning
+
+    service = AppService(config, data_dir=data, env=env)
+    service.add_listener(lambda ev: out.warn(ev.message) if isinstance(ev, ServiceWarning) else None)
+    return service
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def cmd_keygen(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
+    from .agent.keystore import ENV_NSEC, ensure_data_dir, key_file_path, write_key_file
+    from .nostr.keys import SecretKey
+
+    data = ensure_data_dir(data_dir(dict(env)))
+    key = SecretKey.generate()
+    path = write_key_file(key_file_path(data), key, force=args.force)
+    out.print(key.npub)
+    out.print(key.public_key_hex)
+    out.stderr.write(f"wrote {path} (mode 0600)\n")
+    if env.get(ENV_NSEC, "").strip():
+        out.warn(f"${ENV_NSEC} is set and wins over the key file")
+    return EXIT_OK
+
+
+def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
+    from .agent.keystore import ENV_NSEC, key_file_path, load_agent_key
+
+    data = data_dir(dict(env))
+    if not env.get(ENV_NSEC, "").strip() and not key_file_path(data).exists():
+        raise CommandFailed(f"no agent key yet ({key_file_path(data)} does not exist); run `didactyl keygen` "
+                            "or start didactyl once", "No key")
+    loaded = load_agent_key(data, env, create=False)
+    if args.json:
+        out.json({"npub": loaded.key.npub, "pubkey": loaded.key.public_key_hex, "source": loaded.source,
+                  "key_file": str(loaded.path) if loaded.path else None})
+    else:
+        out.print(loaded.key.npub)
+        out.print(loaded.key.public_key_hex)
+    return EXIT_OK
+
+
+def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
+    from .nostr.embedded_relay.server import serve_forever
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0..65535, not {args.port}")
+    db = Path(args.db).expanduser() if args.db else data_dir(dict(env)) / "relay.sqlite3"
+    try:
+        asyncio.run(serve_forever(args.host, args.port, db))
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
+async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+                message: str) -> int:
+    from .agent.events import TextDelta, TurnFailed, TurnFinished, TurnStarted
+
+    async with _service(config, data, env, out) as service:
+        if args.session and not service.conversations.has_session(args.session):
+            raise UsageError(f"no conversation {args.session!r}")
+        session = args.session or service.new_session()
+        assembly = None
+        finished: TurnFinished | None = None
+        streamed = False
+        async for event in service.run_turn(session, message):
+            if isinstance(event, TurnStarted):
+                assembly = event.assembly
+            elif isinstance(event, TextDelta) and not args.json:
+                out.print(event.text, end="")
+                streamed = True
+            elif isinstance(event, TurnFailed):
+                raise CommandFailed(event.message, event.title)
+            elif isinstance(event, TurnFinished):
+                finished = event
+        if finished is None:
+            raise CommandFailed("the turn ended without a reply")
+        if args.json:
+            out.json({
+                "reply": finished.reply,
+                "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result}
+                               for c in finished.tool_calls],
+                "prompt": assembly.to_json_dict() if assembly is not None else None,
+            })
+        elif streamed:
+            out.print()
+        else:
+            out.print(finished.reply)
+    return EXIT_OK
+
+
+def _render_prompt(assembly: Any) -> str:
+    lines = [f"model: {assembly.model or '(none configured)'}", ""]
+    for layer in assembly.layers:
+        source = f"tool {layer.tool}" if layer.tool else "static"
+        if layer.skipped:
+            lines.append(f"- {layer.section} [{layer.role}, {source}] skipped: {layer.skip_reason}")
+        else:
+            lines.append(f"- {layer.section} [{layer.role}, {source}] {layer.tokens} tokens")
+    lines.append(f"- history: {len(assembly.history)} messages ({assembly.history_dropped} older left out)")
+    if assembly.backend_id:
+        lines.append(f"- memory backend {assembly.backend_id}: {assembly.backend_tokens} tokens")
+    lines.append(f"- tools offered: {', '.join(assembly.tool_names)}")
+    lines.append(f"- total: {assembly.total_tokens} tokens")
+    lines.append("")
+    for message in assembly.messages:
+        lines.append(f"===== {message['role']} =====")
+        lines.append(str(message.get("content") or ""))
+    return "\n".join(lines)
+
+
+async def _prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+                  message: str | None) -> int:
+    async with _service(config, data, env, out) as service:
+        if args.session and not service.conversations.has_session(args.session):
+            raise UsageError(f"no conversation {args.session!r}")
+        assembly = await service.dry_run(args.session or "dry-run", message)
+        if args.json:
+            out.json(assembly.to_json_dict())
+        else:
+            out.print(_render_prompt(assembly))
+    return EXIT_OK
+
+
+def _snapshot_json(snap: Any, service: Any) -> dict[str, Any]:
+    return {
+        "type": snap.type.value,
+        "content": snap.content,
+        "chars": snap.chars,
+        "utf8_bytes": snap.utf8_bytes,
+        "limit_chars": snap.limit_chars,
+        "event_id": snap.event_id,
+        "created_at": snap.created_at,
+        "relays": list(snap.relays),
+        "loaded": snap.loaded,
+        "relay_versions": {url: {"event_id": eid, "created_at": ts}
+                           for url, (eid, ts) in service.memory_store.relay_versions(snap.type).items()},
+    }
+
+
+async def _memory_show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str],
+                       out: _Out) -> int:
+    from .agent.memory.store import MemoryType
+
+    t = MemoryType.parse(args.memory_type)
+    async with _service(config, data, env, out) as service:
+        snap = service.memory(t)
+        if args.json:
+            out.json(_snapshot_json(snap, service))
+        elif snap.content:
+            out.print(snap.content, end="" if snap.content.endswith("\n") else "\n")
+        if not snap.loaded:
+            raise CommandFailed(f"no relay answered: the {t.title.lower()} could not be read")
+        if not args.json and not snap.content:
+            out.stderr.write(f"(the {t.title.lower()} is empty)\n")
+    return EXIT_OK
+
+
+async def _memory_save(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+                       content: str) -> int:
+    from .agent.memory.store import MemoryType, validate_memory_content
+
+    t = MemoryType.parse(args.memory_type)
+    limit = config.memory.short_term_max_chars if t is MemoryType.SHORT_TERM else config.memory.long_term_max_chars
+    try:
+        validate_memory_content(t, content, limit)  # bad input fails before any relay is touched
+    except AgentError as exc:
+        raise UsageError(exc.message, exc.title) from None
+    async with _service(config, data, env, out) as service:
+        try:
+            result = await service.save_memory(t, content)
+        except AgentError as exc:
+            raise UsageError(exc.message, exc.title) from None
+    if args.json:
+        out.json(result.to_json_dict())
+    else:
+        outcome = result.outcome
+        out.print(f"saved the {t.title.lower()} ({len(content):,} chars) as event {result.event_id}: "
+                  f"{outcome.summary()}")
+    if not result.any_accepted:
+        raise CommandFailed(f"no relay accepted the {t.title.lower()}: {result.outcome.summary()}")
+    return EXIT_OK
+
+
+# --- entry --------------------------------------------------------------------------------------
+
+
+def _configure_logging(env: Mapping[str, str]) -> None:
+    root = logging.getLogger()
+    if env.get(DEBUG_ENV):
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    elif not root.handlers:
+        # Warnings reach the user as ServiceWarning lines; keep Python's last-resort handler quiet.
+        root.addHandler(logging.NullHandler())
+
+
+def _exit_code(exc: DidactylError) -> int:
+    if isinstance(exc, UsageError | ConfigError | NostrError):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def run(
+    argv: Sequence[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    launch_tui: LaunchTui | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Parse ``argv`` and run the command (the TUI when there is none). Returns the exit code."""
+    env = dict(os.environ if env is None else env)
+    stdin = stdin or sys.stdin
+    out = _Out(stdout or sys.stdout, stderr or sys.stderr)
+    _configure_logging(env)
+    try:
+        args = build_parser().parse_args(argv)
+        return _dispatch(args, env, out, stdin, launch_tui)
+    except DidactylError as exc:
+        out.stderr.write(f"didactyl: {exc.one_line()}\n")
+        return _exit_code(exc)
+    except KeyboardInterrupt:
+        out.stderr.write("didactyl: interrupted\n")
+        return 130
+    except Exception as exc:
+        if env.get(DEBUG_ENV):
+            traceback.print_exc(file=out.stderr)
+        text = " ".join(str(exc).split())
+        out.stderr.write(f"didactyl: unexpected error: {type(exc).__name__}: {text} "
+                         f"(rerun with {DEBUG_ENV}=1 for details)\n")
+        return EXIT_FAILED
+
+
+def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: TextIO,
+              launch_tui: LaunchTui | None) -> int:
+    command = args.command
+    if command == "keygen":
+        return cmd_keygen(args, env, out)
+    if command == "whoami":
+        return cmd_whoami(args, env, out)
+    if command == "relay":
+        return cmd_relay(args, env, out)
+    config = load_config(args.config, env)
+    data = data_dir(env)
+    if command is None:
+        if launch_tui is None:
+            raise UsageError("no command given (see: didactyl --help)")
+        launch_tui(config, data, env)
+        return EXIT_OK
+    if command == "chat":
+        message = _read_text(args.message, stdin)
+        if not message.strip():
+            raise UsageError("--message is empty")
+        return asyncio.run(_chat(args, config, data, env, out, message))
+    if command == "prompt":
+        message = _read_text(args.message, stdin) if args.message is not None else None
+        return asyncio.run(_prompt(args, config, data, env, out, message))
+    if command == "memory":
+        if args.memory_command == "show":
+            return asyncio.run(_memory_show(args, config, data, env, out))
+        content = args.content if args.content is not None else _read_file(args.file, stdin)
+        return asyncio.run(_memory_save(args, config, data, env, out, content))
+    raise UsageError(f"unknown command {command!r}")

@@ -1,0 +1,80 @@
+"""The one documented config: the example is current, every key documented, errors name file, key and line."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from didactyl_tui.config import SECTIONS, SoulSection, config_path, data_dir, load_config, render_example
+from didactyl_tui.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_config_toml_example_is_current() -> None:
+    assert (ROOT / "config.toml.example").read_text("utf-8") == render_example(), (
+        "regenerate it: python -m didactyl_tui.config > config.toml.example")
+
+
+def test_every_key_is_documented_and_in_the_example() -> None:
+    example = render_example()
+    for name, cls in [*SECTIONS.items(), ("soul.sections", SoulSection)]:
+        for f in dataclasses.fields(cls):
+            assert f.metadata.get("doc"), f"[{name}] {f.name} has no documentation"
+            if name != "soul.sections" and f.name != "sections":
+                assert f"\n{f.name} = " in example, f"[{name}] {f.name} missing from the example"
+    for key in ("model", "api_base", "api_key_env", "timeout_s", "max_tool_rounds", "urls", "embedded",
+                "embedded_port", "name", "about", "picture", "pubkey", "short_term_max_chars",
+                "long_term_max_chars", "backend"):
+        assert f"\n{key} = " in example
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[llm]\ntimeout_s = \"soon\"\n", "line 2: [llm.timeout_s] must be a number"),
+        ("[relays]\n\nembedded_port = 70000\n", "line 3: [relays.embedded_port] must be at most 65535"),
+        ("[relays]\nurls = [\"http://x\"]\n", "line 2: [relays.urls] 'http://x' is not a ws:// or wss:// URL"),
+        ("[memory]\nbackend = \"mem0\"\n", "line 2: [memory.backend] must be one of"),
+        ("[memory]\nshort_term_max_chars = 0\n", "[memory.short_term_max_chars] must be at least 1"),
+        ("[agent]\ncolour = 1\n", "line 2: [agent.colour] is not a known key"),
+        ("[nope]\n", "line 1: [nope] is not a known section"),
+        ("[relays]\nembedded = false\n", "[relays.embedded] is false and no [relays] urls are set"),
+        ("[[soul.sections]]\nsection = \"x\"\nrole = \"narrator\"\n", "[soul.sections.role] must be one of"),
+        ("[llm\n", "not valid TOML"),
+    ],
+)
+def test_bad_values_name_the_file_key_and_line(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert str(path) in str(info.value) and expected in str(info.value)
+
+
+def test_environment_overrides_and_lookup_order(tmp_path: Path) -> None:
+    path = write(tmp_path, '[llm]\nmodel = "openai/file"\n[relays]\nurls = ["wss://file.test"]\n')
+    cfg = load_config(None, env={"DIDACTYL_CONFIG": str(path)})
+    assert cfg.llm.model == "openai/file" and cfg.relays.urls == ["wss://file.test"] and cfg.path == path
+    env = {"DIDACTYL_CONFIG": str(path), "DIDACTYL_MODEL": "openai/env", "DIDACTYL_API_BASE": "http://h:1/v1",
+           "DIDACTYL_RELAYS": "wss://a.test, ws://b.test"}
+    cfg = load_config(None, env=env)
+    assert cfg.llm.model == "openai/env" and cfg.llm.api_base == "http://h:1/v1"
+    assert cfg.relays.urls == ["wss://a.test", "ws://b.test"]
+    with pytest.raises(ConfigError, match="DIDACTYL_RELAYS"):
+        load_config(None, env={"DIDACTYL_RELAYS": "https://nope"})
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "missing.toml", env={})
+    # No file at the default place: the defaults run.
+    cfg = load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path / "empty")})
+    assert cfg.path is None and cfg.relays.embedded and cfg.memory.short_term_max_chars == 8000
+    assert config_path(None, {"XDG_CONFIG_HOME": "/x"}) == Path("/x/didactyl/config.toml")
+    assert data_dir({"XDG_DATA_HOME": "/d"}) == Path("/d/didactyl")
+    assert data_dir({"DIDACTYL_DATA_DIR": "/e", "XDG_DATA_HOME": "/d"}) == Path("/e")

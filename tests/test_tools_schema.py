@@ -1,0 +1,42 @@
+"""Pin the generated OpenAI schemas of the base tools: a change to a signature or docstring shows here.
+
+After an intended change, regenerate the pin with
+``DIDACTYL_UPDATE_PINS=1 pytest tests/test_tools_schema.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from didactyl_tui.agent.tools.builtin import build_base_registry
+
+PIN = Path(__file__).parent / "pins" / "base_tool_schemas.json"
+
+
+def test_base_tool_schemas_match_the_pin() -> None:
+    registry = build_base_registry(admin=True)
+    current = {
+        "offered": registry.openai_schemas(),
+        "internal": [t.name for t in registry.all() if not t.visible],
+        "aliases": {t.name: list(t.aliases) for t in registry.all() if t.aliases},
+    }
+    text = json.dumps(current, indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("DIDACTYL_UPDATE_PINS") == "1":
+        PIN.write_text(text, "utf-8")
+    assert text == PIN.read_text("utf-8"), "tool schemas changed: regenerate the pin (see module doc) and review"
+
+
+def test_the_offered_list_has_memory_and_context_tools_but_not_the_internal_reader() -> None:
+    names = [t["function"]["name"] for t in build_base_registry(admin=True).openai_schemas()]
+    assert names[:2] == ["memory_save", "my_memory"]
+    assert "memory_short_term_read" not in names
+    for expected in ("agent_identity", "nostr_agent_profile", "nostr_agent_contacts", "nostr_agent_relays",
+                     "nostr_agent_notes", "my_npub", "my_pubkey", "admin_identity", "nostr_admin_profile",
+                     "nostr_admin_contacts", "nostr_admin_relays", "nostr_admin_notes", "read_file", "write_file"):
+        assert expected in names
+    registry = build_base_registry()
+    for alias, target in (("my_kind0_profile", "nostr_agent_profile"), ("my_contacts", "nostr_agent_contacts"),
+                          ("my_relays", "nostr_agent_relays"), ("my_notes", "nostr_agent_notes")):
+        assert registry.get(alias).name == target
