@@ -1,0 +1,230 @@
+"""The Textual app: a thin shell. Screens hold the logic; the AppService does all the work.
+
+The first frame paints before the service (and so the network, the key file and litellm) is touched: the
+service is imported, built and started in a worker after the first refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+from textual.theme import Theme
+from textual.worker import Worker, WorkerState
+
+from ..config import Config
+from ..errors import DidactylError
+from .key_actions import check_keymap
+from .screens.main import MainScreen
+from .theme_files import load_themes, shipped_themes_dir
+
+if TYPE_CHECKING:
+    from ..service import AppService
+
+FIRST_PAINT_ENV = "DIDACTYL_FIRST_PAINT_FILE"
+"""Benchmark hook: when set, the app writes the wall-clock time of its first painted frame there and exits."""
+
+STOP_TIMEOUT_S = 5.0
+
+
+class DidactylApp(App[None]):
+    CSS_PATH = Path(__file__).parent / "app.tcss"
+    TITLE = "didactyl"
+    COMMANDS = App.COMMANDS | {lambda: _didactyl_commands()}
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("ctrl+p", "command_palette", "Palette", id="command_palette", priority=True, show=False),
+    ]
+
+    @dataclass
+    class ServiceEventArrived(Message):
+        """A ServiceEvent from the AppService, carried onto the UI's message queue."""
+
+        event: Any
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        data_dir: Path,
+        env: Mapping[str, str] | None = None,
+        service: AppService | None = None,
+        relay_labels: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.data_dir = Path(data_dir)
+        self.env = dict(os.environ) if env is None else dict(env)
+        self.service: AppService | None = service
+        self.service_ready = False
+        self.relay_labels = dict(relay_labels or {})
+        self._unsubscribe: Any = None
+        self._ui_thread = threading.get_ident()
+        self._first_paint_file = self.env.get(FIRST_PAINT_ENV)
+        self._startup_warnings: list[tuple[str, str]] = []
+        # Themes before the first frame: switching theme after mount would style every widget twice.
+        self._install_themes()
+
+    # --- start ------------------------------------------------------------------------------
+
+    @property
+    def main_screen(self) -> MainScreen:
+        return next(s for s in self.screen_stack if isinstance(s, MainScreen))
+
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(self.config)
+
+    def on_mount(self) -> None:
+        self._ui_thread = threading.get_ident()
+        problems = check_keymap(self.config.keys)
+        self.set_keymap({k: v for k, v in self.config.keys.items() if k not in problems})
+        where = str(self.config.path) if self.config.path else "config"  # a config problem names its file
+        for action, problem in problems.items():
+            self.notify(f"{where}: [keys] {action}: {problem}", title="Config", severity="warning")
+        for title, message in self._startup_warnings:
+            self.notify(message, title=title, severity="warning")
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _install_themes(self) -> None:
+        dirs: list[Path | str] = [shipped_themes_dir()]
+        if self.config.ui.themes_dir:
+            dirs.append(self.config.ui.themes_dir)
+        loaded = load_themes(dirs)
+        for theme in loaded.themes:
+            self.register_theme(theme)
+        self._startup_warnings += [("Theme skipped", problem) for problem in loaded.errors]
+        remembered = self._remembered("theme")
+        wanted = remembered or self.config.ui.theme
+        if wanted in self.available_themes:
+            self.theme = wanted
+        else:
+            where = (f"{self.data_dir / 'state.toml'}: theme" if remembered
+                     else f"{self.config.path or 'config'}: [ui] theme")
+            self._startup_warnings.append(("Theme", f"{where} {wanted!r} not found; using didactyl-dark"))
+            self.theme = "didactyl-dark" if "didactyl-dark" in self.available_themes else "textual-dark"
+
+    def _remembered(self, key: str) -> Any:
+        """A runtime choice from <data dir>/state.toml (the service writes it; read here for the first frame)."""
+        return read_state(self.data_dir).get(key)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        if self.service is not None and theme.name != self._remembered("theme"):
+            self.remember("theme", theme.name)
+
+    @work(group="remember", exit_on_error=False)
+    async def remember(self, key: str, value: Any) -> None:
+        if self.service is not None:
+            await asyncio.to_thread(self.service.remember, key, value)
+
+    def first_painted(self) -> None:
+        """Called by the main screen once its first frame is on the terminal: now the service may start."""
+        if self._first_paint_file:
+            record = {"t": time.time(), "litellm": "litellm" in sys.modules,
+                      "service": "didactyl_tui.service" in sys.modules}
+            Path(self._first_paint_file).write_text(json.dumps(record) + "\n")
+            self.exit()
+            return
+        self.start_service()
+
+    @work(exclusive=True, group="service", exit_on_error=False)
+    async def start_service(self) -> None:
+        main = self.main_screen
+        await main.mount_sidebar()
+        try:
+            if self.service is None:
+                # Imported off the UI thread: the service pulls in crypto and the relay code.
+                module = await asyncio.to_thread(importlib.import_module, "didactyl_tui.service")
+                self.service = module.AppService(self.config, data_dir=self.data_dir, env=self.env)
+            service = self.service
+            self._unsubscribe = service.add_listener(self._on_service_event)
+            main.service_attached(service)
+            await service.start()
+        except DidactylError as exc:
+            main.service_failed(exc.one_line())
+            raise
+        self.service_ready = True
+        main.service_started()
+        service.preload_llm()
+
+    def relay_label(self, url: str) -> str:
+        """How a relay is named on screen: the embedded one says so."""
+        if url in self.relay_labels:
+            return self.relay_labels[url]
+        if self.service is not None and url == self.service.embedded_relay_url:
+            return f"embedded ({url.split('://', 1)[-1]})"
+        return url
+
+    # --- service events ---------------------------------------------------------------------------
+
+    def _on_service_event(self, event: Any) -> None:
+        message = self.ServiceEventArrived(event)
+        if threading.get_ident() == self._ui_thread:
+            self.post_message(message)
+        else:
+            self.call_from_thread(self.post_message, message)
+
+    def on_didactyl_app_service_event_arrived(self, message: ServiceEventArrived) -> None:
+        for screen in list(self.screen_stack):
+            handler = getattr(screen, "handle_service_event", None)
+            if handler is None:
+                continue
+            try:
+                handler(message.event)
+            except Exception as exc:  # a view bug must not take the app (and the user's draft) down
+                self.notify(f"{type(exc).__name__}: {exc}", title="Display error", severity="error")
+
+    # --- errors: one handler for every worker (nothing crashes the app) ---------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is not WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if isinstance(error, DidactylError):
+            self.notify(" ".join(error.message.split()), title=error.title, severity="error", timeout=8)
+        else:
+            self.notify(f"{type(error).__name__}: {error}", title="Unexpected error", severity="error", timeout=8)
+
+    # --- stop ---------------------------------------------------------------------------------------
+
+    async def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self.service is not None:
+            try:
+                await asyncio.wait_for(self.service.stop(), STOP_TIMEOUT_S)
+            except (TimeoutError, DidactylError):
+                pass
+
+
+def _didactyl_commands() -> type:
+    from .commands import DidactylCommands  # textual.command loads with the palette, not before the first frame
+
+    return DidactylCommands
+
+
+def read_state(data_dir: Path) -> dict[str, Any]:
+    """<data dir>/state.toml as a dict; missing or unreadable is just empty (it only holds preferences)."""
+    try:
+        with open(Path(data_dir) / "state.toml", "rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def run_app(config: Config, *, data_dir: Path, env: Mapping[str, str] | None = None) -> None:
+    """Open the TUI (``didactyl`` with no arguments)."""
+    DidactylApp(config, data_dir=data_dir, env=env).run()

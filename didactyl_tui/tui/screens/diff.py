@@ -1,0 +1,53 @@
+"""A unified diff between two texts (memory versions, or two prompt assemblies)."""
+
+from __future__ import annotations
+
+import difflib
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+def diff_content(old: str, new: str, old_label: str, new_label: str) -> Content:
+    """Coloured unified diff (theme variables only); says so when nothing differs."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm=""))
+    if not lines:
+        return Content("No difference.")
+    parts: list[Content] = []
+    for line in lines:
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "$text-accent"
+        elif line.startswith("+"):
+            style = "$text-success"
+        elif line.startswith("-"):
+            style = "$text-error"
+        else:
+            style = ""
+        parts.append(Content.styled(line or " ", style) if style else Content(line))
+    return Content("\n").join(parts)
+
+
+class DiffScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "close", "Close")]
+
+    def __init__(self, old: str, new: str, *, title: str, old_label: str = "old", new_label: str = "new") -> None:
+        super().__init__(classes="dialog-screen")
+        self.old, self.new = old, new
+        self.title_text = title
+        self.old_label, self.new_label = old_label, new_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="diff-dialog", classes="dialog") as box:
+            box.border_title = self.title_text
+            box.border_subtitle = "Esc closes"
+            with VerticalScroll(id="diff-scroll"):
+                yield Static(diff_content(self.old, self.new, self.old_label, self.new_label), id="diff-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

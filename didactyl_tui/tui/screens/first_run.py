@@ -1,0 +1,66 @@
+"""First run with no model configured: one screen that says how to set one; everything else still works."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Markdown
+
+from ...config import Config, config_path
+
+
+def model_help_markdown(config_file: str) -> str:
+    return f"""\
+## No model configured yet
+
+didactyl runs fine without one: memory, profile and relays all work. To chat, tell it which model to use
+(any [litellm](https://docs.litellm.ai/docs/providers) model name):
+
+**For this shell** — set an environment variable and restart:
+
+```sh
+export DIDACTYL_MODEL="openai/gpt-4o-mini"    # and OPENAI_API_KEY=...
+```
+
+**For good** — in `{config_file}`:
+
+```toml
+[llm]
+model = "anthropic/claude-sonnet-4-5"  # or "ollama/llama3"
+api_base = ""     # a self-hosted or OpenAI-compatible server
+api_key_env = ""  # the variable holding the key, not the key
+```
+
+**Right now** — press *Set model now* (remembered in the app's state file, not in your config).
+"""
+
+
+class FirstRunScreen(ModalScreen[str | None]):
+    """Dismissed with ``"switch_model"`` (set one now) or ``None`` (continue without)."""
+
+    BINDINGS = [Binding("escape", "dismiss_screen", "Continue without a model")]
+
+    def __init__(self, config: Config, env: Mapping[str, str]) -> None:
+        super().__init__(classes="dialog-screen")
+        self._config_file = str(config.path or config_path(None, dict(env)))
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="first-run", classes="dialog"):
+            yield Markdown(model_help_markdown(self._config_file), id="first-run-help")
+            with Horizontal(classes="dialog-actions"):
+                yield Button("Set model now", id="set-model", variant="primary")
+                yield Button("Continue without a model", id="continue")
+
+    def on_mount(self) -> None:
+        self.query_one("#set-model", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss("switch_model" if event.button.id == "set-model" else None)
+
+    def action_dismiss_screen(self) -> None:
+        self.dismiss(None)

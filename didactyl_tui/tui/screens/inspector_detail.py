@@ -1,0 +1,98 @@
+"""One prompt assembly full-screen: the whole tree, open; diff against the previous one; dry run."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Button, Footer
+
+from ..widgets.assembly_tree import AssemblyTree, InspectorEntry
+from .diff import DiffScreen
+
+if TYPE_CHECKING:
+    from ...agent.prompt_record import PromptAssembly
+
+
+def assembly_as_text(a: PromptAssembly) -> str:
+    """A stable text form of an assembly, for diffs: sections, backend, tools, history, totals."""
+    out = [f"model: {a.model}", f"total tokens: {a.total_tokens}", ""]
+    for layer in a.layers:
+        head = f"## {layer.section} [{layer.role}] tool={layer.tool or '-'} tokens={layer.tokens}"
+        if layer.skipped:
+            head += f" SKIPPED ({layer.skip_reason or 'no reason'})"
+        out.append(head)
+        if layer.source_event is not None:
+            out.append(f"source event: {layer.source_event.event_id} at {layer.source_event.created_at}")
+        out += [layer.content, ""]
+    out.append(f"## memory backend: {a.backend_id or 'none'} tokens={a.backend_tokens}")
+    out += [a.backend_context or "", ""]
+    out.append(f"## tools offered: {', '.join(a.tool_names)}")
+    out.append(f"## history: {len(a.history)} messages, {a.history_dropped} dropped")
+    for m in a.history:
+        content = m.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        out.append(f"{m.get('role')}: {text}")
+    out += ["", f"## user message: {a.user_message if a.user_message is not None else '(none)'}"]
+    return "\n".join(out)
+
+
+class InspectorDetailScreen(Screen[str | None]):
+    """Dismissed with ``"dry_run"`` when the user asks for a dry run from here, else ``None``."""
+
+    BINDINGS = [
+        Binding("escape", "close", "Back"),
+        Binding("d", "diff", "Diff vs previous"),
+        Binding("f5", "dry_run", "Dry run"),
+        Binding("e", "expand_all", "Expand all"),
+    ]
+
+    def __init__(self, entry: InspectorEntry, previous: InspectorEntry | None) -> None:
+        super().__init__()
+        self.entry = entry
+        self.previous = previous
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="inspector-detail") as box:
+            box.border_title = self.entry.label
+            with Horizontal(classes="pane-actions"):
+                yield Button("Diff vs previous", id="diff", compact=True, disabled=self.previous is None)
+                yield Button("Dry run", id="dry-run", compact=True)
+                yield Button("Back", id="back", compact=True)
+            yield AssemblyTree(preview_lines=None, id="detail-tree")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        tree = self.query_one(AssemblyTree)
+        node = tree.add_entry(self.entry, expand=True)
+        for child in node.children:
+            child.expand()
+        tree.focus()
+
+    def action_expand_all(self) -> None:
+        self.query_one(AssemblyTree).root.expand_all()
+
+    def action_diff(self) -> None:
+        if self.previous is None:
+            self.notify("This is the first assembly: nothing to compare with.", title="Diff")
+            return
+        self.app.push_screen(DiffScreen(
+            assembly_as_text(self.previous.assembly), assembly_as_text(self.entry.assembly),
+            title=f"Assembly #{self.previous.number} → #{self.entry.number}",
+            old_label=f"#{self.previous.number}", new_label=f"#{self.entry.number}",
+        ))
+
+    def action_dry_run(self) -> None:
+        self.dismiss("dry_run")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        actions = {"diff": self.action_diff, "dry-run": self.action_dry_run, "back": self.action_close}
+        actions.get(event.button.id or "back", self.action_close)()

@@ -1,0 +1,522 @@
+"""The main screen: conversation and input on the left; memory, self and prompt inspector in a sidebar.
+
+Attributes down, messages up: the app hands service events to :meth:`MainScreen.handle_service_event`; the
+widgets post requests (send, edit, load, dry run...) that this screen turns into workers calling the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from ...config import Config
+from ...errors import AgentError
+from ..widgets.chat_input import ChatInput
+from ..widgets.conversation import Conversation
+from ..widgets.message_entry import MessageEntry
+from ..widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    from textual.widgets import TabbedContent
+    from textual.worker import Worker
+
+    from ...service import AppService
+    from ..app import DidactylApp
+    from ..widgets.error_entry import ErrorEntry
+    from ..widgets.memory_pane import MemoryPane
+    from ..widgets.prompt_inspector import PromptInspector
+    from ..widgets.self_pane import SelfPane
+
+POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
+SHORT, LONG = "short_term", "long_term"
+
+
+class MainScreen(Screen[None]):
+    # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel reply", id="cancel"),
+        Binding("ctrl+n", "new_chat", "New chat", id="new_chat", priority=True),
+        Binding("ctrl+r", "resume_chat", "Resume", id="resume_chat", show=False, priority=True),
+        Binding("ctrl+l", "switch_model", "Model", id="switch_model", show=False, priority=True),
+        Binding("ctrl+t", "change_theme", "Theme", id="change_theme", show=False, priority=True),
+        Binding("ctrl+b", "toggle_sidebar", "Sidebar", id="toggle_sidebar", show=False, priority=True),
+        Binding("f2", "toggle_memory", "Memory", id="toggle_memory", priority=True),
+        Binding("f3", "toggle_self", "Self", id="toggle_self", priority=True),
+        Binding("f4", "toggle_inspector", "Inspector", id="toggle_inspector", priority=True),
+        Binding("f5", "dry_run", "Dry run", id="dry_run", priority=True),
+        Binding("f6", "edit_short_term", "Edit memory", id="edit_short_term", priority=True),
+        Binding("f7", "edit_long_term", "Edit long-term", id="edit_long_term", show=False, priority=True),
+        Binding("f8", "load_long_term", "Load long-term", id="load_long_term", show=False, priority=True),
+        Binding("f9", "copy_reply", "Copy reply", id="copy_reply", show=False, priority=True),
+        Binding("ctrl+s", "export_markdown", "Export", id="export_markdown", show=False, priority=True),
+    ]
+
+    streaming: reactive[bool] = reactive(False, bindings=True)
+
+    def __init__(self, config: Config) -> None:
+        super().__init__()
+        self.config = config
+        self.session_id: str | None = None
+        self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
+
+    # --- layout ---------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="main"):
+            with Vertical(id="chat"):
+                yield Conversation(id="conversation")
+                yield ChatInput(id="chat-input", placeholder="Message the agent…  (Enter sends)")
+            # The sidebar's place is kept; its panes mount right after the first frame (mount_sidebar).
+            yield Vertical(id="sidebar-slot")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    async def mount_sidebar(self) -> None:
+        """Mount the memory / self / inspector tabs (after the first frame: fewer widgets to style before it)."""
+        if self.query("#sidebar"):
+            return
+        from .sidebar import build_sidebar
+
+        await self.query_one("#sidebar-slot").mount(build_sidebar(self.config))
+
+    def on_mount(self) -> None:
+        self.status.model = self.config.llm.model
+        self.chat_input.focus()
+        self.call_after_refresh(self.didactyl.first_painted)
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.query_one(Conversation)
+
+    @property
+    def chat_input(self) -> ChatInput:
+        return self.query_one(ChatInput)
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    @property
+    def inspector(self) -> PromptInspector:
+        return cast("PromptInspector", self.query_one("#inspector-pane"))
+
+    def inspectors(self) -> list[PromptInspector]:
+        """The inspector, once mounted (it mounts lazily with its tab)."""
+        return cast("list[PromptInspector]", list(self.query("#inspector-pane")))
+
+    def memory_pane(self, memory_type: str) -> MemoryPane:
+        return cast("MemoryPane", self.query_one("#short-term" if memory_type == SHORT else "#long-term"))
+
+    @property
+    def sidebar(self) -> TabbedContent:
+        return cast("TabbedContent", self.query_one("#sidebar"))
+
+    def self_panes(self) -> list[SelfPane]:
+        """The self pane, once mounted (it mounts lazily with its tab)."""
+        return cast("list[SelfPane]", list(self.query("#self-pane")))
+
+    # --- the service ------------------------------------------------------------------------------
+
+    @property
+    def didactyl(self) -> DidactylApp:
+        return cast("DidactylApp", self.app)
+
+    def require_service(self) -> AppService:
+        app = self.didactyl
+        if app.service is None or not app.service_ready:
+            raise AgentError("still starting: the relays and the key are being set up", "Not ready")
+        return app.service
+
+    def _service_or_notify(self) -> AppService | None:
+        """For actions and callbacks (not workers): one that raises would take the whole app down."""
+        try:
+            return self.require_service()
+        except AgentError as exc:
+            self.notify(exc.message, title=exc.title, severity="warning")
+            return None
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # Worker.StateChanged does not bubble: hand this screen's worker errors to the app's one handler.
+        self.didactyl.on_worker_state_changed(event)
+
+    def service_attached(self, service: AppService) -> None:
+        """The service object exists (not started yet): show what it knows without I/O."""
+        self.status.model = service.model
+        self.status.activity = "connecting…"
+        if not service.model_configured:
+            from .first_run import FirstRunScreen
+
+            self.app.push_screen(FirstRunScreen(self.config, self.didactyl.env), self._first_run_closed)
+
+    def _first_run_closed(self, result: str | None) -> None:
+        if result == "switch_model":
+            self.action_switch_model()
+
+    def service_failed(self, line: str) -> None:
+        self.status.activity = "not started: " + line
+
+    def service_started(self) -> None:
+        service = self.require_service()
+        from ...agent.memory.store import MemoryType
+
+        self.status.activity = ""
+        self.status.model = service.model
+        for t in (MemoryType.SHORT_TERM, MemoryType.LONG_TERM):
+            self.memory_pane(t.value).show_snapshot(service.memory(t))
+        self.refresh_self()
+        self.refresh_relays()
+        self.set_interval(POLL_S, self.refresh_relays)
+
+    def refresh_relays(self) -> None:
+        service = self.didactyl.service
+        if service is None or not self.didactyl.service_ready:
+            return
+        states = service.relay_states()
+        for self_pane in self.self_panes():
+            self_pane.show_relays(states, service.dropped_counts(), self._relay_labels(states))
+            self_pane.show_refused(service.filtered_counts())
+            if not self_pane.filled:
+                self.refresh_self()
+        self.status.relays_total = len(states)
+        self.status.relays_connected = sum(1 for s in states.values() if getattr(s, "value", s) == "connected")
+        self.status.pending_publishes = service.pending_publishes()
+
+    def _relay_labels(self, states: dict[str, Any]) -> dict[str, str]:
+        return {url: self.didactyl.relay_label(url) for url in states}
+
+    def refresh_self(self) -> None:
+        service = self.require_service()
+        snapshot = service.self_context()
+        for pane in self.self_panes():
+            pane.show_identity(snapshot.agent, snapshot.admin, admin_configured=service.admin_pubkey is not None)
+
+    def handle_service_event(self, event: Any) -> None:
+        kind = type(event).__name__
+        if kind == "MemoryChanged":
+            self.memory_pane(getattr(event.type, "value", event.type)).show_snapshot(event.snapshot)
+            self.refresh_relays()
+        elif kind == "RelayStateChanged":
+            self.refresh_relays()
+        elif kind == "SelfContextChanged":
+            if self.didactyl.service_ready:
+                self.refresh_self()
+        elif kind == "PromptAssembled":
+            for inspector in self.inspectors():
+                inspector.add_assembly(event.assembly)
+        elif kind == "ServiceWarning":
+            self.notify(event.message, title="Warning", severity="warning")
+
+    # --- sending a message --------------------------------------------------------------------------
+
+    @on(ChatInput.Submitted)
+    def _submitted(self, message: ChatInput.Submitted) -> None:
+        self.send(message.text)
+
+    def send(self, text: str) -> None:
+        if self.streaming:
+            self.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
+            self.chat_input.restore(text)
+            return
+        self.run_turn(text)
+
+    @work(exclusive=True, group="turn", exit_on_error=False)
+    async def run_turn(self, text: str) -> None:
+        from ...agent.events import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
+
+        try:
+            service = self.require_service()
+        except AgentError:
+            self.chat_input.restore(text)
+            raise
+        if self.session_id is None:
+            self.session_id = service.new_session()
+        conversation = self.conversation
+        user_entry = await conversation.add_user(text)
+        reply: MessageEntry | None = None
+        self.streaming = True
+        self.status.activity = "thinking…"
+        try:
+            async for event in service.run_turn(self.session_id, text):
+                if isinstance(event, TurnStarted):
+                    for inspector in self.inspectors():
+                        inspector.add_assembly(event.assembly)
+                    self.status.prompt_tokens = event.assembly.total_tokens
+                    self.status.tokens_estimated = True
+                elif isinstance(event, TextDelta):
+                    if reply is None:
+                        reply = await conversation.start_reply()
+                        self.status.activity = "writing…"
+                    reply.feed(event.text)
+                elif isinstance(event, ToolCallStarted):
+                    if reply is not None:  # text before a tool call stays above it
+                        await reply.finish()
+                        reply = None
+                    self.status.activity = f"running {event.name}…"
+                    await conversation.tool_started(event.call_id, event.name, event.arguments, event.round)
+                elif isinstance(event, ToolCallFinished):
+                    await conversation.tool_finished(event.call_id, event.name, event.arguments, event.result,
+                                                     event.is_error, event.round)
+                elif isinstance(event, TurnFinished):
+                    if reply is not None:
+                        await reply.finish()
+                        reply = None
+                    elif event.reply and not conversation.last_reply() == event.reply:
+                        await conversation.add_reply(event.reply)
+                    for inspector in self.inspectors():
+                        inspector.finish_turn(event)
+                    if event.usage.prompt_tokens is not None:
+                        self.status.prompt_tokens = event.usage.prompt_tokens
+                        self.status.tokens_estimated = False
+                    if event.usage.cost_usd is not None:
+                        self.status.cost_usd = event.usage.cost_usd
+                elif isinstance(event, TurnFailed):
+                    if reply is not None:
+                        await reply.finish("interrupted")
+                        reply = None
+                    user_entry.add_class("-failed")
+                    error = await conversation.add_error(event.title, event.message,
+                                                         text if event.retryable else None)
+                    self._failed[error] = user_entry
+                    for inspector in self.inspectors():
+                        inspector.fail_turn(event.message)
+                    if not self.chat_input.text.strip():
+                        self.chat_input.restore(text)  # the user's words are never lost
+        except asyncio.CancelledError:
+            if reply is not None:
+                await reply.finish("cancelled")
+            raise
+        finally:
+            self.streaming = False
+            self.status.activity = ""
+
+    async def on_error_entry_retry_requested(self, message: ErrorEntry.RetryRequested) -> None:
+        user_entry = self._failed.pop(message.entry, None)
+        await message.entry.remove()
+        if user_entry is not None:
+            await user_entry.remove()
+        if self.chat_input.text == message.text:
+            self.chat_input.clear()
+        self.send(message.text)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return self.streaming
+        return True
+
+    def action_cancel(self) -> None:
+        self.workers.cancel_group(self, "turn")
+
+    # --- chats ----------------------------------------------------------------------------------------
+
+    async def action_new_chat(self) -> None:
+        self.workers.cancel_group(self, "turn")
+        self.session_id = None
+        await self.conversation.clear()
+        self.chat_input.focus()
+
+    def action_resume_chat(self) -> None:
+        service = self._service_or_notify()
+        if service is None:
+            return
+        sessions = service.list_sessions()
+        if not sessions:
+            self.notify("No saved chats yet.", title="Resume")
+            return
+        from textual.command import SimpleCommand
+
+        commands = [
+            SimpleCommand(
+                f"{s.title or '(untitled)'}",
+                lambda sid=s.id: self.resume(sid),
+                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s.updated_at))} · {s.message_count} messages",
+            )
+            for s in sessions
+        ]
+        self.app.search_commands(commands, placeholder="Resume a chat…")
+
+    @work(exclusive=True, group="turn", exit_on_error=False)
+    async def resume(self, session_id: str) -> None:
+        service = self.require_service()
+        messages = service.session_messages(session_id)
+        self.session_id = session_id
+        await self.conversation.load_history(messages)
+
+    # --- model and theme --------------------------------------------------------------------------------
+
+    def action_switch_model(self) -> None:
+        from .model_switch import ModelSwitchScreen
+
+        current = self.didactyl.service.model if self.didactyl.service else self.config.llm.model
+        self.app.push_screen(ModelSwitchScreen(current), self._model_chosen)
+
+    def _model_chosen(self, name: str | None) -> None:
+        service = self._service_or_notify() if name is not None else None
+        if service is None:
+            return
+        service.set_model(name)
+        self.status.model = service.model
+        self.notify(f"Model: {service.model}", title="Model switched")
+
+    def action_change_theme(self) -> None:
+        self.app.search_themes()
+
+    # --- panes ----------------------------------------------------------------------------------------------
+
+    def _toggle_pane(self, pane_id: str) -> None:
+        slot = self.query_one("#sidebar-slot")
+        if not self.query("#sidebar"):
+            return  # not mounted yet (the first instants)
+        if slot.display and self.sidebar.active == pane_id:
+            slot.display = False
+            self.chat_input.focus()
+        else:
+            self.show_pane(pane_id)
+
+    def show_pane(self, pane_id: str) -> None:
+        self.query_one("#sidebar-slot").display = True
+        if self.query("#sidebar"):
+            self.sidebar.active = pane_id
+
+    def action_toggle_memory(self) -> None:
+        self._toggle_pane("memory")
+
+    def action_toggle_self(self) -> None:
+        self._toggle_pane("self")
+
+    def action_toggle_inspector(self) -> None:
+        self._toggle_pane("inspector")
+
+    def action_toggle_sidebar(self) -> None:
+        slot = self.query_one("#sidebar-slot")
+        slot.display = not slot.display
+
+    # --- memory ------------------------------------------------------------------------------------------------
+
+    def on_memory_pane_edit_requested(self, message: MemoryPane.EditRequested) -> None:
+        self.open_editor(message.memory_type)
+
+    def on_memory_pane_load_requested(self, message: MemoryPane.LoadRequested) -> None:
+        self.load_long_term()
+
+    def action_edit_short_term(self) -> None:
+        self.open_editor(SHORT)
+
+    def action_edit_long_term(self) -> None:
+        self.open_editor(LONG)
+
+    def action_load_long_term(self) -> None:
+        self.load_long_term()
+
+    @work(exclusive=True, group="memory", exit_on_error=False)
+    async def load_long_term(self, then_edit: bool = False) -> None:
+        service = self.require_service()
+        pane = self.memory_pane(LONG)
+        pane.show_loading()
+        try:
+            snapshot = await service.load_long_term()
+        finally:
+            from ...agent.memory.store import MemoryType
+
+            pane.show_snapshot(service.memory(MemoryType.LONG_TERM))
+        if then_edit and snapshot.loaded:
+            self.open_editor(LONG)
+        elif not snapshot.loaded:
+            self.notify("No relay answered; long-term memory is not loaded.", title="Long-term memory",
+                        severity="warning")
+
+    def open_editor(self, memory_type: str) -> None:
+        from ...agent.memory.store import MemoryType
+        from .memory_editor import MemoryEditorScreen
+
+        service = self._service_or_notify()
+        if service is None:
+            return
+        snapshot = service.memory(MemoryType(memory_type))
+        if not snapshot.loaded:
+            if memory_type == LONG:
+                self.load_long_term(then_edit=True)
+            else:
+                self.notify("Short-term memory is not loaded yet (no relay answered).", title="Memory",
+                            severity="warning")
+            return
+        self.app.push_screen(MemoryEditorScreen(snapshot))
+
+    # --- prompt inspector ----------------------------------------------------------------------------------------
+
+    def action_dry_run(self) -> None:
+        self.run_dry_run()
+
+    def on_prompt_inspector_dry_run_requested(self) -> None:
+        self.run_dry_run()
+
+    @work(exclusive=True, group="dry_run", exit_on_error=False)
+    async def run_dry_run(self) -> None:
+        service = self.require_service()
+        if self.session_id is None:
+            self.session_id = service.new_session()
+        text = self.chat_input.text.strip() or None
+        assembly = await service.dry_run(self.session_id, text)
+        self.show_pane("inspector")
+        for inspector in self.inspectors():
+            inspector.add_assembly(assembly)
+        self.status.prompt_tokens = assembly.total_tokens
+        self.status.tokens_estimated = True
+
+    def on_prompt_inspector_open_requested(self, message: PromptInspector.OpenRequested) -> None:
+        from .inspector_detail import InspectorDetailScreen
+
+        previous = self.inspector.previous_of(message.entry)
+        self.app.push_screen(InspectorDetailScreen(message.entry, previous), self._detail_closed)
+
+    def _detail_closed(self, result: str | None) -> None:
+        if result == "dry_run":
+            self.run_dry_run()
+
+    def on_prompt_inspector_diff_requested(self, message: PromptInspector.DiffRequested) -> None:
+        from .diff import DiffScreen
+        from .inspector_detail import assembly_as_text
+
+        if message.previous is None:
+            self.notify("This is the first assembly: nothing to compare with.", title="Diff")
+            return
+        self.app.push_screen(DiffScreen(
+            assembly_as_text(message.previous.assembly), assembly_as_text(message.entry.assembly),
+            title=f"Assembly #{message.previous.number} → #{message.entry.number}",
+            old_label=f"#{message.previous.number}", new_label=f"#{message.entry.number}",
+        ))
+
+    # --- reply and export ---------------------------------------------------------------------------------------------
+
+    def action_copy_reply(self) -> None:
+        reply = self.conversation.last_reply()
+        if reply is None:
+            self.notify("No reply to copy yet.", title="Copy")
+            return
+        self.app.copy_to_clipboard(reply)
+        self.notify(f"Copied {len(reply):,} characters.", title="Copy")
+
+    def action_export_markdown(self) -> None:
+        self.export_markdown(self.conversation.as_markdown())
+
+    @work(group="export", exit_on_error=False)
+    async def export_markdown(self, text: str) -> None:
+        folder = self.didactyl.data_dir / "exports"
+        name = f"chat-{time.strftime('%Y%m%d-%H%M%S')}-{(self.session_id or 'new')[:8]}.md"
+        path = await asyncio.to_thread(_write_export, folder / name, text)
+        self.notify(str(path), title="Exported")
+
+
+def _write_export(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, "utf-8")
+    return path

@@ -1,0 +1,243 @@
+"""The memory editor: a markdown TextArea with a live gauge; saves through the same path as ``memory_save``.
+
+It never silently overwrites: if a newer version arrives while editing (another device, or the agent's own
+``memory_save``), it says so and offers to view the difference, keep theirs, or overwrite. Over the limit,
+the save is refused and the text stays. Closing without saving leaves memory untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Static, TextArea
+from textual.widgets.text_area import LanguageDoesNotExist
+
+from ...errors import AgentError
+from ..widgets.memory_gauge import MemoryGauge
+from .diff import DiffScreen
+
+if TYPE_CHECKING:
+    from textual.worker import Worker
+
+    from ...agent.memory.store import MemorySnapshot
+    from ...nostr.results import PublishOutcome
+    from ..app import DidactylApp
+
+
+def _version(snapshot: MemorySnapshot) -> str:
+    if snapshot.event_id is None:
+        return "nothing published yet"
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.created_at or 0))
+    return f"event {snapshot.event_id[:8]} of {when}"
+
+
+def _editor(text: str) -> TextArea:
+    options: dict[str, Any] = {"soft_wrap": True, "show_line_numbers": True, "tab_behavior": "indent",
+                               "id": "editor-text"}
+    try:
+        return TextArea(text, language="markdown", **options)
+    except LanguageDoesNotExist:  # tree-sitter without its markdown grammar: plain text still edits
+        return TextArea(text, **options)
+
+
+class MemoryEditorScreen(Screen[None]):
+    BINDINGS = [
+        Binding("ctrl+s", "save", "Save", id="editor_save", priority=True),
+        Binding("escape", "close", "Close", id="editor_close"),
+    ]
+
+    @dataclass
+    class Saved(Message):
+        """The edit was published (``outcome`` holds each relay's verdict)."""
+
+        memory_type: str
+        event_id: str
+        outcome: PublishOutcome
+
+    @dataclass
+    class SaveRefused(Message):
+        """The service refused the save before publishing (over the limit, bad input)."""
+
+        memory_type: str
+        reason: str
+
+    @dataclass
+    class ConflictDetected(Message):
+        """A newer version arrived while editing."""
+
+        memory_type: str
+        event_id: str | None
+
+    def __init__(self, snapshot: MemorySnapshot) -> None:
+        super().__init__()
+        self.memory_type = snapshot.type
+        self.base = snapshot  # the version this edit started from (or last agreed with)
+        self.theirs: MemorySnapshot | None = None  # a newer version that arrived while editing
+        self._saving_text: str | None = None
+
+    @property
+    def type_value(self) -> str:
+        return str(getattr(self.memory_type, "value", self.memory_type))
+
+    @property
+    def title_text(self) -> str:
+        return "Short-term memory" if self.type_value == "short_term" else "Long-term memory"
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="memory-editor") as box:
+            box.border_title = f"Editing {self.title_text.lower()}"
+            yield Static(Content(f"based on {_version(self.base)}"), id="editor-base")
+            yield MemoryGauge(self.base.limit_chars, id="editor-gauge")
+            with Horizontal(id="editor-conflict"):
+                yield Static(Content(""), id="conflict-text")
+                yield Button("View diff", id="view-diff", compact=True)
+                yield Button("Keep theirs", id="keep-theirs", compact=True, variant="primary")
+                yield Button("Overwrite", id="overwrite", compact=True, variant="error")
+            yield _editor(self.base.content)
+            yield Static(Content(""), id="editor-result")
+            with Horizontal(classes="pane-actions"):
+                yield Button("Save", id="save", variant="primary", compact=True)
+                yield Button("Close", id="close", compact=True)
+        yield Footer()
+
+    @property
+    def text_area(self) -> TextArea:
+        return self.query_one("#editor-text", TextArea)
+
+    def on_mount(self) -> None:
+        self.query_one("#editor-conflict").display = False
+        self.query_one(MemoryGauge).show_text(self.base.content, self.base.limit_chars)
+        self.text_area.focus()
+
+    @on(TextArea.Changed, "#editor-text")
+    def _text_changed(self) -> None:
+        self.query_one(MemoryGauge).show_text(self.text_area.text)
+
+    # --- newer versions while editing ----------------------------------------------------------
+
+    def handle_service_event(self, event: Any) -> None:
+        if type(event).__name__ != "MemoryChanged" or event.type != self.memory_type:
+            return
+        self.consider_version(event.snapshot)
+
+    def consider_version(self, snapshot: MemorySnapshot) -> None:
+        if snapshot.event_id is None or snapshot.event_id == self.base.event_id:
+            return
+        if self._saving_text is not None and snapshot.content == self._saving_text:
+            return  # our own save coming back
+        if snapshot.content == self.text_area.text:
+            self._rebase(snapshot)  # same words: nothing to resolve
+            return
+        self.theirs = snapshot
+        self.query_one("#conflict-text", Static).update(Content.assemble(
+            ("A newer version arrived while you were editing ", "$text-warning"), f"({_version(snapshot)}).",
+        ))
+        self.query_one("#editor-conflict").display = True
+        self.post_message(self.ConflictDetected(self.type_value, snapshot.event_id))
+
+    def _rebase(self, snapshot: MemorySnapshot) -> None:
+        self.base = snapshot
+        self.query_one("#editor-base", Static).update(Content(f"based on {_version(snapshot)}"))
+
+    def _resolve(self) -> MemorySnapshot | None:
+        theirs, self.theirs = self.theirs, None
+        self.query_one("#editor-conflict").display = False
+        if theirs is not None:
+            self._rebase(theirs)
+        return theirs
+
+    def action_view_diff(self) -> None:
+        if self.theirs is None:
+            return
+        self.app.push_screen(DiffScreen(
+            self.theirs.content, self.text_area.text, title=f"{self.title_text}: theirs → yours",
+            old_label=f"theirs ({_version(self.theirs)})", new_label="yours (unsaved)",
+        ))
+
+    def action_keep_theirs(self) -> None:
+        theirs = self._resolve()
+        if theirs is not None:
+            self.text_area.load_text(theirs.content)
+            self._show_result(Content.styled("Kept their version; your edit was discarded.", "$text-muted"))
+
+    def action_overwrite(self) -> None:
+        if self._resolve() is not None:
+            self.save()
+
+    # --- saving ---------------------------------------------------------------------------------------
+
+    def action_save(self) -> None:
+        self.save()
+
+    @work(exclusive=True, group="editor-save", exit_on_error=False)
+    async def save(self) -> None:
+        app = cast("DidactylApp", self.app)
+        if app.service is None or not app.service_ready:
+            raise AgentError("still starting: cannot save yet", "Not ready")
+        service = app.service
+        if self.theirs is not None:
+            self._show_result(Content.styled(
+                "Not saved: a newer version arrived. View the diff, keep theirs, or overwrite.", "$text-warning"))
+            return
+        current = service.memory(self.memory_type)
+        if current.event_id != self.base.event_id:
+            self.consider_version(current)
+            if self.theirs is not None:
+                self._show_result(Content.styled(
+                    "Not saved: a newer version arrived. View the diff, keep theirs, or overwrite.",
+                    "$text-warning"))
+                return
+        text = self.text_area.text
+        self._saving_text = text
+        self._show_result(Content.styled("Saving…", "$text-muted"))
+        try:
+            result = await service.save_memory(self.memory_type, text)
+        except AgentError as exc:
+            self._show_result(Content.styled(f"Not saved: {exc.message}", "$text-error"))
+            self.post_message(self.SaveRefused(self.type_value, exc.message))
+            raise
+        finally:
+            self._saving_text = None
+        self._rebase(result.snapshot if getattr(result, "snapshot", None) else service.memory(self.memory_type))
+        self._show_result(self._verdicts(result.outcome))
+        self.post_message(self.Saved(self.type_value, result.event_id, result.outcome))
+
+    def _verdicts(self, outcome: PublishOutcome) -> Content:
+        app = cast("DidactylApp", self.app)
+        head_style = "$text-success" if outcome.any_accepted else "$text-error"
+        accepted = len(outcome.accepted_by)
+        parts: list[Content] = [Content.styled(
+            f"Saved event {outcome.event_id[:8]}: accepted by {accepted}/{len(outcome.results)} relays", head_style)]
+        for url, verdict in outcome.results.items():
+            style = "$text-success" if verdict.accepted else "$text-error"
+            reason = f": {verdict.message}" if verdict.message else ""
+            parts.append(Content.assemble(("  ● ", style), app.relay_label(url), (f"  {verdict.verdict.value}{reason}",
+                                                                                   "$text-muted")))
+        return Content("\n").join(parts)
+
+    def _show_result(self, content: Content) -> None:
+        self.query_one("#editor-result", Static).update(content)
+
+    # --- buttons and closing -------------------------------------------------------------------------------
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        actions = {"save": self.action_save, "close": self.action_close, "view-diff": self.action_view_diff,
+                   "keep-theirs": self.action_keep_theirs, "overwrite": self.action_overwrite}
+        actions.get(event.button.id or "", lambda: None)()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # Worker.StateChanged does not bubble: hand this screen's worker errors to the app's one handler.
+        cast("DidactylApp", self.app).on_worker_state_changed(event)

@@ -1,0 +1,227 @@
+"""A tree of prompt assemblies: every section with role, source tool, tokens and content; skipped sections
+greyed with their reason; the memory backend's context; the tools offered; the history; the reply and the
+tool rounds; totals. Used by the inspector pane (many entries) and the detail screen (one, fully open)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+if TYPE_CHECKING:
+    from ...agent.events import ToolCallFinished, Usage
+    from ...agent.prompt_record import PromptAssembly
+
+PREVIEW_LINES = 30  # content lines shown per node in the pane; the detail screen shows everything
+
+
+@dataclass
+class InspectorEntry:
+    """One assembly and what came of it (the reply arrives later than the assembly)."""
+
+    number: int
+    assembly: PromptAssembly
+    reply: str | None = None
+    tool_calls: list[ToolCallFinished] = field(default_factory=list)
+    usage: Usage | None = None
+    failure: str | None = None
+
+    @property
+    def label(self) -> str:
+        a = self.assembly
+        kind = "dry run" if a.dry_run else "turn"
+        when = time.strftime("%H:%M:%S", time.localtime(a.created_at))
+        return f"#{self.number} {kind} · {when} · {a.total_tokens:,} tok · {a.model or 'no model'}"
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    entry_number: int
+    kind: str  # "entry", "section", "line", "meta", ...
+    style: str | None = None  # a component class name (without the prefix) for the label
+
+
+def _lines(text: str, limit: int | None) -> tuple[list[str], int]:
+    lines = text.splitlines() or [""]
+    if limit is None or len(lines) <= limit:
+        return lines, 0
+    return lines[:limit], len(lines) - limit
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""
+    calls = message.get("tool_calls") or []
+    for call in calls:
+        fn = call.get("function", {})
+        text += f"\n→ {fn.get('name')}({fn.get('arguments', '')})"
+    return text.strip()
+
+
+class AssemblyTree(Tree[NodeInfo]):
+    """Attributes down: :meth:`add_entry` and :meth:`refresh_entry`."""
+
+    COMPONENT_CLASSES = {
+        "assembly-tree--skipped",
+        "assembly-tree--meta",
+        "assembly-tree--heading",
+        "assembly-tree--error",
+    }
+
+    def __init__(self, *, preview_lines: int | None = PREVIEW_LINES, id: str | None = None) -> None:
+        super().__init__("Prompt assemblies", id=id)
+        self.show_root = False
+        self.guide_depth = 3
+        self.preview_lines = preview_lines
+        self.entries: dict[int, InspectorEntry] = {}
+        self._entry_nodes: dict[int, TreeNode[NodeInfo]] = {}
+
+    def render_label(self, node: TreeNode[NodeInfo], base_style: Style, style: Style) -> Text:
+        info = node.data
+        if info is not None and info.style:
+            node_label = node._label.copy()
+            node_label.stylize(style)
+            # After the line's own style, so the greyed / error colour wins over the default text colour.
+            node_label.stylize(self.get_component_rich_style(f"assembly-tree--{info.style}", partial=False))
+            prefix = (self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE) if node.allow_expand else ""
+            return Text.assemble((prefix, base_style), node_label)
+        return super().render_label(node, base_style, style)
+
+    # --- building -------------------------------------------------------------------------------
+
+    def add_entry(self, entry: InspectorEntry, *, expand: bool = False) -> TreeNode[NodeInfo]:
+        self.entries[entry.number] = entry
+        node = self.root.add(Text(entry.label), data=NodeInfo(entry.number, "entry", "heading"), expand=expand)
+        self._entry_nodes[entry.number] = node
+        self._fill(node, entry)
+        self.root.expand()
+        return node
+
+    def refresh_entry(self, entry: InspectorEntry) -> None:
+        node = self._entry_nodes.get(entry.number)
+        if node is None:
+            return
+        node.set_label(Text(entry.label))
+        was_open = {child.label.plain for child in node.children if child.is_expanded}
+        node.remove_children()
+        self._fill(node, entry)
+        for child in node.children:
+            if child.label.plain in was_open:
+                child.expand()
+
+    def node_for(self, number: int) -> TreeNode[NodeInfo] | None:
+        return self._entry_nodes.get(number)
+
+    def entry_at_cursor(self) -> InspectorEntry | None:
+        node = self.cursor_node
+        while node is not None and node.data is not None and node.data.kind != "entry":
+            node = node.parent
+        if node is None or node.data is None:
+            return None
+        return self.entries.get(node.data.entry_number)
+
+    def _text_leaves(self, parent: TreeNode[NodeInfo], number: int, text: str, style: str | None = None) -> None:
+        lines, more = _lines(text, self.preview_lines)
+        for line in lines:
+            parent.add_leaf(Text(line or " "), data=NodeInfo(number, "line", style))
+        if more:
+            parent.add_leaf(Text(f"… {more} more lines (open the entry to see all)"),
+                            data=NodeInfo(number, "meta", "meta"))
+
+    def _fill(self, node: TreeNode[NodeInfo], entry: InspectorEntry) -> None:
+        a = entry.assembly
+        n = entry.number
+        used = [layer for layer in a.layers if not layer.skipped]
+        section_tokens = sum(layer.tokens for layer in used)
+        skipped = len(a.layers) - len(used)
+        sections = node.add(
+            Text(f"Sections: {len(used)} used, {skipped} skipped · {section_tokens:,} tok"),
+            data=NodeInfo(n, "sections"),
+        )
+        for layer in a.layers:
+            tool = f" · {layer.tool}" if layer.tool else " · static"
+            if layer.skipped:
+                label = f"{layer.section} [{layer.role}]{tool} · skipped: {layer.skip_reason or 'no reason given'}"
+                if not layer.content and layer.source_event is None:
+                    sections.add_leaf(Text(label), data=NodeInfo(n, "section", "skipped"))
+                    continue
+                child = sections.add(Text(label), data=NodeInfo(n, "section", "skipped"))
+            else:
+                label = f"{layer.section} [{layer.role}]{tool} · {layer.tokens:,} tok"
+                child = sections.add(Text(label), data=NodeInfo(n, "section"))
+            if layer.source_event is not None:
+                src = layer.source_event
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(src.created_at))
+                relays = ", ".join(src.relays) if src.relays else "no relay confirmed yet"
+                child.add_leaf(Text(f"source event {src.event_id} · {when} · on: {relays}"),
+                               data=NodeInfo(n, "meta", "meta"))
+            self._text_leaves(child, n, layer.content, "skipped" if layer.skipped else None)
+
+        if a.backend_id:
+            backend = node.add(Text(f"Memory backend: {a.backend_id} · {a.backend_tokens:,} tok"),
+                               data=NodeInfo(n, "backend"))
+            self._text_leaves(backend, n, a.backend_context or "(no context this turn)")
+        else:
+            node.add_leaf(Text("Memory backend: none"), data=NodeInfo(n, "backend", "skipped"))
+
+        tools = node.add(Text(f"Tools offered: {len(a.tools)}"), data=NodeInfo(n, "tools"))
+        for schema in a.tools:
+            fn = schema.get("function", {})
+            desc = (fn.get("description") or "").strip().splitlines()
+            child = tools.add(Text(f"{fn.get('name')} — {desc[0] if desc else ''}"), data=NodeInfo(n, "tool"))
+            self._text_leaves(child, n, json.dumps(fn.get("parameters", {}), indent=2, ensure_ascii=False))
+
+        dropped = f", {a.history_dropped} older dropped" if a.history_dropped else ""
+        history = node.add(Text(f"History: {len(a.history)} messages{dropped}"), data=NodeInfo(n, "history"))
+        for message in a.history:
+            first = (_message_text(message).splitlines() or [""])[0]
+            child = history.add(Text(f"{message.get('role', '?')}: {first[:120]}"), data=NodeInfo(n, "message"))
+            self._text_leaves(child, n, _message_text(message))
+
+        if a.user_message is not None:
+            user = node.add(Text("User message"), data=NodeInfo(n, "user"))
+            self._text_leaves(user, n, a.user_message)
+
+        if entry.tool_calls:
+            rounds = node.add(Text(f"Tool rounds: {len(entry.tool_calls)} call(s)"), data=NodeInfo(n, "rounds"))
+            for call in entry.tool_calls:
+                mark = "error" if call.is_error else "ok"
+                child = rounds.add(Text(f"round {call.round}: {call.name} · {mark}"),
+                                   data=NodeInfo(n, "call", "error" if call.is_error else None))
+                child.add_leaf(Text("arguments: " + json.dumps(call.arguments, ensure_ascii=False)[:300]),
+                               data=NodeInfo(n, "line"))
+                self._text_leaves(child, n, "result: " + call.result)
+        if entry.reply is not None:
+            reply = node.add(Text("Reply"), data=NodeInfo(n, "reply"))
+            self._text_leaves(reply, n, entry.reply or "(empty)")
+        elif entry.failure is not None:
+            node.add_leaf(Text(f"Failed: {entry.failure}"), data=NodeInfo(n, "failure", "error"))
+        elif a.dry_run:
+            node.add_leaf(Text("Dry run: the model was not called"), data=NodeInfo(n, "meta", "meta"))
+
+        extra = a.extra or {}
+        history_tokens = extra.get("history_tokens")
+        if history_tokens is None:  # older records: whatever the sections and backend do not explain
+            history_tokens = max(0, a.total_tokens - section_tokens - a.backend_tokens)
+        breakdown = [f"sections {section_tokens:,}", f"history {int(history_tokens):,}",
+                     f"backend {a.backend_tokens:,}"]
+        for key, name in (("user_tokens", "message"), ("tools_tokens", "tool schemas")):
+            if extra.get(key) is not None:
+                breakdown.append(f"{name} {int(extra[key]):,}")
+        totals = node.add(Text(f"Totals: {a.total_tokens:,} tok · {len(a.messages)} messages sent"),
+                          data=NodeInfo(n, "totals", "heading"))
+        for part in breakdown:
+            totals.add_leaf(Text(part), data=NodeInfo(n, "line"))
+        if entry.usage is not None and entry.usage.prompt_tokens is not None:
+            counted = f"model counted {entry.usage.prompt_tokens:,} in"
+            if entry.usage.completion_tokens is not None:
+                counted += f", {entry.usage.completion_tokens:,} out"
+            totals.add_leaf(Text(counted), data=NodeInfo(n, "line"))
+        if entry.usage is not None and entry.usage.cost_usd is not None:
+            totals.add_leaf(Text(f"cost ${entry.usage.cost_usd:.4f}"), data=NodeInfo(n, "line"))

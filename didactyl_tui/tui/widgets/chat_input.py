@@ -1,0 +1,102 @@
+"""The multi-line message input: Enter sends, a key for newline, up/down walk the history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import TextArea
+
+
+class ChatInput(TextArea):
+    """A TextArea where Enter sends and ``newline`` (shift+enter / ctrl+j) breaks the line.
+
+    Up on the first line and down on the last line walk the sent-message history, like a shell.
+    """
+
+    BINDINGS = [
+        Binding("enter", "send", "Send", id="send", priority=True),
+        Binding("shift+enter,ctrl+j", "newline", "Newline", id="newline", show=False, priority=True),
+    ]
+
+    @dataclass
+    class Submitted(Message):
+        """The user sent a message."""
+
+        chat_input: ChatInput
+        text: str
+
+        @property
+        def control(self) -> ChatInput:
+            return self.chat_input
+
+    def __init__(self, *, id: str | None = None, placeholder: str = "") -> None:
+        super().__init__(
+            "",
+            id=id,
+            soft_wrap=True,
+            show_line_numbers=False,
+            tab_behavior="focus",
+            compact=True,
+            placeholder=placeholder,
+        )
+        self._sent: list[str] = []
+        self._sent_pos: int | None = None  # index into _sent while walking it
+        self._draft = ""  # what was typed before walking the history
+
+    # --- history --------------------------------------------------------------------------
+
+    @property
+    def sent_history(self) -> list[str]:
+        """Messages sent from this input, oldest first (TextArea's own ``history`` is its undo stack)."""
+        return list(self._sent)
+
+    def remember(self, text: str) -> None:
+        """Add a sent message to the history (consecutive duplicates collapse)."""
+        if text and (not self._sent or self._sent[-1] != text):
+            self._sent.append(text)
+        self._sent_pos = None
+
+    def restore(self, text: str) -> None:
+        """Put text back (after an LLM failure) with the cursor at its end."""
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+        self._sent_pos = None
+
+    def _show_sent(self, pos: int | None) -> None:
+        self._sent_pos = pos
+        self.load_text(self._draft if pos is None else self._sent[pos])
+        self.move_cursor(self.document.end)
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        if select or self.cursor_location[0] > 0 or not self._sent:
+            super().action_cursor_up(select)
+            return
+        if self._sent_pos is None:
+            self._draft = self.text
+            self._show_sent(len(self._sent) - 1)
+        elif self._sent_pos > 0:
+            self._show_sent(self._sent_pos - 1)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        last_row = self.document.line_count - 1
+        if select or self.cursor_location[0] < last_row or self._sent_pos is None:
+            super().action_cursor_down(select)
+            return
+        nxt = self._sent_pos + 1
+        self._show_sent(nxt if nxt < len(self._sent) else None)
+
+    # --- sending ----------------------------------------------------------------------------
+
+    def action_send(self) -> None:
+        text = self.text
+        if not text.strip():
+            return
+        self.remember(text)
+        self.clear()
+        self.post_message(self.Submitted(self, text))
+
+    def action_newline(self) -> None:
+        start, end = self.selection
+        self._replace_via_keyboard("\n", start, end)

@@ -1,0 +1,128 @@
+"""The prompt inspector pane: one entry per assembly (every turn, every dry run), newest last."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Button
+
+from .assembly_tree import AssemblyTree, InspectorEntry
+
+if TYPE_CHECKING:
+    from ...agent.events import TurnFinished
+    from ...agent.prompt_record import PromptAssembly
+
+
+class PromptInspector(Vertical):
+    """Holds the entries; posts requests for a dry run, opening an entry, or diffing it."""
+
+    BINDINGS = [
+        Binding("o", "open", "Open entry", id="inspector_open"),
+        Binding("d", "diff", "Diff vs previous", id="inspector_diff"),
+    ]
+
+    @dataclass
+    class DryRunRequested(Message):
+        """The user asked to assemble the next prompt without calling the model."""
+
+    @dataclass
+    class OpenRequested(Message):
+        """The user asked to see one entry full-screen."""
+
+        entry: InspectorEntry
+
+    @dataclass
+    class DiffRequested(Message):
+        """The user asked for the difference between an entry and the one before it."""
+
+        entry: InspectorEntry
+        previous: InspectorEntry | None
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="prompt-inspector")
+        self.border_title = "Prompt inspector"
+        self.entries: list[InspectorEntry] = []
+        self._by_assembly: dict[int, InspectorEntry] = {}
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="pane-actions"):
+            yield Button("Dry run", id="dry-run", compact=True)
+            yield Button("Open", id="open", compact=True)
+            yield Button("Diff", id="diff", compact=True)
+        yield AssemblyTree()
+
+    @property
+    def assembly_tree(self) -> AssemblyTree:
+        return self.query_one(AssemblyTree)
+
+    # --- attributes down ----------------------------------------------------------------------
+
+    def add_assembly(self, assembly: PromptAssembly) -> InspectorEntry:
+        """Add an entry (idempotent for the same assembly object); the newest one opens."""
+        known = self._by_assembly.get(id(assembly))
+        if known is not None and known.assembly is assembly:
+            return known
+        entry = InspectorEntry(number=len(self.entries) + 1, assembly=assembly)
+        self.entries.append(entry)
+        self._by_assembly[id(assembly)] = entry
+        tree = self.assembly_tree
+        for older in self.entries[:-1]:
+            node = tree.node_for(older.number)
+            if node is not None:
+                node.collapse()
+        node = tree.add_entry(entry, expand=True)
+        # The tree lays out its lines on the next refresh; the cursor can only land there after it.
+        tree.call_after_refresh(tree.move_cursor, node)
+        return entry
+
+    def last_turn_entry(self) -> InspectorEntry | None:
+        for entry in reversed(self.entries):
+            if not entry.assembly.dry_run:
+                return entry
+        return None
+
+    def finish_turn(self, finished: TurnFinished) -> None:
+        entry = self.last_turn_entry()
+        if entry is None:
+            return
+        entry.reply = finished.reply
+        entry.tool_calls = list(finished.tool_calls)
+        entry.usage = finished.usage
+        self.assembly_tree.refresh_entry(entry)
+
+    def fail_turn(self, message: str) -> None:
+        entry = self.last_turn_entry()
+        if entry is None or entry.reply is not None:
+            return
+        entry.failure = message
+        self.assembly_tree.refresh_entry(entry)
+
+    def previous_of(self, entry: InspectorEntry) -> InspectorEntry | None:
+        i = self.entries.index(entry)
+        return self.entries[i - 1] if i > 0 else None
+
+    # --- requests up ----------------------------------------------------------------------------
+
+    def action_open(self) -> None:
+        entry = self.assembly_tree.entry_at_cursor() or (self.entries[-1] if self.entries else None)
+        if entry is not None:
+            self.post_message(self.OpenRequested(entry))
+
+    def action_diff(self) -> None:
+        entry = self.assembly_tree.entry_at_cursor() or (self.entries[-1] if self.entries else None)
+        if entry is not None:
+            self.post_message(self.DiffRequested(entry, self.previous_of(entry)))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "dry-run":
+            self.post_message(self.DryRunRequested())
+        elif event.button.id == "open":
+            self.action_open()
+        elif event.button.id == "diff":
+            self.action_diff()

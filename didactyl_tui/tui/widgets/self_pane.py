@@ -1,0 +1,104 @@
+"""The self pane: the agent's public identity (profile, relays with live state, contacts, notes) and the
+admin's when configured. Public data only: pubkeys and npubs, never a secret."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from .relay_list import RelayList
+
+if TYPE_CHECKING:
+    from ...service import IdentityView
+
+MAX_CONTACTS_SHOWN = 12
+MAX_NOTES_SHOWN = 5
+
+
+def short_key(value: str, head: int = 10, tail: int = 6) -> str:
+    return value if len(value) <= head + tail + 1 else f"{value[:head]}…{value[-tail:]}"
+
+
+def _npub(pubkey_hex: str) -> str:
+    from ...nostr.nip19 import encode_npub  # pure bech32; imported late to keep the first frame light
+
+    try:
+        return encode_npub(pubkey_hex)
+    except ValueError:
+        return pubkey_hex
+
+
+def identity_text(view: IdentityView, *, with_relays: bool) -> Content:
+    """Profile, contacts and notes of one identity as styled text."""
+    profile: Mapping[str, Any] = view.profile or {}
+    name = str(profile.get("display_name") or profile.get("name") or "(no profile yet)")
+    parts: list[str | tuple[str, str]] = [(name, "bold"), "\n", (short_key(view.npub, 14, 8), "$text-muted")]
+    about = str(profile.get("about") or "").strip()
+    if about:
+        parts += ["\n", about]
+    if with_relays and view.relays:
+        parts += ["\n\n", ("Relays", "$text-accent")]
+        for url, marker in view.relays:
+            parts += ["\n  ", url, (f"  {marker}" if marker else "", "$text-muted")]
+    parts += ["\n\n", (f"Contacts ({len(view.contacts)})", "$text-accent")]
+    for pk in view.contacts[:MAX_CONTACTS_SHOWN]:
+        parts += ["\n  ", short_key(_npub(pk), 14, 8)]
+    if len(view.contacts) > MAX_CONTACTS_SHOWN:
+        parts += ["\n  ", (f"… and {len(view.contacts) - MAX_CONTACTS_SHOWN} more", "$text-muted")]
+    parts += ["\n\n", (f"Recent notes ({len(view.notes)})", "$text-accent")]
+    for note in view.notes[:MAX_NOTES_SHOWN]:
+        first = (note.content.strip().splitlines() or [""])[0]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(note.created_at))
+        parts += ["\n  ", (when, "$text-muted"), " ", first[:200]]
+    return Content.assemble(*parts)
+
+
+class SelfPane(VerticalScroll):
+    """Attributes down: the screen calls :meth:`show_identity` and :meth:`show_relays`."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="self-pane")
+        self.border_title = "Self"
+        self.filled = False  # shown an identity yet
+
+    def compose(self) -> ComposeResult:
+        yield Static("Agent", classes="section-title")
+        yield Static(Content("starting…"), id="agent-identity", classes="identity")
+        yield Static("Relays (live)", classes="section-title")
+        yield RelayList(id="agent-relays")
+        yield Static(Content(""), id="refused-events", classes="identity")
+        yield Static("Admin", classes="section-title", id="admin-title")
+        yield Static(Content("no admin configured ([admin] pubkey)"), id="admin-identity", classes="identity")
+
+    def show_identity(self, agent: IdentityView | None, admin: IdentityView | None, *,
+                      admin_configured: bool) -> None:
+        if agent is not None:
+            self.filled = True
+            self.query_one("#agent-identity", Static).update(identity_text(agent, with_relays=False))
+        admin_view = self.query_one("#admin-identity", Static)
+        if admin is not None:
+            admin_view.update(identity_text(admin, with_relays=True))
+        elif admin_configured:
+            admin_view.update(Content("admin configured; nothing fetched yet"))
+
+    def show_relays(self, states: Mapping[str, object], dropped: Mapping[str, Mapping[str, int]],
+                    labels: Mapping[str, str] | None = None) -> None:
+        self.query_one(RelayList).show_relays(states, dropped, labels)
+
+    def show_refused(self, counts: Mapping[str, int]) -> None:
+        """Events the app itself refused (forged, foreign author, far future, undecryptable), by reason."""
+        counts = {k: v for k, v in counts.items() if v}
+        view = self.query_one("#refused-events", Static)
+        if not counts:
+            view.update(Content.styled("no bad events refused", "$text-muted"))
+            return
+        detail = ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()))
+        total = sum(counts.values())
+        label = f"refused {total} bad event{'s' if total != 1 else ''}"
+        view.update(Content.assemble((label, "$text-warning"), f" ({detail})"))

@@ -1,0 +1,39 @@
+"""The status bar: model, relays connected N/M, last prompt's tokens, cost when known, publishes pending."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+
+class StatusBar(Widget):
+    """One line. Attributes down: the screen sets the reactives."""
+
+    model: reactive[str] = reactive("")
+    relays_connected: reactive[int] = reactive(0)
+    relays_total: reactive[int] = reactive(0)
+    prompt_tokens: reactive[int | None] = reactive(None)
+    tokens_estimated: reactive[bool] = reactive(False)
+    cost_usd: reactive[float | None] = reactive(None)
+    pending_publishes: reactive[int] = reactive(0)
+    activity: reactive[str] = reactive("starting…")
+
+    def render(self) -> Content:
+        sep = ("  │  ", "$text-muted")
+        model = self.model or "no model set"
+        parts: list[str | tuple[str, str]] = [("model ", "$text-muted"), (model, "" if self.model else "$text-warning")]
+        relay_style = ("$text-success" if self.relays_total and self.relays_connected == self.relays_total
+                       else "$text-warning" if self.relays_connected else "$text-error")
+        parts += [sep, ("relays ", "$text-muted"), (f"{self.relays_connected}/{self.relays_total}", relay_style)]
+        if self.prompt_tokens is not None:
+            approx = "~" if self.tokens_estimated else ""
+            parts += [sep, ("last prompt ", "$text-muted"), f"{approx}{self.prompt_tokens:,} tok"]
+        if self.cost_usd is not None:
+            parts += [sep, ("cost ", "$text-muted"), f"${self.cost_usd:.4f}"]
+        pending_style = "$text-warning" if self.pending_publishes else "$text-muted"
+        parts += [sep, (f"{self.pending_publishes} publish{'es' if self.pending_publishes != 1 else ''} pending",
+                        pending_style)]
+        if self.activity:
+            parts += [sep, (self.activity, "$text-accent")]
+        return Content.assemble(*parts)

@@ -1,0 +1,58 @@
+"""A tool call shown inline in the conversation: collapsible, with its arguments and its result."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from textual.content import Content
+from textual.markup import escape
+from textual.widgets import Collapsible, Static
+
+
+def pretty_json(value: Any) -> str:
+    """JSON (or JSON text) indented for reading; anything else as its string."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class ToolCallEntry(Collapsible):
+    """``⚙ name · state``; expands to arguments and result."""
+
+    def __init__(self, call_id: str, name: str, arguments: dict[str, Any], round_no: int = 1) -> None:
+        self.call_id = call_id
+        self.tool_name = name
+        self.arguments = arguments
+        self.round_no = round_no
+        self.result: str | None = None
+        self.is_error = False
+        self._result_view = Static(Content("…"), classes="tool-call-result")
+        super().__init__(
+            Static("arguments", classes="tool-call-heading"),
+            Static(Content(pretty_json(arguments)), classes="tool-call-args"),
+            Static("result", classes="tool-call-heading"),
+            self._result_view,
+            title=self._title_for("running…"),
+            collapsed=True,
+            classes="tool-call -running",
+        )
+
+    def _title_for(self, state: str) -> str:
+        # Collapsible titles are markup: escape the name, which comes from the model.
+        return f"⚙ {escape(self.tool_name)} · {state}"
+
+    def set_result(self, result: str, is_error: bool) -> None:
+        """The tool finished: show its result (or its readable error)."""
+        self.result = result
+        self.is_error = is_error
+        self.remove_class("-running")
+        self.add_class("-error" if is_error else "-done")
+        self.title = self._title_for("error" if is_error else "done")
+        self._result_view.update(Content(pretty_json(result)))

@@ -1,0 +1,235 @@
+"""Pilot tests of the app shell against a real AppService: first run without a model, runtime model and theme
+switches remembered in state.toml, bad theme files, remapped keys, the command palette, the self pane,
+export/copy, pane toggles, and no secret anywhere on screen."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from llm_stub import LlmStub, Reply
+from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_text, started, wait_for
+
+from didactyl_tui.agent import llm
+from didactyl_tui.nostr.event import sign_event
+from didactyl_tui.nostr.relay import RelayClient
+from didactyl_tui.tui.commands import PALETTE_ACTIONS, DidactylCommands
+from didactyl_tui.tui.key_actions import KEY_ACTIONS
+from didactyl_tui.tui.screens.first_run import FirstRunScreen
+from didactyl_tui.tui.screens.main import MainScreen
+from didactyl_tui.tui.screens.model_switch import ModelSwitchScreen
+
+SIZE = (130, 40)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def litellm_loaded() -> None:
+    llm.preload()
+
+
+def state_of(data_dir: Path) -> dict:
+    path = data_dir / "state.toml"
+    return tomllib.loads(path.read_text()) if path.exists() else {}
+
+
+async def test_first_run_without_a_model_explains_and_everything_else_works(tmp_path: Path) -> None:
+    app = make_app(tmp_path, make_config(model=""))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await wait_for(pilot, lambda: isinstance(app.screen, FirstRunScreen) and app.screen, 10, "help")
+        await started(pilot)
+        text = screen_text(app)
+        assert "No model configured yet" in text and "DIDACTYL_MODEL" in text
+        assert "/home/user/.config/didactyl/config.toml" in text  # where the config goes, from the env given
+        # Continue without a model: memory, profile and relays work.
+        await pilot.click("#continue")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert screen is not app.screen
+        main = app.main_screen
+        assert main.memory_pane("short_term").snapshot.loaded
+        assert main.status.relays_connected == 1 and main.status.model == ""
+        # Sending without a model is a clear inline error, and the words come back.
+        main.chat_input.focus()
+        await pilot.press(*"hi", "enter")
+        await wait_for(pilot, lambda: main.chat_input.text == "hi", 10, "the input to come back")
+        assert "No model configured" in screen_text(app)
+
+
+async def test_set_model_now_is_remembered_in_state_toml(tmp_path: Path) -> None:
+    app = make_app(tmp_path, make_config(model=""))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FirstRunScreen), 10, "help")
+        await started(pilot)
+        await pilot.click("#set-model")
+        dialog = await wait_for(pilot, lambda: isinstance(app.screen, ModelSwitchScreen) and app.screen)
+        dialog.query_one("#model-name").value = ""
+        await pilot.press(*"openai/gpt-4o-mini", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert app.service.model == "openai/gpt-4o-mini" and app.service.model_configured
+        assert app.main_screen.status.model == "openai/gpt-4o-mini"
+    assert state_of(tmp_path)["model"] == "openai/gpt-4o-mini"
+    # The user's config file was never written.
+    assert not (tmp_path / "config.toml").exists()
+
+
+async def test_theme_switch_is_remembered_and_used_at_the_next_start(tmp_path: Path) -> None:
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        assert app.theme == "didactyl-dark"
+        app.theme = "didactyl-light"
+        await wait_for(pilot, lambda: state_of(tmp_path).get("theme") == "didactyl-light", 5, "state.toml")
+    again = make_app(tmp_path, make_config())
+    async with again.run_test(size=SIZE) as pilot:
+        assert again.theme == "didactyl-light"
+
+
+async def test_a_bad_theme_file_warns_instead_of_crashing(tmp_path: Path) -> None:
+    themes = tmp_path / "themes"
+    themes.mkdir()
+    (themes / "broken.toml").write_text('name = "broken"\nprimary = "not a colour"\n')
+    (themes / "mine.toml").write_text('name = "mine"\nprimary = "#336699"\ndark = true\n')
+    cfg = make_config()
+    cfg.ui.themes_dir = str(themes)
+    cfg.ui.theme = "mine"
+    app = make_app(tmp_path / "data", cfg)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "mine"
+        notes = [(n.title, n.message) for n in app._notifications]
+        assert any(t == "Theme skipped" and "broken.toml" in m and "primary" in m for t, m in notes), notes
+
+
+async def test_keys_are_remappable_from_config(tmp_path: Path) -> None:
+    cfg = make_config()
+    cfg.keys = {"dry_run": "f12", "not_an_action": "f11"}
+    app = make_app(tmp_path, cfg)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        notes = [n.message for n in app._notifications]
+        assert any("not_an_action" in m for m in notes), notes
+        main = app.main_screen
+        await pilot.press("f5")  # the old key no longer does it
+        await pilot.pause(0.3)
+        assert main.inspector.entries == []
+        await pilot.press("f12")
+        await wait_for(pilot, lambda: main.inspector.entries, 10, "a dry run from the remapped key")
+
+
+async def test_every_action_is_in_the_command_palette_and_runs(tmp_path: Path) -> None:
+    titles = [title for title, _, _ in PALETTE_ACTIONS]
+    for wanted in ("New chat", "Resume a past chat", "Switch model", "Edit short-term memory",
+                   "Edit long-term memory", "Dry run", "Toggle memory pane", "Toggle self pane",
+                   "Toggle prompt inspector", "Change theme", "Copy the last reply",
+                   "Export the conversation as markdown"):
+        assert wanted in titles
+    for _, _, action in PALETTE_ACTIONS:
+        assert hasattr(MainScreen, f"action_{action}"), action
+    for action in ("send", "newline", "cancel", "dry_run", "edit_short_term", "toggle_inspector", "quit"):
+        assert action in KEY_ACTIONS
+
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        provider = DidactylCommands(app.main_screen)
+        found = [hit.text for hit in [h async for h in provider.discover()]]
+        assert found == titles
+        # Through the real palette: type, pick, and it runs.
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"toggle self", "enter")
+        await wait_for(pilot, lambda: app.main_screen.sidebar.active == "self", 5, "the self pane")
+
+
+async def test_self_pane_shows_public_identity_relays_and_refused_events(tmp_path: Path) -> None:
+    admin = TEST_KEY.__class__.from_hex("02" * 32)
+    cfg = make_config()
+    cfg.admin.pubkey = admin.public_key_hex
+    app = make_app(tmp_path, cfg)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        # The admin publishes a profile; a version of the agent's memory that does not decrypt arrives.
+        url = app.service.embedded_relay_url
+        async with RelayClient(url, reconnect=False) as client:
+            await client.publish(sign_event(admin, kind=0, content='{"name": "the admin"}', created_at=1_750_000_000),
+                                 timeout=3)
+            await client.publish(sign_event(TEST_KEY, kind=30078, content="not NIP-44 at all", created_at=1_750_000_005,
+                                            tags=[["d", "short_term_memory"], ["app", "didactyl"]]), timeout=3)
+        await pilot.press("f3")
+        main = app.main_screen
+        await wait_for(pilot, lambda: main.self_panes(), 5, "the self pane")
+        await wait_for(pilot, lambda: "the admin" in screen_text(app), 10, "the admin's profile")
+        text = screen_text(app)
+        assert "didactyl-test" in text and "A test agent." in text
+        assert TEST_KEY.npub[:14] in text
+        assert f"● {EMBEDDED_LABEL}  connected" in text
+        assert "Contacts (0)" in text
+        await wait_for(pilot, lambda: "refused 1 bad event (undecryptable 1)" in screen_text(app), 5, "the count")
+        assert main.memory_pane("short_term").snapshot.content == ""  # the bad version changed nothing
+
+
+async def test_no_secret_reaches_the_screen(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        stub.script(Reply.text_reply("fine"))
+        app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+            main.chat_input.focus()
+            await pilot.press(*"hello", "enter")
+            await wait_for(pilot, lambda: main.conversation.last_reply() == "fine", 30)
+            screens = []
+            for pane in ("memory", "self", "inspector"):
+                main.show_pane(pane)
+                await pilot.pause(0.2)
+                screens.append(app.export_screenshot())
+            await pilot.press("f6")
+            await pilot.pause(0.2)
+            screens.append(app.export_screenshot())
+    secret_hex = TEST_KEY.secret_hex()
+    nsec = TEST_KEY.nsec()
+    for svg in screens:
+        assert secret_hex not in svg and nsec not in svg and nsec[:20] not in svg
+
+
+async def test_toggle_panes_export_and_copy(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        stub.script(Reply.text_reply("The answer is **42**."))
+        app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+            slot = main.query_one("#sidebar-slot")
+            await pilot.press("f2")  # memory is showing: f2 hides the sidebar
+            assert not slot.display
+            await pilot.press("f4")
+            assert slot.display and main.sidebar.active == "inspector"
+            await pilot.press("f3")
+            assert main.sidebar.active == "self"
+
+            main.chat_input.focus()
+            await pilot.press(*"question", "enter")
+            await wait_for(pilot, lambda: main.conversation.last_reply() == "The answer is **42**.", 30)
+            await pilot.press("f9")
+            assert app.clipboard == "The answer is **42**."
+            await pilot.press("ctrl+s")
+            exports = tmp_path / "exports"
+            await wait_for(pilot, lambda: exports.exists() and list(exports.glob("*.md")), 5, "the export")
+            (exported,) = exports.glob("*.md")
+            text = exported.read_text()
+            assert "## You\n\nquestion" in text and "## Agent\n\nThe answer is **42**." in text
+
+
+def test_the_keys_documentation_covers_every_binding_id() -> None:
+    from didactyl_tui.config import render_example
+    from didactyl_tui.tui.app import DidactylApp
+    from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
+    from didactyl_tui.tui.widgets.chat_input import ChatInput
+    from didactyl_tui.tui.widgets.prompt_inspector import PromptInspector
+
+    ids = {b.id for cls in (DidactylApp, MainScreen, MemoryEditorScreen, ChatInput, PromptInspector)
+           for b in cls.BINDINGS if getattr(b, "id", None)}
+    assert ids == set(KEY_ACTIONS)
+    example = render_example()
+    for action in KEY_ACTIONS:
+        assert f"{action} (" in example, action

@@ -1,0 +1,148 @@
+"""Helpers for the TUI tests: a real AppService (embedded relay on a free port, tmp data dir) behind the app."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from didactyl_tui.config import Config
+from didactyl_tui.nostr.keys import SecretKey
+from didactyl_tui.service import AppService
+from didactyl_tui.tui.app import DidactylApp
+
+# Derived, never written as an nsec literal: the tests grep screens and snapshots for it.
+TEST_KEY = SecretKey.from_hex("01" * 32)
+NOW = 1_750_000_000.0
+LLM_KEY_VAR = "DIDACTYL_TEST_LLM_KEY"
+EMBEDDED_LABEL = "embedded relay"
+SIZE = (130, 40)
+
+
+class Clock:
+    """A settable wall clock for the service (events' created_at, assemblies' times)."""
+
+    def __init__(self, t: float = NOW) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make_config(*, llm_base_url: str | None = None, model: str = "openai/stub-model", urls: list[str] | None = None,
+                short_limit: int = 8000, long_limit: int = 32000, publish_profile: bool = True) -> Config:
+    cfg = Config()
+    cfg.relays.embedded = True
+    cfg.relays.embedded_port = 0
+    cfg.relays.urls = list(urls or [])
+    cfg.relays.timeout_s = 2.0
+    cfg.llm.model = model
+    cfg.llm.api_base = llm_base_url or ""
+    cfg.llm.api_key_env = LLM_KEY_VAR
+    cfg.llm.timeout_s = 5.0
+    cfg.llm.max_retries = 0
+    cfg.memory.short_term_max_chars = short_limit
+    cfg.memory.long_term_max_chars = long_limit
+    cfg.memory.backend = "none"
+    cfg.agent.publish_profile = publish_profile
+    cfg.agent.name = "didactyl-test"
+    cfg.agent.about = "A test agent."
+    return cfg
+
+
+def make_env(**extra: str) -> dict[str, str]:
+    env = {
+        "DIDACTYL_NSEC": TEST_KEY.nsec(),
+        LLM_KEY_VAR: "not-a-real-key",
+        "XDG_CONFIG_HOME": "/home/user/.config",
+        "HOME": "/home/user",
+    }
+    env.update(extra)
+    return env
+
+
+class LabelledApp(DidactylApp):
+    """The real app; the embedded relay (on a random port) gets a fixed label so screens are deterministic."""
+
+    def relay_label(self, url: str) -> str:
+        if self.service is not None and url == self.service.embedded_relay_url:
+            return EMBEDDED_LABEL
+        return super().relay_label(url)
+
+
+def make_app(data_dir: Path, config: Config, *, env: dict[str, str] | None = None,
+             clock: Callable[[], float] | None = None) -> LabelledApp:
+    env = make_env() if env is None else env
+    service = AppService(config, data_dir=data_dir, env=env, clock=clock or Clock())
+    return LabelledApp(config, data_dir=data_dir, env=env, service=service)
+
+
+async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    """Let the app run until ``predicate()`` is truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await pilot.pause(0.05)
+
+
+async def started(pilot: Any) -> None:
+    app = pilot.app
+    await wait_for(pilot, lambda: app.service_ready, 15, "the service to start")
+    await pilot.pause()
+
+
+def screen_text(app: Any) -> str:
+    """Everything on screen as plain text lines, rebuilt from the SVG export's positioned text runs."""
+    import html
+    import re
+
+    from rich.cells import cell_len
+
+    cell_w = 12.2  # rich's export: 0.61 em at 20 px per cell
+    rows: dict[float, dict[int, str]] = {}
+    svg = app.export_screenshot()
+    for x, y, text in re.findall(r'<text class="[^"]*-r\d+" x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]*)</text>', svg):
+        row = rows.setdefault(float(y), {})
+        col = round(float(x) / cell_w)
+        for ch in html.unescape(text).replace("\xa0", " "):
+            row[col] = ch
+            col += max(1, cell_len(ch))
+    lines = []
+    for y in sorted(rows):
+        cells = rows[y]
+        lines.append("".join(cells.get(c, " ") for c in range(max(cells) + 1)).rstrip())
+    return "\n".join(lines)
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+class ThreadedLlmStub:
+    """The LLM stub server on its own thread and loop, for snapshot tests (snap_compare runs its own loop)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from llm_stub import LlmStub
+
+        self.stub = LlmStub()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="llm-stub", daemon=True)
+
+    def __enter__(self) -> Any:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.stub.start(), self._loop).result(10)
+        return self.stub
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.stub.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
