@@ -84,15 +84,17 @@ class MemoryHistory:
         with self._lock:
             self._db.execute("UPDATE memory_versions SET note=? WHERE event_id=?", (note, event_id))
 
-    def versions(self, d: str) -> list[MemoryVersion]:
-        """Newest first (NIP-01 order: created_at desc, then lowest id)."""
+    def versions(self, d: str, author: str | None = None) -> list[MemoryVersion]:
+        """Newest first (NIP-01 order: created_at desc, then lowest id); only ``author``'s when given
+        (after a key change the old key's versions stay apart)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT event_json, d, origin, seen_at, note FROM memory_versions WHERE d=?"
                 " ORDER BY created_at DESC, event_id ASC",
                 (d,),
             ).fetchall()
-        return [MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) for r in rows]
+        versions = [MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) for r in rows]
+        return versions if author is None else [v for v in versions if v.event.pubkey == author]
 
     def get(self, event_id: str) -> MemoryVersion | None:
         with self._lock:
