@@ -82,13 +82,21 @@ def build_parser() -> argparse.ArgumentParser:
     msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = msub.add_parser("show", help="print a memory (decrypted)")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
-    p.add_argument("--json", action="store_true", help="print JSON with the event id and relays")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON with the event id, the relays and what is still pending in the outbox")
     p = msub.add_parser("save", help="replace a memory (encrypt, sign, publish to every relay)")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--content", metavar="TEXT", help="the new text")
     src.add_argument("--file", metavar="PATH", help="read the new text from a file ('-' for stdin)")
     p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
+    p = msub.add_parser("status", help="which version of the memory each relay holds; lagging relays are "
+                        "brought up to date")
+    p.add_argument("--type", choices=MEMORY_TYPES, dest="memory_type", help="one memory (default: both)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = msub.add_parser("history", help="list every version of a memory seen here (own saves and other devices')")
+    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
+    p.add_argument("--json", action="store_true", help="print JSON (ids, times, origins, sizes, notes; no text)")
     return parser
 
 
@@ -268,6 +276,7 @@ def _snapshot_json(snap: Any, service: Any) -> dict[str, Any]:
         "loaded": snap.loaded,
         "relay_versions": {url: {"event_id": eid, "created_at": ts}
                            for url, (eid, ts) in service.memory_store.relay_versions(snap.type).items()},
+        "pending": [p.to_json_dict() for p in service.pending_publishes(snap.type)],
     }
 
 
@@ -278,6 +287,9 @@ async def _memory_show(args: argparse.Namespace, config: Config, data: Path, env
     t = MemoryType.parse(args.memory_type)
     async with _service(config, data, env, out) as service:
         snap = service.memory(t)
+        unconfirmed = [p for p in service.pending_publishes(t) if p.event_id == snap.event_id and not p.accepted_by]
+        if unconfirmed and not args.json:
+            out.warn(f"this version (event {snap.event_id[:8]}) is not on any relay yet: it is pending in the outbox")
         if args.json:
             out.json(_snapshot_json(snap, service))
         elif snap.content:
@@ -303,7 +315,8 @@ async def _memory_save(args: argparse.Namespace, config: Config, data: Path, env
         try:
             result = await service.save_memory(t, content)
         except AgentError as exc:
-            raise UsageError(exc.message, exc.title) from None
+            # Input was checked above: this is a newer version from another device (nothing published).
+            raise CommandFailed(exc.message, exc.title) from None
     if args.json:
         out.json(result.to_json_dict())
     else:
@@ -311,7 +324,63 @@ async def _memory_save(args: argparse.Namespace, config: Config, data: Path, env
         out.print(f"saved the {t.title.lower()} ({len(content):,} chars) as event {result.event_id}: "
                   f"{outcome.summary()}")
     if not result.any_accepted:
-        raise CommandFailed(f"no relay accepted the {t.title.lower()}: {result.outcome.summary()}")
+        raise CommandFailed(f"no relay accepted the {t.title.lower()}: {result.outcome.summary()}; it is kept "
+                            "in the outbox and sent again whenever didactyl runs")
+    return EXIT_OK
+
+
+def _when(created_at: float | None) -> str:
+    import time
+
+    return "-" if created_at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created_at))
+
+
+async def _memory_status(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str],
+                         out: _Out) -> int:
+    from .agent.memory.store import MemoryType
+
+    types = [MemoryType.parse(args.memory_type)] if args.memory_type else list(MemoryType)
+    async with _service(config, data, env, out) as service:
+        statuses = [await service.memory_status(t) for t in types]
+    if args.json:
+        out.json({s.type.value: s.to_json_dict() for s in statuses})
+    else:
+        for status in statuses:
+            newest = (f"newest {status.newest_event_id[:8]} ({_when(status.newest_created_at)})"
+                      if status.newest_event_id else "no version on any relay")
+            out.print(f"{status.type.title}: {newest}")
+            width = max((len(r.url) for r in status.relays), default=0)
+            for relay in status.relays:
+                out.print(f"  {relay.url.ljust(width)}  {relay.describe()}")
+            if status.brought_up_to_date:
+                n = len(status.brought_up_to_date)
+                out.print(f"  brought {n} lagging relay{'s' if n != 1 else ''} up to date")
+            for pending in status.pending:
+                out.print(f"  outbox: {pending.describe()}")
+    if not any(s.any_reachable for s in statuses):
+        raise CommandFailed("no relay answered: cannot tell which version each relay holds")
+    return EXIT_OK
+
+
+async def _memory_history(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str],
+                          out: _Out) -> int:
+    from .agent.memory.store import MemoryType
+
+    t = MemoryType.parse(args.memory_type)
+    async with _service(config, data, env, out) as service:
+        versions = service.memory_history(t)
+        rows = [v.to_json_dict() for v in versions]
+    if args.json:
+        out.json({"type": t.value, "versions": rows})
+        return EXIT_OK
+    if not rows:
+        out.stderr.write(f"(no {t.title.lower()} version seen yet)\n")
+        return EXIT_OK
+    for row in rows:
+        mark = "*" if row["current"] else " "
+        size = f"{row['chars']:,} chars" if row["chars"] is not None else "does not decrypt"
+        note = f"  {row['note']}" if row["note"] else ""
+        out.print(f"{mark} {row['event_id']}  {_when(row['created_at'])}  {row['origin']:<6}  {size}{note}")
     return EXIT_OK
 
 
@@ -393,6 +462,10 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
     if command == "memory":
         if args.memory_command == "show":
             return asyncio.run(_memory_show(args, config, data, env, out))
+        if args.memory_command == "status":
+            return asyncio.run(_memory_status(args, config, data, env, out))
+        if args.memory_command == "history":
+            return asyncio.run(_memory_history(args, config, data, env, out))
         content = args.content if args.content is not None else _read_file(args.file, stdin)
         return asyncio.run(_memory_save(args, config, data, env, out, content))
     raise UsageError(f"unknown command {command!r}")

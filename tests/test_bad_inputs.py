@@ -75,6 +75,8 @@ def _no_memory_published(env: dict[str, str]) -> None:
 CLI_ROWS = [
     row("cli-unknown-command", ["frobnicate"], 2),
     row("cli-bad-type", ["memory", "show", "--type", "mid_term"], 2),
+    row("cli-history-no-type", ["memory", "history"], 2),
+    row("cli-status-bad-type", ["memory", "status", "--type", "mid_term"], 2),
     row("cli-content-and-file", ["memory", "save", "--type", "long_term", "--content", "x", "--file", "notes.md"], 2),
     row("cli-no-content", ["memory", "save", "--type", "long_term"], 2),
     row("cli-missing-file", ["memory", "save", "--type", "long_term", "--file", "{tmp}/missing.md"], 2),

@@ -224,10 +224,12 @@ def test_the_keys_documentation_covers_every_binding_id() -> None:
     from didactyl_tui.config import render_example
     from didactyl_tui.tui.app import DidactylApp
     from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
+    from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
     from didactyl_tui.tui.widgets.chat_input import ChatInput
     from didactyl_tui.tui.widgets.prompt_inspector import PromptInspector
 
-    ids = {b.id for cls in (DidactylApp, MainScreen, MemoryEditorScreen, ChatInput, PromptInspector)
+    ids = {b.id for cls in (DidactylApp, MainScreen, MemoryEditorScreen, MemoryHistoryScreen, ChatInput,
+                            PromptInspector)
            for b in cls.BINDINGS if getattr(b, "id", None)}
     assert ids == set(KEY_ACTIONS)
     example = render_example()

@@ -14,6 +14,8 @@ PALETTE_ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("Edit short-term memory", "Open short-term memory in the editor", "edit_short_term"),
     ("Edit long-term memory", "Open long-term memory in the editor (loads it first)", "edit_long_term"),
     ("Load long-term memory", "Fetch long-term memory from the relays", "load_long_term"),
+    ("Short-term memory history", "Every version seen: diff two, roll back", "history_short_term"),
+    ("Long-term memory history", "Every version seen: diff two, roll back", "history_long_term"),
     ("Dry run", "Assemble the next prompt without calling the model", "dry_run"),
     ("Toggle memory pane", "Show or hide short- and long-term memory", "toggle_memory"),
     ("Toggle self pane", "Show or hide the agent's profile, relays and contacts", "toggle_self"),

@@ -27,6 +27,10 @@ KEY_ACTIONS: dict[str, str] = {
     "inspector_diff": "diff it against the previous one (d)",
     "editor_save": "save in the memory editor (ctrl+s)",
     "editor_close": "close the memory editor (escape)",
+    "history_diff": "memory history: diff the selected version (d)",
+    "history_mark": "memory history: mark a version to compare with (m, space)",
+    "history_rollback": "memory history: roll back to the selected version (r)",
+    "history_close": "close the memory history (escape)",
     "command_palette": "open the command palette (ctrl+p)",
     "quit": "quit (ctrl+q)",
 }

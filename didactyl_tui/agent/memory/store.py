@@ -6,7 +6,12 @@ start-up fetch, our own save, or the live subscription (another device with the 
 
 Save path, the only one (the ``memory_save`` tool, the editor and ``didactyl memory save`` all use it):
 validate → encrypt → sign → cache → :meth:`MemoryStore._publish` → per-relay verdicts. Bad input raises
-:class:`AgentError` before anything is signed. ``_publish`` is the single hook where an outbox goes.
+:class:`AgentError` before anything is signed. ``_publish`` is the single hook where an outbox goes (the
+service injects the memory publisher: outbox first, then the relays, retried until accepted).
+
+Every version the store sees — each relay's, and its own saves — goes to the version listeners
+(:class:`VersionSeen`) before the change listeners hear of it, so the service can keep a history and tell
+a device whose edit lost to another device's newer one.
 
 An empty memory is sent as an event with empty content: NIP-44 cannot encrypt zero bytes, and an empty
 string reveals nothing. Everything runs on the event loop; the caches are only touched there, and saves
@@ -129,8 +134,22 @@ class MemoryPool(Protocol):
     def subscribe(self, filters: list[dict[str, Any]], on_event: Callable[[str, Event], None]) -> Any: ...
 
 
+@dataclass(frozen=True, slots=True)
+class VersionSeen:
+    """One version of a memory the store has seen: from a relay (``remote``) or saved here (``local``)."""
+
+    type: MemoryType
+    event: Event
+    origin: str  # "local" | "remote"
+    url: str | None  # the relay it came from (None: a local save, or no relay named)
+    became_current: bool  # the store now shows this version
+    replaced: Event | None  # the version it replaced, when it became current
+    content: str | None  # the decrypted text when it became current (never stored by the store)
+
+
 ChangeListener = Callable[[MemorySnapshot, str], None]  # (snapshot, origin "local" | "remote")
 WarningListener = Callable[[str], None]
+VersionListener = Callable[[VersionSeen], None]
 Publisher = Callable[[Event], Awaitable[PublishOutcome]]
 
 
@@ -189,8 +208,10 @@ class MemoryStore:
         self._lock = asyncio.Lock()
         self._change_listeners: list[ChangeListener] = []
         self._warning_listeners: list[WarningListener] = []
+        self._version_listeners: list[VersionListener] = []
         self._subscription: Any = None
         self.dropped: Counter[str] = Counter()  # events refused, by reason (hostile or stray relays)
+        self._undecryptable: set[str] = set()  # ids already refused as undecryptable: counted and told once
         self.warnings: list[str] = []
 
     # --- listeners ------------------------------------------------------------------------
@@ -201,6 +222,18 @@ class MemoryStore:
     def add_warning_listener(self, cb: WarningListener) -> Callable[[], None]:
         self._warning_listeners.append(cb)
         return lambda: self._warning_listeners.remove(cb) if cb in self._warning_listeners else None
+
+    def add_version_listener(self, cb: VersionListener) -> Callable[[], None]:
+        """``cb`` hears of every version seen (relays' and own saves), before the change listeners."""
+        self._version_listeners.append(cb)
+        return lambda: self._version_listeners.remove(cb) if cb in self._version_listeners else None
+
+    def _seen(self, seen: VersionSeen) -> None:
+        for cb in list(self._version_listeners):
+            try:
+                cb(seen)
+            except Exception:  # a broken listener must not break the memory path
+                log.exception("memory version listener failed")
 
     def _notify(self, t: MemoryType, origin: str) -> None:
         snap = self.snapshot(t)
@@ -263,6 +296,18 @@ class MemoryStore:
     # --- incoming versions ----------------------------------------------------------------
     def _screen(self, ev: Event) -> MemoryType | None:
         """The memory this event is a version of, or None (counted in ``dropped``) if we must ignore it."""
+        reason, t = self._refusal(ev)
+        if reason:
+            self.dropped[reason] += 1
+            return None
+        return t
+
+    def version_type(self, ev: Event) -> MemoryType | None:
+        """The memory ``ev`` is an acceptable version of, or None (like ingest's checks; counts nothing)."""
+        return self._refusal(ev)[1]
+
+    def _refusal(self, ev: Event) -> tuple[str, MemoryType | None]:
+        t: MemoryType | None = None
         if ev.pubkey != self.pubkey:
             reason = "foreign_author"
         elif ev.kind != APP_DATA:
@@ -274,11 +319,11 @@ class MemoryStore:
         elif not ev.is_valid():
             reason = "invalid"
         else:
-            return t
-        self.dropped[reason] += 1
-        return None
+            return "", t
+        return reason, None
 
-    def _decrypt(self, ev: Event) -> str:
+    def decrypt(self, ev: Event) -> str:
+        """The plaintext of one of our memory versions (in memory only). Raises NostrError."""
         if ev.content == "":
             return ""
         return nip44.decrypt(ev.content, self._conversation_key)
@@ -303,16 +348,21 @@ class MemoryStore:
         cur = slot.event
         if cur is not None and (ev.id == cur.id or not is_newer(ev, cur)):
             self._note_relay(slot, url, ev)
+            self._seen(VersionSeen(t, ev, "remote", url, False, None, None))
+            return False
+        if ev.id in self._undecryptable:
             return False
         try:
-            content = self._decrypt(ev)
+            content = self.decrypt(ev)
         except NostrError:
+            self._undecryptable.add(ev.id)
             self.dropped["undecryptable"] += 1
             self._warn(f"ignored a {t.title.lower()} version {ev.id[:12]}… that does not decrypt with this key")
             return False
         self._note_relay(slot, url, ev)
         slot.event, slot.content, slot.loaded = ev, content, True
         slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
+        self._seen(VersionSeen(t, ev, "remote", url, True, cur, content))
         self._notify(t, "remote")
         return True
 
@@ -331,15 +381,18 @@ class MemoryStore:
             by_relay = {}
         answered = any(events is not None for events in by_relay.values())
         best: dict[MemoryType, Event] = {}
+        seen: dict[str, tuple[MemoryType, Event, str]] = {}  # event id -> (type, event, first relay)
         for url, events in by_relay.items():
             for ev in events or ():
                 t = self._screen(ev)
                 if t is None or t not in wanted:
                     continue
                 self._note_relay(self._slots[t], url, ev)
+                seen.setdefault(ev.id, (t, ev, url))
                 if t not in best or is_newer(ev, best[t]):
                     best[t] = ev
         changed: list[MemoryType] = []
+        current: dict[str, VersionSeen] = {}
         for t in wanted:
             slot = self._slots[t]
             ev = best.get(t)
@@ -350,21 +403,48 @@ class MemoryStore:
                 continue
             slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
             try:
-                content = self._decrypt(ev)
+                content = self.decrypt(ev)
             except NostrError as exc:
-                self.dropped["undecryptable"] += 1
-                self._warn(
-                    f"the {t.title.lower()} on the relays (event {ev.id[:12]}…) does not decrypt with this key "
-                    f"({exc.message}); starting with it blank"
-                )
+                if ev.id not in self._undecryptable:  # a reload finds it again: counted and told once
+                    self._undecryptable.add(ev.id)
+                    self.dropped["undecryptable"] += 1
+                    self._warn(
+                        f"the {t.title.lower()} on the relays (event {ev.id[:12]}…) does not decrypt with this key "
+                        f"({exc.message}); starting with it blank"
+                    )
                 slot.event, slot.content, slot.loaded = None, "", True
                 changed.append(t)
+                seen.pop(ev.id, None)  # not a version we can keep
                 continue
+            current[ev.id] = VersionSeen(t, ev, "remote", seen[ev.id][2], True, slot.event, content)
             slot.event, slot.content, slot.loaded = ev, content, True
             changed.append(t)
+        for event_id, (t, ev, url) in seen.items():
+            self._seen(current.get(event_id) or VersionSeen(t, ev, "remote", url, False, None, None))
         for t in changed:
             self._notify(t, "remote")
         return {t: self.snapshot(t) for t in wanted}
+
+    def restore(self, ev: Event, *, origin: str = "local") -> bool:
+        """A version this device kept (an unconfirmed save from the outbox, or one from its history) that
+        the relays may not hold: it becomes current when it is newer than what the relays gave. Returns
+        True when it did."""
+        t = self.version_type(ev)
+        if t is None:
+            return False
+        slot = self._slots[t]
+        if ev.created_at < slot.floor_created_at or (slot.event is not None and not is_newer(ev, slot.event)):
+            return False
+        try:
+            content = self.decrypt(ev)
+        except NostrError:
+            return False
+        replaced = slot.event
+        slot.event, slot.content, slot.loaded = ev, content, True
+        slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
+        self._seen(VersionSeen(t, ev, origin, None, True, replaced, content))
+        self._notify(t, origin)
+        return True
 
     async def load_long_term(self) -> MemorySnapshot:
         """The long-term memory from the cache, else fetched from the relays."""
@@ -409,8 +489,9 @@ class MemoryStore:
     async def save(self, t: MemoryType | str, content: str) -> SaveResult:
         """Validate, encrypt to self, sign, cache, publish to every relay; per-relay verdicts back.
 
-        Raises AgentError for bad input before anything is published. Relay failures do not raise:
-        they are in the outcome (``any_accepted`` False when no relay took it).
+        Raises AgentError for bad input before anything is published, and when the publisher already
+        knows a newer version (another device's; nothing is sent and the cache is left as it was).
+        Relay failures do not raise: they are in the outcome (``any_accepted`` False when no relay took it).
         """
         t = MemoryType.parse(t)
         content = self.validate(t, content)
@@ -421,10 +502,17 @@ class MemoryStore:
             created_at = max(int(self._clock()), floor + 1)
             ev = self.build_event(t, content, created_at)
             # Cache first: our own echo from the live subscription then finds nothing new.
+            before = (slot.event, slot.content, slot.loaded)
             slot.event, slot.content, slot.loaded = ev, content, True
             slot.floor_created_at = created_at
+            self._seen(VersionSeen(t, ev, "local", None, True, before[0], content))
             try:
                 outcome = await self._publish(ev)
+            except AgentError:
+                # The publisher knows a newer version than this one (another device's): it was not sent.
+                if slot.event is ev:
+                    slot.event, slot.content, slot.loaded = before
+                raise
             except Exception as exc:  # the pool reports per relay; anything else is a bug we still survive
                 log.exception("memory publish failed")
                 outcome = PublishOutcome(ev.id, {})

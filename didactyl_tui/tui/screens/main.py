@@ -189,7 +189,7 @@ class MainScreen(Screen[None]):
                 self.refresh_self()
         self.status.relays_total = len(states)
         self.status.relays_connected = sum(1 for s in states.values() if getattr(s, "value", s) == "connected")
-        self.status.pending_publishes = service.pending_publishes()
+        self.status.pending_publishes = len(service.pending_publishes())
 
     def _relay_labels(self, states: dict[str, Any]) -> dict[str, str]:
         return {url: self.didactyl.relay_label(url) for url in states}
@@ -215,6 +215,8 @@ class MainScreen(Screen[None]):
                 inspector.add_assembly(event.assembly)
         elif kind == "ServiceWarning":
             self.notify(event.message, title="Warning", severity="warning")
+        elif kind == "OutboxChanged":
+            self.status.pending_publishes = event.pending
 
     # --- sending a message --------------------------------------------------------------------------
 
@@ -407,6 +409,22 @@ class MainScreen(Screen[None]):
 
     def on_memory_pane_load_requested(self, message: MemoryPane.LoadRequested) -> None:
         self.load_long_term()
+
+    def on_memory_pane_history_requested(self, message: MemoryPane.HistoryRequested) -> None:
+        self.open_history(message.memory_type)
+
+    def action_history_short_term(self) -> None:
+        self.open_history(SHORT)
+
+    def action_history_long_term(self) -> None:
+        self.open_history(LONG)
+
+    def open_history(self, memory_type: str) -> None:
+        from .memory_history import MemoryHistoryScreen
+
+        if self._service_or_notify() is None:
+            return
+        self.app.push_screen(MemoryHistoryScreen(memory_type))
 
     def action_edit_short_term(self) -> None:
         self.open_editor(SHORT)

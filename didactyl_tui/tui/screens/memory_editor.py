@@ -23,6 +23,7 @@ from textual.widgets.text_area import LanguageDoesNotExist
 
 from ...errors import AgentError
 from ..widgets.memory_gauge import MemoryGauge
+from ..widgets.publish_verdicts import verdict_lines
 from .diff import DiffScreen
 
 if TYPE_CHECKING:
@@ -212,17 +213,7 @@ class MemoryEditorScreen(Screen[None]):
         self.post_message(self.Saved(self.type_value, result.event_id, result.outcome))
 
     def _verdicts(self, outcome: PublishOutcome) -> Content:
-        app = cast("DidactylApp", self.app)
-        head_style = "$text-success" if outcome.any_accepted else "$text-error"
-        accepted = len(outcome.accepted_by)
-        parts: list[Content] = [Content.styled(
-            f"Saved event {outcome.event_id[:8]}: accepted by {accepted}/{len(outcome.results)} relays", head_style)]
-        for url, verdict in outcome.results.items():
-            style = "$text-success" if verdict.accepted else "$text-error"
-            reason = f": {verdict.message}" if verdict.message else ""
-            parts.append(Content.assemble(("  ● ", style), app.relay_label(url), (f"  {verdict.verdict.value}{reason}",
-                                                                                   "$text-muted")))
-        return Content("\n").join(parts)
+        return verdict_lines(outcome, cast("DidactylApp", self.app).relay_label)
 
     def _show_result(self, content: Content) -> None:
         self.query_one("#editor-result", Static).update(content)

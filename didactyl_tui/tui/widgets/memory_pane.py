@@ -42,6 +42,12 @@ class MemoryPane(Vertical):
         memory_type: str
 
     @dataclass
+    class HistoryRequested(Message):
+        """The user asked for this memory's history (versions, diffs, rollback)."""
+
+        memory_type: str
+
+    @dataclass
     class LoadRequested(Message):
         """The user asked to (re)load this memory from the relays."""
 
@@ -63,6 +69,7 @@ class MemoryPane(Vertical):
             yield Static(Content(""), classes="memory-content")
         with Horizontal(classes="pane-actions"):
             yield Button("Edit", id="edit", compact=True, disabled=True)
+            yield Button("History", id="history", compact=True, disabled=True)
             if self.loadable:
                 yield Button("Load", id="load", compact=True, disabled=True)
 
@@ -77,6 +84,7 @@ class MemoryPane(Vertical):
         body.update(Content(content) if content else Content(placeholder))
         body.set_class(not content, "-placeholder")
         self.query_one("#edit", Button).disabled = not snapshot.loaded
+        self.query_one("#history", Button).disabled = False
         if self.loadable:
             load = self.query_one("#load", Button)
             load.disabled = False
@@ -91,5 +99,7 @@ class MemoryPane(Vertical):
         event.stop()
         if event.button.id == "edit":
             self.post_message(self.EditRequested(self.memory_type))
+        elif event.button.id == "history":
+            self.post_message(self.HistoryRequested(self.memory_type))
         elif event.button.id == "load":
             self.post_message(self.LoadRequested(self.memory_type))

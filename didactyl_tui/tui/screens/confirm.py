@@ -1,0 +1,40 @@
+"""A yes/no question before something that publishes (a rollback)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Dismissed with True (confirmed) or False (cancelled: Esc, or the cancel button)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, question: str, *, title: str, confirm_label: str = "Yes") -> None:
+        super().__init__(classes="dialog-screen")
+        self.question = question
+        self.title_text = title
+        self.confirm_label = confirm_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-dialog", classes="dialog") as box:
+            box.border_title = self.title_text
+            yield Static(Content(self.question), id="confirm-question")
+            with Horizontal(classes="dialog-actions"):
+                yield Button(self.confirm_label, id="confirm", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "confirm")
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)

@@ -1,0 +1,276 @@
+"""A memory's history: every version this app has seen (its own saves and other devices'), newest first.
+
+Pick a version to see what changed (against a marked version, or else the current one) or to roll back to it.
+A rollback asks first and then saves that text as a new version through the normal save path, showing each
+relay's verdict. Versions are decrypted only to show them, in a worker, and never stored as plaintext.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Static
+
+from ...errors import AgentError
+from ..widgets.publish_verdicts import verdict_lines
+from .confirm import ConfirmScreen
+from .diff import DiffScreen
+
+if TYPE_CHECKING:
+    from textual.worker import Worker
+
+    from ...nostr.results import PublishOutcome
+    from ...service import AppService, MemoryVersionView
+    from ..app import DidactylApp
+
+
+def _when(created_at: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created_at))
+
+
+def _older(a: VersionRow, b: VersionRow) -> bool:
+    """NIP-01 order: an earlier created_at, or the same second and the higher id."""
+    return a.created_at < b.created_at or (a.created_at == b.created_at and a.event_id > b.event_id)
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """What the table shows of one version (sizes come from decrypting it once, in a worker)."""
+
+    event_id: str
+    created_at: int
+    origin: str
+    note: str
+    current: bool
+    chars: int | None  # None: it does not decrypt with this key
+
+
+def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
+    rows = []
+    for v in versions:
+        try:
+            chars: int | None = len(v.content)
+        except AgentError:
+            chars = None
+        rows.append(VersionRow(v.event_id, v.created_at, v.origin, v.note, v.current, chars))
+    return rows
+
+
+class MemoryHistoryScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="history_close"),
+        Binding("d", "diff", "Diff", id="history_diff"),
+        Binding("m,space", "mark", "Mark", id="history_mark"),
+        Binding("r", "rollback", "Roll back", id="history_rollback"),
+    ]
+
+    @dataclass
+    class RolledBack(Message):
+        """A rollback was saved (``outcome`` holds each relay's verdict)."""
+
+        memory_type: str
+        to_event_id: str
+        event_id: str
+        outcome: PublishOutcome
+
+    def __init__(self, memory_type: str) -> None:
+        super().__init__()
+        self.memory_type = memory_type
+        self.rows: list[VersionRow] = []
+        self.marked: str | None = None  # event id of the version to compare against
+
+    @property
+    def title_text(self) -> str:
+        return "Short-term memory" if self.memory_type == "short_term" else "Long-term memory"
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="memory-history") as box:
+            box.border_title = f"{self.title_text}: history"
+            yield Static(Content.styled(
+                "● current  ◆ marked  ·  d: diff against the marked (or current) version  ·  m: mark  ·  "
+                "r: roll back to it", "$text-muted"), id="history-help")
+            yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+            yield Static(Content(""), id="history-result")
+            with Horizontal(classes="pane-actions"):
+                yield Button("Diff", id="diff", compact=True)
+                yield Button("Mark", id="mark", compact=True)
+                yield Button("Roll back", id="rollback", compact=True, variant="warning")
+                yield Button("Close", id="close", compact=True)
+        yield Footer()
+
+    @property
+    def table(self) -> DataTable[Any]:
+        return cast("DataTable[Any]", self.query_one("#history-table", DataTable))
+
+    def on_mount(self) -> None:
+        # Fixed widths: the cells are theme-styled Content, which the table does not measure.
+        for label, width in ((" ", 1), ("When", 19), ("Event", 12), ("Origin", 6), ("Size", 16), ("Note", 48)):
+            self.table.add_column(label, width=width)
+        self.table.focus()
+        self.reload()
+
+    @property
+    def didactyl(self) -> DidactylApp:
+        return cast("DidactylApp", self.app)
+
+    def _service(self) -> AppService:
+        app = self.didactyl
+        if app.service is None or not app.service_ready:
+            raise AgentError("still starting: the memory history is not open yet", "Not ready")
+        return app.service
+
+    # --- the list -------------------------------------------------------------------------------
+
+    @work(exclusive=True, group="history-load", exit_on_error=False)
+    async def reload(self) -> None:
+        service = self._service()
+        versions = service.memory_history(self.memory_type)
+        rows = await asyncio.to_thread(version_rows, versions)  # decrypting many versions is work
+        self.show_rows(rows)
+
+    def show_rows(self, rows: list[VersionRow]) -> None:
+        table = self.table
+        selected = self.selected_id()
+        self.rows = rows
+        if self.marked not in {r.event_id for r in rows}:
+            self.marked = None
+        table.clear()
+        for row in rows:
+            table.add_row(*self._cells(row), key=row.event_id)
+        if not rows:
+            self._show_result(Content.styled("No version seen yet.", "$text-muted"))
+        ids = [r.event_id for r in rows]
+        if selected in ids:
+            table.move_cursor(row=ids.index(selected))
+
+    def _cells(self, row: VersionRow) -> tuple[Content, ...]:
+        mark = "●" if row.current else ("◆" if row.event_id == self.marked else "")
+        size = f"{row.chars:,} chars" if row.chars is not None else "does not decrypt"
+        return (
+            Content.styled(mark, "$text-accent"),
+            Content(_when(row.created_at)),
+            Content(row.event_id[:12]),
+            Content.styled(row.origin, "$text-muted" if row.origin == "remote" else ""),
+            Content(size),
+            Content.styled(row.note, "$text-warning") if row.note else Content(""),
+        )
+
+    def selected_id(self) -> str | None:
+        if not self.rows:
+            return None
+        index = self.table.cursor_row
+        return self.rows[index].event_id if 0 <= index < len(self.rows) else None
+
+    def select(self, event_id: str) -> None:
+        """Move the cursor to a version (tests and callers)."""
+        ids = [r.event_id for r in self.rows]
+        self.table.move_cursor(row=ids.index(event_id))
+
+    def _row(self, event_id: str | None) -> VersionRow | None:
+        return next((r for r in self.rows if r.event_id == event_id), None)
+
+    def handle_service_event(self, event: Any) -> None:
+        if type(event).__name__ == "MemoryChanged" and getattr(event.type, "value", event.type) == self.memory_type:
+            self.reload()  # a new version (ours or another device's) joins the list
+
+    # --- mark and diff ------------------------------------------------------------------------------
+
+    def action_mark(self) -> None:
+        chosen = self.selected_id()
+        if chosen is None:
+            return
+        self.marked = None if self.marked == chosen else chosen
+        self.show_rows(self.rows)
+
+    @on(DataTable.RowSelected, "#history-table")
+    def _row_selected(self) -> None:
+        self.action_diff()
+
+    def action_diff(self) -> None:
+        chosen = self._row(self.selected_id())
+        if chosen is None:
+            return
+        other = self._row(self.marked) if self.marked not in (None, chosen.event_id) else None
+        if other is None:
+            current = next((r for r in self.rows if r.current), None)
+            if current is not None and current.event_id != chosen.event_id:
+                other = current
+            else:  # the current one itself: compare with the version before it
+                other = next((r for r in self.rows if _older(r, chosen)), None)  # rows are newest first
+        if other is None:
+            self.notify("Only one version: nothing to compare with.", title="Diff")
+            return
+        old, new = (chosen, other) if _older(chosen, other) else (other, chosen)
+        self.show_diff(old, new)
+
+    @work(group="history-diff", exit_on_error=False)
+    async def show_diff(self, old: VersionRow, new: VersionRow) -> None:
+        service = self._service()
+        old_text, new_text = await asyncio.to_thread(
+            lambda: (service.memory_version(self.memory_type, old.event_id).content,
+                     service.memory_version(self.memory_type, new.event_id).content))
+        self.app.push_screen(DiffScreen(
+            old_text, new_text, title=f"{self.title_text}: {old.event_id[:8]} → {new.event_id[:8]}",
+            old_label=f"{old.event_id[:8]} ({_when(old.created_at)})",
+            new_label=f"{new.event_id[:8]} ({_when(new.created_at)})",
+        ))
+
+    # --- roll back ---------------------------------------------------------------------------------------
+
+    def action_rollback(self) -> None:
+        chosen = self._row(self.selected_id())
+        if chosen is None:
+            return
+        if chosen.current:
+            self.notify("That is the current version already.", title="Roll back")
+            return
+        if chosen.chars is None:
+            self.notify("That version does not decrypt with this key.", title="Roll back", severity="warning")
+            return
+        question = (f"Roll the {self.title_text.lower()} back to version {chosen.event_id[:8]} of "
+                    f"{_when(chosen.created_at)} ({chosen.chars:,} chars)?\n\nIts text is saved as a new version "
+                    "and published to every relay; the current text stays in this history.")
+        self.app.push_screen(ConfirmScreen(question, title="Roll back", confirm_label="Roll back"),
+                             lambda yes: self.rollback(chosen.event_id) if yes else None)
+
+    @work(exclusive=True, group="history-rollback", exit_on_error=False)
+    async def rollback(self, event_id: str) -> None:
+        service = self._service()
+        self._show_result(Content.styled(f"Rolling back to {event_id[:8]}…", "$text-muted"))
+        try:
+            result = await service.rollback_memory(self.memory_type, event_id)
+        except AgentError as exc:
+            self._show_result(Content.styled(f"Not rolled back: {exc.message}", "$text-error"))
+            raise
+        self._show_result(verdict_lines(result.outcome, self.didactyl.relay_label,
+                                        head=f"Rolled back to {event_id[:8]}: saved"))
+        self.post_message(self.RolledBack(self.memory_type, event_id, result.event_id, result.outcome))
+        self.reload()
+
+    def _show_result(self, content: Content) -> None:
+        self.query_one("#history-result", Static).update(content)
+
+    # --- buttons and closing ------------------------------------------------------------------------------
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        actions = {"diff": self.action_diff, "mark": self.action_mark, "rollback": self.action_rollback,
+                   "close": self.action_close}
+        actions.get(event.button.id or "", lambda: None)()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # Worker.StateChanged does not bubble: hand this screen's worker errors to the app's one handler.
+        self.didactyl.on_worker_state_changed(event)

@@ -1,0 +1,28 @@
+"""Each relay's answer to one memory publish, as lines for the editor and the history screen."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual.content import Content
+
+if TYPE_CHECKING:
+    from ...nostr.results import PublishOutcome
+
+
+def verdict_lines(outcome: PublishOutcome, label: Callable[[str], str], *, head: str = "Saved") -> Content:
+    """``Saved event 1a2b3c4d: accepted by 1/2 relays`` then ``● relay  verdict: reason`` per relay."""
+    head_style = "$text-success" if outcome.any_accepted else "$text-error"
+    accepted = len(outcome.accepted_by)
+    parts: list[Content] = [Content.styled(
+        f"{head} event {outcome.event_id[:8]}: accepted by {accepted}/{len(outcome.results)} relays", head_style)]
+    if not outcome.any_accepted:
+        parts.append(Content.styled("  kept in the outbox: it is sent again as soon as a relay answers",
+                                    "$text-warning"))
+    for url, verdict in outcome.results.items():
+        style = "$text-success" if verdict.accepted else "$text-error"
+        reason = f": {verdict.message}" if verdict.message else ""
+        parts.append(Content.assemble(("  ● ", style), label(url), (f"  {verdict.verdict.value}{reason}",
+                                                                      "$text-muted")))
+    return Content("\n").join(parts)
