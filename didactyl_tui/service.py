@@ -1116,13 +1116,13 @@ class AppService:
         from .agent import loop
 
         if not self.model_configured:
-            yield TurnFailed(session_id, "no model is configured: set $DIDACTYL_MODEL or [llm] model in the "
+            yield TurnFailed(session_id, "set $DIDACTYL_MODEL or [llm] model in the "
                              "config (e.g. openai/gpt-4o-mini)", title="No model configured", retryable=False)
             return
         try:
             assembly = await self._assemble(session_id, message, dry_run=False)
         except DidactylError as exc:
-            yield TurnFailed(session_id, exc.one_line(), title=exc.title, retryable=False)
+            yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
         async for event in loop.run_turn(
             settings=self._llm_settings(),
