@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -113,6 +112,8 @@ class _Out:
         self.stdout.flush()
 
     def json(self, data: Any) -> None:
+        import json  # only the --json commands need it (kept off the TUI's start)
+
         self.print(json.dumps(data, ensure_ascii=False, indent=2))
 
     def warn(self, text: str) -> None:

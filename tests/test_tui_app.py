@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from llm_stub import LlmStub, Reply
+from textual.color import Color
 from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent import llm
@@ -82,6 +83,11 @@ async def test_theme_switch_is_remembered_and_used_at_the_next_start(tmp_path: P
     again = make_app(tmp_path, make_config())
     async with again.run_test(size=SIZE) as pilot:
         assert again.theme == "didactyl-light"
+        # Styled with it from the first frame (the theme is set without the usual re-style).
+        light = again.get_theme("didactyl-light")
+        assert light is not None and light.background is not None
+        assert again.screen.styles.background == Color.parse(light.background)
+        assert again.has_class("-light-mode", "-theme-didactyl-light") and not again.has_class("-dark-mode")
 
 
 async def test_a_bad_theme_file_warns_instead_of_crashing(tmp_path: Path) -> None:

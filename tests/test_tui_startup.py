@@ -7,7 +7,29 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "startup_bench.py"
+
+# Our modules the first frame may need. Everything else (secondary screens, the sidebar panes, message
+# entries, the service, the agent, the relay code) loads after it; a new import on this path is a choice
+# to make here, deliberately: each module costs its import (and here, with no bytecode cache, its compile).
+FIRST_FRAME_MODULES = {
+    "didactyl_tui",
+    "didactyl_tui.cli",
+    "didactyl_tui.config",
+    "didactyl_tui.errors",
+    "didactyl_tui.tui",
+    "didactyl_tui.tui.app",
+    "didactyl_tui.tui.key_actions",
+    "didactyl_tui.tui.screens",
+    "didactyl_tui.tui.screens.main",
+    "didactyl_tui.tui.theme_files",
+    "didactyl_tui.tui.widgets",
+    "didactyl_tui.tui.widgets.chat_input",
+    "didactyl_tui.tui.widgets.conversation",
+    "didactyl_tui.tui.widgets.status_bar",
+}
 
 
 def _bench():
@@ -18,13 +40,27 @@ def _bench():
     return module
 
 
-def test_first_frame_paints_before_the_service_and_litellm_are_imported(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def first_paint(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """One launch of the real app, stopped at its first painted frame: (the hook's record, its home)."""
+    home = tmp_path_factory.mktemp("first-paint")
     bench = _bench()
-    paint_file = tmp_path / "painted.json"
-    env = bench.environment(tmp_path, paint_file)
-    record = bench.run_once([sys.executable, "-m", "didactyl_tui"], env, paint_file)
+    paint_file = home / "painted.json"
+    env = bench.environment(home, paint_file)
+    return bench.run_once([sys.executable, "-m", "didactyl_tui"], env, paint_file), home
+
+
+def test_first_frame_paints_before_the_service_and_litellm_are_imported(first_paint: tuple[dict, Path]) -> None:
+    record, home = first_paint
     assert record["litellm"] is False
     assert record["service"] is False
     # Nothing was started: no key was created, no relay database opened.
-    data = tmp_path / "data"
+    data = home / "data"
     assert not data.exists() or not any(data.iterdir())
+
+
+def test_first_frame_imports_only_what_it_shows(first_paint: tuple[dict, Path]) -> None:
+    record, _ = first_paint
+    loaded = set(record["modules"])
+    assert "didactyl_tui.tui.screens.main" in loaded  # the hook really reports from inside the app
+    assert loaded - FIRST_FRAME_MODULES == set(), "imported before the first frame: import it where it is used"

@@ -13,6 +13,8 @@ from textual.widgets import Button, Static
 class ConfirmScreen(ModalScreen[bool]):
     """Dismissed with True (confirmed) or False (cancelled: Esc, or the cancel button)."""
 
+    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
+
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, question: str, *, title: str, confirm_label: str = "Yes") -> None:

@@ -34,6 +34,7 @@ def diff_content(old: str, new: str, old_label: str, new_label: str) -> Content:
 
 
 class DiffScreen(ModalScreen[None]):
+    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
     BINDINGS = [Binding("escape,q", "close", "Close")]
 
     def __init__(self, old: str, new: str, *, title: str, old_label: str = "old", new_label: str = "new") -> None:

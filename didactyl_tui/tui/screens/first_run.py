@@ -42,6 +42,8 @@ api_key_env = ""  # the variable holding the key, not the key
 class FirstRunScreen(ModalScreen[str | None]):
     """Dismissed with ``"switch_model"`` (set one now) or ``None`` (continue without)."""
 
+    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
+
     BINDINGS = [Binding("escape", "dismiss_screen", "Continue without a model")]
 
     def __init__(self, config: Config, env: Mapping[str, str]) -> None:

@@ -44,6 +44,8 @@ def assembly_as_text(a: PromptAssembly) -> str:
 class InspectorDetailScreen(Screen[str | None]):
     """Dismissed with ``"dry_run"`` when the user asks for a dry run from here, else ``None``."""
 
+    CSS_PATH = "inspector_detail.tcss"  # read when first shown, not before the first frame
+
     BINDINGS = [
         Binding("escape", "close", "Back"),
         Binding("d", "diff", "Diff vs previous"),

@@ -23,7 +23,6 @@ from ...config import Config
 from ...errors import AgentError
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
-from ..widgets.message_entry import MessageEntry
 from ..widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from ..app import DidactylApp
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.memory_pane import MemoryPane
+    from ..widgets.message_entry import MessageEntry
     from ..widgets.prompt_inspector import PromptInspector
     from ..widgets.self_pane import SelfPane
 
@@ -42,6 +42,7 @@ SHORT, LONG = "short_term", "long_term"
 
 
 class MainScreen(Screen[None]):
+    AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
     BINDINGS = [
         Binding("escape", "cancel", "Cancel reply", id="cancel"),

@@ -51,6 +51,7 @@ def _editor(text: str) -> TextArea:
 
 
 class MemoryEditorScreen(Screen[None]):
+    CSS_PATH = "memory_editor.tcss"  # read when first shown, not before the first frame
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", id="editor_save", priority=True),
         Binding("escape", "close", "Close", id="editor_close"),

@@ -67,6 +67,7 @@ def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
 
 
 class MemoryHistoryScreen(Screen[None]):
+    CSS_PATH = "memory_history.tcss"  # read when first shown, not before the first frame
     BINDINGS = [
         Binding("escape", "close", "Close", id="history_close"),
         Binding("d", "diff", "Diff", id="history_diff"),

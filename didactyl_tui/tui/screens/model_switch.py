@@ -12,6 +12,8 @@ from textual.widgets import Button, Input, Static
 class ModelSwitchScreen(ModalScreen[str | None]):
     """Dismissed with the new model name, or ``None`` on cancel."""
 
+    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
+
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, current: str) -> None:

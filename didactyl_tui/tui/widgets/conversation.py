@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from .message_entry import MessageEntry
-
 if TYPE_CHECKING:
     from .error_entry import ErrorEntry
+    from .message_entry import MessageEntry
     from .tool_call_entry import ToolCallEntry
 
-# Entries other than messages are imported when first shown: the first frame only needs an empty column.
+# Entries are imported when first shown: the first frame only needs an empty column.
 
 
 class Conversation(VerticalScroll):
@@ -43,14 +41,20 @@ class Conversation(VerticalScroll):
     # --- entries ----------------------------------------------------------------------------
 
     async def add_user(self, text: str) -> MessageEntry:
+        from .message_entry import MessageEntry
+
         return await self._add(MessageEntry("user", text))
 
     async def start_reply(self) -> MessageEntry:
+        from .message_entry import MessageEntry
+
         entry = MessageEntry("assistant", streaming=True)
         entry.add_class("-streaming")
         return await self._add(entry)
 
     async def add_reply(self, text: str) -> MessageEntry:
+        from .message_entry import MessageEntry
+
         return await self._add(MessageEntry("assistant", text))
 
     async def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], round_no: int = 1) -> None:
@@ -83,6 +87,8 @@ class Conversation(VerticalScroll):
 
     async def load_history(self, messages: list[dict[str, Any]]) -> None:
         """Render stored OpenAI-format messages (a resumed chat)."""
+        import json
+
         await self.clear()
         for msg in messages:
             role = msg.get("role")
@@ -108,11 +114,14 @@ class Conversation(VerticalScroll):
     # --- reading back -------------------------------------------------------------------------
 
     def last_reply(self) -> str | None:
+        from .message_entry import MessageEntry
+
         replies = [e for e in self.query(MessageEntry) if e.role == "assistant" and e.text]
         return replies[-1].text if replies else None
 
     def as_markdown(self, title: str = "Conversation") -> str:
         """The conversation as a markdown document (messages, then tool calls as fenced JSON)."""
+        from .message_entry import MessageEntry
         from .tool_call_entry import ToolCallEntry, pretty_json
 
         out = [f"# {title}", ""]
