@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from .event import Event
 from .filters import validate_filter
@@ -123,16 +123,8 @@ class RelayPool:
         self, event: Event, timeout: float = 5.0, *, urls: Iterable[str] | None = None
     ) -> PublishOutcome:
         """Publish to every relay (or to ``urls``) at once; one verdict per relay."""
-        clients = self._pick(urls)
-        verdicts: dict[str, RelayVerdict] = {}
-
-        async def one(client: RelayClient) -> None:
-            verdicts[client.url] = await _guarded_publish(client, event, timeout)
-
-        async with asyncio.TaskGroup() as tg:
-            for client in clients:
-                tg.create_task(one(client))
-        return PublishOutcome(event.id, {c.url: verdicts[c.url] for c in clients})
+        verdicts = await _each(self._pick(urls), lambda client: _guarded_publish(client, event, timeout))
+        return PublishOutcome(event.id, verdicts)
 
     # --- queries ----------------------------------------------------------------------------
     async def query_results(
@@ -140,16 +132,7 @@ class RelayPool:
     ) -> dict[str, QueryResult]:
         """Each relay's raw answer (events as the relay sent them, verified, not resolved)."""
         filters = [validate_filter(f) for f in filters]  # a bad filter is our error, raised once
-        clients = self._pick(urls)
-        results: dict[str, QueryResult] = {}
-
-        async def one(client: RelayClient) -> None:
-            results[client.url] = await _guarded_query(client, filters, timeout)
-
-        async with asyncio.TaskGroup() as tg:
-            for client in clients:
-                tg.create_task(one(client))
-        return {c.url: results[c.url] for c in clients}
+        return await _each(self._pick(urls), lambda client: _guarded_query(client, filters, timeout))
 
     async def query_by_relay(
         self, filters: list[Mapping[str, Any]], timeout: float = 5.0
@@ -185,6 +168,22 @@ class RelayPool:
                 on_closed=(lambda reason, url=url: on_closed(url, reason)) if on_closed else None,
             )
         return pool_sub
+
+
+_T = TypeVar("_T")
+
+
+async def _each(clients: list[RelayClient], call: Callable[[RelayClient], Awaitable[_T]]) -> dict[str, _T]:
+    """Run ``call`` on every relay at once; results keyed by URL, in the pool's order."""
+    results: dict[str, _T] = {}
+
+    async def one(client: RelayClient) -> None:
+        results[client.url] = await call(client)
+
+    async with asyncio.TaskGroup() as tg:
+        for client in clients:
+            tg.create_task(one(client))
+    return {c.url: results[c.url] for c in clients}
 
 
 async def _guarded_publish(client: RelayClient, event: Event, timeout: float) -> RelayVerdict:
