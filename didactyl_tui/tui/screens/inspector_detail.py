@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -79,14 +79,7 @@ class InspectorDetailScreen(Screen[str | None]):
         self.query_one(AssemblyTree).root.expand_all()
 
     def action_diff(self) -> None:
-        if self.previous is None:
-            self.notify("This is the first assembly: nothing to compare with.", title="Diff")
-            return
-        self.app.push_screen(DiffScreen(
-            assembly_as_text(self.previous.assembly), assembly_as_text(self.entry.assembly),
-            title=f"Assembly #{self.previous.number} → #{self.entry.number}",
-            old_label=f"#{self.previous.number}", new_label=f"#{self.entry.number}",
-        ))
+        show_assembly_diff(self, self.previous, self.entry)
 
     def action_dry_run(self) -> None:
         self.dismiss("dry_run")
@@ -98,3 +91,15 @@ class InspectorDetailScreen(Screen[str | None]):
         event.stop()
         actions = {"diff": self.action_diff, "dry-run": self.action_dry_run, "back": self.action_close}
         actions.get(event.button.id or "back", self.action_close)()
+
+
+def show_assembly_diff(screen: Screen[Any], previous: Any, entry: Any) -> None:
+    """Open the diff of two inspector entries (or say there is nothing to compare with)."""
+    if previous is None:
+        screen.notify("This is the first assembly: nothing to compare with.", title="Diff")
+        return
+    screen.app.push_screen(DiffScreen(
+        assembly_as_text(previous.assembly), assembly_as_text(entry.assembly),
+        title=f"Assembly #{previous.number} → #{entry.number}",
+        old_label=f"#{previous.number}", new_label=f"#{entry.number}",
+    ))

@@ -328,10 +328,13 @@ class MainScreen(Screen[None]):
         self.chat_input.focus()
 
     def action_resume_chat(self) -> None:
-        service = self._service_or_notify()
-        if service is None:
-            return
-        sessions = service.list_sessions()
+        if self._service_or_notify() is not None:
+            self._offer_sessions()
+
+    @work(exclusive=True, group="sessions", exit_on_error=False)
+    async def _offer_sessions(self) -> None:
+        service = self.require_service()
+        sessions = await asyncio.to_thread(service.list_sessions)  # SQLite: off the UI loop
         if not sessions:
             self.notify("No saved chats yet.", title="Resume")
             return
@@ -350,7 +353,7 @@ class MainScreen(Screen[None]):
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def resume(self, session_id: str) -> None:
         service = self.require_service()
-        messages = service.session_messages(session_id)
+        messages = await asyncio.to_thread(service.session_messages, session_id)
         self.session_id = session_id
         await self.conversation.load_history(messages)
 
@@ -363,10 +366,13 @@ class MainScreen(Screen[None]):
         self.app.push_screen(ModelSwitchScreen(current), self._model_chosen)
 
     def _model_chosen(self, name: str | None) -> None:
-        service = self._service_or_notify() if name is not None else None
-        if service is None:
-            return
-        service.set_model(name)
+        if name is not None and self._service_or_notify() is not None:
+            self._set_model(name)
+
+    @work(exclusive=True, group="model", exit_on_error=False)
+    async def _set_model(self, name: str) -> None:
+        service = self.require_service()
+        await asyncio.to_thread(service.set_model, name)  # writes state.toml: off the UI loop
         self.status.model = service.model
         self.notify(f"Model: {service.model}", title="Model switched")
 
@@ -502,17 +508,9 @@ class MainScreen(Screen[None]):
             self.run_dry_run()
 
     def on_prompt_inspector_diff_requested(self, message: PromptInspector.DiffRequested) -> None:
-        from .diff import DiffScreen
-        from .inspector_detail import assembly_as_text
+        from .inspector_detail import show_assembly_diff
 
-        if message.previous is None:
-            self.notify("This is the first assembly: nothing to compare with.", title="Diff")
-            return
-        self.app.push_screen(DiffScreen(
-            assembly_as_text(message.previous.assembly), assembly_as_text(message.entry.assembly),
-            title=f"Assembly #{message.previous.number} → #{message.entry.number}",
-            old_label=f"#{message.previous.number}", new_label=f"#{message.entry.number}",
-        ))
+        show_assembly_diff(self, message.previous, message.entry)
 
     # --- reply and export ---------------------------------------------------------------------------------------------
 
