@@ -1,3 +1,33 @@
 """Shared pytest fixtures (generic; area-specific helpers live in their own modules)."""
 
+from __future__ import annotations
+
+import asyncio
+
+import pytest
 from relay_servers import any_relay, embedded_relay, rust_relay  # noqa: F401  (pytest fixtures)
+
+
+@pytest.fixture(scope="session")
+def warm_litellm() -> None:
+    """Pay litellm's one-time costs once per test session, outside any test's deadline.
+
+    ``import litellm`` takes seconds here, and the first completion imports more (the OpenAI client, its
+    HTTP stack, the tokenizer). A test that happened to be first used to spend its whole wait on that
+    under load; every fixture that starts the LLM stub depends on this one, so order and load do not matter.
+    """
+    from llm_stub import LlmStub, Reply
+
+    from didactyl_tui.agent import llm
+
+    async def one_call() -> None:
+        async with LlmStub() as stub:
+            stub.script(Reply.text_reply("warm"))
+            settings = llm.LlmSettings(model="openai/stub-model", api_base=stub.base_url, api_key="sk-warm",
+                                       timeout_s=60.0, max_retries=0)
+            async for _ in llm.stream_chat(settings, [{"role": "user", "content": "warm up"}]):
+                pass
+        llm.count_tokens("openai/stub-model", "warm up")
+
+    llm.preload()
+    asyncio.run(one_call())

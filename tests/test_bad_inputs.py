@@ -53,7 +53,7 @@ def row(row_id: str, *values: Any) -> Any:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def litellm_loaded() -> None:
+def litellm_loaded(warm_litellm: None) -> None:
     # Once per module: the LLM rows would otherwise wait seconds for the import.
     llm.preload()
 

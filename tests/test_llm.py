@@ -19,12 +19,12 @@ KEY = "sk-test-abcdefghijklmnop"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def litellm_loaded() -> None:
+def litellm_loaded(warm_litellm: None) -> None:
     llm.preload()
 
 
 @pytest.fixture
-async def stub():
+async def stub(warm_litellm: None):
     async with LlmStub() as server:
         yield server
 

@@ -37,7 +37,7 @@ def litellm_loaded() -> None:
 
 
 @pytest.fixture
-async def stub():
+async def stub(warm_litellm: None):
     async with LlmStub() as server:
         yield server
 

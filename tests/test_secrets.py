@@ -52,7 +52,7 @@ SIZE = (130, 40)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def litellm_loaded() -> None:
+def litellm_loaded(warm_litellm: None) -> None:
     # Once per module: a turn would otherwise wait seconds for the import.
     llm.preload()
 

@@ -29,6 +29,8 @@ from didactyl_tui.service import (
     read_state,
 )
 
+pytestmark = pytest.mark.usefixtures("warm_litellm")  # a turn here must not pay litellm's import
+
 ST, LT = MemoryType.SHORT_TERM, MemoryType.LONG_TERM
 
 

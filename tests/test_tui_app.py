@@ -25,7 +25,7 @@ SIZE = (130, 40)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def litellm_loaded() -> None:
+def litellm_loaded(warm_litellm: None) -> None:
     llm.preload()
 
 

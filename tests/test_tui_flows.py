@@ -28,13 +28,13 @@ SIZE = (130, 40)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def litellm_loaded() -> None:
+def litellm_loaded(warm_litellm: None) -> None:
     # Once per module: the first turn would otherwise wait seconds for the import.
     llm.preload()
 
 
 @pytest.fixture
-async def stub():
+async def stub(warm_litellm: None):
     async with LlmStub() as server:
         yield server
 

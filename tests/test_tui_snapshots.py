@@ -50,7 +50,7 @@ def steady(run_before):
 
 
 @pytest.fixture
-def stub():
+def stub(warm_litellm: None):
     with ThreadedLlmStub() as server:
         yield server
 

@@ -1,7 +1,7 @@
-"""Locate and load the shared test vectors (``../shared/vectors`` beside the repo checkout).
+"""Locate and load the spec test vectors kept in this repository (``tests/vectors/``).
 
-CI clones the repo into a folder with ``shared/`` next to it, exactly as ``/work/main`` and
-``/work/shared`` sit here, so the path is relative to this file, never absolute.
+They are public data (sources and licences in ``tests/vectors/README.md``); the tests never read anything
+outside the checkout, so a clone with nothing beside it runs them all.
 """
 
 from __future__ import annotations
@@ -11,21 +11,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-VECTORS_DIR = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+VECTORS_DIR = Path(__file__).resolve().parent / "vectors"
 
 
 class VectorsMissingError(FileNotFoundError):
-    """The shared vectors are not where the repo layout says they are."""
+    """A vector file the tests need is not in ``tests/vectors/``."""
 
 
 def vector_path(name: str) -> Path:
-    """Path of one vector file; a clear error if the shared folder or the file is missing."""
+    """Path of one vector file; a clear error if it is missing from the checkout."""
     path = VECTORS_DIR / name
     if not path.is_file():
-        raise VectorsMissingError(
-            f"test vector {name!r} not found at {path}. The tests expect the shared vectors folder "
-            f"at <checkout>/../shared/vectors (a 'shared' folder beside the repo folder)."
-        )
+        raise VectorsMissingError(f"test vector {name!r} not found at {path} "
+                                  "(the repository keeps them in tests/vectors/)")
     return path
 
 
