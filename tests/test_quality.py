@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from didactyl_tui.config import _f as _cfg_field
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,3 +32,74 @@ def test_config_example_is_current() -> None:
     from didactyl_tui.config import render_example
 
     assert (ROOT / "config.toml.example").read_text("utf-8") == render_example()
+
+
+# --- docs/configuration.md: generated from config.py, so it cannot drift ----------------------------------------
+
+
+def test_configuration_reference_is_current() -> None:
+    from didactyl_tui.config import render_reference
+    from didactyl_tui.tui.key_actions import KEY_ACTIONS
+
+    expected = render_reference(KEY_ACTIONS)
+    assert (ROOT / "docs" / "configuration.md").read_text("utf-8") == expected, (
+        "regenerate: python scripts/make_config_reference.py")
+
+
+def test_configuration_reference_names_every_environment_variable_the_code_reads() -> None:
+    import re
+
+    names = set()
+    for path in (ROOT / "didactyl_tui").rglob("*.py"):
+        names |= set(re.findall(r"\bDIDACTYL_[A-Z0-9_]*[A-Z0-9]\b", path.read_text("utf-8")))
+    assert {"DIDACTYL_MODEL", "DIDACTYL_NSEC", "DIDACTYL_CONFIG"} <= names  # the scan itself works
+    reference = (ROOT / "docs" / "configuration.md").read_text("utf-8")
+    missing = sorted(n for n in names if f"| `{n}` |" not in reference)
+    assert not missing, f"add to ENV_OVERRIDES or OTHER_ENV in didactyl_tui/config.py: {missing}"
+
+
+def test_documented_environment_overrides_really_override() -> None:
+    from didactyl_tui.config import ENV_OVERRIDES, Config, apply_env
+
+    assert ENV_OVERRIDES
+    for dotted, var in ENV_OVERRIDES.items():
+        section, key = dotted.split(".", 1)
+        before = getattr(getattr(Config(), section), key)
+        value = "wss://relay.example" if isinstance(before, list) else "override-value"
+        cfg = apply_env(Config(), {var: value})
+        after = getattr(getattr(cfg, section), key)
+        assert after != before and value in (after if isinstance(after, list) else [after]), (dotted, var, after)
+
+
+@dataclasses.dataclass
+class _Leaf:
+    """A nested table."""
+
+    depth: int = _cfg_field(3, "How deep.", min=1, max=9)
+
+
+@dataclasses.dataclass
+class _Row:
+    """One row of a table array."""
+
+    label: str = _cfg_field("x", "A label.", choices=("x", "y"))
+
+
+@dataclasses.dataclass
+class _Branch:
+    """A section with a nested table and a table array."""
+
+    flag: bool = _cfg_field(True, "A switch.")
+    leaf: _Leaf = dataclasses.field(default_factory=_Leaf, metadata={"doc": "The nested table."})
+    rows: list[_Row] = _cfg_field([], "The rows.")
+
+
+def test_configuration_reference_renders_nested_tables_and_table_arrays() -> None:
+    from didactyl_tui.config import render_reference
+
+    text = render_reference({"go": "do it (g)"}, sections={"tree": _Branch})
+    assert "## `[tree]`" in text and "| `flag` | boolean | `true` |" in text
+    assert "## `[tree.leaf]`" in text and "| `depth` | integer | `3` | 1 to 9 |" in text
+    assert "## `[[tree.rows]]`" in text and '| `label` | string | `"x"` | `"x"`, `"y"` |' in text
+    assert text.index("## `[tree]`") < text.index("## `[tree.leaf]`") < text.index("## `[keys]`")
+    assert "| `go` | do it (g) |" in text
