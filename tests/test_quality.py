@@ -103,3 +103,42 @@ def test_configuration_reference_renders_nested_tables_and_table_arrays() -> Non
     assert "## `[[tree.rows]]`" in text and '| `label` | string | `"x"` | `"x"`, `"y"` |' in text
     assert text.index("## `[tree]`") < text.index("## `[tree.leaf]`") < text.index("## `[keys]`")
     assert "| `go` | do it (g) |" in text
+
+
+# --- README: the pictures are there and secret-free, every headless command is documented ----------------------
+
+
+def _subcommands(parser) -> list[str]:
+    import argparse
+
+    names: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                inner = _subcommands(sub)
+                names += [f"{name} {n}" for n in inner] if inner else [name]
+    return names
+
+
+def test_readme_documents_every_headless_command() -> None:
+    from didactyl_tui.cli import build_parser
+
+    commands = _subcommands(build_parser())
+    assert "memory save" in commands and "chat" in commands  # the walk itself works
+    readme = (ROOT / "README.md").read_text("utf-8")
+    missing = [c for c in commands if f"`didactyl {c}" not in readme]
+    assert not missing, f"README.md's headless commands lack: {missing}"
+
+
+def test_readme_pictures_exist_and_show_no_secret() -> None:
+    import re
+
+    readme = (ROOT / "README.md").read_text("utf-8")
+    pictures = re.findall(r"!\[[^\]]*\]\((docs/images/[^)]+\.svg)\)", readme)
+    assert len(pictures) >= 2, pictures
+    for picture in pictures:
+        svg = (ROOT / picture).read_text("utf-8")
+        assert svg.lstrip().startswith("<svg"), picture
+        assert not re.search(r"nsec1[02-9ac-hj-np-z]{20,}", svg), f"{picture} shows an nsec"
+    for quick_start in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "api_base"):
+        assert quick_start in readme
