@@ -429,6 +429,9 @@ def _type_name(hint: Any) -> str:
     if hint in names:
         return names[hint]
     origin = get_origin(hint)
+    args = [a for a in get_args(hint) if a is not type(None)]
+    if origin is not list and origin is not dict and len(args) < len(get_args(hint)):  # X | None
+        return " or ".join(_type_name(a) for a in args) + ", optional"
     if origin is list:
         (item,) = get_args(hint) or (Any,)
         return "table array" if dataclasses.is_dataclass(item) else f"list of {_type_name(item)}s"
@@ -458,6 +461,11 @@ def _default_of(f: dataclasses.Field[Any]) -> Any:
     return f.default
 
 
+def _default_text(f: dataclasses.Field[Any]) -> str:
+    default = _default_of(f)
+    return "(unset)" if default is None or default is dataclasses.MISSING else f"`{_md(_toml_value(default))}`"
+
+
 def _render_table(dotted: str, cls: type, array: bool = False) -> list[str]:
     """One ``[dotted]`` (or ``[[dotted]]``) section, then its nested tables, depth first."""
     hints = get_type_hints(cls)
@@ -473,13 +481,14 @@ def _render_table(dotted: str, cls: type, array: bool = False) -> list[str]:
             continue
         if item is not None and dataclasses.is_dataclass(item):
             nested.append((f"{dotted}.{f.name}", item, True))
-            default = "(built-in)" if not _default_of(f) else _toml_value(_default_of(f))
+            count = len(_default_of(f) or [])
+            default = "`[]`" if not count else f"{count} tables"
             rows.append(f"| `{f.name}` | table array, see `[[{dotted}.{f.name}]]` | {default} | | | "
                         f"{_md(f.metadata.get('doc', ''))} |")
             continue
         env = ENV_OVERRIDES.get(f"{dotted}.{f.name}", "")
         rows.append(
-            f"| `{f.name}` | {_type_name(hint)} | `{_md(_toml_value(_default_of(f)))}` | {_md(_allowed(f.metadata))} "
+            f"| `{f.name}` | {_md(_type_name(hint))} | {_default_text(f)} | {_md(_allowed(f.metadata))} "
             f"| {f'`{env}`' if env else ''} | {_md(f.metadata.get('doc', ''))} |"
         )
     if rows:

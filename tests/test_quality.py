@@ -76,6 +76,7 @@ class _Leaf:
     """A nested table."""
 
     depth: int = _cfg_field(3, "How deep.", min=1, max=9)
+    cap: float | None = _cfg_field(None, "No cap when unset.")
 
 
 @dataclasses.dataclass
@@ -100,6 +101,8 @@ def test_configuration_reference_renders_nested_tables_and_table_arrays() -> Non
     text = render_reference({"go": "do it (g)"}, sections={"tree": _Branch})
     assert "## `[tree]`" in text and "| `flag` | boolean | `true` |" in text
     assert "## `[tree.leaf]`" in text and "| `depth` | integer | `3` | 1 to 9 |" in text
+    assert "| `cap` | number, optional | (unset) |" in text
+    assert "| `rows` | table array, see `[[tree.rows]]` | `[]` |" in text
     assert "## `[[tree.rows]]`" in text and '| `label` | string | `"x"` | `"x"`, `"y"` |' in text
     assert text.index("## `[tree]`") < text.index("## `[tree.leaf]`") < text.index("## `[keys]`")
     assert "| `go` | do it (g) |" in text
