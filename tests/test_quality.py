@@ -38,7 +38,7 @@ def test_config_example_is_current() -> None:
 
 
 def test_configuration_reference_is_current() -> None:
-    from didactyl_tui.config import render_reference
+    from didactyl_tui.config_reference import render_reference
     from didactyl_tui.tui.key_actions import KEY_ACTIONS
 
     expected = render_reference(KEY_ACTIONS)
@@ -55,11 +55,12 @@ def test_configuration_reference_names_every_environment_variable_the_code_reads
     assert {"DIDACTYL_MODEL", "DIDACTYL_NSEC", "DIDACTYL_CONFIG"} <= names  # the scan itself works
     reference = (ROOT / "docs" / "configuration.md").read_text("utf-8")
     missing = sorted(n for n in names if f"| `{n}` |" not in reference)
-    assert not missing, f"add to ENV_OVERRIDES or OTHER_ENV in didactyl_tui/config.py: {missing}"
+    assert not missing, f"add to ENV_OVERRIDES or OTHER_ENV in didactyl_tui/config_reference.py: {missing}"
 
 
 def test_documented_environment_overrides_really_override() -> None:
-    from didactyl_tui.config import ENV_OVERRIDES, Config, apply_env
+    from didactyl_tui.config import Config, apply_env
+    from didactyl_tui.config_reference import ENV_OVERRIDES
 
     assert ENV_OVERRIDES
     for dotted, var in ENV_OVERRIDES.items():
@@ -96,7 +97,7 @@ class _Branch:
 
 
 def test_configuration_reference_renders_nested_tables_and_table_arrays() -> None:
-    from didactyl_tui.config import render_reference
+    from didactyl_tui.config_reference import render_reference
 
     text = render_reference({"go": "do it (g)"}, sections={"tree": _Branch})
     assert "## `[tree]`" in text and "| `flag` | boolean | `true` |" in text
