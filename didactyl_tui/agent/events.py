@@ -55,6 +55,9 @@ class TurnFinished:
     rounds: int = 1
     # The assistant/tool messages (OpenAI format) to append to the conversation, in order.
     new_messages: list[dict[str, Any]] = field(default_factory=list)
+    # Set when a bound ended the turn early (reply size, turn deadline): why, in one line. The reply's
+    # text is kept and ends with a visible "[reply cut short: ...]" marker.
+    cut: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

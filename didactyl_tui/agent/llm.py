@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import AgentError
 from . import tokens
 from .events import Usage
+from .limits import TurnLimits
 
 log = logging.getLogger("didactyl.llm")
 
@@ -80,6 +81,8 @@ class LlmSettings:
     max_retries: int = 2
     retry_backoff_s: float = 0.5  # first backoff for 5xx / connection errors; doubles each retry
     max_retry_wait_s: float = 30.0  # a Retry-After longer than this is not waited for
+    max_tokens: int | None = None  # sent to the provider when set ([llm] max_tokens; 0 in config = not sent)
+    limits: TurnLimits = field(default_factory=TurnLimits)  # what one turn may cost (agent.limits)
 
     @property
     def configured(self) -> bool:
@@ -97,6 +100,8 @@ class LlmSettings:
             api_key=api_key or None,
             timeout_s=float(llm.timeout_s),
             max_retries=int(getattr(llm, "max_retries", 2)),
+            max_tokens=int(getattr(llm, "max_tokens", 0) or 0) or None,
+            limits=TurnLimits.from_config(llm),
         )
 
 
@@ -127,6 +132,12 @@ _litellm: Any = None
 def preload() -> None:
     """Import and configure litellm (slow: call it from a background thread, e.g. ``asyncio.to_thread``)."""
     _load()
+
+
+def should_preload(settings: LlmSettings) -> bool:
+    """Whether to import litellm ahead of the first turn: only when a model is configured (the import costs
+    ~200 MiB of RSS; with no model there is no turn to win time for)."""
+    return settings.configured
 
 
 def is_loaded() -> bool:
@@ -379,6 +390,8 @@ async def stream_chat(
     }
     if settings.api_base:
         kwargs["api_base"] = settings.api_base
+    if settings.max_tokens:
+        kwargs["max_tokens"] = settings.max_tokens
     if settings.api_key:
         kwargs["api_key"] = settings.api_key
     if tools:
