@@ -12,12 +12,15 @@ Lookup order for the file: ``--config``, ``$DIDACTYL_CONFIG``, ``$XDG_CONFIG_HOM
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import math
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
+from urllib.parse import urlsplit
 
 from .errors import ConfigError
 
@@ -43,10 +46,32 @@ class LlmConfig:
         "Name of the environment variable holding the API key (the key itself never goes in this file). "
         "Empty: litellm reads the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).",
     )
-    timeout_s: float = _f(60.0, "Seconds to wait for the model before giving up on a request.", min=1)
-    max_tool_rounds: int = _f(8, "Most tool-call rounds in one turn before the agent must answer.", min=1)
-    max_retries: int = _f(2, "Retries after a rate limit (429, honouring Retry-After) or a server error.", min=0)
-    history_tokens: int = _f(8000, "Token budget for past conversation turns carried in each prompt.", min=0)
+    timeout_s: float = _f(60.0, "Seconds to wait for the model before giving up on a request (and the longest "
+                          "pause allowed between two pieces of a streamed reply).", min=1, max=3600)
+    max_tool_rounds: int = _f(8, "Most tool-call rounds in one turn before the agent must answer.", min=1, max=100)
+    max_retries: int = _f(2, "Retries after a rate limit (429, honouring Retry-After) or a server error.",
+                          min=0, max=10)
+    history_tokens: int = _f(8000, "Token budget for past conversation turns carried in each prompt.",
+                             min=0, max=2_000_000)
+    max_tokens: int = _f(0, "Most tokens the model may generate per reply, sent to the provider as max_tokens. "
+                         "0: not sent (the provider's default). A value above the model's own ceiling makes "
+                         "some providers refuse the request.", min=0, max=1_000_000)
+    max_reply_chars: int = _f(1_000_000, "Most characters (text and tool-call arguments) one model reply may "
+                              "send; past it the reply is cut, its text kept and marked, its tool calls not run.",
+                              min=1000, max=100_000_000)
+    turn_timeout_s: float = _f(600.0, "Seconds one whole turn may take (every model call and tool round); past "
+                               "it the reply is cut, its text kept and marked.", min=1, max=86_400)
+    max_tool_argument_chars: int = _f(300_000, "Most characters in one tool call's arguments; a bigger call is "
+                                      "refused (the model is told why) and its arguments are never stored.",
+                                      min=100, max=50_000_000)
+    max_tool_calls_per_reply: int = _f(16, "Most tool calls one model reply may make; the rest are not run (the "
+                                       "model is told).", min=1, max=1000)
+    max_tool_calls_per_turn: int = _f(64, "Most tool calls in one turn, all rounds together.", min=1, max=10_000)
+    max_calls_per_tool: int = _f(16, "Most calls of any one tool in one turn (unless a key below sets it).",
+                                 min=1, max=10_000)
+    max_memory_saves_per_turn: int = _f(4, "Most memory_save calls in one turn (each replaces a whole memory).",
+                                        min=1, max=1000)
+    max_file_writes_per_turn: int = _f(16, "Most write_file calls in one turn.", min=1, max=10_000)
 
 
 @dataclass
@@ -57,7 +82,7 @@ class RelaysConfig:
     embedded: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default).")
     embedded_port: int = _f(7447, "Port of the embedded relay on 127.0.0.1 (0: any free port).", min=0, max=65535)
     timeout_s: float = _f(
-        5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1
+        5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1, max=600
     )
 
 
@@ -83,10 +108,15 @@ class AdminConfig:
 class MemoryConfig:
     """Short- and long-term memory limits, and the pluggable memory backend."""
 
-    short_term_max_chars: int = _f(8000, "Most characters of short-term memory (injected into every prompt).", min=1)
-    long_term_max_chars: int = _f(32000, "Most characters of long-term memory (fetched by a tool call).", min=1)
+    short_term_max_chars: int = _f(8000, "Most characters of short-term memory (injected into every prompt).",
+                                   min=1, max=1_000_000)
+    long_term_max_chars: int = _f(32000, "Most characters of long-term memory (fetched by a tool call).",
+                                  min=1, max=1_000_000)
     backend: str = _f("recall", "Memory backend: \"recall\" (local full-text index), \"honcho\", or \"none\".",
                       choices=("recall", "honcho", "none"))
+    index_long_term: bool = _f(True, "Let the recall backend index the long-term memory (a plaintext copy in "
+                               "recall.sqlite3, mode 0600, for search); false keeps only the encrypted copy on "
+                               "relays, and chat turns are still indexed.")
 
 
 @dataclass
@@ -220,6 +250,8 @@ class _Loader:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise self.fail(section, key, f"must be a number, not {value!r}")
             value = float(value)
+            if not math.isfinite(value):
+                raise self.fail(section, key, f"must be a finite number, not {value!r}")
         elif hint is str:
             if not isinstance(value, str):
                 raise self.fail(section, key, f"must be a string, not {value!r}")
@@ -288,6 +320,38 @@ def parse_config(text: str, path: Path | None = None) -> Config:
     return cfg
 
 
+MAX_RELAY_URLS = 64
+MAX_URL_CHARS = 2048
+
+
+def relay_url_problem(url: str) -> str | None:
+    """What is wrong with a relay URL (None when it is a usable ws:// or wss:// URL)."""
+    if len(url) > MAX_URL_CHARS:
+        return f"is longer than {MAX_URL_CHARS} characters"
+    if any(ch.isspace() or ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in url):
+        return "contains spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if parts.scheme not in ("ws", "wss"):
+        return "is not a ws:// or wss:// URL"
+    if not parts.hostname:
+        return "has no host"
+    if parts.netloc.startswith("[") and not _is_ipv6(parts.hostname):
+        return "has a bracketed host that is not an IPv6 address"
+    return None
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        ipaddress.IPv6Address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
 def apply_env(cfg: Config, env: dict[str, str] | None = None) -> Config:
     """Environment overrides win over the file."""
     env = dict(os.environ) if env is None else env
@@ -297,9 +361,12 @@ def apply_env(cfg: Config, env: dict[str, str] | None = None) -> Config:
         cfg.llm.api_base = env["DIDACTYL_API_BASE"].strip()
     if env.get("DIDACTYL_RELAYS") is not None and "DIDACTYL_RELAYS" in env:
         urls = [u.strip() for u in env["DIDACTYL_RELAYS"].split(",") if u.strip()]
+        if len(urls) > MAX_RELAY_URLS:
+            raise ConfigError(f"$DIDACTYL_RELAYS: {len(urls)} URLs; at most {MAX_RELAY_URLS}", "Bad config")
         for u in urls:
-            if not re.match(r"^wss?://", u):
-                raise ConfigError(f"$DIDACTYL_RELAYS: {u!r} is not a ws:// or wss:// URL", "Bad config")
+            problem = relay_url_problem(u)
+            if problem:
+                raise ConfigError(f"$DIDACTYL_RELAYS: {u[:200]!r} {problem}", "Bad config")
         cfg.relays.urls = urls
     return cfg
 
@@ -307,9 +374,12 @@ def apply_env(cfg: Config, env: dict[str, str] | None = None) -> Config:
 def validate(cfg: Config) -> Config:
     """Cross-field checks that types alone cannot express."""
     loader = _Loader(cfg.path, cfg.path.read_text("utf-8") if cfg.path and cfg.path.exists() else "")
+    if len(cfg.relays.urls) > MAX_RELAY_URLS:
+        raise loader.fail("relays", "urls", f"lists {len(cfg.relays.urls)} URLs; at most {MAX_RELAY_URLS}")
     for u in cfg.relays.urls:
-        if not re.match(r"^wss?://[^\s/]+", u):
-            raise loader.fail("relays", "urls", f"{u!r} is not a ws:// or wss:// URL")
+        problem = relay_url_problem(u)
+        if problem:
+            raise loader.fail("relays", "urls", f"{u[:200]!r} {problem}")
     if not cfg.relays.urls and not cfg.relays.embedded:
         raise loader.fail("relays", "embedded", "is false and no [relays] urls are set: the agent needs a relay")
     return cfg

@@ -201,7 +201,8 @@ def create_memory_manager(config: Config, data_dir: Path, env: Mapping[str, str]
     if kind == "recall":
         from .backends.recall import RecallBackend
 
-        manager.register(RecallBackend(Path(data_dir) / RECALL_DB))
+        manager.register(RecallBackend(Path(data_dir) / RECALL_DB,
+                                       index_long_term=getattr(config.memory, "index_long_term", True)))
     elif kind == "honcho":
         from .backends.honcho import HonchoBackend
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ...errors import AgentError
 from ...nostr.event import Event
+from ..private_files import open_private_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory_versions (
@@ -54,13 +55,12 @@ class MemoryHistory:
         self.db_path = db_path
         self._clock = clock
         self._lock = threading.Lock()
-        db_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(db_path, timeout=5.0, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            # 0600 whatever the data dir's mode or the umask (agent.private_files).
+            self._db = open_private_wal(db_path, timeout=5.0, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(_SCHEMA)
-        except sqlite3.OperationalError as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise AgentError(f"cannot open memory history {db_path}: {exc}", "History") from None
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ from ...errors import AgentError
 from ...nostr.event import Event
 from ...nostr.replaceable import address_of, is_newer
 from ...nostr.results import PublishOutcome, Verdict
+from ..private_files import open_private_wal
 
 PENDING = "pending"  # not accepted by any relay yet
 DELIVERED = "delivered"  # accepted by at least one relay (others may still be retried)
@@ -159,13 +160,13 @@ class Outbox:
         self._base = base_delay
         self._cap = max_delay
         self._lock = threading.Lock()
-        db_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(db_path, timeout=busy_timeout, check_same_thread=False, isolation_level=None)
+            # 0600 whatever the data dir's mode or the umask (agent.private_files).
+            self._db = open_private_wal(db_path, timeout=busy_timeout, check_same_thread=False,
+                                        isolation_level=None)
             self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-            self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise AgentError(
                 f"cannot open the memory outbox {db_path}: {exc} (is another program holding it locked?)",
                 "Outbox",

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...private_files import open_private_wal
 from ...tools.registry import Tool, build_tool
 
 log = logging.getLogger("didactyl.memory")
@@ -88,20 +89,21 @@ class RecallBackend:
     id = "recall"
 
     def __init__(self, db_path: str | Path, *, context_chars: int = 1500, max_snippets: int = 4,
-                 snippet_chars: int = 400, clock: Callable[[], float] = time.time) -> None:
+                 snippet_chars: int = 400, clock: Callable[[], float] = time.time,
+                 index_long_term: bool = True) -> None:
         self.db_path = Path(db_path)
         self.context_chars = context_chars
         self.max_snippets = max_snippets
         self.snippet_chars = snippet_chars
         self._clock = clock
+        # False ([memory] index_long_term = false): no plaintext copy of the long-term memory is kept here.
+        self.indexes_long_term = index_long_term
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._error: str | None = None
         try:
-            if str(db_path) != ":memory:":
-                self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(str(db_path), check_same_thread=False, timeout=5.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            # 0600 whatever the data dir's mode or the umask: the index holds plaintext (agent.private_files).
+            db = open_private_wal(db_path, check_same_thread=False, timeout=5.0, isolation_level=None)
             db.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS recall USING fts5("
                 "text, source UNINDEXED, session_id UNINDEXED, created_at UNINDEXED, "
@@ -164,8 +166,10 @@ class RecallBackend:
                              (text, TURN, session_id, self._clock()))
 
     def index_long_term(self, text: str) -> int:
-        """Replace the indexed long-term memory with ``text`` (call it when the memory changes)."""
-        pieces = split_paragraphs(text)
+        """Replace the indexed long-term memory with ``text`` (call it when the memory changes).
+
+        When long-term indexing is off, any copy indexed earlier is deleted instead and nothing is added."""
+        pieces = split_paragraphs(text) if self.indexes_long_term else []
         now = self._clock()
         with self._lock:
             if self._db is None:
