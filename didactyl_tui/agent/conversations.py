@@ -8,6 +8,7 @@ such a history.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -20,8 +21,13 @@ from typing import Any
 
 from ..errors import AgentError
 from . import tokens
+from .limits import omitted_arguments
+from .private_files import is_disk_full, open_private_wal, storage_error_message
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
+# Tool-call arguments longer than this are stored as a placeholder (above [llm] max_tool_argument_chars's cap).
+MAX_STORED_ARGUMENT_CHARS = 1_000_000
+HISTORY_PAGE_ROWS = 64  # rows read per step when history_for_prompt walks back from the newest message
 TITLE_CHARS = 60
 
 _SCHEMA = """
@@ -140,25 +146,49 @@ def repair_tool_pairs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class ConversationStore:
     """Sessions and messages in one SQLite file (created on first use, WAL journal)."""
 
-    def __init__(self, db_path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db_path: str | Path, *, clock: Callable[[], float] = time.time,
+                 max_argument_chars: int = MAX_STORED_ARGUMENT_CHARS) -> None:
         self.db_path = Path(db_path)
+        self._path_text = str(db_path)
         self._clock = clock
+        self.max_argument_chars = max_argument_chars
         self._lock = threading.RLock()
-        if str(db_path) != ":memory:":
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        # Opened on first use: a command that never touches a conversation (e.g. a memory save to an
+        # external relay) works even when this file cannot be opened (disk full, read-only data dir).
+        self._db: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        """Open the database now (otherwise the first use does); raises AgentError when it cannot."""
+        self._conn()
+
+    def _conn(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._db is None:
+                self._db = self._connect()
+            return self._db
+
+    def _connect(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = None
         try:
-            self._db = sqlite3.connect(str(db_path), check_same_thread=False, timeout=5.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise AgentError(f"cannot open the conversation database {self.db_path}: {exc}", "Conversations") from None
-        self._db.row_factory = sqlite3.Row
+            # 0600 whatever the data dir's mode or the umask: the file holds every chat in plaintext.
+            db = open_private_wal(self._path_text, check_same_thread=False, timeout=5.0, isolation_level=None)
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            if db is not None:
+                db.close()
+            reason = "disk full" if is_disk_full(exc) else str(exc)
+            raise AgentError(f"cannot open the conversation database {self.db_path}: {reason}",
+                             "Conversations") from None
+        db.row_factory = sqlite3.Row
+        return db
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
     def _tx(self) -> _Transaction:
         return _Transaction(self)
@@ -175,13 +205,13 @@ class ConversationStore:
 
     def has_session(self, session_id: str) -> bool:
         with self._lock:
-            row = self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            row = self._conn().execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return row is not None
 
     def list_sessions(self) -> list[SessionInfo]:
         """Newest activity first."""
         with self._lock:
-            rows = self._db.execute(
+            rows = self._conn().execute(
                 "SELECT s.id, s.title, s.created_at, s.updated_at, "
                 "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS n "
                 "FROM sessions s ORDER BY s.updated_at DESC, s.rowid DESC"
@@ -228,7 +258,7 @@ class ConversationStore:
                 is_json = isinstance(content, list)
                 if is_json:
                     content = json.dumps(content, ensure_ascii=False)
-                calls = message.get("tool_calls") or None
+                calls = [_bounded_call(c, self.max_argument_chars) for c in message.get("tool_calls") or ()] or None
                 cur = db.execute(
                     "INSERT INTO messages (session_id, ordinal, role, content, content_is_json, tool_calls, "
                     "tool_call_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -257,7 +287,7 @@ class ConversationStore:
     def messages(self, session_id: str) -> list[dict[str, Any]]:
         """The whole conversation in OpenAI format, oldest first."""
         with self._lock:
-            rows = self._db.execute(
+            rows = self._conn().execute(
                 "SELECT role, content, content_is_json, tool_calls, tool_call_id, name FROM messages "
                 "WHERE session_id = ? "
                 "ORDER BY ordinal", (session_id,)
@@ -266,7 +296,7 @@ class ConversationStore:
 
     def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
         with self._lock:
-            rows = self._db.execute(
+            rows = self._conn().execute(
                 "SELECT call_id, name, arguments, result, created_at FROM tool_calls WHERE session_id = ? "
                 "ORDER BY id", (session_id,)
             ).fetchall()
@@ -279,25 +309,56 @@ class ConversationStore:
         A turn is a user message and everything after it up to the next user message, so an assistant's
         tool calls always travel with their results. Turns are taken newest first and the first one that
         does not fit ends the selection (older turns are not skipped over: the history stays contiguous).
+
+        Only the window is read: rows come newest first from the (session_id, ordinal) index, a page at a
+        time, so the cost follows what the prompt keeps, not how long the conversation has grown.
+        ``dropped_count`` is the number of stored messages left out.
         """
-        all_messages = repair_tool_pairs(self.messages(session_id))
-        turns = group_turns(all_messages)
         kept: list[list[dict[str, Any]]] = []
         used = 0
-        for turn in reversed(turns):
-            if max_turns is not None and len(kept) >= max_turns:
+        pending: list[dict[str, Any]] = []  # the turn being collected, newest message first
+        with self._lock:
+            (total,) = self._conn().execute("SELECT COUNT(*) FROM messages WHERE session_id = ?",
+                                            (session_id,)).fetchone()
+        before: int | None = None
+        full = False
+        while not full:
+            rows = self._history_page(session_id, before)
+            if not rows:
                 break
-            cost = sum(tokens.PER_MESSAGE_OVERHEAD + tokens.count_tokens(model, tokens.message_text(m)) for m in turn)
-            if used + cost > token_budget:
-                break
-            kept.append(turn)
-            used += cost
+            before = rows[-1]["ordinal"]
+            for row in rows:
+                message = _row_to_message(row)
+                pending.append(message)
+                if message["role"] != "user":
+                    continue
+                turn = repair_tool_pairs(pending[::-1])
+                pending = []
+                if max_turns is not None and len(kept) >= max_turns:
+                    full = True
+                    break
+                cost = sum(tokens.PER_MESSAGE_OVERHEAD + tokens.count_tokens(model, tokens.message_text(m))
+                           for m in turn)
+                if used + cost > token_budget:
+                    full = True
+                    break
+                kept.append(turn)
+                used += cost
+        # Messages older than the oldest user message (e.g. an old system note) never open a history.
         kept.reverse()
         chosen = [m for turn in kept for m in turn]
-        # A history must open with a user message: a leading fragment (e.g. an old system note) is left out.
-        while chosen and chosen[0]["role"] != "user":
-            chosen.pop(0)
-        return chosen, len(all_messages) - len(chosen)
+        return chosen, int(total) - len(chosen)
+
+    def _history_page(self, session_id: str, before: int | None) -> list[sqlite3.Row]:
+        columns = "ordinal, role, content, content_is_json, tool_calls, tool_call_id, name"
+        with self._lock:
+            if before is None:
+                return self._conn().execute(
+                    f"SELECT {columns} FROM messages WHERE session_id = ? ORDER BY ordinal DESC LIMIT ?",
+                    (session_id, HISTORY_PAGE_ROWS)).fetchall()
+            return self._conn().execute(
+                f"SELECT {columns} FROM messages WHERE session_id = ? AND ordinal < ? ORDER BY ordinal DESC "
+                "LIMIT ?", (session_id, before, HISTORY_PAGE_ROWS)).fetchall()
 
     # --- export -----------------------------------------------------------------------------------
 
@@ -331,18 +392,27 @@ class _Transaction:
 
     def __init__(self, store: ConversationStore) -> None:
         self.store = store
+        self.db: sqlite3.Connection
 
     def __enter__(self) -> sqlite3.Connection:
         self.store._lock.acquire()
         try:
-            self.store._db.execute("BEGIN IMMEDIATE")
+            db = self.store._conn()
+            db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self.store._lock.release()
+            if is_disk_full(exc):
+                raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
+                                 "Conversations") from None
             raise AgentError(f"the conversation database is busy or locked: {exc}", "Conversations") from None
-        return self.store._db
+        except BaseException:
+            self.store._lock.release()
+            raise
+        self.db = db
+        return db
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        db = self.store._db
+        db = self.db
         try:
             if exc is None:
                 try:
@@ -351,11 +421,27 @@ class _Transaction:
                 except sqlite3.Error as commit_exc:
                     exc = commit_exc
             if db.in_transaction:
-                db.execute("ROLLBACK")
+                # SQLite may have rolled back already (e.g. disk full): a failing ROLLBACK must not hide why.
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
         finally:
             self.store._lock.release()
         if isinstance(exc, sqlite3.Error):
-            raise AgentError(f"could not save the conversation: {exc}", "Conversations") from None
+            raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
+                             "Conversations") from None
+
+
+def _bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
+    """A tool call as stored: arguments over ``max_chars`` become a short placeholder (the loop refuses such a
+    call before it runs; this keeps any other caller from storing megabytes either)."""
+    out = dict(call)
+    fn = dict(out.get("function") or {})
+    args = fn.get("arguments", "")
+    text = args if isinstance(args, str) else json.dumps(args)
+    if len(text) > max_chars:
+        fn["arguments"] = omitted_arguments(len(text))
+        out["function"] = fn
+    return out
 
 
 def _row_to_message(row: sqlite3.Row) -> dict[str, Any]:
