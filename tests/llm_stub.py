@@ -18,6 +18,7 @@ import itertools
 import json
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,8 @@ class Reply:
     chunk_delay_s: float = 0.0  # pause between stream chunks
     fail_after_chunks: int | None = None  # drop the connection after this many stream chunks
     pauses: tuple[tuple[int, float], ...] = ()  # (text piece index, seconds to pause after sending it)
+    repeat: tuple[str, int] | None = None  # (piece, count): a long text stream generated as it is sent
+    arg_chunk_chars: int = 7  # size of the tool-argument fragments
 
     @classmethod
     def text_reply(cls, text: str, *, chunks: list[str] | None = None, usage: tuple[int, int] = (11, 7),
@@ -59,8 +62,14 @@ class Reply:
                    pauses=tuple(sorted((pauses or {}).items())))
 
     @classmethod
-    def tools(cls, *calls: ToolCall, text: str = "", usage: tuple[int, int] = (13, 5)) -> Reply:
-        return cls("ok", text=text, tool_calls=tuple(calls), usage=usage)
+    def tools(cls, *calls: ToolCall, text: str = "", usage: tuple[int, int] = (13, 5),
+              arg_chunk_chars: int = 7) -> Reply:
+        return cls("ok", text=text, tool_calls=tuple(calls), usage=usage, arg_chunk_chars=arg_chunk_chars)
+
+    @classmethod
+    def endless(cls, piece: str, count: int, *, chunk_delay_s: float = 0.0) -> Reply:
+        """``piece`` + its number streamed ``count`` times (never built whole): a huge reply, or a slow drip."""
+        return cls("ok", repeat=(piece, count), chunk_delay_s=chunk_delay_s)
 
     @classmethod
     def error(cls, status: int, message: str, *, code: str | None = None, err_type: str = "invalid_request_error",
@@ -136,7 +145,7 @@ class LlmStub:
         return len(self._script)
 
     async def start(self) -> LlmStub:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # requests carrying big tool arguments
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/chat/completions", self._chat)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
@@ -209,13 +218,14 @@ class LlmStub:
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         }
 
-    def _stream_chunks(self, reply: Reply, include_usage: bool) -> list[dict[str, Any]]:
+    def _stream_chunks(self, reply: Reply, include_usage: bool) -> Iterator[dict[str, Any]]:
+        """The chunks, generated one by one (a huge scripted reply is never held whole)."""
         base = {**self._base(), "object": "chat.completion.chunk"}
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-        out = [chunk({"role": "assistant", "content": ""})]
+        yield chunk({"role": "assistant", "content": ""})
         if reply.text:
             pieces = list(reply.text_chunks) if reply.text_chunks is not None else _split_words(reply.text)
             for i, piece in enumerate(pieces):
@@ -223,21 +233,26 @@ class LlmStub:
                 pause = dict(reply.pauses).get(i)
                 if pause:
                     c["_pause_after"] = pause  # stripped before sending
-                out.append(c)
+                yield c
+        if reply.repeat is not None:
+            piece, count = reply.repeat
+            # Numbered: litellm stops a stream that repeats one chunk too often (a model stuck in a loop).
+            for n in range(count):
+                yield chunk({"content": f"{piece}{n}"})
+        step = max(1, reply.arg_chunk_chars)
         for n, call in enumerate(reply.tool_calls):
-            out.append(chunk({"tool_calls": [{
+            yield chunk({"tool_calls": [{
                 "index": n, "id": self._call_id(call, n), "type": "function",
                 "function": {"name": call.name, "arguments": ""},
-            }]}))
+            }]})
             # Arguments arrive in fragments, as real servers send them.
-            for i in range(0, len(call.arguments), 7):
-                out.append(chunk({"tool_calls": [{"index": n, "function": {"arguments": call.arguments[i:i + 7]}}]}))
-        out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+            for i in range(0, len(call.arguments), step):
+                yield chunk({"tool_calls": [{"index": n, "function": {"arguments": call.arguments[i:i + step]}}]})
+        yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
         if include_usage:
             prompt, completion = reply.usage
-            out.append({**base, "choices": [], "usage": {
-                "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
-        return out
+            yield {**base, "choices": [], "usage": {
+                "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
 
     async def _stream(self, request: web.Request, reply: Reply, include_usage: bool) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -249,11 +264,17 @@ class LlmStub:
                     request.transport.close()
                 return resp
             pause = data.pop("_pause_after", 0.0)
-            await resp.write(f"data: {json.dumps(data)}\n\n".encode())
+            try:
+                await resp.write(f"data: {json.dumps(data)}\n\n".encode())
+            except (ConnectionError, RuntimeError):  # the client went away (e.g. it cut a huge reply)
+                return resp
             if reply.chunk_delay_s or pause:
                 await asyncio.sleep(reply.chunk_delay_s + pause)
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
+        try:
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass
         return resp
 
 
