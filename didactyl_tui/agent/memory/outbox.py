@@ -20,6 +20,7 @@ reads keep working (WAL).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sqlite3
@@ -33,7 +34,7 @@ from ...errors import AgentError
 from ...nostr.event import Event
 from ...nostr.replaceable import address_of, is_newer
 from ...nostr.results import PublishOutcome, Verdict
-from ..private_files import open_private_wal
+from ..private_files import is_disk_full, open_private_wal, storage_error_message
 
 PENDING = "pending"  # not accepted by any relay yet
 DELIVERED = "delivered"  # accepted by at least one relay (others may still be retried)
@@ -184,11 +185,17 @@ class Outbox:
                 try:
                     out = fn(self._db)
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    if self._db.in_transaction:  # SQLite may have rolled back already (e.g. disk full)
+                        self._db.execute("ROLLBACK")
                     raise
                 self._db.execute("COMMIT")
                 return out
             except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                if is_disk_full(exc):
+                    raise AgentError(storage_error_message(exc, "the memory edit", self.db_path), "Outbox") from None
                 raise AgentError(
                     f"the memory outbox {self.db_path} is not writable: {exc} "
                     "(is another program holding it locked?)",

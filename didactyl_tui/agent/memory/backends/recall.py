@@ -104,6 +104,8 @@ class RecallBackend:
         try:
             # 0600 whatever the data dir's mode or the umask: the index holds plaintext (agent.private_files).
             db = open_private_wal(db_path, check_same_thread=False, timeout=5.0, isolation_level=None)
+            # Deleted text (a forgotten chat, long-term memory no longer indexed) is zeroed, not left in free pages.
+            db.execute("PRAGMA secure_delete=ON")
             db.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS recall USING fts5("
                 "text, source UNINDEXED, session_id UNINDEXED, created_at UNINDEXED, "
