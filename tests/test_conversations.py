@@ -205,6 +205,73 @@ def test_history_never_starts_with_a_non_user_message(store: ConversationStore) 
     assert history[0] == {"role": "user", "content": "hi"} and dropped == 1
 
 
+def whole_conversation_history(messages: list[dict], model: str, budget: int,
+                               max_turns: int | None) -> list[dict]:
+    """The selection rule applied to the whole conversation at once: what the windowed read must equal."""
+    kept: list[list[dict]] = []
+    used = 0
+    for turn in reversed(group_turns(repair_tool_pairs(messages))):
+        if max_turns is not None and len(kept) >= max_turns:
+            break
+        cost = turn_cost(model, turn)
+        if used + cost > budget:
+            break
+        kept.append(turn)
+        used += cost
+    chosen = [m for turn in reversed(kept) for m in turn]
+    while chosen and chosen[0]["role"] != "user":
+        chosen.pop(0)
+    return chosen
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_windowed_history_equals_the_whole_conversation_rule(store: ConversationStore, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    sid = store.new_session()
+    stored: list[dict] = [{"role": "assistant", "content": "Welcome!"}] if seed % 2 else []
+    for n in range(rng.randint(20, 150)):  # across several pages of rows
+        kind = rng.random()
+        if kind < 0.3:
+            turn = tool_turn(n, f"q{n} " * rng.randint(1, 30), f"a{n} " * rng.randint(1, 30))
+        elif kind < 0.4:  # an unanswered call, repaired away
+            turn = [{"role": "user", "content": f"q{n}"}, {"role": "assistant", "content": "x", "tool_calls": [
+                {"id": f"u{n}", "type": "function", "function": {"name": "add", "arguments": "{}"}}]}]
+        else:
+            turn = [{"role": "user", "content": f"q{n} " * rng.randint(1, 40)},
+                    {"role": "assistant", "content": f"a{n} " * rng.randint(1, 80)}]
+        stored += turn
+    store.append(sid, stored)
+    for budget in (0, 50, 400, 3000, 10**9):
+        for max_turns in (None, 1, 7):
+            got, dropped = store.history_for_prompt(sid, "m", budget, max_turns=max_turns)
+            assert got == whole_conversation_history(stored, "m", budget, max_turns)
+            assert dropped == len(stored) - len(got)
+
+
+def test_the_store_opens_its_file_on_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "conversations.sqlite3"
+    store = ConversationStore(path)
+    assert not path.exists()
+    store.open()
+    assert path.exists()
+    store.close()
+
+
+def test_oversized_tool_arguments_are_stored_as_a_placeholder(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path / "c.sqlite3", max_argument_chars=1000)
+    sid = store.new_session()
+    big = '{"content": "' + "x" * 5000 + '"}'
+    store.append(sid, [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": big}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Error: too big"}])
+    (call,) = store.messages(sid)[1]["tool_calls"]
+    assert "_omitted" in call["function"]["arguments"] and "5,0" in call["function"]["arguments"]
+    assert store.tool_calls(sid)[0].arguments == call["function"]["arguments"]
+    store.close()
+
+
 # --- export ---------------------------------------------------------------------------------------
 
 

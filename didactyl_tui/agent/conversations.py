@@ -317,15 +317,15 @@ class ConversationStore:
         kept: list[list[dict[str, Any]]] = []
         used = 0
         pending: list[dict[str, Any]] = []  # the turn being collected, newest message first
-        with self._lock:
-            (total,) = self._conn().execute("SELECT COUNT(*) FROM messages WHERE session_id = ?",
-                                            (session_id,)).fetchone()
+        total = 0  # ordinals run 0..n-1 in a session (appends only), so the newest one gives the count
         before: int | None = None
         full = False
         while not full:
             rows = self._history_page(session_id, before)
             if not rows:
                 break
+            if before is None:
+                total = rows[0]["ordinal"] + 1
             before = rows[-1]["ordinal"]
             for row in rows:
                 message = _row_to_message(row)
@@ -347,7 +347,7 @@ class ConversationStore:
         # Messages older than the oldest user message (e.g. an old system note) never open a history.
         kept.reverse()
         chosen = [m for turn in kept for m in turn]
-        return chosen, int(total) - len(chosen)
+        return chosen, total - len(chosen)
 
     def _history_page(self, session_id: str, before: int | None) -> list[sqlite3.Row]:
         columns = "ordinal, role, content, content_is_json, tool_calls, tool_call_id, name"
