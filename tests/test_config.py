@@ -50,6 +50,21 @@ def write(tmp_path: Path, text: str) -> Path:
         ("[relays]\nembedded = false\n", "[relays.embedded] is false and no [relays] urls are set"),
         ("[[soul.sections]]\nsection = \"x\"\nrole = \"narrator\"\n", "[soul.sections.role] must be one of"),
         ("[llm\n", "not valid TOML"),
+        ("[llm]\ntimeout_s = inf\n", "line 2: [llm.timeout_s] must be a finite number, not inf"),
+        ("[llm]\ntimeout_s = nan\n", "line 2: [llm.timeout_s] must be a finite number, not nan"),
+        ("[llm]\ntimeout_s = -5\n", "line 2: [llm.timeout_s] must be at least 1"),
+        ("[llm]\ntimeout_s = 1e9\n", "line 2: [llm.timeout_s] must be at most 3600"),
+        ("[relays]\ntimeout_s = inf\n", "line 2: [relays.timeout_s] must be a finite number"),
+        ("[relays]\ntimeout_s = 0\n", "line 2: [relays.timeout_s] must be at least 0.1"),
+        ("[llm]\nturn_timeout_s = -inf\n", "line 2: [llm.turn_timeout_s] must be a finite number"),
+        ("[llm]\nmax_reply_chars = 0\n", "line 2: [llm.max_reply_chars] must be at least 1000"),
+        ("[llm]\nmax_tool_calls_per_reply = 100000\n", "[llm.max_tool_calls_per_reply] must be at most 1000"),
+        ("[llm]\nmax_tokens = -1\n", "line 2: [llm.max_tokens] must be at least 0"),
+        ("[relays]\nurls = [\"ws://[::1\"]\n", "line 2: [relays.urls] 'ws://[::1' is not a valid URL"),
+        ("[relays]\nurls = [\"wss://r.test:99999\"]\n", "[relays.urls] 'wss://r.test:99999' is not a valid URL"),
+        ("[relays]\nurls = [\"wss://\"]\n", "[relays.urls] 'wss://' has no host"),
+        ("[relays]\nurls = [\"wss://a b.test\"]\n", "contains spaces or control characters"),
+        ("[relays]\nurls = [\"ws://[zz]:1\"]\n", "is not a valid URL"),
     ],
 )
 def test_bad_values_name_the_file_key_and_line(tmp_path: Path, text: str, expected: str) -> None:
@@ -70,6 +85,10 @@ def test_environment_overrides_and_lookup_order(tmp_path: Path) -> None:
     assert cfg.relays.urls == ["wss://a.test", "ws://b.test"]
     with pytest.raises(ConfigError, match="DIDACTYL_RELAYS"):
         load_config(None, env={"DIDACTYL_RELAYS": "https://nope"})
+    with pytest.raises(ConfigError, match=r"DIDACTYL_RELAYS: 'ws://\[::1' is not a valid URL"):
+        load_config(None, env={"DIDACTYL_RELAYS": "ws://[::1"})
+    cfg = load_config(None, env={"DIDACTYL_RELAYS": "ws://[::1]:7447", "XDG_CONFIG_HOME": str(tmp_path / "e")})
+    assert cfg.relays.urls == ["ws://[::1]:7447"]
     with pytest.raises(ConfigError, match="no such config file"):
         load_config(tmp_path / "missing.toml", env={})
     # No file at the default place: the defaults run.

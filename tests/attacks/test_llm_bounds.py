@@ -21,7 +21,7 @@ from llm_stub import LlmStub, Reply, ToolCall
 from didactyl_tui.agent import llm
 from didactyl_tui.agent.conversations import ConversationStore
 from didactyl_tui.agent.events import TextDelta, ToolCallFinished, TurnFinished
-from didactyl_tui.agent.limits import TurnLimits
+from didactyl_tui.agent.limits import ToolCallGate, TurnLimits
 from didactyl_tui.agent.llm import LlmSettings
 from didactyl_tui.agent.loop import run_turn
 from didactyl_tui.agent.memory.store import MemoryType
@@ -65,11 +65,7 @@ class Agent:
         return await self.registry.call(name, arguments, self.ctx)
 
     def assembly(self) -> PromptAssembly:
-        messages = ({"role": "system", "content": "You are a test."}, {"role": "user", "content": "go"})
-        return PromptAssembly(
-            model="openai/stub-model", created_at=0.0, layers=(), history=(), history_dropped=0, backend_id=None,
-            backend_context=None, backend_tokens=0, user_message="go", tools=tuple(self.registry.openai_schemas()),
-            messages=messages, total_tokens=0)
+        return _assembly_with(self.registry)
 
     async def turn(self, settings: LlmSettings, *, budget_s: float = 120.0) -> list[Any]:
         async with asyncio.timeout(budget_s):
@@ -238,3 +234,48 @@ async def test_max_tokens_reaches_the_server(stub: LlmStub) -> None:
 def test_litellm_is_preloaded_only_when_a_model_is_configured() -> None:
     assert llm.should_preload(LlmSettings.from_config(LlmConfig(model="openai/x"), {}))
     assert not llm.should_preload(LlmSettings.from_config(LlmConfig(model="  "), {}))
+
+
+async def test_a_turn_past_its_deadline_after_a_tool_round_asks_the_model_nothing_more(stub: LlmStub) -> None:
+    registry = ToolRegistry()
+
+    @registry.tool()
+    async def slow() -> str:
+        """Takes longer than the turn may."""
+        await asyncio.sleep(1.5)
+        return "finally"
+
+    stub.script(Reply.tools(ToolCall("slow", "{}")), Reply.text_reply("never asked"))
+    assembly = _assembly_with(registry)
+
+    async def dispatch(name: str, arguments: str):
+        return await registry.call(name, arguments)
+
+    async with asyncio.timeout(60):
+        events = [ev async for ev in run_turn(settings=settings_for(stub, turn_timeout_s=1.0), assembly=assembly,
+                                              dispatch=dispatch, session_id="s1", max_tool_rounds=4)]
+    done = events[-1]
+    assert isinstance(done, TurnFinished) and done.cut is not None and "turn_timeout_s" in done.cut
+    assert len(stub.requests) == 1 and stub.pending == 1
+    # The history stays valid: the call, its result, then the marker as the assistant's answer.
+    assert [m["role"] for m in done.new_messages] == ["assistant", "tool", "assistant"]
+    assert done.new_messages[1]["content"] == "finally"
+
+
+def _assembly_with(registry: ToolRegistry) -> PromptAssembly:
+    messages = ({"role": "system", "content": "You are a test."}, {"role": "user", "content": "go"})
+    return PromptAssembly(
+        model="openai/stub-model", created_at=0.0, layers=(), history=(), history_dropped=0, backend_id=None,
+        backend_context=None, backend_tokens=0, user_message="go", tools=tuple(registry.openai_schemas()),
+        messages=messages, total_tokens=0)
+
+
+def test_the_gate_counts_per_tool_and_per_turn_across_rounds() -> None:
+    gate = ToolCallGate(TurnLimits(max_tool_calls_per_turn=6, max_calls_per_tool=3, per_tool={"memory_save": 2}))
+    assert [gate.refusal("memory_save", 10) is None for _ in range(3)] == [True, True, False]
+    assert [gate.refusal("lookup", 10) is None for _ in range(4)] == [True, True, True, False]
+    assert gate.refusal("other", 10) is None  # the 6th call of the turn
+    last_word = gate.refusal("other", 10)
+    assert last_word is not None and "max_tool_calls_per_turn" in last_word
+    too_big = ToolCallGate(TurnLimits()).refusal("write_file", 300_001)
+    assert too_big is not None and "300,001" in too_big and "max_tool_argument_chars" in too_big
