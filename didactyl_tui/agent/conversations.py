@@ -21,8 +21,12 @@ from typing import Any
 
 from ..errors import AgentError
 from . import tokens
+from .conversation_markdown import render_markdown
 from .limits import omitted_arguments
 from .private_files import is_disk_full, open_private_wal, storage_error_message
+from .turns import group_turns, repair_tool_pairs
+
+__all__ = ["ConversationStore", "SessionInfo", "ToolCallRecord", "group_turns", "repair_tool_pairs"]
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 # Tool-call arguments longer than this are stored as a placeholder (above [llm] max_tool_argument_chars's cap).
@@ -98,49 +102,6 @@ def _check_message(message: Mapping[str, Any]) -> None:
         raise AgentError(f"cannot store a {role} message whose content is {type(content).__name__}")
     if role == "tool" and not message.get("tool_call_id"):
         raise AgentError("cannot store a tool message without its tool_call_id")
-
-
-def group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Split a conversation into turns, each starting at a user message (leading non-user messages form one)."""
-    turns: list[list[dict[str, Any]]] = []
-    for message in messages:
-        if message["role"] == "user" or not turns:
-            turns.append([])
-        turns[-1].append(message)
-    return turns
-
-
-def repair_tool_pairs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop tool calls without results and results without calls, so a provider accepts the history.
-
-    An assistant message whose calls are not all answered loses its ``tool_calls`` (kept if it has text,
-    dropped otherwise) together with the partial answers; a tool message that answers no call is dropped.
-    """
-    out: list[dict[str, Any]] = []
-    i = 0
-    while i < len(messages):
-        message = messages[i]
-        if message["role"] == "assistant" and message.get("tool_calls"):
-            ids = [c.get("id") for c in message["tool_calls"]]
-            j = i + 1
-            results: list[dict[str, Any]] = []
-            while j < len(messages) and messages[j]["role"] == "tool":
-                results.append(messages[j])
-                j += 1
-            answered = {r.get("tool_call_id") for r in results}
-            if set(ids) <= answered:
-                out.append(message)
-                out.extend(r for r in results if r.get("tool_call_id") in set(ids))
-            elif message.get("content"):
-                out.append({k: v for k, v in message.items() if k != "tool_calls"})
-            i = j
-            continue
-        if message["role"] == "tool":
-            i += 1  # an orphan result
-            continue
-        out.append(message)
-        i += 1
-    return out
 
 
 class ConversationStore:
@@ -363,28 +324,7 @@ class ConversationStore:
     # --- export -----------------------------------------------------------------------------------
 
     def export_markdown(self, session_id: str) -> str:
-        info = self.session(session_id)
-        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created_at))
-        out = [f"# {info.title or 'Conversation'}", "", f"_Started {created} · {info.message_count} messages_", ""]
-        for message in self.messages(session_id):
-            role = message["role"]
-            content = message.get("content")
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""
-            if role == "user":
-                out += ["## You", "", text, ""]
-            elif role == "assistant":
-                out += ["## Agent", ""]
-                if text:
-                    out += [text, ""]
-                for call in message.get("tool_calls") or ():
-                    fn = call.get("function", {})
-                    out += [f"**Tool call** `{fn.get('name', '')}`", "", "```json", fn.get("arguments", "") or "{}",
-                            "```", ""]
-            elif role == "tool":
-                out += [f"**Tool result** (`{message.get('tool_call_id', '')}`)", "", "```", text, "```", ""]
-            else:
-                out += [f"## {role.capitalize()}", "", text, ""]
-        return "\n".join(out).rstrip() + "\n"
+        return render_markdown(self.session(session_id), self.messages(session_id))
 
 
 class _Transaction:

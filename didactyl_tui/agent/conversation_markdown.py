@@ -1,0 +1,35 @@
+"""A stored conversation as a markdown document (the export command)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .conversations import SessionInfo
+
+
+def render_markdown(info: SessionInfo, messages: list[dict[str, Any]]) -> str:
+    """Title, start time, then each message under its speaker; tool calls and results as code blocks."""
+    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created_at))
+    out = [f"# {info.title or 'Conversation'}", "", f"_Started {created} · {info.message_count} messages_", ""]
+    for message in messages:
+        role = message["role"]
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""
+        if role == "user":
+            out += ["## You", "", text, ""]
+        elif role == "assistant":
+            out += ["## Agent", ""]
+            if text:
+                out += [text, ""]
+            for call in message.get("tool_calls") or ():
+                fn = call.get("function", {})
+                out += [f"**Tool call** `{fn.get('name', '')}`", "", "```json", fn.get("arguments", "") or "{}",
+                        "```", ""]
+        elif role == "tool":
+            out += [f"**Tool result** (`{message.get('tool_call_id', '')}`)", "", "```", text, "```", ""]
+        else:
+            out += [f"## {role.capitalize()}", "", text, ""]
+    return "\n".join(out).rstrip() + "\n"
