@@ -146,8 +146,10 @@ def is_disk_full(exc: BaseException) -> bool:
 
 
 def storage_error_message(exc: BaseException, what: str, path: str | os.PathLike[str] | None = None) -> str:
-    """One line for a failed write of ``what`` (e.g. "the conversation"): "disk full" said plainly."""
+    """One line for a failed write of ``what`` (e.g. "the conversation"), "disk full" first when that is why.
+
+    It reads well on its own and after a caller's prefix ("the conversation was not saved: <this>")."""
     where = f" ({path})" if path is not None else ""
     if is_disk_full(exc):
-        return f"{what} was not saved: disk full{where}. Free some space and try again."
-    return f"{what} was not saved{where}: {exc}"
+        return f"disk full: {what} could not be written{where}; free some space and try again"
+    return f"{what} could not be written{where}: {exc}"

@@ -192,7 +192,7 @@ def test_sqlite_full_through_max_page_count_says_disk_full(tmp_path: Path) -> No
         for n in range(200):
             store.append(session, [{"role": "user", "content": f"{n} " + "z" * 20_000}])
     assert_disk_full_said_plainly(caught.value)
-    assert caught.value.message.startswith("the conversation was not saved: disk full")
+    assert caught.value.message.startswith("disk full: the conversation could not be written")
     assert store.messages(session)[0]["content"] == "kept"
     store.close()
 
@@ -213,7 +213,7 @@ def test_disk_full_is_recognised_from_errno_and_sqlite() -> None:
     assert is_disk_full(sqlite3.OperationalError("database or disk is full"))
     assert not is_disk_full(sqlite3.OperationalError("database is locked"))
     line = storage_error_message(OSError(errno.ENOSPC, "x"), "the memory")
-    assert line.startswith("the memory was not saved: disk full")
+    assert line.startswith("disk full: the memory could not be written")
 
 
 def test_a_memory_edit_on_a_full_outbox_says_disk_full(tmp_path: Path) -> None:
