@@ -153,6 +153,8 @@ CONFIG_ROWS = [
     row("config-wrong-type", '[llm]\nmodel = "openai/x"\ntimeout_s = "fast"\n'),
     row("config-out-of-range", '[relays]\nembedded_port = 99999\n'),
     row("config-bad-relay-url", '[relays]\nurls = ["https://relay.example.com"]\n'),
+    row("config-not-finite", '[llm]\nmodel = "openai/x"\ntimeout_s = inf\n'),
+    row("config-broken-relay-url", '[relays]\nurls = ["ws://[::1"]\n'),
     row("config-bad-backend", '[memory]\nbackend = "mem0"\n'),
     row("config-no-relays", '[relays]\nembedded = false\nurls = []\n'),
     row("config-bad-admin-pubkey", '[relays]\nembedded_port = 0\n[memory]\nbackend = "none"\n\n'
