@@ -33,14 +33,23 @@ def is_memory_path(path: str | os.PathLike[str]) -> bool:
 
 
 def make_private_file(path: str | os.PathLike[str]) -> None:
-    """Create ``path`` empty with mode 0600 if absent; make an existing file 0600 (never follows a symlink)."""
+    """Create ``path`` empty with mode 0600 if absent; make an existing file 0600 (never follows a symlink).
+
+    An existing file is only chmod-ed, never opened: closing any descriptor of a database file drops every
+    POSIX lock this process holds on it, including the locks of a SQLite connection already using it.
+    """
     p = Path(path)
     try:
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    except FileExistsError:  # pragma: no cover - O_EXCL is not used; kept for odd filesystems
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, "refusing to open a database through a symlink", str(p)) from None
+        if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != PRIVATE_FILE_MODE:
+            os.chmod(p, PRIVATE_FILE_MODE)
         return
     try:
-        if stat.S_IMODE(os.fstat(fd).st_mode) != PRIVATE_FILE_MODE:
+        if stat.S_IMODE(os.fstat(fd).st_mode) != PRIVATE_FILE_MODE:  # an odd filesystem widened it
             os.fchmod(fd, PRIVATE_FILE_MODE)
     finally:
         os.close(fd)

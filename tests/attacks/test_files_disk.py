@@ -228,3 +228,28 @@ def test_a_memory_edit_on_a_full_outbox_says_disk_full(tmp_path: Path) -> None:
     assert_disk_full_said_plainly(caught.value)
     assert "locked" not in caught.value.message
     outbox.close()
+
+
+def test_opening_a_database_again_keeps_the_locks_this_process_holds(tmp_path: Path) -> None:
+    # Closing any descriptor of a file drops this process's POSIX locks on it: the second open must not.
+    import sqlite3
+    import sys
+
+    path = tmp_path / "memory_outbox.sqlite3"
+    holder = connect_private(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO t VALUES (1)")
+    os.chmod(path, 0o644)  # an older run's mode, so the reopen has something to fix
+    second = connect_private(path, isolation_level=None)
+    probe = ("import sqlite3, sys\n"
+             "db = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
+             "try:\n    db.execute('BEGIN IMMEDIATE'); print('got the lock')\n"
+             "except sqlite3.OperationalError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "database is locked"
+    assert mode(path) == 0o600
+    holder.execute("ROLLBACK")
+    for db in (holder, second):
+        db.close()
+    assert isinstance(second, sqlite3.Connection)
