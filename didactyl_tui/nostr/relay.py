@@ -36,6 +36,7 @@ from .event import Event, sign_event
 from .filters import Filter, matches_any, validate_filter
 from .keys import SecretKey, verify_signature
 from .kinds import CLIENT_AUTH
+from .replaceable import newest_first
 from .results import ConnectionState, RelayVerdict, Verdict
 
 log = logging.getLogger(__name__)
@@ -685,7 +686,7 @@ class RelayClient:
         finally:
             closed_by_relay = sub.closed_reason
             await sub.close()
-        events = sorted(found.values(), key=lambda e: (-e.created_at, e.id))
+        events = sorted(found.values(), key=newest_first)
         if sub.eose_received:
             # Complete, even if CLOSED followed (rust-nostr closes an ``ids`` query once it is
             # fully answered).

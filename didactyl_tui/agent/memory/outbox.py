@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ...errors import AgentError
 from ...nostr.event import Event
-from ...nostr.replaceable import address_of, is_newer
+from ...nostr.replaceable import address_key, is_newer, is_newer_version, sql_newest_first
 from ...nostr.results import PublishOutcome, Verdict
 
 PENDING = "pending"  # not accepted by any relay yet
@@ -73,22 +73,6 @@ CREATE TABLE IF NOT EXISTS remote_newest (
     created_at INTEGER NOT NULL
 );
 """
-
-
-def address_key(ev: Event) -> str:
-    """``kind:pubkey:d`` for replaceable/addressable events, ``event:<id>`` for the others."""
-    addr = address_of(ev)
-    if addr is None:
-        return f"event:{ev.id}"
-    kind, pubkey, d = addr
-    return f"{kind}:{pubkey}:{d}"
-
-
-def _newer_key(created_at: int, event_id: str, other_created_at: int, other_id: str) -> bool:
-    """NIP-01 order on (created_at, id) pairs: newer, or the same second and a lower id."""
-    if created_at != other_created_at:
-        return created_at > other_created_at
-    return event_id < other_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +181,7 @@ class Outbox:
     @staticmethod
     def _remote_newer_than(db: sqlite3.Connection, addr: str, ev: Event) -> bool:
         row = db.execute("SELECT event_id, created_at FROM remote_newest WHERE address=?", (addr,)).fetchone()
-        return row is not None and _newer_key(int(row[1]), str(row[0]), ev.created_at, ev.id)
+        return row is not None and is_newer_version(int(row[1]), str(row[0]), ev.created_at, ev.id)
 
     def _insert(self, db: sqlite3.Connection, ev: Event, *, state_if_current: str, now: float) -> str:
         """Insert ``ev`` (superseding older live entries of its address); returns its state."""
@@ -387,6 +371,7 @@ class Outbox:
     def latest(self, address: str) -> OutboxEntry | None:
         """The current (not superseded) entry of ``address``."""
         rows = self._rows(
-            "WHERE address=? AND state!=? ORDER BY created_at DESC, event_id ASC LIMIT 1", (address, SUPERSEDED)
+            f"WHERE address=? AND state!=? ORDER BY {sql_newest_first(id_column='event_id')} LIMIT 1",
+            (address, SUPERSEDED),
         )
         return rows[0] if rows else None

@@ -28,9 +28,9 @@ from typing import Any, Protocol
 
 from ...errors import AgentError
 from ...nostr.event import Event
-from ...nostr.replaceable import is_newer, newest
+from ...nostr.replaceable import address_key, is_newer, newest
 from ...nostr.results import ConnectionState, PublishOutcome
-from .outbox import SUPERSEDED, Outbox, OutboxEntry, address_key, backoff_delay, classify_verdict
+from .outbox import SUPERSEDED, Outbox, OutboxEntry, backoff_delay, classify_verdict
 
 log = logging.getLogger("didactyl.memory")
 
