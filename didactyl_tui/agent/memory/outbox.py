@@ -32,7 +32,7 @@ from pathlib import Path
 from ...errors import AgentError
 from ...nostr.event import Event
 from ...nostr.replaceable import address_key, is_newer, is_newer_version, sql_newest_first
-from ...nostr.results import PublishOutcome, Verdict
+from ...nostr.results import Disposition, PublishOutcome, RelayVerdict, Verdict
 
 PENDING = "pending"  # not accepted by any relay yet
 DELIVERED = "delivered"  # accepted by at least one relay (others may still be retried)
@@ -46,11 +46,6 @@ RELAY_REPLACED = "replaced"  # "replaced: <reason>": the relay holds a newer ver
 RELAY_RETRY = "retry"  # "retry: <verdict>[: <reason>]"
 RELAY_NEEDED = "needed"  # reconcile found the relay lagging: send it this version
 
-# Relay answers that will not change on retry. ("duplicate:" means the relay holds this very event.)
-_FINAL_PREFIXES = ("invalid:", "blocked:", "pow:", "restricted:", "mute:")
-# The relay keeps a newer version of the address: ours will never be stored there. "replaced:" is what
-# our embedded relay and strfry answer; NIP-01 names no prefix for it.
-_REPLACED_PREFIXES = ("replaced:",)
 _DONE_FOR_RELAY = (RELAY_ACCEPTED, RELAY_REFUSED, RELAY_REPLACED)
 
 _SCHEMA = """
@@ -116,16 +111,18 @@ def backoff_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0, rng: 
 
 
 def classify_verdict(verdict: Verdict, message: str) -> str:
-    """The per-relay status string for one publish answer."""
-    msg = message or ""
-    low = msg.lower()
-    if verdict is Verdict.ACCEPTED or (verdict is Verdict.REJECTED and low.startswith("duplicate:")):
+    """The per-relay status string stored for one publish answer (see :func:`status_of`)."""
+    return status_of(RelayVerdict("", verdict, message))
+
+
+def status_of(verdict: RelayVerdict) -> str:
+    """The per-relay status string stored for one publish answer: ``accepted``, ``refused: <reason>``,
+    ``replaced: <reason>`` or ``retry: <verdict>[: <reason>]`` (decided by the verdict's typed prefix)."""
+    if verdict.disposition is Disposition.HELD:
         return RELAY_ACCEPTED
-    if verdict is Verdict.REJECTED and low.startswith(_REPLACED_PREFIXES):
-        return f"{RELAY_REPLACED}: {msg}"
-    if verdict is Verdict.REJECTED and low.startswith(_FINAL_PREFIXES):
-        return f"{RELAY_REFUSED}: {msg}"
-    return f"{RELAY_RETRY}: {verdict.value}{(': ' + msg) if msg else ''}"
+    if verdict.disposition is Disposition.RETRY:
+        return f"{RELAY_RETRY}: {verdict.verdict.value}{(': ' + verdict.message) if verdict.message else ''}"
+    return f"{verdict.disposition.value}: {verdict.message}"
 
 
 class Outbox:
@@ -229,7 +226,7 @@ class Outbox:
             attempts = int(row[1]) + 1
             state = str(row[2])
             for url, verdict in outcome.results.items():
-                status = classify_verdict(verdict.verdict, verdict.message)
+                status = status_of(verdict)
                 if relays.get(url) == RELAY_ACCEPTED and not status.startswith(_DONE_FOR_RELAY):
                     # a relay that holds the event stays "accepted" even if a later retry timed out
                     continue
