@@ -9,18 +9,18 @@ from didactyl_tui.nostr.relay_guard import FailedEvents, FrameHealth, TokenBucke
 from didactyl_tui.nostr.results import Disposition, RelayVerdict, Verdict
 
 
-def test_failed_events_are_bounded_and_forget_the_least_recently_seen() -> None:
+def test_failed_events_are_bounded_and_forget_the_least_recently_added() -> None:
     failed = FailedEvents(capacity=2)
-    failed.add("a", "s")
-    failed.add("b", "s")
-    assert ("a", "s") in failed  # seen again: now the most recent
-    failed.add("c", "s")
+    failed.add(("a", "s"))
+    failed.add(("b", "s"))
+    failed.add(("a", "s"))  # added again: now the most recent
+    failed.add(("c", "s"))
     assert len(failed) == 2 and ("b", "s") not in failed and ("a", "s") in failed and ("c", "s") in failed
 
 
 def test_failed_events_are_keyed_by_id_and_signature() -> None:
     failed = FailedEvents()
-    failed.add("id", "bad-sig")
+    failed.add(("id", "bad-sig"))
     assert ("id", "bad-sig") in failed
     assert ("id", "good-sig") not in failed  # a forgery cannot blacklist the genuine event
 

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from .event import Event
 from .filters import validate_filter
 from .keys import SecretKey
-from .relay import QueryResult, RecentIds, RelayClient, StateCallback, Subscription, call_safely
-from .relay_guard import FailedEvents
+from .relay import QueryResult, RelayClient, StateCallback, Subscription, call_safely
+from .relay_guard import FailedEvents, RecentIds
 from .replaceable import resolve
 from .results import ConnectionState, PublishOutcome, RelayVerdict, Verdict
 

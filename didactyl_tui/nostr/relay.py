@@ -27,7 +27,7 @@ import logging
 import random
 import secrets
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,7 +60,7 @@ from .messages import (
     parse_relay_message,
     sniff_subscription_id,
 )
-from .relay_guard import FailedEvents, FrameHealth, TokenBucket
+from .relay_guard import FailedEvents, FrameHealth, RecentIds, TokenBucket
 from .replaceable import newest_first
 from .results import ConnectionState, RelayVerdict, Verdict
 
@@ -101,23 +101,6 @@ class QueryResult:
     events: list[Event] = field(default_factory=list)
     complete: bool = False
     reason: str = ""  # why it is not complete: not connected, timed out, closed by the relay
-
-
-class RecentIds:
-    """A bounded set of recently seen ids (oldest forgotten first)."""
-
-    def __init__(self, capacity: int = 10_000) -> None:
-        self._ids: OrderedDict[str, None] = OrderedDict()
-        self._capacity = capacity
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._ids
-
-    def add(self, key: str) -> None:
-        self._ids[key] = None
-        self._ids.move_to_end(key)
-        if len(self._ids) > self._capacity:
-            self._ids.popitem(last=False)
 
 
 class Subscription:
@@ -591,7 +574,7 @@ class RelayClient:
             return self._drop(DROP_FUTURE)
         self._verify_budget.take()
         if not self.verifier(ev.pubkey, bytes.fromhex(ev.id), bytes.fromhex(ev.sig)):
-            self.failed_events.add(ev.id, ev.sig)
+            self.failed_events.add((ev.id, ev.sig))
             return self._drop(DROP_INVALID_SIG)
         sub._deliver(ev)
         return None

@@ -1,6 +1,8 @@
 """What a relay client keeps to defend itself against a hostile relay (issue #10).
 
-* :class:`FailedEvents` — a bounded LRU of events whose signature failed, keyed by ``(id, sig)``:
+* :class:`RecentKeys` — a bounded set; :class:`RecentIds` (a subscription's repeats) and
+  :class:`FailedEvents` are two of them.
+* :class:`FailedEvents` — a bounded set of events whose signature failed, keyed by ``(id, sig)``:
   the same bad event is verified once, however often it comes back. Keying on the pair (not the id)
   means a forgery that borrows a genuine event's id cannot get the genuine event dropped: the
   genuine event's signature is valid, so it is never the stored pair. Safe to share between relays.
@@ -15,31 +17,39 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
 
 
-class FailedEvents:
-    """A bounded set of ``(id, sig)`` pairs whose signature did not verify (oldest forgotten first)."""
+class RecentKeys(Generic[K]):
+    """A bounded set: past ``capacity`` the least recently added key is forgotten."""
 
     def __init__(self, capacity: int = 10_000) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
-        self._pairs: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._keys: OrderedDict[K, None] = OrderedDict()
         self.capacity = capacity
 
     def __len__(self) -> int:
-        return len(self._pairs)
+        return len(self._keys)
 
-    def __contains__(self, pair: object) -> bool:
-        if pair in self._pairs:
-            self._pairs.move_to_end(pair)  # type: ignore[arg-type]
-            return True
-        return False
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
 
-    def add(self, event_id: str, sig: str) -> None:
-        self._pairs[(event_id, sig)] = None
-        self._pairs.move_to_end((event_id, sig))
-        if len(self._pairs) > self.capacity:
-            self._pairs.popitem(last=False)
+    def add(self, key: K) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        if len(self._keys) > self.capacity:
+            self._keys.popitem(last=False)
+
+
+class RecentIds(RecentKeys[str]):
+    """Recently seen event ids (a subscription's repeats)."""
+
+
+class FailedEvents(RecentKeys[tuple[str, str]]):
+    """``(id, sig)`` pairs whose signature did not verify."""
 
 
 class TokenBucket:
