@@ -17,10 +17,11 @@ from typing import Any, TypeVar
 from .event import Event
 from .filters import validate_filter
 from .keys import SecretKey
-from .relay import QueryResult, RelayClient, StateCallback, Subscription, call_safely
+from .relay import RelayClient, StateCallback
 from .relay_guard import FailedEvents, RecentIds
 from .replaceable import resolve
 from .results import ConnectionState, PublishOutcome, RelayVerdict, Verdict
+from .subscription import QueryResult, Subscription, call_safely
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,6 @@ import secrets
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,11 +38,14 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 
 from ..errors import NostrError, RelayError
 from .event import Event, sign_event
-from .filters import Filter, matches_any, validate_filter
+from .filters import matches_any, validate_filter
 from .keys import SecretKey, verify_signature
 from .kinds import CLIENT_AUTH
 from .messages import (
     BAD_EVENT,
+    BAD_JSON,
+    BAD_MESSAGE,
+    UNKNOWN_MESSAGE,
     ClientAuth,
     ClientClose,
     ClientEvent,
@@ -63,6 +65,9 @@ from .messages import (
 from .relay_guard import FailedEvents, FrameHealth, RecentIds, TokenBucket
 from .replaceable import newest_first
 from .results import ConnectionState, RelayVerdict, Verdict
+from .subscription import EventCallback, QueryResult, Subscription, call_safely
+
+__all__ = ["QueryResult", "RelayClient", "StateCallback", "Subscription", "call_safely"]
 
 log = logging.getLogger(__name__)
 
@@ -78,101 +83,18 @@ READ_SLICE_S = 0.004  # the read loop yields to the event loop after this much w
 
 # Reasons counted in RelayClient.dropped (other modules may rely on these names).
 DROP_OVERSIZED = "oversized"
-DROP_BAD_JSON = "bad_json"
-DROP_BAD_MESSAGE = "bad_message"  # JSON, but not a well-formed relay message
-DROP_UNKNOWN_MESSAGE = "unknown_message"  # a message type we never asked for
+DROP_BAD_JSON = BAD_JSON
+DROP_BAD_MESSAGE = BAD_MESSAGE  # JSON, but not a well-formed relay message
+DROP_UNKNOWN_MESSAGE = UNKNOWN_MESSAGE  # a message type we never asked for
 DROP_UNKNOWN_SUB = "unknown_sub"
-DROP_BAD_EVENT = "bad_event"  # not the shape of an event
+DROP_BAD_EVENT = BAD_EVENT  # not the shape of an event
 DROP_INVALID_ID = "invalid_id"
 DROP_INVALID_SIG = "invalid_sig"
 DROP_FILTER_MISMATCH = "filter_mismatch"
 DROP_FUTURE = "future_created_at"
 Verifier = Callable[[str, bytes, bytes], bool]  # (pubkey hex, id bytes, sig bytes) -> valid
 
-EventCallback = Callable[[Event], None]
 StateCallback = Callable[[str, ConnectionState], None]
-
-
-@dataclass(slots=True)
-class QueryResult:
-    """One relay's answer to a query. ``complete`` means the relay sent EOSE."""
-
-    url: str
-    events: list[Event] = field(default_factory=list)
-    complete: bool = False
-    reason: str = ""  # why it is not complete: not connected, timed out, closed by the relay
-
-
-class Subscription:
-    """A live REQ on one relay. Re-sent after every reconnect until :meth:`close`."""
-
-    def __init__(
-        self,
-        client: RelayClient,
-        sub_id: str,
-        filters: list[Filter],
-        on_event: EventCallback,
-        on_eose: Callable[[], None] | None,
-        on_closed: Callable[[str], None] | None,
-    ) -> None:
-        self.client = client
-        self.id = sub_id
-        self.filters = filters
-        self._on_event = on_event
-        self._on_eose = on_eose
-        self._on_closed = on_closed
-        self._seen = RecentIds()
-        self.eose_received = False
-        self.closed_reason: str | None = None  # set when the relay sent CLOSED (or we closed it)
-        self._settled = asyncio.Event()  # EOSE or CLOSED arrived
-        self._auth_retried = False
-
-    @property
-    def active(self) -> bool:
-        return self.closed_reason is None
-
-    async def close(self) -> None:
-        """Stop the subscription (sends CLOSE when connected). Idempotent."""
-        self.client._forget_subscription(self, "closed by us")
-
-    async def wait_settled(self, timeout: float) -> bool:
-        """Wait for EOSE or CLOSED; False on timeout."""
-        try:
-            async with asyncio.timeout(timeout):
-                await self._settled.wait()
-        except TimeoutError:
-            return False
-        return True
-
-    def _deliver(self, ev: Event) -> None:
-        if ev.id in self._seen:
-            return  # a repeat, e.g. stored events sent again after a re-subscription
-        self._seen.add(ev.id)
-        call_safely(self._on_event, ev)
-
-    def _eose(self) -> None:
-        self.eose_received = True
-        self._settled.set()
-        if self._on_eose is not None:
-            call_safely(self._on_eose)
-
-    def _closed(self, reason: str, *, notify: bool) -> None:
-        if self.closed_reason is not None:
-            return
-        self.closed_reason = reason
-        self._settled.set()
-        if notify and self._on_closed is not None:
-            call_safely(self._on_closed, reason)
-
-    def __repr__(self) -> str:
-        return f"Subscription({self.client.url!r}, {self.id!r}, active={self.active})"
-
-
-def call_safely(fn: Callable[..., Any], *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:  # a consumer's bug must not kill the connection
-        log.exception("relay callback raised")
 
 
 def _describe(exc: BaseException, timeout: float) -> str:
