@@ -31,6 +31,7 @@ from didactyl_tui.nostr.messages import (
     RelayOk,
     parse_client_message,
     parse_relay_message,
+    sniff_event_id,
     sniff_subscription_id,
 )
 
@@ -165,3 +166,11 @@ def test_the_sniffed_subscription_id_is_the_parsed_one_or_none(sub_id: str) -> N
 ])
 def test_sniffing_gives_up_rather_than_guess(frame: bytes) -> None:
     assert sniff_subscription_id(frame) is None
+
+
+def test_the_event_id_of_a_frame_too_big_to_parse_can_be_read() -> None:
+    big = ClientEvent.of(EV).to_json().encode()
+    assert sniff_event_id(big) == EV.id
+    assert sniff_event_id(b'["EVENT",{"kind":1,"id" : "' + b"a" * 64 + b'"') == "a" * 64  # truncated, spaced
+    assert sniff_event_id(b'["EVENT",{"id":"ABC"}]') is None
+    assert sniff_event_id(b"not json") is None

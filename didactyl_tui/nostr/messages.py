@@ -11,7 +11,8 @@ peer sent them: they are data from outside, and nothing here shows them to a per
 
 :func:`sniff_subscription_id` reads the subscription id of an ``EVENT`` frame without parsing the
 JSON (the idea of nostr-tools' ``fakejson``), so a client can drop frames for subscriptions it does
-not hold before paying for the parse.
+not hold before paying for the parse; :func:`sniff_event_id` reads an event id the same way (a hint
+for addressing an ``OK``, e.g. to an EVENT too big to parse).
 """
 
 from __future__ import annotations
@@ -292,3 +293,14 @@ def sniff_subscription_id(data: bytes) -> str | None:
         return m.group(1).decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+_EVENT_ID = re.compile(rb'"id"\s*:\s*"([0-9a-f]{64})"')
+
+
+def sniff_event_id(data: bytes) -> str | None:
+    """The first ``"id":"<64 hex>"`` in a frame, read without parsing it (e.g. an oversized EVENT a
+    relay will not parse but must answer with ``OK false``). A hint for addressing an answer only:
+    a crafted frame can put another id first, so never trust it for anything else."""
+    m = _EVENT_ID.search(data)
+    return m.group(1).decode("ascii") if m else None
