@@ -3,12 +3,13 @@
     python bench/client_flood_bench.py [--seconds 3]
 
 For each flood (tests/flood_relay.py, in its own process: ``badsig`` one bad-signature event again
-and again, ``distinct`` a new bad-signature event every time, ``badjson`` frames that are not JSON)
-a pool over an honest embedded relay and the flooding relay subscribes to both and publishes to
-both (0.5 s timeout) while a probe task sleeps 10 ms and records how late it wakes. Each flood runs
+and again, ``distinct`` a new bad-signature event every time, ``badjson`` frames that are not JSON,
+``repeat`` one valid event again and again) a pool over an honest embedded relay and the flooding
+relay subscribes to both and publishes to both (0.5 s timeout) while a probe task sleeps 10 ms and
+records how late it wakes. Each flood runs
 twice in the same process: with the client's defences (issue #10) and, as the reference, with
-them switched off (no memory of failed events, no verification budget, no yielding while reading,
-no hang-up) — the client as it was before. Lines:
+them switched off (no memory of failed events, no frame or verification budget, no yielding while
+reading, no hang-up) — the client as it was before. Lines:
 
   lag p95 / max        the probe's oversleep                 target p95 <= 50 ms (issue #10)
   timeout overrun      slowest flooded publish / its timeout  target < 1.5x
@@ -16,7 +17,9 @@ no hang-up) — the client as it was before. Lines:
   hang-ups             times the client disconnected the flooding relay
   honest               events published to the honest relay / arrived on the subscription
 
-The machine is shared and noisy: read the ratios between the two rows of a flood.
+The machine is shared and noisy: read the ratios between the two rows of a flood. Measured here
+(3 s runs, quiet box): defended p95 1.7-7.7 ms, overrun <= 1.02x; reference p95 52-374 ms,
+overrun up to 2.4x, and the honest relay's publishes time out under the JSON flood.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ class ForgetfulFailedEvents(FailedEvents):
 
 
 UNDEFENDED: dict[str, Any] = {
-    "verify_rate": 1e12, "verify_burst": 1e12, "health_window": 10**9,
+    "verify_rate": 1e12, "verify_burst": 1e12, "frame_rate": 1e12, "frame_burst": 1e12, "health_window": 10**9,
 }
 
 
@@ -80,7 +83,7 @@ async def one(mode: str, defended: bool, seconds: float) -> str:
 async def main(seconds: float) -> None:
     print(f"client flood bench: {seconds:g} s per run; targets: lag p95 <= {LAG_P95_TARGET_MS:g} ms, "
           f"timeout overrun < {OVERRUN_TARGET}x")
-    for mode in ("badsig", "distinct", "badjson"):
+    for mode in ("badsig", "distinct", "badjson", "repeat"):
         for defended in (True, False):
             print(await one(mode, defended, seconds), flush=True)
 

@@ -3,8 +3,9 @@
     python tests/flood_relay.py MODE [--seconds S]      (prints its port on the first line)
 
 MODE is ``badsig`` (one event with a broken signature, sent again and again), ``distinct`` (a
-different broken-signature event every time: each one would cost a verification) or ``badjson``
-(frames that are not JSON). Every flooded event matches ``{"kinds": [1]}``.
+different broken-signature event every time: each one would cost a verification), ``badjson``
+(frames that are not JSON) or ``repeat`` (one valid event again and again: no frame is invalid).
+Every flooded event matches ``{"kinds": [1]}``.
 
 It runs in another process so that its own work does not land on the event loop of the client
 under test: the client's loop-lag probe then measures the client alone. Bounded: each connection
@@ -30,11 +31,14 @@ if __name__ == "__main__":  # run as a script: make the package importable from 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from didactyl_tui.nostr.event import compute_id
+from didactyl_tui.nostr.event import compute_id, sign_event
+from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.messages import ClientReq, MessageError, RelayEose, RelayEvent, parse_client_message
 
-MODES = ("badsig", "distinct", "badjson")
+MODES = ("badsig", "distinct", "badjson", "repeat")
 FLOOD_PUBKEY = hashlib.sha256(b"flood author").hexdigest()  # any 64-hex string: never verifies
+VALID_EVENT = sign_event(SecretKey.from_hex("0e" * 32), kind=1, content="the same again",
+                         created_at=1_700_000_000).to_dict()
 
 
 def bad_signature_event(n: int) -> dict[str, object]:
@@ -52,6 +56,8 @@ def frame(mode: str, sub_id: str, n: int) -> str:
         return RelayEvent(sub_id, bad_signature_event(0)).to_json()
     if mode == "distinct":
         return RelayEvent(sub_id, bad_signature_event(n)).to_json()
+    if mode == "repeat":
+        return RelayEvent(sub_id, VALID_EVENT).to_json()
     return ['["EVENT","' + sub_id + '",{"id":', "not json at all {", "\x00\xff garbage"][n % 3]
 
 

@@ -9,9 +9,9 @@ signature does not verify or that does not match its subscription's filters is d
 counted in :attr:`RelayClient.dropped` by reason.
 
 A hostile relay cannot starve the event loop or make us repeat work (issue #10): an event whose
-signature failed is remembered (bounded, by id and signature) and never verified again; signature
-checks are rate-limited per relay (when the budget is spent the client stops reading that relay
-until it recovers, so its socket pushes back); the read loop yields to the event loop every few
+signature failed is remembered (bounded, by id and signature) and never verified again; frames and
+signature checks are rate-limited per relay (when a budget is spent the client stops reading that
+relay until it recovers, so its socket pushes back); the read loop yields to the event loop every few
 milliseconds of work; and a relay whose recent frames are mostly invalid is disconnected and
 retried only after a penalty that doubles each time (``disconnects`` counts why).
 
@@ -75,6 +75,8 @@ DEFAULT_MAX_FRAME_BYTES = 1024 * 1024
 DEFAULT_MAX_FUTURE_SKEW_S = 15 * 60
 DEFAULT_VERIFY_RATE = 2000.0  # signature checks per second per relay (one check costs ~60 µs here)
 DEFAULT_VERIFY_BURST = 2000.0  # checks a quiet relay may spend at once (a query's stored events)
+DEFAULT_FRAME_RATE = 5000.0  # frames read per second per relay, valid or not (bounds the CPU a relay costs)
+DEFAULT_FRAME_BURST = 5000.0
 DEFAULT_HEALTH_WINDOW = 200  # frames judged together ...
 DEFAULT_MAX_INVALID_SHARE = 0.5  # ... and the share of them that may be invalid before we hang up
 DEFAULT_PENALTY_BASE_S = 5.0  # first wait after hanging up on a hostile relay; doubles each time
@@ -130,6 +132,8 @@ class RelayClient:
         failed_events: FailedEvents | None = None,
         verify_rate: float = DEFAULT_VERIFY_RATE,
         verify_burst: float = DEFAULT_VERIFY_BURST,
+        frame_rate: float = DEFAULT_FRAME_RATE,
+        frame_burst: float = DEFAULT_FRAME_BURST,
         health_window: int = DEFAULT_HEALTH_WINDOW,
         max_invalid_share: float = DEFAULT_MAX_INVALID_SHARE,
         penalty_base: float = DEFAULT_PENALTY_BASE_S,
@@ -151,6 +155,8 @@ class RelayClient:
         self.verifier = verifier
         self.failed_events = failed_events if failed_events is not None else FailedEvents()
         self._verify_budget = TokenBucket(verify_rate, verify_burst, time.monotonic)
+        self._frame_budget = TokenBucket(frame_rate, frame_burst, time.monotonic)
+        self.frames_received = 0  # every frame read from this relay, over all connections
         self._health = FrameHealth(health_window, max_invalid_share)
         self.penalty_base = penalty_base
         self.penalty_max = penalty_max
@@ -368,6 +374,8 @@ class RelayClient:
                     self.last_error = self._describe_close(exc)
                 return
             started = time.perf_counter()
+            self.frames_received += 1
+            self._frame_budget.take()
             try:
                 # Every drop reason _on_frame returns counts against the relay's health; repeats and
                 # unknown subscriptions (a race with our own CLOSE) do not.
@@ -380,8 +388,9 @@ class RelayClient:
                 return
             busy += time.perf_counter() - started
             # Frames already buffered come back from recv() without a turn of the event loop: give
-            # it one every few ms of work, and stop reading while the verification budget is spent.
-            if (wait := self._verify_budget.wait_time()) > 0:
+            # it one every few ms of work, and stop reading while a budget (frames, signature
+            # checks) is spent: the relay's socket then pushes back instead of us dropping events.
+            if (wait := max(self._verify_budget.wait_time(), self._frame_budget.wait_time())) > 0:
                 await asyncio.sleep(wait)
                 busy = 0.0
             elif busy >= READ_SLICE_S:

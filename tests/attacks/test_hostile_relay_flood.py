@@ -93,6 +93,20 @@ async def test_verification_is_rate_limited_per_relay(tmp_path: Path) -> None:
     _check_common(run, _lag_checker(run))
 
 
+async def test_frames_are_rate_limited_per_relay(tmp_path: Path) -> None:
+    """One valid event again and again: nothing is invalid, yet the relay gets ``frame_rate``
+    frames a second of our time, and nothing it sends is lost meanwhile (its socket waits)."""
+    rate, burst = 1000.0, 200.0
+    started = time.monotonic()
+    run, flood_url = await flood_run(tmp_path, "repeat", frame_rate=rate, frame_burst=burst)
+    elapsed = time.monotonic() - started
+    assert run.pool is not None
+    client = run.pool.client(flood_url)
+    assert burst < client.frames_received <= burst + rate * elapsed + 1, (client.frames_received, elapsed)
+    assert not client.disconnects and not client.dropped.get("invalid_sig")
+    _check_common(run, _lag_checker(run))
+
+
 async def test_a_forgery_cannot_poison_the_memory_of_failed_events(tmp_path: Path) -> None:
     """A hostile relay serves a genuine event's id with a bad signature first; the genuine event,
     from an honest relay, is still delivered (failures are remembered by id *and* signature)."""
