@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from didactyl_tui.errors import RelayError
 from didactyl_tui.nostr.messages import Prefix
+from didactyl_tui.nostr.relay import RelayClient
 from didactyl_tui.nostr.relay_guard import FailedEvents, FrameHealth, TokenBucket
 from didactyl_tui.nostr.results import Disposition, RelayVerdict, Verdict
 
@@ -94,3 +96,18 @@ def test_verdict_disposition_is_read_from_the_typed_prefix(
 
 def test_a_given_prefix_wins_over_the_message() -> None:
     assert RelayVerdict("ws://r", Verdict.REJECTED, "odd text", Prefix.BLOCKED).disposition is Disposition.REFUSED
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"verify_rate": 0},
+    {"frame_rate": float("inf")},
+    {"frame_rate": float("nan")},
+    {"verify_burst": 0.5},
+    {"health_window": 0},
+    {"max_invalid_share": 1.0},
+    {"penalty_base": 0},
+    {"penalty_base": 10.0, "penalty_max": 5.0},
+])
+def test_impossible_defence_settings_are_a_relay_error(kwargs: dict[str, float]) -> None:
+    with pytest.raises(RelayError):
+        RelayClient("ws://127.0.0.1:9", **kwargs)  # type: ignore[arg-type]

@@ -112,7 +112,19 @@ def _describe(exc: BaseException, timeout: float) -> str:
 
 
 class RelayClient:
-    """One relay connection. ``start()`` (or ``await connect()``) runs it in the background."""
+    """One relay connection. ``start()`` (or ``await connect()``) runs it in the background.
+
+    Defences against a hostile relay (all per relay; a pool shares ``failed_events``):
+
+    * ``verifier`` — the signature check (injected; the default is BIP-340 via secp256k1);
+    * ``failed_events`` — the bounded memory of ``(id, sig)`` pairs that failed it;
+    * ``verify_rate``/``verify_burst`` — signature checks per second, and how many may be spent at
+      once; ``frame_rate``/``frame_burst`` — the same for frames of any kind. Past a budget the
+      client stops reading the relay until the budget recovers (nothing is dropped);
+    * ``health_window``/``max_invalid_share`` — when more than this share of the last
+      ``health_window`` frames were invalid, the client hangs up and waits ``penalty_base``
+      seconds (doubling with every hang-up in a row, at most ``penalty_max``) before reconnecting.
+    """
 
     def __init__(
         self,
@@ -154,10 +166,15 @@ class RelayClient:
         self.max_future_skew = max_future_skew
         self.verifier = verifier
         self.failed_events = failed_events if failed_events is not None else FailedEvents()
-        self._verify_budget = TokenBucket(verify_rate, verify_burst, time.monotonic)
-        self._frame_budget = TokenBucket(frame_rate, frame_burst, time.monotonic)
+        try:
+            self._verify_budget = TokenBucket(verify_rate, verify_burst, time.monotonic)
+            self._frame_budget = TokenBucket(frame_rate, frame_burst, time.monotonic)
+            self._health = FrameHealth(health_window, max_invalid_share)
+        except ValueError as exc:
+            raise RelayError(f"{url}: {exc}") from None
+        if not 0 < penalty_base <= penalty_max:
+            raise RelayError(f"{url}: penalty_base must be > 0 and at most penalty_max")
         self.frames_received = 0  # every frame read from this relay, over all connections
-        self._health = FrameHealth(health_window, max_invalid_share)
         self.penalty_base = penalty_base
         self.penalty_max = penalty_max
         self._penalties = 0  # hang-ups for invalid frames in a row (reset by a healthy connection)

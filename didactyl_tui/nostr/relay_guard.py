@@ -56,8 +56,8 @@ class TokenBucket:
     """``rate`` tokens per second, at most ``burst`` saved up; :meth:`take` may go into debt."""
 
     def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
-        if not rate > 0 or not burst >= 1:
-            raise ValueError("rate must be > 0 and burst >= 1")
+        if not (0 < rate < float("inf")) or not burst >= 1:
+            raise ValueError("a rate must be a finite number > 0 and its burst at least 1")
         self.rate = rate
         self.burst = burst
         self._clock = clock
