@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,18 +27,38 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from didactyl_tui.nostr.event import Event
+from didactyl_tui.nostr.messages import (
+    ClientClose,
+    ClientEvent,
+    ClientMessage,
+    ClientReq,
+    MessageError,
+    RelayClosed,
+    RelayEose,
+    RelayEvent,
+    RelayMessage,
+    RelayOk,
+    parse_client_message,
+    parse_relay_message,
+)
 
 _quiet = logging.getLogger("tests.fault_relay")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
 
-def _parse(raw: str | bytes) -> list[Any] | None:
+def _from_client(raw: str | bytes) -> ClientMessage | None:
     try:
-        msg = json.loads(raw)
-    except (ValueError, RecursionError):
+        return parse_client_message(raw)
+    except MessageError:
         return None
-    return msg if isinstance(msg, list) and msg and isinstance(msg[0], str) else None
+
+
+def _from_relay(raw: str | bytes) -> RelayMessage | None:
+    try:
+        return parse_relay_message(raw)
+    except MessageError:
+        return None
 
 
 def _abort(ws: ServerConnection | ClientConnection | None) -> None:
@@ -189,7 +208,7 @@ class FaultProxy:
             for sub in list(link.subs):
                 link.subs.discard(sub)
                 with contextlib.suppress(ConnectionClosed):
-                    await link.client.send(json.dumps(["CLOSED", sub, reason]))
+                    await link.client.send(RelayClosed(sub, reason).to_json())
                     sent += 1
         return sent
 
@@ -200,7 +219,7 @@ class FaultProxy:
             for sub in list(link.subs):
                 for ev in events:
                     with contextlib.suppress(ConnectionClosed):
-                        await link.client.send(json.dumps(["EVENT", sub, ev]))
+                        await link.client.send(RelayEvent(sub, ev).to_json())
                         sent += 1
         return sent
 
@@ -259,26 +278,26 @@ class FaultProxy:
                 if link.hung:
                     self.log.append(LogEntry("swallowed", link.no, message=str(raw)[:80]))
                     continue
-                msg = _parse(raw)
-                if msg is not None and msg[0] == "EVENT" and len(msg) > 1 and isinstance(msg[1], dict):
-                    eid = str(msg[1].get("id", ""))
-                    created_at = msg[1].get("created_at", 0)
+                msg = _from_client(raw)
+                if isinstance(msg, ClientEvent):
+                    eid = str(msg.event.get("id", ""))
+                    created_at = msg.event.get("created_at", 0)
                     if self._rejects:
                         reason = self._rejects.pop(0)
                         self.log.append(LogEntry("rejected", link.no, eid, created_at, False, reason))
-                        await link.client.send(json.dumps(["OK", eid, False, reason]))
+                        await link.client.send(RelayOk(eid, False, reason).to_json())
                         continue
                     if self._kill_after_forward:
                         self._kill_after_forward -= 1
                         link.kill_on_ok.add(eid)
                     self.log.append(LogEntry("event", link.no, eid, created_at))
-                elif msg is not None and msg[0] == "REQ" and len(msg) > 1:
+                elif isinstance(msg, ClientReq):
                     if self._closed_on_req is not None:
-                        await link.client.send(json.dumps(["CLOSED", msg[1], self._closed_on_req]))
+                        await link.client.send(RelayClosed(msg.sub_id, self._closed_on_req).to_json())
                         continue
-                    link.subs.add(str(msg[1]))
-                elif msg is not None and msg[0] == "CLOSE" and len(msg) > 1:
-                    link.subs.discard(str(msg[1]))
+                    link.subs.add(msg.sub_id)
+                elif isinstance(msg, ClientClose):
+                    link.subs.discard(msg.sub_id)
                 assert link.upstream is not None
                 await link.upstream.send(raw)
 
@@ -288,16 +307,14 @@ class FaultProxy:
             async for raw in link.upstream:
                 if link.hung:
                     continue
-                msg = _parse(raw)
-                if msg is not None and msg[0] == "OK" and len(msg) > 2:
-                    eid = str(msg[1])
-                    if eid in link.kill_on_ok:
-                        self._kill(link, f"killed before the OK for {eid[:12]}")
+                msg = _from_relay(raw)
+                if isinstance(msg, RelayOk):
+                    if msg.event_id in link.kill_on_ok:
+                        self._kill(link, f"killed before the OK for {msg.event_id[:12]}")
                         return
-                    reason = msg[3] if len(msg) > 3 and isinstance(msg[3], str) else ""
-                    self.log.append(LogEntry("ok", link.no, eid, 0, bool(msg[2]), reason))
-                elif msg is not None and msg[0] == "CLOSED" and len(msg) > 1:
-                    link.subs.discard(str(msg[1]))
+                    self.log.append(LogEntry("ok", link.no, msg.event_id, 0, msg.accepted, msg.reason))
+                elif isinstance(msg, RelayClosed):
+                    link.subs.discard(msg.sub_id)
                 await link.client.send(raw)
 
 
@@ -393,25 +410,21 @@ class HostileRelay:
     async def _handle(self, ws: ServerConnection) -> None:
         with contextlib.suppress(ConnectionClosed):
             async for raw in ws:
-                msg = _parse(raw)
+                msg = _from_client(raw)
                 if msg is None:
                     continue
-                self.received.append(msg)
-                if msg[0] == "REQ" and len(msg) > 2:
-                    sub = msg[1]
-                    filters = [f for f in msg[2:] if isinstance(f, dict)]
+                self.received.append(msg.to_list())
+                if isinstance(msg, ClientReq):
+                    filters = [dict(f) for f in msg.filters]
                     for item in self._serve(filters) if self._serve else self.events:
-                        if isinstance(item, str):
-                            await ws.send(item)
-                        else:
-                            await ws.send(json.dumps(["EVENT", sub, item]))
+                        await ws.send(item if isinstance(item, str) else RelayEvent(msg.sub_id, item).to_json())
                     if self.closed_reason is not None:
-                        await ws.send(json.dumps(["CLOSED", sub, self.closed_reason]))
+                        await ws.send(RelayClosed(msg.sub_id, self.closed_reason).to_json())
                     else:
-                        await ws.send(json.dumps(["EOSE", sub]))
-                elif msg[0] == "EVENT" and len(msg) > 1 and isinstance(msg[1], dict):
+                        await ws.send(RelayEose(msg.sub_id).to_json())
+                elif isinstance(msg, ClientEvent):
                     accepted, reason = self.ok_answer
-                    await ws.send(json.dumps(["OK", msg[1].get("id", ""), accepted, reason]))
+                    await ws.send(RelayOk(str(msg.event.get("id", "")), accepted, reason).to_json())
 
 
 def forged(ev: Event, **changes: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
+from didactyl_tui.nostr.messages import RelayMessage
 
 
 def free_port() -> int:
@@ -203,8 +204,9 @@ class ScriptedConnection:
             if msg and msg[0] == kind:
                 return msg
 
-    async def send(self, message: list[Any]) -> None:
-        await self.ws.send(json.dumps(message))
+    async def send(self, message: list[Any] | RelayMessage) -> None:
+        """Send a message: typed (``RelayOk(...)``) or as a list, possibly malformed on purpose."""
+        await self.ws.send(json.dumps(message) if isinstance(message, list) else message.to_json())
 
     async def send_raw(self, data: str | bytes) -> None:
         await self.ws.send(data)

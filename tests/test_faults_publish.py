@@ -237,7 +237,8 @@ async def test_garbage_truncated_and_oversized_frames_are_dropped_and_counted(tm
         outcome = await rig.publisher.publish(ev1)
         assert outcome.any_accepted and outcome.results[a.url].verdict is Verdict.ACCEPTED
         dropped = rig.pool.dropped()[a.url]
-        assert dropped["bad_json"] == 3
+        assert dropped["bad_json"] == 2
+        assert dropped["unknown_sub"] == 1  # read from the frame's head: never parsed
         assert dropped["oversized"] == 1
         assert dropped["bad_message"] == 1
         assert a.connections == connections_before  # none of these cost the connection

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
-from didactyl_tui.nostr.replaceable import address_of, is_newer, latest_by_address, newest, resolve
+from didactyl_tui.nostr.replaceable import (
+    address_key,
+    address_of,
+    is_newer,
+    is_newer_version,
+    latest_by_address,
+    newest,
+    newest_first,
+    resolve,
+    sql_newest_first,
+)
 
 ALICE = SecretKey.from_hex("00" * 31 + "03")
 BOB = SecretKey.from_hex("00" * 31 + "05")
@@ -114,3 +125,28 @@ def test_newest_wins_tie_lowest_id_independent_of_arrival_order(case: tuple[list
     assert latest_by_address(arrival) == expected
     assert sorted(resolve(arrival), key=lambda e: e.id) == sorted(expected.values(), key=lambda e: e.id)
     assert resolve(arrival) == resolve(events) == resolve(reversed(arrival))
+
+
+def test_address_key_names_the_address_or_the_event() -> None:
+    note = _ev(1, 5)
+    assert address_key(note) == f"event:{note.id}"
+    assert address_key(_ev(0, 5)) == f"0:{ALICE.public_key_hex}:"
+    assert address_key(_ev(30078, 5, d="short_term_memory")) == f"30078:{ALICE.public_key_hex}:short_term_memory"
+    assert address_key(_ev(30078, 5)) == f"30078:{ALICE.public_key_hex}:"  # no d tag is the empty d
+
+
+@given(versions_and_order())
+def test_every_form_of_the_order_agrees(case: tuple[list[Event], list[Event]]) -> None:
+    """Pairs, events, sort key and SQL all put the same version first."""
+    _, arrival = case
+    best = newest(arrival)
+    assert best is not None
+    assert sorted(arrival, key=newest_first)[0] is best
+    for other in arrival:
+        assert is_newer(best, other) == (other.id != best.id)
+        assert is_newer_version(best.created_at, best.id, other.created_at, other.id) == (other.id != best.id)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE v (event_id TEXT, created_at INTEGER)")
+    db.executemany("INSERT INTO v VALUES (?, ?)", [(e.id, e.created_at) for e in arrival])
+    order = f"SELECT event_id FROM v ORDER BY {sql_newest_first(id_column='event_id')}"
+    assert [r[0] for r in db.execute(order)] == [e.id for e in sorted(arrival, key=newest_first)]

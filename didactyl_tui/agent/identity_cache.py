@@ -20,7 +20,7 @@ from ..nostr import nip19
 from ..nostr.event import Event
 from ..nostr.keys import is_hex_pubkey
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST, TEXT_NOTE
-from ..nostr.replaceable import is_newer
+from ..nostr.replaceable import is_newer, newest_first
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class IdentityCache:
                 return False
             self._notes[ev.id] = ev
             if len(self._notes) > self.notes_limit:
-                keep = sorted(self._notes.values(), key=lambda e: (-e.created_at, e.id))[: self.notes_limit]
+                keep = sorted(self._notes.values(), key=newest_first)[: self.notes_limit]
                 self._notes = {e.id: e for e in keep}
                 return ev.id in self._notes
             return True
@@ -192,7 +192,7 @@ class IdentityCache:
 
     def view(self) -> IdentityView:
         if self._view is None:
-            notes = sorted(self._notes.values(), key=lambda e: (-e.created_at, e.id))
+            notes = sorted(self._notes.values(), key=newest_first)
             self._view = IdentityView(
                 pubkey=self.pubkey,
                 npub=self.npub,

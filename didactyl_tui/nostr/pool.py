@@ -17,9 +17,11 @@ from typing import Any, TypeVar
 from .event import Event
 from .filters import validate_filter
 from .keys import SecretKey
-from .relay import QueryResult, RecentIds, RelayClient, StateCallback, Subscription, call_safely
+from .relay import RelayClient, StateCallback
+from .relay_guard import FailedEvents, RecentIds
 from .replaceable import resolve
 from .results import ConnectionState, PublishOutcome, RelayVerdict, Verdict
+from .subscription import QueryResult, Subscription, call_safely
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,9 @@ class RelayPool:
 
     def __init__(self, urls: Iterable[str], *, auth_key: SecretKey | None = None, **client_kwargs: Any) -> None:
         user_on_state: StateCallback | None = client_kwargs.pop("on_state", None)
+        # One memory of events that failed verification for all relays: keyed by (id, sig), so a
+        # hostile relay cannot use it against a genuine event another relay serves.
+        client_kwargs.setdefault("failed_events", FailedEvents())
         self._listeners: list[StateCallback] = [user_on_state] if user_on_state else []
         self._clients: dict[str, RelayClient] = {
             url: RelayClient(url, auth_key=auth_key, on_state=self._on_state, **client_kwargs)

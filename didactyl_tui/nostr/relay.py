@@ -8,6 +8,13 @@ client: a frame that is oversized, not JSON, not a known message, or an event wh
 signature does not verify or that does not match its subscription's filters is dropped and
 counted in :attr:`RelayClient.dropped` by reason.
 
+A hostile relay cannot starve the event loop or make us repeat work (issue #10): an event whose
+signature failed is remembered (bounded, by id and signature) and never verified again; frames and
+signature checks are rate-limited per relay (when a budget is spent the client stops reading that
+relay until it recovers, so its socket pushes back); the read loop yields to the event loop every few
+milliseconds of work; and a relay whose recent frames are mostly invalid is disconnected and
+retried only after a penalty that doubles each time (``disconnects`` counts why).
+
 The connection runs in one background task that reconnects with exponential backoff and jitter
 and then re-sends every live subscription and every publish still waiting for its OK.
 """
@@ -16,14 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import secrets
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,129 +38,65 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 
 from ..errors import NostrError, RelayError
 from .event import Event, sign_event
-from .filters import Filter, matches_any, validate_filter
+from .filters import matches_any, validate_filter
 from .keys import SecretKey, verify_signature
 from .kinds import CLIENT_AUTH
+from .messages import (
+    BAD_EVENT,
+    BAD_JSON,
+    BAD_MESSAGE,
+    UNKNOWN_MESSAGE,
+    ClientAuth,
+    ClientClose,
+    ClientEvent,
+    ClientMessage,
+    ClientReq,
+    MessageError,
+    Prefix,
+    RelayAuth,
+    RelayClosed,
+    RelayEose,
+    RelayEvent,
+    RelayNotice,
+    RelayOk,
+    parse_relay_message,
+    sniff_subscription_id,
+)
+from .relay_guard import FailedEvents, FrameHealth, RecentIds, TokenBucket
+from .replaceable import newest_first
 from .results import ConnectionState, RelayVerdict, Verdict
+from .subscription import EventCallback, QueryResult, Subscription, call_safely
+
+__all__ = ["QueryResult", "RelayClient", "StateCallback", "Subscription", "call_safely"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAME_BYTES = 1024 * 1024
 DEFAULT_MAX_FUTURE_SKEW_S = 15 * 60
+DEFAULT_VERIFY_RATE = 2000.0  # signature checks per second per relay (one check costs ~60 µs here)
+DEFAULT_VERIFY_BURST = 2000.0  # checks a quiet relay may spend at once (a query's stored events)
+DEFAULT_FRAME_RATE = 5000.0  # frames read per second per relay, valid or not (bounds the CPU a relay costs)
+DEFAULT_FRAME_BURST = 5000.0
+DEFAULT_HEALTH_WINDOW = 200  # frames judged together ...
+DEFAULT_MAX_INVALID_SHARE = 0.5  # ... and the share of them that may be invalid before we hang up
+DEFAULT_PENALTY_BASE_S = 5.0  # first wait after hanging up on a hostile relay; doubles each time
+DEFAULT_PENALTY_MAX_S = 600.0
+READ_SLICE_S = 0.004  # the read loop yields to the event loop after this much work in a row
 
 # Reasons counted in RelayClient.dropped (other modules may rely on these names).
 DROP_OVERSIZED = "oversized"
-DROP_BAD_JSON = "bad_json"
-DROP_BAD_MESSAGE = "bad_message"  # JSON, but not a well-formed relay message
-DROP_UNKNOWN_MESSAGE = "unknown_message"  # a message type we never asked for
+DROP_BAD_JSON = BAD_JSON
+DROP_BAD_MESSAGE = BAD_MESSAGE  # JSON, but not a well-formed relay message
+DROP_UNKNOWN_MESSAGE = UNKNOWN_MESSAGE  # a message type we never asked for
 DROP_UNKNOWN_SUB = "unknown_sub"
-DROP_BAD_EVENT = "bad_event"  # not the shape of an event
+DROP_BAD_EVENT = BAD_EVENT  # not the shape of an event
 DROP_INVALID_ID = "invalid_id"
 DROP_INVALID_SIG = "invalid_sig"
 DROP_FILTER_MISMATCH = "filter_mismatch"
 DROP_FUTURE = "future_created_at"
+Verifier = Callable[[str, bytes, bytes], bool]  # (pubkey hex, id bytes, sig bytes) -> valid
 
-EventCallback = Callable[[Event], None]
 StateCallback = Callable[[str, ConnectionState], None]
-
-
-@dataclass(slots=True)
-class QueryResult:
-    """One relay's answer to a query. ``complete`` means the relay sent EOSE."""
-
-    url: str
-    events: list[Event] = field(default_factory=list)
-    complete: bool = False
-    reason: str = ""  # why it is not complete: not connected, timed out, closed by the relay
-
-
-class RecentIds:
-    """A bounded set of recently seen ids (oldest forgotten first)."""
-
-    def __init__(self, capacity: int = 10_000) -> None:
-        self._ids: OrderedDict[str, None] = OrderedDict()
-        self._capacity = capacity
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._ids
-
-    def add(self, key: str) -> None:
-        self._ids[key] = None
-        self._ids.move_to_end(key)
-        if len(self._ids) > self._capacity:
-            self._ids.popitem(last=False)
-
-
-class Subscription:
-    """A live REQ on one relay. Re-sent after every reconnect until :meth:`close`."""
-
-    def __init__(
-        self,
-        client: RelayClient,
-        sub_id: str,
-        filters: list[Filter],
-        on_event: EventCallback,
-        on_eose: Callable[[], None] | None,
-        on_closed: Callable[[str], None] | None,
-    ) -> None:
-        self.client = client
-        self.id = sub_id
-        self.filters = filters
-        self._on_event = on_event
-        self._on_eose = on_eose
-        self._on_closed = on_closed
-        self._seen = RecentIds()
-        self.eose_received = False
-        self.closed_reason: str | None = None  # set when the relay sent CLOSED (or we closed it)
-        self._settled = asyncio.Event()  # EOSE or CLOSED arrived
-        self._auth_retried = False
-
-    @property
-    def active(self) -> bool:
-        return self.closed_reason is None
-
-    async def close(self) -> None:
-        """Stop the subscription (sends CLOSE when connected). Idempotent."""
-        self.client._forget_subscription(self, "closed by us")
-
-    async def wait_settled(self, timeout: float) -> bool:
-        """Wait for EOSE or CLOSED; False on timeout."""
-        try:
-            async with asyncio.timeout(timeout):
-                await self._settled.wait()
-        except TimeoutError:
-            return False
-        return True
-
-    def _deliver(self, ev: Event) -> None:
-        if ev.id in self._seen:
-            return  # a repeat, e.g. stored events sent again after a re-subscription
-        self._seen.add(ev.id)
-        call_safely(self._on_event, ev)
-
-    def _eose(self) -> None:
-        self.eose_received = True
-        self._settled.set()
-        if self._on_eose is not None:
-            call_safely(self._on_eose)
-
-    def _closed(self, reason: str, *, notify: bool) -> None:
-        if self.closed_reason is not None:
-            return
-        self.closed_reason = reason
-        self._settled.set()
-        if notify and self._on_closed is not None:
-            call_safely(self._on_closed, reason)
-
-    def __repr__(self) -> str:
-        return f"Subscription({self.client.url!r}, {self.id!r}, active={self.active})"
-
-
-def call_safely(fn: Callable[..., Any], *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:  # a consumer's bug must not kill the connection
-        log.exception("relay callback raised")
 
 
 def _describe(exc: BaseException, timeout: float) -> str:
@@ -171,7 +112,19 @@ def _describe(exc: BaseException, timeout: float) -> str:
 
 
 class RelayClient:
-    """One relay connection. ``start()`` (or ``await connect()``) runs it in the background."""
+    """One relay connection. ``start()`` (or ``await connect()``) runs it in the background.
+
+    Defences against a hostile relay (all per relay; a pool shares ``failed_events``):
+
+    * ``verifier`` — the signature check (injected; the default is BIP-340 via secp256k1);
+    * ``failed_events`` — the bounded memory of ``(id, sig)`` pairs that failed it;
+    * ``verify_rate``/``verify_burst`` — signature checks per second, and how many may be spent at
+      once; ``frame_rate``/``frame_burst`` — the same for frames of any kind. Past a budget the
+      client stops reading the relay until the budget recovers (nothing is dropped);
+    * ``health_window``/``max_invalid_share`` — when more than this share of the last
+      ``health_window`` frames were invalid, the client hangs up and waits ``penalty_base``
+      seconds (doubling with every hang-up in a row, at most ``penalty_max``) before reconnecting.
+    """
 
     def __init__(
         self,
@@ -187,6 +140,16 @@ class RelayClient:
         connect_timeout: float = 5.0,
         ping_interval: float | None = 20.0,
         max_future_skew: float | None = DEFAULT_MAX_FUTURE_SKEW_S,
+        verifier: Verifier = verify_signature,
+        failed_events: FailedEvents | None = None,
+        verify_rate: float = DEFAULT_VERIFY_RATE,
+        verify_burst: float = DEFAULT_VERIFY_BURST,
+        frame_rate: float = DEFAULT_FRAME_RATE,
+        frame_burst: float = DEFAULT_FRAME_BURST,
+        health_window: int = DEFAULT_HEALTH_WINDOW,
+        max_invalid_share: float = DEFAULT_MAX_INVALID_SHARE,
+        penalty_base: float = DEFAULT_PENALTY_BASE_S,
+        penalty_max: float = DEFAULT_PENALTY_MAX_S,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("ws", "wss") or not parts.hostname:
@@ -201,6 +164,23 @@ class RelayClient:
         self.connect_timeout = connect_timeout
         self.ping_interval = ping_interval
         self.max_future_skew = max_future_skew
+        self.verifier = verifier
+        self.failed_events = failed_events if failed_events is not None else FailedEvents()
+        try:
+            self._verify_budget = TokenBucket(verify_rate, verify_burst, time.monotonic)
+            self._frame_budget = TokenBucket(frame_rate, frame_burst, time.monotonic)
+            self._health = FrameHealth(health_window, max_invalid_share)
+        except ValueError as exc:
+            raise RelayError(f"{url}: {exc}") from None
+        if not 0 < penalty_base <= penalty_max:
+            raise RelayError(f"{url}: penalty_base must be > 0 and at most penalty_max")
+        self.frames_received = 0  # every frame read from this relay, over all connections
+        self.penalty_base = penalty_base
+        self.penalty_max = penalty_max
+        self._penalties = 0  # hang-ups for invalid frames in a row (reset by a healthy connection)
+        self._penalized = False  # the connection that just ended was ended by us for invalid frames
+        self.disconnects: Counter[str] = Counter()  # our hang-ups on this relay, by main invalid reason
+        self._closed_subs = RecentIds(1024)  # subscriptions that ended (late events for them are no attack)
         self.dropped: Counter[str] = Counter()
         self.notices: deque[str] = deque(maxlen=20)
         self.last_error = ""
@@ -330,6 +310,11 @@ class RelayClient:
         delay = min(self.backoff_max, self.backoff_base * 2 ** min(attempt, 30))
         return random.uniform(delay / 2, delay)  # jitter: relays restarted together are not hit together
 
+    def _penalty_delay(self) -> float:
+        if not self._penalties:
+            return 0.0
+        return min(self.penalty_max, self.penalty_base * 2 ** min(self._penalties - 1, 30))
+
     async def _run(self) -> None:
         attempt = 0
         while not self._closing:
@@ -356,9 +341,12 @@ class RelayClient:
                 log.debug("relay %s: connect failed: %s", self.url, self.last_error)
             else:
                 started = time.monotonic()
+                self._penalized = False
                 await self._serve_connection(ws)
-                if time.monotonic() - started >= self.stable_after:
-                    attempt = 0
+                if self._penalized:
+                    self._penalties += 1
+                elif time.monotonic() - started >= self.stable_after:
+                    attempt, self._penalties = 0, 0
             if self._closing:
                 break
             if not self.reconnect:
@@ -366,7 +354,7 @@ class RelayClient:
                 self._set_state(ConnectionState.DISCONNECTED)
                 return
             self._set_state(ConnectionState.BACKOFF)
-            await asyncio.sleep(self._backoff_delay(attempt))
+            await asyncio.sleep(max(self._backoff_delay(attempt), self._penalty_delay()))
             attempt += 1
 
     async def _serve_connection(self, ws: ClientConnection) -> None:
@@ -380,27 +368,60 @@ class RelayClient:
         # Everything that must survive a reconnect is re-sent, in order, before new traffic.
         for sub in self._subs.values():
             sub._auth_retried = False
-            self._enqueue(["REQ", sub.id, *sub.filters])
+            self._enqueue(ClientReq(sub.id, tuple(sub.filters)))
         for ev in self._pending_events.values():
-            self._enqueue(["EVENT", ev.to_dict()])
+            self._enqueue(ClientEvent.of(ev))
+        self._health.reset()
         try:
-            while True:
-                try:
-                    data = await ws.recv(decode=False)
-                except ConnectionClosed as exc:
-                    self.last_error = self._describe_close(exc)
-                    break
-                try:
-                    self._on_frame(data)
-                except Exception:  # a bug in our handling must not end the connection
-                    log.exception("relay %s: failed to handle a frame", self.url)
-                    self.dropped["internal_error"] += 1
+            await self._read_loop(ws)
         finally:
             writer.cancel()
             self._ws, self._out = None, None
             if self._auth_task is not None:
                 self._auth_task.cancel()
             self._set_state(ConnectionState.DISCONNECTED)
+
+    async def _read_loop(self, ws: ClientConnection) -> None:
+        busy = 0.0  # seconds of work since we last gave the event loop a turn
+        while True:
+            try:
+                data = await ws.recv(decode=False)
+            except ConnectionClosed as exc:
+                if not self._penalized:
+                    self.last_error = self._describe_close(exc)
+                return
+            started = time.perf_counter()
+            self.frames_received += 1
+            self._frame_budget.take()
+            try:
+                # Every drop reason _on_frame returns counts against the relay's health; repeats and
+                # unknown subscriptions (a race with our own CLOSE) do not.
+                self._health.note(self._on_frame(data))
+            except Exception:  # a bug in our handling must not end the connection
+                log.exception("relay %s: failed to handle a frame", self.url)
+                self.dropped["internal_error"] += 1
+            if (reason := self._health.failing()) is not None:
+                self._hang_up(ws, reason)
+                return
+            busy += time.perf_counter() - started
+            # Frames already buffered come back from recv() without a turn of the event loop: give
+            # it one every few ms of work, and stop reading while a budget (frames, signature
+            # checks) is spent: the relay's socket then pushes back instead of us dropping events.
+            if (wait := max(self._verify_budget.wait_time(), self._frame_budget.wait_time())) > 0:
+                await asyncio.sleep(wait)
+                busy = 0.0
+            elif busy >= READ_SLICE_S:
+                await asyncio.sleep(0)
+                busy = 0.0
+
+    def _hang_up(self, ws: ClientConnection, reason: str) -> None:
+        share = sum(self._health.invalid.values()) / self._health.window
+        self.disconnects[reason] += 1
+        self._penalized = True
+        self.last_error = (f"disconnected: {share:.0%} of the last {self._health.window} messages were invalid "
+                           f"(mostly {reason})")
+        log.warning("relay %s: %s", self.url, self.last_error)
+        ws.transport.abort()  # a flooding relay would not answer a polite close in time anyway
 
     def _describe_close(self, exc: ConnectionClosed) -> str:
         if exc.sent is not None and exc.sent.code == 1009:  # websockets refused a too-big frame
@@ -417,10 +438,10 @@ class RelayClient:
             while True:
                 await ws.send(await out.get())
 
-    def _enqueue(self, message: list[Any]) -> bool:
+    def _enqueue(self, message: ClientMessage) -> bool:
         if self._out is None or self._state is not ConnectionState.CONNECTED:
             return False
-        self._out.put_nowait(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+        self._out.put_nowait(message.to_json())
         return True
 
     def _fail_pending(self, reason: str) -> None:
@@ -436,91 +457,86 @@ class RelayClient:
         task.add_done_callback(self._background.discard)
 
     # --- incoming -----------------------------------------------------------------------------
-    def _on_frame(self, data: bytes) -> None:
+    def _on_frame(self, data: bytes) -> str | None:
+        """Handle one frame; returns why it was invalid (a drop reason), or None."""
         if len(data) > self.max_frame_bytes:
-            self.dropped[DROP_OVERSIZED] += 1
-            return
+            return self._drop(DROP_OVERSIZED)
+        sniffed = sniff_subscription_id(data)
+        if sniffed is not None and sniffed not in self._subs:
+            return self._unknown_sub(sniffed)  # not worth parsing: nobody asked for it
         try:
-            msg = json.loads(data)
-        except (ValueError, RecursionError):
-            self.dropped[DROP_BAD_JSON] += 1
-            return
-        if not isinstance(msg, list) or not msg or not isinstance(msg[0], str):
-            self.dropped[DROP_BAD_MESSAGE] += 1
-            return
-        kind = msg[0]
-        if kind == "EVENT":
-            self._on_event(msg)
-        elif kind == "OK":
-            if len(msg) < 3 or not isinstance(msg[1], str) or not isinstance(msg[2], bool):
-                self.dropped[DROP_BAD_MESSAGE] += 1
-                return
-            reason = msg[3] if len(msg) > 3 and isinstance(msg[3], str) else ""
-            fut = self._pending.get(msg[1])
+            msg = parse_relay_message(data)
+        except MessageError as exc:
+            return self._drop(exc.kind)
+        if isinstance(msg, RelayEvent):
+            return self._on_event(msg)
+        if isinstance(msg, RelayOk):
+            fut = self._pending.get(msg.event_id)
             if fut is not None and not fut.done():
-                fut.set_result((msg[2], reason))
-        elif kind == "EOSE":
-            if len(msg) < 2 or not isinstance(msg[1], str):
-                self.dropped[DROP_BAD_MESSAGE] += 1
-                return
-            sub = self._subs.get(msg[1])
+                fut.set_result((msg.accepted, msg.reason))
+        elif isinstance(msg, RelayEose):
+            sub = self._subs.get(msg.sub_id)
             if sub is not None:
                 sub._eose()
-        elif kind == "CLOSED":
-            if len(msg) < 2 or not isinstance(msg[1], str):
-                self.dropped[DROP_BAD_MESSAGE] += 1
-                return
-            reason = msg[2] if len(msg) > 2 and isinstance(msg[2], str) else ""
-            self._on_closed(msg[1], reason)
-        elif kind == "NOTICE":
-            text = msg[1] if len(msg) > 1 and isinstance(msg[1], str) else ""
-            self.notices.append(text[:500])
-            log.info("relay %s says: %s", self.url, text[:200])
-        elif kind == "AUTH":
-            if len(msg) < 2 or not isinstance(msg[1], str) or not msg[1]:
-                self.dropped[DROP_BAD_MESSAGE] += 1
-                return
-            self._challenge = msg[1]
+        elif isinstance(msg, RelayClosed):
+            self._on_closed(msg.sub_id, msg.reason)
+        elif isinstance(msg, RelayNotice):
+            self.notices.append(msg.text[:500])  # kept as sent: sanitised by whoever shows it
+            log.info("relay %s says: %r", self.url, msg.text[:200])  # repr: no control chars in logs
+        elif isinstance(msg, RelayAuth):
+            self._challenge = msg.challenge
             self._notify()
-        else:
-            self.dropped[DROP_UNKNOWN_MESSAGE] += 1
+        return None
 
-    def _on_event(self, msg: list[Any]) -> None:
-        if len(msg) != 3 or not isinstance(msg[1], str):
-            self.dropped[DROP_BAD_MESSAGE] += 1
-            return
-        sub = self._subs.get(msg[1])
+    def _unknown_sub(self, sub_id: str) -> str | None:
+        self.dropped[DROP_UNKNOWN_SUB] += 1
+        # Events for a subscription we just closed are a race, not an attack; for one we never
+        # opened, they are invalid frames.
+        return None if sub_id in self._closed_subs else DROP_UNKNOWN_SUB
+
+    def _drop(self, reason: str) -> str:
+        self.dropped[reason] += 1
+        return reason
+
+    def _on_event(self, msg: RelayEvent) -> str | None:
+        sub = self._subs.get(msg.sub_id)
         if sub is None:
-            self.dropped[DROP_UNKNOWN_SUB] += 1
-            return
+            return self._unknown_sub(msg.sub_id)
         try:
-            ev = Event.from_dict(msg[2])
+            ev = Event.from_dict(msg.event)
+        except NostrError:
+            return self._drop(BAD_EVENT)
+        if ev.id in sub._seen:
+            return None  # already delivered (a verified copy); nothing new to check
+        if (ev.id, ev.sig) in self.failed_events:
+            return self._drop(DROP_INVALID_SIG)  # this very event failed before: not checked again
+        try:
             computed = ev.computed_id()
         except NostrError:
-            self.dropped[DROP_BAD_EVENT] += 1
-            return
-        if ev.id in sub._seen:
-            return  # already delivered (a verified copy); nothing new to check
+            return self._drop(BAD_EVENT)
         if computed != ev.id:
-            self.dropped[DROP_INVALID_ID] += 1
-        elif not matches_any(sub.filters, ev):
-            self.dropped[DROP_FILTER_MISMATCH] += 1
-        elif self.max_future_skew is not None and ev.created_at > time.time() + self.max_future_skew:
-            self.dropped[DROP_FUTURE] += 1
-        elif not verify_signature(ev.pubkey, bytes.fromhex(ev.id), bytes.fromhex(ev.sig)):
-            self.dropped[DROP_INVALID_SIG] += 1
-        else:
-            sub._deliver(ev)
+            return self._drop(DROP_INVALID_ID)
+        if not matches_any(sub.filters, ev):
+            return self._drop(DROP_FILTER_MISMATCH)
+        if self.max_future_skew is not None and ev.created_at > time.time() + self.max_future_skew:
+            return self._drop(DROP_FUTURE)
+        self._verify_budget.take()
+        if not self.verifier(ev.pubkey, bytes.fromhex(ev.id), bytes.fromhex(ev.sig)):
+            self.failed_events.add((ev.id, ev.sig))
+            return self._drop(DROP_INVALID_SIG)
+        sub._deliver(ev)
+        return None
 
     def _on_closed(self, sub_id: str, reason: str) -> None:
         sub = self._subs.get(sub_id)
         if sub is None:
             return
-        if reason.startswith("auth-required:") and self.auth_key is not None and not sub._auth_retried:
+        if Prefix.of(reason) is Prefix.AUTH_REQUIRED and self.auth_key is not None and not sub._auth_retried:
             sub._auth_retried = True
             self._spawn(self._auth_then_resubscribe(sub, reason))
             return
         del self._subs[sub_id]
+        self._closed_subs.add(sub_id)
         sub._closed(reason or "closed by the relay", notify=True)
 
     # --- NIP-42 -------------------------------------------------------------------------------
@@ -556,7 +572,7 @@ class RelayClient:
         fut: asyncio.Future[tuple[bool | None, str]] = asyncio.get_running_loop().create_future()
         self._pending[auth.id] = fut
         try:
-            self._enqueue(["AUTH", auth.to_dict()])
+            self._enqueue(ClientAuth.of(auth))
             try:
                 async with asyncio.timeout_at(deadline):
                     accepted, reason = await asyncio.shield(fut)
@@ -573,9 +589,10 @@ class RelayClient:
         if self._subs.get(sub.id) is not sub:
             return
         if ok:
-            self._enqueue(["REQ", sub.id, *sub.filters])
+            self._enqueue(ClientReq(sub.id, tuple(sub.filters)))
         else:
             del self._subs[sub.id]
+            self._closed_subs.add(sub.id)
             sub._closed(f"{closed_reason} (authentication failed: {why})", notify=True)
 
     # --- publish ------------------------------------------------------------------------------
@@ -598,20 +615,16 @@ class RelayClient:
                     lost = "" if self.connected else f" ({self.last_error or 'connection lost'})"
                     return RelayVerdict(self.url, Verdict.TIMEOUT, f"no OK within {timeout:g}s{lost}")
                 return RelayVerdict(self.url, Verdict.NOT_CONNECTED, reason)
-            if (
-                not accepted
-                and reason.startswith("auth-required:")
-                and self.auth_key is not None
-                and not auth_tried
-            ):
+            prefix = Prefix.of(reason)
+            if not accepted and prefix is Prefix.AUTH_REQUIRED and self.auth_key is not None and not auth_tried:
                 auth_tried = True
                 ok, why = await self._authenticate(deadline)
                 if ok:
                     continue
                 return RelayVerdict(self.url, Verdict.REJECTED, f"{reason} (authentication failed: {why})")
-            if accepted or reason.startswith("duplicate:"):
-                return RelayVerdict(self.url, Verdict.ACCEPTED, reason)
-            return RelayVerdict(self.url, Verdict.REJECTED, reason)
+            if accepted or prefix is Prefix.DUPLICATE:
+                return RelayVerdict(self.url, Verdict.ACCEPTED, reason, prefix)
+            return RelayVerdict(self.url, Verdict.REJECTED, reason, prefix)
 
     async def _send_and_wait(self, event: Event, deadline: float) -> tuple[bool | None, str]:
         loop = asyncio.get_running_loop()
@@ -620,7 +633,7 @@ class RelayClient:
             fut = loop.create_future()
             self._pending[event.id] = fut
             self._pending_events[event.id] = event
-            self._enqueue(["EVENT", event.to_dict()])
+            self._enqueue(ClientEvent.of(event))
         # else: the same event is already on its way; share its answer instead of sending twice
         self._waiters[event.id] += 1
         try:
@@ -661,15 +674,17 @@ class RelayClient:
         old = self._subs.get(sub_id)
         if old is not None:
             old._closed("replaced by a new subscription with the same id", notify=False)
+            self._closed_subs.add(sub_id)
         sub = Subscription(self, sub_id, checked, on_event, on_eose, on_closed)
         self._subs[sub_id] = sub
-        self._enqueue(["REQ", sub_id, *checked])
+        self._enqueue(ClientReq(sub_id, tuple(checked)))
         return sub
 
     def _forget_subscription(self, sub: Subscription, reason: str) -> None:
         if self._subs.get(sub.id) is sub:
             del self._subs[sub.id]
-            self._enqueue(["CLOSE", sub.id])
+            self._closed_subs.add(sub.id)
+            self._enqueue(ClientClose(sub.id))
         sub._closed(reason, notify=False)
 
     async def query_result(self, filters: list[Mapping[str, Any]], timeout: float = 5.0) -> QueryResult:
@@ -685,7 +700,7 @@ class RelayClient:
         finally:
             closed_by_relay = sub.closed_reason
             await sub.close()
-        events = sorted(found.values(), key=lambda e: (-e.created_at, e.id))
+        events = sorted(found.values(), key=newest_first)
         if sub.eose_received:
             # Complete, even if CLOSED followed (rust-nostr closes an ``ids`` query once it is
             # fully answered).

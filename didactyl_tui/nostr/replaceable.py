@@ -1,7 +1,9 @@
-"""NIP-01 replacement rules: which event is the current one for a replaceable/addressable address.
+"""NIP-01 replacement rules: the only copy of "which version is newer" and "what is an address".
 
 Newest ``created_at`` wins; on a tie the lowest id (lexical order) wins. We never trust a relay to
-have applied this already.
+have applied this already. Everything else in the code base (the outbox, memory history, the
+identity cache, the relay client's query results) calls these functions instead of comparing
+``created_at``/``id`` itself.
 """
 
 from __future__ import annotations
@@ -23,11 +25,46 @@ def address_of(ev: Event) -> Address | None:
     return None
 
 
+def address_text(kind: int, pubkey: str, d: str = "") -> str:
+    """The NIP-01 ``kind:pubkey:d`` form of an address (NIP-33 ``a`` tag value)."""
+    return f"{kind}:{pubkey}:{d}"
+
+
+def address_key(ev: Event) -> str:
+    """``kind:pubkey:d`` for replaceable/addressable events, ``event:<id>`` for the others.
+
+    One string per "thing that can be replaced": the key the outbox, the publisher and the
+    embedded relay store versions under.
+    """
+    addr = address_of(ev)
+    if addr is None:
+        return f"event:{ev.id}"
+    return address_text(*addr)
+
+
+def is_newer_version(created_at: int, event_id: str, other_created_at: int, other_id: str) -> bool:
+    """NIP-01 order on ``(created_at, id)`` pairs: newer, or the same second and a lower id.
+
+    For callers that hold the pair without the event (SQLite rows, per-relay notes).
+    """
+    if created_at != other_created_at:
+        return created_at > other_created_at
+    return event_id < other_id
+
+
 def is_newer(a: Event, b: Event) -> bool:
     """True when ``a`` supersedes ``b`` under NIP-01 (newer, or same second and lower id)."""
-    if a.created_at != b.created_at:
-        return a.created_at > b.created_at
-    return a.id < b.id
+    return is_newer_version(a.created_at, a.id, b.created_at, b.id)
+
+
+def newest_first(ev: Event) -> tuple[int, str]:
+    """Sort key putting the current version first: ``sorted(events, key=newest_first)``."""
+    return (-ev.created_at, ev.id)
+
+
+def sql_newest_first(created_at_column: str = "created_at", id_column: str = "id") -> str:
+    """The same order as :func:`newest_first`, as an SQL ``ORDER BY`` clause body."""
+    return f"{created_at_column} DESC, {id_column} ASC"
 
 
 def newest(events: Iterable[Event]) -> Event | None:
@@ -61,6 +98,4 @@ def resolve(events: Iterable[Event]) -> list[Event]:
         seen.setdefault(ev.id, ev)
     regular = [ev for ev in seen.values() if address_of(ev) is None]
     current = list(latest_by_address(seen.values()).values())
-    out = regular + current
-    out.sort(key=lambda e: (-e.created_at, e.id))
-    return out
+    return sorted(regular + current, key=newest_first)

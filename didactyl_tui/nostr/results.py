@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from .messages import Prefix
+
 
 class Verdict(str, Enum):
     ACCEPTED = "accepted"
@@ -13,17 +15,52 @@ class Verdict(str, Enum):
     NOT_CONNECTED = "not_connected"
 
 
+class Disposition(str, Enum):
+    """What a publisher does next with one relay, given its answer."""
+
+    HELD = "accepted"  # the relay holds the event (accepted it, or already had it)
+    REPLACED = "replaced"  # the relay holds a newer version of the address: ours is never stored there
+    REFUSED = "refused"  # a refusal that will not change on retry (invalid, blocked, pow, ...)
+    RETRY = "retry"  # worth trying again later (timeouts, not connected, error:, rate-limited:, ...)
+
+
+# Refusals that will not change on retry. (AUTH_REQUIRED is retried: the client signs in when it can.)
+_FINAL = frozenset({Prefix.INVALID, Prefix.BLOCKED, Prefix.POW, Prefix.RESTRICTED, Prefix.MUTE})
+
+
 @dataclass(frozen=True, slots=True)
 class RelayVerdict:
-    """One relay's answer to one publish. ``message`` is the relay's OK reason (or ours)."""
+    """One relay's answer to one publish.
+
+    ``message`` is the relay's OK reason as sent (data from outside: never shown unsanitised) or,
+    for TIMEOUT/NOT_CONNECTED, our own words. ``prefix`` is the reason's machine-readable prefix;
+    it is read from ``message`` when not given, and only for answers that came from the relay.
+    """
 
     url: str
     verdict: Verdict
     message: str = ""
+    prefix: Prefix | None = None
+
+    def __post_init__(self) -> None:
+        if self.prefix is None and self.verdict in (Verdict.ACCEPTED, Verdict.REJECTED):
+            object.__setattr__(self, "prefix", Prefix.of(self.message))
 
     @property
     def accepted(self) -> bool:
         return self.verdict is Verdict.ACCEPTED
+
+    @property
+    def disposition(self) -> Disposition:
+        if self.verdict is Verdict.ACCEPTED or (
+            self.verdict is Verdict.REJECTED and self.prefix is Prefix.DUPLICATE
+        ):
+            return Disposition.HELD
+        if self.verdict is Verdict.REJECTED and self.prefix is Prefix.REPLACED:
+            return Disposition.REPLACED
+        if self.verdict is Verdict.REJECTED and self.prefix in _FINAL:
+            return Disposition.REFUSED
+        return Disposition.RETRY
 
 
 @dataclass(frozen=True, slots=True)

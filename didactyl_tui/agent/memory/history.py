@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ...errors import AgentError
 from ...nostr.event import Event
+from ...nostr.replaceable import sql_newest_first
 from ..private_files import open_private_wal
 
 _SCHEMA = """
@@ -90,7 +91,7 @@ class MemoryHistory:
         with self._lock:
             rows = self._db.execute(
                 "SELECT event_json, d, origin, seen_at, note FROM memory_versions WHERE d=?"
-                " ORDER BY created_at DESC, event_id ASC",
+                f" ORDER BY {sql_newest_first(id_column='event_id')}",
                 (d,),
             ).fetchall()
         versions = [MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) for r in rows]

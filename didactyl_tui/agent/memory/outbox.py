@@ -32,8 +32,8 @@ from pathlib import Path
 
 from ...errors import AgentError
 from ...nostr.event import Event
-from ...nostr.replaceable import address_of, is_newer
-from ...nostr.results import PublishOutcome, Verdict
+from ...nostr.replaceable import address_key, is_newer, is_newer_version, sql_newest_first
+from ...nostr.results import Disposition, PublishOutcome, RelayVerdict, Verdict
 from ..private_files import is_disk_full, open_private_wal, storage_error_message
 
 PENDING = "pending"  # not accepted by any relay yet
@@ -48,11 +48,6 @@ RELAY_REPLACED = "replaced"  # "replaced: <reason>": the relay holds a newer ver
 RELAY_RETRY = "retry"  # "retry: <verdict>[: <reason>]"
 RELAY_NEEDED = "needed"  # reconcile found the relay lagging: send it this version
 
-# Relay answers that will not change on retry. ("duplicate:" means the relay holds this very event.)
-_FINAL_PREFIXES = ("invalid:", "blocked:", "pow:", "restricted:", "mute:")
-# The relay keeps a newer version of the address: ours will never be stored there. "replaced:" is what
-# our embedded relay and strfry answer; NIP-01 names no prefix for it.
-_REPLACED_PREFIXES = ("replaced:",)
 _DONE_FOR_RELAY = (RELAY_ACCEPTED, RELAY_REFUSED, RELAY_REPLACED)
 
 _SCHEMA = """
@@ -75,22 +70,6 @@ CREATE TABLE IF NOT EXISTS remote_newest (
     created_at INTEGER NOT NULL
 );
 """
-
-
-def address_key(ev: Event) -> str:
-    """``kind:pubkey:d`` for replaceable/addressable events, ``event:<id>`` for the others."""
-    addr = address_of(ev)
-    if addr is None:
-        return f"event:{ev.id}"
-    kind, pubkey, d = addr
-    return f"{kind}:{pubkey}:{d}"
-
-
-def _newer_key(created_at: int, event_id: str, other_created_at: int, other_id: str) -> bool:
-    """NIP-01 order on (created_at, id) pairs: newer, or the same second and a lower id."""
-    if created_at != other_created_at:
-        return created_at > other_created_at
-    return event_id < other_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,16 +113,18 @@ def backoff_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0, rng: 
 
 
 def classify_verdict(verdict: Verdict, message: str) -> str:
-    """The per-relay status string for one publish answer."""
-    msg = message or ""
-    low = msg.lower()
-    if verdict is Verdict.ACCEPTED or (verdict is Verdict.REJECTED and low.startswith("duplicate:")):
+    """The per-relay status string stored for one publish answer (see :func:`status_of`)."""
+    return status_of(RelayVerdict("", verdict, message))
+
+
+def status_of(verdict: RelayVerdict) -> str:
+    """The per-relay status string stored for one publish answer: ``accepted``, ``refused: <reason>``,
+    ``replaced: <reason>`` or ``retry: <verdict>[: <reason>]`` (decided by the verdict's typed prefix)."""
+    if verdict.disposition is Disposition.HELD:
         return RELAY_ACCEPTED
-    if verdict is Verdict.REJECTED and low.startswith(_REPLACED_PREFIXES):
-        return f"{RELAY_REPLACED}: {msg}"
-    if verdict is Verdict.REJECTED and low.startswith(_FINAL_PREFIXES):
-        return f"{RELAY_REFUSED}: {msg}"
-    return f"{RELAY_RETRY}: {verdict.value}{(': ' + msg) if msg else ''}"
+    if verdict.disposition is Disposition.RETRY:
+        return f"{RELAY_RETRY}: {verdict.verdict.value}{(': ' + verdict.message) if verdict.message else ''}"
+    return f"{verdict.disposition.value}: {verdict.message}"
 
 
 class Outbox:
@@ -205,7 +186,7 @@ class Outbox:
     @staticmethod
     def _remote_newer_than(db: sqlite3.Connection, addr: str, ev: Event) -> bool:
         row = db.execute("SELECT event_id, created_at FROM remote_newest WHERE address=?", (addr,)).fetchone()
-        return row is not None and _newer_key(int(row[1]), str(row[0]), ev.created_at, ev.id)
+        return row is not None and is_newer_version(int(row[1]), str(row[0]), ev.created_at, ev.id)
 
     def _insert(self, db: sqlite3.Connection, ev: Event, *, state_if_current: str, now: float) -> str:
         """Insert ``ev`` (superseding older live entries of its address); returns its state."""
@@ -253,7 +234,7 @@ class Outbox:
             attempts = int(row[1]) + 1
             state = str(row[2])
             for url, verdict in outcome.results.items():
-                status = classify_verdict(verdict.verdict, verdict.message)
+                status = status_of(verdict)
                 if relays.get(url) == RELAY_ACCEPTED and not status.startswith(_DONE_FOR_RELAY):
                     # a relay that holds the event stays "accepted" even if a later retry timed out
                     continue
@@ -395,6 +376,7 @@ class Outbox:
     def latest(self, address: str) -> OutboxEntry | None:
         """The current (not superseded) entry of ``address``."""
         rows = self._rows(
-            "WHERE address=? AND state!=? ORDER BY created_at DESC, event_id ASC LIMIT 1", (address, SUPERSEDED)
+            f"WHERE address=? AND state!=? ORDER BY {sql_newest_first(id_column='event_id')} LIMIT 1",
+            (address, SUPERSEDED),
         )
         return rows[0] if rows else None

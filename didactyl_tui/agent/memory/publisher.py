@@ -28,9 +28,9 @@ from typing import Any, Protocol
 
 from ...errors import AgentError
 from ...nostr.event import Event
-from ...nostr.replaceable import is_newer, newest
-from ...nostr.results import ConnectionState, PublishOutcome
-from .outbox import SUPERSEDED, Outbox, OutboxEntry, address_key, backoff_delay, classify_verdict
+from ...nostr.replaceable import address_key, is_newer, newest
+from ...nostr.results import ConnectionState, Disposition, PublishOutcome
+from .outbox import SUPERSEDED, Outbox, OutboxEntry, backoff_delay
 
 log = logging.getLogger("didactyl.memory")
 
@@ -179,7 +179,7 @@ class MemoryPublisher:
     def _fold_unsaved(self, unsaved: _Unsaved, outcome: PublishOutcome) -> None:
         done = set(unsaved.done)
         for url, verdict in outcome.results.items():
-            if not classify_verdict(verdict.verdict, verdict.message).startswith("retry"):
+            if verdict.disposition is not Disposition.RETRY:
                 done.add(url)
         unsaved.done = frozenset(done)
         unsaved.attempts += 1

@@ -34,7 +34,7 @@ from ...nostr import nip44
 from ...nostr.event import Event, sign_event
 from ...nostr.keys import SecretKey
 from ...nostr.kinds import APP_DATA
-from ...nostr.replaceable import is_newer
+from ...nostr.replaceable import is_newer, is_newer_version
 from ...nostr.results import PublishOutcome
 
 log = logging.getLogger(__name__)
@@ -332,7 +332,7 @@ class MemoryStore:
         if not url:
             return
         known = slot.relay_versions.get(url)
-        if known is None or known[1] < ev.created_at or (known[1] == ev.created_at and ev.id < known[0]):
+        if known is None or is_newer_version(ev.created_at, ev.id, known[1], known[0]):
             slot.relay_versions[url] = (ev.id, ev.created_at)
 
     def ingest(self, url: str | None, ev: Event) -> bool:

@@ -1,0 +1,50 @@
+"""A loop-lag probe: a task on the event loop under test that sleeps 10 ms again and again and
+records how late each wake-up is. Lateness is time the loop spent on something else without
+yielding, which is what a user feels as a frozen UI.
+
+    async with LoopLagProbe() as probe:
+        ...  # the work under test, on the same loop
+    probe.percentile(95)  # seconds
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import time
+
+
+class LoopLagProbe:
+    def __init__(self, interval: float = 0.010) -> None:
+        self.interval = interval
+        self.lags: list[float] = []  # seconds late, one per wake-up
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(self.interval)
+            self.lags.append(max(0.0, time.perf_counter() - start - self.interval))
+
+    async def __aenter__(self) -> LoopLagProbe:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def percentile(self, p: float) -> float:
+        if len(self.lags) < 2:
+            return self.lags[0] if self.lags else 0.0
+        return statistics.quantiles(self.lags, n=100, method="inclusive")[int(p) - 1]
+
+    def summary(self) -> str:
+        if not self.lags:
+            return "no samples"
+        ms = [x * 1000 for x in self.lags]
+        return (f"{len(ms)} samples, median {statistics.median(ms):.1f} ms, p95 {self.percentile(95) * 1000:.1f} ms,"
+                f" max {max(ms):.1f} ms")
