@@ -7,9 +7,14 @@ from enum import Enum
 METADATA = 0
 TEXT_NOTE = 1
 CONTACTS = 3
+SEAL = 13  # NIP-59: a signed, encrypted rumor
+DIRECT_MESSAGE = 14  # NIP-17: a chat message rumor (never signed, never published bare)
+GIFT_WRAP = 1059  # NIP-59: a seal encrypted by a one-time key
 RELAY_LIST = 10002
+DM_RELAY_LIST = 10050  # NIP-17: where a user wants to receive gift wraps
 CLIENT_AUTH = 22242
 APP_DATA = 30078
+SOUL = 31120  # the agent's soul template (addressable, NIP-44 to self by default)
 
 
 class KindClass(str, Enum):
