@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from vectors import load_json
 
 from didactyl_tui.errors import NostrError
 from didactyl_tui.nostr.event import Event, sign_event
@@ -25,7 +26,6 @@ from didactyl_tui.nostr.nip17 import (
     wrap_message,
 )
 from didactyl_tui.nostr.nip59 import Rumor, wrap_with_rng
-from tests.vectors import load_json
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 

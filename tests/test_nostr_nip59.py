@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+from vectors import load_json
 
 from didactyl_tui.errors import NostrError
 from didactyl_tui.nostr import nip44
@@ -27,7 +28,6 @@ from didactyl_tui.nostr.nip59 import (
     wrap,
     wrap_with_rng,
 )
-from tests.vectors import load_json
 
 NOW = 1_750_000_000
 

@@ -98,7 +98,8 @@ def default_template() -> SoulTemplate:
     )
 
 
-def _check_section(sec: TemplateSection, where: str) -> TemplateSection:
+def check_section(sec: TemplateSection, where: str) -> TemplateSection:
+    """A section's own shape (name, role, exactly one of tool/content); ``where`` starts the error."""
     if not sec.section.strip():
         raise ConfigError(f"{where}: a soul section needs a name (section = ...)", "Bad soul")
     if sec.role not in ROLES:
@@ -185,7 +186,7 @@ def parse_soul_list(text: str, source: str = "soul file") -> SoulTemplate:
     sections = []
     for item in items:
         where = f"{source}, line {item.pop('_line')}"
-        sections.append(_check_section(TemplateSection(
+        sections.append(check_section(TemplateSection(
             section=item.get("section", ""),
             role=item.get("role", "system") or "system",
             tool=item.get("tool") or None,
@@ -211,7 +212,7 @@ def load_soul_template(cfg: SoulConfig, *, config_path: Path | None = None,
         out = []
         where = f"{config_path or 'config'}: [[soul.sections]]"
         for n, sec in enumerate(cfg.sections, 1):
-            out.append(_check_section(TemplateSection(
+            out.append(check_section(TemplateSection(
                 section=sec.section,
                 role=sec.role,
                 tool=sec.tool or None,

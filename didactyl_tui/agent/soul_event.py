@@ -1,0 +1,145 @@
+"""The soul template as an addressable Nostr event (kind 31120), NIP-44 encrypted to the agent itself.
+
+Pure: the caller passes the key, ``created_at`` and (for tests) the nonce. The format is documented in
+docs/soul-event.md: tags ``["d","soul"]``, ``["app","didactyl"]`` and, when the content is encrypted,
+``["encrypted","nip44"]``; the content (after decryption) is the JSON document
+``{"format": "didactyl-soul/1", "sections": [{"section", "role", "tool" | "content", "skip_if_empty"}]}``.
+
+Reading checks the kind, the author (only the agent's own soul is read), the ``d`` tag, the id and
+signature, the size and every section (as a config soul is checked); a failure is a :class:`SoulEventError`
+naming the event and, where it applies, the section.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import AgentError, ConfigError, NostrError
+from ..nostr import nip44
+from ..nostr.event import Event, sign_event
+from ..nostr.keys import SecretKey
+from ..nostr.kinds import SOUL
+from .soul import ROLES, SoulTemplate, TemplateSection, check_section
+
+SOUL_FORMAT = "didactyl-soul/1"
+SOUL_D_TAG = "soul"
+APP_TAG = ("app", "didactyl")
+ENCRYPTED_TAG = ("encrypted", "nip44")
+MAX_SECTIONS = 64  # a soul is a prompt outline; hundreds of sections are a mistake or an attack
+MAX_SECTION_NAME_CHARS = 64
+MAX_SOUL_BYTES = nip44.MAX_PLAINTEXT_BYTES  # the encrypted form's limit applies to the plain one too
+_KEYS = frozenset({"section", "role", "tool", "content", "skip_if_empty"})
+
+
+class SoulEventError(AgentError):
+    """A kind 31120 soul event could not be built or read; the message names the event and section."""
+
+    title = "Soul event"
+
+
+def soul_to_json(template: SoulTemplate) -> str:
+    """The document stored in the event (stable key order, so equal souls give equal text)."""
+    sections: list[dict[str, Any]] = []
+    for sec in template.sections:
+        item: dict[str, Any] = {"section": sec.section, "role": sec.role}
+        if sec.tool:
+            item["tool"] = sec.tool
+        else:
+            item["content"] = sec.content or ""
+        item["skip_if_empty"] = sec.skip_if_empty
+        sections.append(item)
+    return json.dumps({"format": SOUL_FORMAT, "sections": sections}, ensure_ascii=False, indent=1)
+
+
+def soul_from_json(text: str, source: str) -> SoulTemplate:
+    """Parse and check the document; ``source`` names it in errors and becomes the template's source."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise SoulEventError(f"{source}: the soul is not valid JSON") from None
+    if not isinstance(data, dict) or data.get("format") != SOUL_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else None
+        raise SoulEventError(f"{source}: not a {SOUL_FORMAT} document (format: {found!r})")
+    items = data.get("sections")
+    if not isinstance(items, list) or not items:
+        raise SoulEventError(f"{source}: the soul has no sections")
+    if len(items) > MAX_SECTIONS:
+        raise SoulEventError(f"{source}: {len(items)} sections, at most {MAX_SECTIONS} allowed")
+    return SoulTemplate(tuple(_section(item, n, source) for n, item in enumerate(items, 1)), source)
+
+
+def _section(item: Any, n: int, source: str) -> TemplateSection:
+    where = f"{source}, section #{n}"
+    if not isinstance(item, dict):
+        raise SoulEventError(f"{where}: a section must be a JSON object")
+    name = item.get("section")
+    if isinstance(name, str) and name:
+        where = f"{source}, section {name!r}"
+    unknown = sorted(set(item) - _KEYS)
+    if unknown:
+        raise SoulEventError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    for key in ("section", "role", "tool", "content"):
+        if key in item and not isinstance(item[key], str):
+            raise SoulEventError(f"{where}: {key} must be a string")
+    if not isinstance(item.get("skip_if_empty", True), bool):
+        raise SoulEventError(f"{where}: skip_if_empty must be true or false")
+    if len(item.get("section", "")) > MAX_SECTION_NAME_CHARS:
+        raise SoulEventError(f"{where}: a section name is at most {MAX_SECTION_NAME_CHARS} characters")
+    if item.get("role", "system") not in ROLES:
+        raise SoulEventError(f"{where}: role must be system, user or assistant, not {item.get('role')!r}")
+    sec = TemplateSection(section=item.get("section", ""), role=item.get("role", "system"),
+                          tool=item.get("tool") or None, content=item.get("content"),
+                          skip_if_empty=item.get("skip_if_empty", True))
+    try:
+        return check_section(sec, f"{source}, section #{n}")
+    except ConfigError as exc:
+        raise SoulEventError(exc.message) from None
+
+
+def build_soul_event(sk: SecretKey, template: SoulTemplate, *, created_at: int, encrypt: bool = True,
+                     nonce: bytes | None = None) -> Event:
+    """The signed kind 31120 holding ``template`` (encrypted to ``sk``'s own key unless ``encrypt=False``)."""
+    text = soul_to_json(template)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOUL_BYTES:
+        raise SoulEventError(f"the soul is {size:,} bytes as JSON; at most {MAX_SOUL_BYTES:,} fit in one event")
+    tags: list[tuple[str, ...]] = [("d", SOUL_D_TAG), APP_TAG]
+    if encrypt:
+        key = nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex)
+        content = nip44.encrypt(text, key, nonce)
+        tags.append(ENCRYPTED_TAG)
+    else:
+        content = text
+    return sign_event(sk, kind=SOUL, content=content, created_at=created_at, tags=tags)
+
+
+def soul_filter(pubkey: str) -> dict[str, Any]:
+    """The query for the agent's soul (the newest version wins, NIP-01)."""
+    return {"kinds": [SOUL], "authors": [pubkey], "#d": [SOUL_D_TAG]}
+
+
+def read_soul_event(ev: Event, sk: SecretKey) -> SoulTemplate:
+    """Check and decode a kind 31120 of ``sk``'s own; the template's source is ``soul event <id>``."""
+    source = f"soul event {ev.id[:12]}"
+    if ev.kind != SOUL:
+        raise SoulEventError(f"{source}: kind {ev.kind}, not a kind {SOUL} soul")
+    if ev.pubkey != sk.public_key_hex:
+        raise SoulEventError(f"{source}: written by {ev.pubkey[:12]}…, not by this agent")
+    if ev.d_tag != SOUL_D_TAG:
+        raise SoulEventError(f"{source}: d tag {ev.d_tag!r}, expected {SOUL_D_TAG!r}")
+    try:
+        ev.check()
+    except NostrError as exc:
+        raise SoulEventError(f"{source}: {exc.message}") from None
+    if ENCRYPTED_TAG in ev.tags:
+        try:
+            key = nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex)
+            text = nip44.decrypt(ev.content, key)
+        except NostrError as exc:
+            raise SoulEventError(f"{source}: cannot decrypt: {exc.message}") from None
+    else:
+        text = ev.content
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_SOUL_BYTES:
+            raise SoulEventError(f"{source}: larger than {MAX_SOUL_BYTES:,} bytes")
+    return soul_from_json(text, source)
