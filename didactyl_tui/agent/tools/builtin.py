@@ -1,6 +1,6 @@
 """The base tool registry: every built-in tool, declared once in its family's module.
 
-Order is the order offered to the model: memory, self-context, admin-context, file memory. Without an
+Order is the order offered to the model: memory, self-context, admin-context, file memory, tasks. Without an
 admin the admin tools stay registered but internal (never offered), so the soul's admin sections are
 skipped with a clear reason instead of naming unknown tools. Memory-backend tools are not here: the
 service offers them after these.
@@ -15,6 +15,7 @@ from .files import FILE_TOOLS
 from .memory import MEMORY_TOOLS
 from .registry import ToolRegistry
 from .self_context import SELF_CONTEXT_TOOLS
+from .tasks import TASK_TOOLS
 
 
 def build_base_registry(*, admin: bool = False) -> ToolRegistry:
@@ -23,7 +24,7 @@ def build_base_registry(*, admin: bool = False) -> ToolRegistry:
     admin_tools = ADMIN_CONTEXT_TOOLS if admin else tuple(
         dataclasses.replace(t, visible=False) for t in ADMIN_CONTEXT_TOOLS
     )
-    for family in (MEMORY_TOOLS, SELF_CONTEXT_TOOLS, admin_tools, FILE_TOOLS):
+    for family in (MEMORY_TOOLS, SELF_CONTEXT_TOOLS, admin_tools, FILE_TOOLS, TASK_TOOLS):
         for tool in family:
             registry.register(tool)
     return registry

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..identity_cache import IdentityCache
 from ..memory.store import MemoryStore
+from ..tasks import TaskBook
 from .registry import ToolContext
 
 
@@ -20,3 +21,4 @@ class AgentToolContext(ToolContext):
     agent: IdentityCache
     admin: IdentityCache | None
     files_root: Path  # <data dir>/memory: the only folder read_file/write_file may touch
+    tasks: TaskBook | None = None  # the task tools say "not available" until the service gives one

@@ -1,0 +1,120 @@
+"""Task tools as the model calls them, persisted as kind 30078 d=tasks on real relays, rendered in the prompt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agent_support import AGENT_KEY, Clock, offline_context
+from relay_servers import RelayUnderTest, fast_client_kwargs
+
+from didactyl_tui.agent.soul import SoulTemplate, TemplateSection, assemble
+from didactyl_tui.agent.soul_lint import lint_soul
+from didactyl_tui.agent.tasks import TaskBook, TaskError, event_storage, read_tasks_event, tasks_filter
+from didactyl_tui.agent.tools.builtin import build_base_registry
+from didactyl_tui.nostr.event import Event
+from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.nostr.replaceable import newest
+
+TEMPLATE = SoulTemplate((TemplateSection("soul", content="You are Ada."),
+                         TemplateSection("tasks", tool="tasks_open_read")), "test")
+
+
+def _book_on(pool: RelayPool, clock: Clock) -> TaskBook:
+    async def fetch() -> Event | None:
+        return newest(await pool.query([tasks_filter(AGENT_KEY.public_key_hex)], timeout=3))
+
+    async def publish(ev: Event) -> object:
+        outcome = await pool.publish(ev, timeout=3)
+        if not outcome.any_accepted:
+            raise TaskError(f"the task list was not saved: {outcome.summary()}")
+        return outcome
+
+    load, save = event_storage(AGENT_KEY, fetch, publish, clock=clock)
+    return TaskBook(load, save, clock=clock)
+
+
+async def test_the_tools_change_the_list_on_the_relay_and_a_fresh_start_reads_it_back(
+        any_relay: RelayUnderTest, tmp_path: Path) -> None:
+    clock = Clock()
+    registry = build_base_registry()
+    ctx = offline_context(tmp_path, clock=clock)
+    async with RelayPool([any_relay.url], **fast_client_kwargs()) as pool:
+        ctx.tasks = _book_on(pool, clock)
+        await ctx.tasks.refresh()
+        for title in ("buy milk", "call Ana"):
+            out = await registry.call("task_add", json.dumps({"title": title}), ctx)
+            assert not out.is_error, out.content
+        clock.t += 1  # same-second saves still move forward: the storage bumps created_at itself
+        out = await registry.call("task_update", {"id": 1, "status": "in_progress", "note": "2 litres"}, ctx)
+        assert json.loads(out.content)["updated"]["status"] == "in_progress"
+        out = await registry.call("task_remove", {"id": 2}, ctx)
+        assert json.loads(out.content)["removed"]["title"] == "call Ana"
+        [stored] = await pool.query([tasks_filter(AGENT_KEY.public_key_hex)], timeout=3)
+        assert read_tasks_event(stored, AGENT_KEY) == ctx.tasks.current
+
+    async with RelayPool([any_relay.url], **fast_client_kwargs()) as pool:
+        fresh = _book_on(pool, Clock(clock.t + 10))
+        back = await fresh.refresh()
+    assert back == ctx.tasks.current
+    assert [(t.id, t.title, t.status, t.note) for t in back.tasks] == [(1, "buy milk", "in_progress", "2 litres")]
+
+
+async def test_task_list_and_the_tasks_section_show_open_tasks_and_skip_when_none(tmp_path: Path) -> None:
+    saved: list[object] = []
+
+    async def load() -> None:
+        return None
+
+    async def save(tl: object) -> None:
+        saved.append(tl)
+
+    registry = build_base_registry()
+    ctx = offline_context(tmp_path)
+    ctx.tasks = TaskBook(load, save, clock=Clock())
+    assert lint_soul(TEMPLATE, registry) == []
+
+    def tasks_layer():
+        asm = assemble(TEMPLATE, model="m", registry=registry, ctx=ctx, created_at=0.0)
+        return next(layer for layer in asm.layers if layer.section == "tasks"), asm
+
+    layer, _ = tasks_layer()
+    assert layer.skipped and layer.skip_reason == "empty (skip_if_empty)"
+    listed = json.loads((await registry.call("task_list", None, ctx)).content)
+    assert listed == {"tasks": [], "note": "You have no tasks."}
+
+    await registry.call("task_add", {"title": "file taxes", "note": "by Friday"}, ctx)
+    await registry.call("task_add", {"title": "water plants"}, ctx)
+    await registry.call("task_update", {"id": 2, "status": "done"}, ctx)
+    layer, asm = tasks_layer()
+    assert not layer.skipped and layer.content == "## Tasks (open)\n\n- [ ] #1 file taxes — by Friday"
+    assert "## Tasks (open)" in asm.messages[0]["content"]
+    open_only = json.loads((await registry.call("task_list", {}, ctx)).content)["tasks"]
+    everything = json.loads((await registry.call("task_list", {"include_closed": True}, ctx)).content)["tasks"]
+    assert [t["id"] for t in open_only] == [1] and [t["id"] for t in everything] == [1, 2]
+    assert len(saved) == 3
+
+
+async def test_the_model_gets_readable_errors_and_nothing_is_saved(tmp_path: Path) -> None:
+    saved: list[object] = []
+
+    async def load() -> None:
+        return None
+
+    async def save(tl: object) -> None:
+        saved.append(tl)
+
+    registry = build_base_registry()
+    ctx = offline_context(tmp_path)
+    no_book = await registry.call("task_add", {"title": "x"}, ctx)
+    assert no_book.is_error and no_book.content == "Error: the task list is not available here"
+    ctx.tasks = TaskBook(load, save, clock=Clock())
+    for name, args, expected in (
+        ("task_update", {"id": 4, "status": "done"}, "there is no task 4 (task ids: none)"),
+        ("task_update", {"id": 1, "status": "finished"}, "parameter 'status' of task_update must be"),
+        ("task_add", {"title": ""}, "a task needs a title"),
+        ("task_remove", {"id": "1"}, "parameter 'id' of task_remove must be integer"),
+    ):
+        out = await registry.call(name, args, ctx)
+        assert out.is_error and expected in out.content, out.content
+    assert saved == []
