@@ -197,6 +197,40 @@ class ConversationStore:
             cur = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         return cur.rowcount > 0
 
+    def restore_session(self, session_id: str, title: str, created_at: float, updated_at: float,
+                        messages: Iterable[Mapping[str, Any]]) -> None:
+        """Recreate a session exactly as exported (id, title, times, messages); a failure leaves nothing.
+
+        Refuses an id that already exists, so an import never merges into or overwrites a conversation.
+        """
+        batch = [dict(m) for m in messages]
+        for message in batch:
+            _check_message(message)
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None:
+                raise AgentError(f"conversation {session_id!r} already exists", "Conversations")
+            db.execute("INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                       (session_id, title, created_at, updated_at))
+        try:
+            self.append(session_id, batch)
+        except AgentError:
+            self.delete_session(session_id)
+            raise
+        with self._tx() as db:  # append stamped "now" and may have set a title: put the exported ones back
+            db.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?", (title, updated_at, session_id))
+
+    def export_records(self) -> list[dict[str, Any]]:
+        """Every session as a portable record (``id, title, created_at, updated_at, messages``), newest first."""
+        return [{"id": i.id, "title": i.title, "created_at": i.created_at, "updated_at": i.updated_at,
+                 "messages": self.messages(i.id)} for i in self.list_sessions()]
+
+    def restore_records(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Restore :meth:`export_records` output (oldest first, so equal times list in the same order)."""
+        items = list(records)
+        for r in reversed(items):
+            self.restore_session(r["id"], r["title"], r["created_at"], r["updated_at"], r["messages"])
+        return len(items)
+
     # --- messages ---------------------------------------------------------------------------------
 
     def append(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> int:
