@@ -16,7 +16,7 @@ PIN = Path(__file__).parent / "pins" / "base_tool_schemas.json"
 
 
 def test_base_tool_schemas_match_the_pin() -> None:
-    registry = build_base_registry(admin=True)
+    registry = build_base_registry(admin=True, tasks=True)
     current = {
         "offered": registry.openai_schemas(),
         "internal": [t.name for t in registry.all() if not t.visible],
@@ -40,3 +40,13 @@ def test_the_offered_list_has_memory_and_context_tools_but_not_the_internal_read
     for alias, target in (("my_kind0_profile", "nostr_agent_profile"), ("my_contacts", "nostr_agent_contacts"),
                           ("my_relays", "nostr_agent_relays"), ("my_notes", "nostr_agent_notes")):
         assert registry.get(alias).name == target
+
+
+def test_task_tools_are_offered_only_with_a_task_book() -> None:
+    task_tools = {"task_list", "task_add", "task_update", "task_remove"}
+    without = {t["function"]["name"] for t in build_base_registry(admin=True).openai_schemas()}
+    with_tasks = {t["function"]["name"] for t in build_base_registry(admin=True, tasks=True).openai_schemas()}
+    assert not task_tools & without and task_tools <= with_tasks
+    assert "tasks_open_read" not in with_tasks
+    registry = build_base_registry()
+    assert all(registry.get(name) is not None for name in (*task_tools, "tasks_open_read"))

@@ -37,7 +37,7 @@ def _book_on(pool: RelayPool, clock: Clock) -> TaskBook:
 async def test_the_tools_change_the_list_on_the_relay_and_a_fresh_start_reads_it_back(
         any_relay: RelayUnderTest, tmp_path: Path) -> None:
     clock = Clock()
-    registry = build_base_registry()
+    registry = build_base_registry(tasks=True)
     ctx = offline_context(tmp_path, clock=clock)
     async with RelayPool([any_relay.url], **fast_client_kwargs()) as pool:
         ctx.tasks = _book_on(pool, clock)
@@ -69,7 +69,7 @@ async def test_task_list_and_the_tasks_section_show_open_tasks_and_skip_when_non
     async def save(tl: object) -> None:
         saved.append(tl)
 
-    registry = build_base_registry()
+    registry = build_base_registry(tasks=True)
     ctx = offline_context(tmp_path)
     ctx.tasks = TaskBook(load, save, clock=Clock())
     assert lint_soul(TEMPLATE, registry) == []
@@ -104,7 +104,7 @@ async def test_the_model_gets_readable_errors_and_nothing_is_saved(tmp_path: Pat
     async def save(tl: object) -> None:
         saved.append(tl)
 
-    registry = build_base_registry()
+    registry = build_base_registry(tasks=True)
     ctx = offline_context(tmp_path)
     no_book = await registry.call("task_add", {"title": "x"}, ctx)
     assert no_book.is_error and no_book.content == "Error: the task list is not available here"
