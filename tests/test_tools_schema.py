@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+from agent_support import offline_context
+
 from didactyl_tui.agent.tools.builtin import build_base_registry
 
 PIN = Path(__file__).parent / "pins" / "base_tool_schemas.json"
@@ -50,3 +52,19 @@ def test_task_tools_are_offered_only_with_a_task_book() -> None:
     assert "tasks_open_read" not in with_tasks
     registry = build_base_registry()
     assert all(registry.get(name) is not None for name in (*task_tools, "tasks_open_read"))
+
+
+async def test_offered_aliases_are_their_own_schemas_and_run_their_tool(tmp_path: Path) -> None:
+    plain = build_base_registry(admin=True).openai_schemas()
+    offered = build_base_registry(admin=True, offer_aliases=True)
+    names = [t["function"]["name"] for t in offered.openai_schemas()]
+    self_context = ["agent_identity", "nostr_agent_profile", "my_kind0_profile", "nostr_agent_contacts", "my_contacts",
+                    "nostr_agent_relays", "my_relays", "nostr_agent_notes", "my_notes", "my_npub", "my_pubkey"]
+    start = names.index("agent_identity")
+    assert names[start:start + len(self_context)] == self_context
+    assert len(names) == len(plain) + 4
+    by_name = {t["function"]["name"]: t["function"] for t in offered.openai_schemas()}
+    assert by_name["my_contacts"]["description"] == by_name["nostr_agent_contacts"]["description"]
+    assert by_name["my_contacts"]["parameters"] == by_name["nostr_agent_contacts"]["parameters"]
+    out = await offered.call("my_contacts", "{}", offline_context(tmp_path))
+    assert not out.is_error and json.loads(out.content)["note"].startswith("You follow no one yet")

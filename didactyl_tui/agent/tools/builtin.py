@@ -24,10 +24,10 @@ def _internal(tools: Iterable[Tool]) -> tuple[Tool, ...]:
     return tuple(dataclasses.replace(t, visible=False) for t in tools)
 
 
-def build_base_registry(*, admin: bool = False, tasks: bool = False) -> ToolRegistry:
+def build_base_registry(*, admin: bool = False, tasks: bool = False, offer_aliases: bool = False) -> ToolRegistry:
     """A fresh registry of the built-in tools (admin tools offered only with ``admin``, task tools with
-    ``tasks``)."""
-    registry = ToolRegistry()
+    ``tasks``; ``offer_aliases`` also offers ``my_contacts`` and the other aliases as tools of their own)."""
+    registry = ToolRegistry(offer_aliases=offer_aliases)
     admin_tools = ADMIN_CONTEXT_TOOLS if admin else _internal(ADMIN_CONTEXT_TOOLS)
     task_tools = TASK_TOOLS if tasks else _internal(TASK_TOOLS)
     for family in (MEMORY_TOOLS, SELF_CONTEXT_TOOLS, admin_tools, FILE_TOOLS, task_tools):

@@ -10,6 +10,7 @@ the turn.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import re
@@ -161,6 +162,9 @@ def build_tool(
 class ToolRegistry:
     _tools: dict[str, Tool] = field(default_factory=dict)
     _aliases: dict[str, str] = field(default_factory=dict)
+    #: also offer each visible tool's aliases as tools of their own (same description and parameters);
+    #: a call by alias runs the tool. Off keeps the list short for small-context models.
+    offer_aliases: bool = False
 
     def register(self, tool: Tool) -> Tool:
         for n in (tool.name, *tool.aliases):
@@ -206,8 +210,14 @@ class ToolRegistry:
         return [t for t in self._tools.values() if t.visible]
 
     def openai_schemas(self) -> list[dict[str, Any]]:
-        """The tool list offered to the LLM: visible tools only, in registration order."""
-        return [t.openai_schema() for t in self.visible()]
+        """The tool list offered to the LLM: visible tools only, in registration order (each followed by
+        its aliases when ``offer_aliases``)."""
+        out: list[dict[str, Any]] = []
+        for t in self.visible():
+            out.append(t.openai_schema())
+            if self.offer_aliases:
+                out.extend(dataclasses.replace(t, name=alias, aliases=()).openai_schema() for alias in t.aliases)
+        return out
 
     async def call(
         self,
