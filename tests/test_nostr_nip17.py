@@ -18,6 +18,7 @@ from didactyl_tui.nostr.nip17 import (
     MAX_RECIPIENTS,
     NotADirectMessage,
     build_dm_relay_list,
+    delivery_relays,
     dm_relay_list_filter,
     dm_relays_of,
     gift_wrap_filter,
@@ -137,6 +138,8 @@ def test_dm_relay_list_builds_and_parses_and_refuses_bad_urls() -> None:
     assert parsed[0] == "wss://ok.example" and len(parsed) == MAX_DM_RELAYS
     assert dm_relays_of(sign_event(alice, kind=10002, content="", created_at=NOW, tags=[("relay", "wss://a")])) == []
     assert dm_relays_of(None) == []
+    assert delivery_relays(ev, ["ws://127.0.0.1:1"]) == ["ws://127.0.0.1:7447", "wss://inbox.example/"]
+    assert delivery_relays(None, ["ws://a", "ws://b", "ws://a"]) == ["ws://a", "ws://b"]
 
 
 # --- interop with rust-nostr -------------------------------------------------------------------

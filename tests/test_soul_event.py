@@ -13,11 +13,14 @@ from didactyl_tui.agent.soul_event import (
     SOUL_FORMAT,
     SoulEventError,
     build_soul_event,
+    choose_soul,
     read_soul_event,
     soul_filter,
     soul_from_json,
     soul_to_json,
 )
+from didactyl_tui.agent.soul_lint import SoulLintError
+from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
@@ -130,3 +133,29 @@ def test_a_soul_too_large_for_one_event_is_refused_before_signing() -> None:
     huge = SoulTemplate((TemplateSection("soul", content="x" * 70_000),), "config")
     with pytest.raises(SoulEventError, match="at most 65,535 fit"):
         build_soul_event(AGENT_KEY, huge, created_at=NOW)
+
+
+def test_choose_soul_prefers_the_newest_good_soul_on_the_relays_and_says_why_it_skipped_one() -> None:
+    registry = build_base_registry()
+    initial = default_template()
+    none_yet = choose_soul(initial, [], AGENT_KEY, registry)
+    assert (none_yet.template, none_yet.event, none_yet.publish_initial, none_yet.warnings) == (initial, None, True, ())
+
+    older = build_soul_event(AGENT_KEY, CUSTOM, created_at=NOW)
+    bad_tool = SoulTemplate((*CUSTOM.sections, TemplateSection("weather", tool="weather_now")), "x")
+    newer_bad = build_soul_event(AGENT_KEY, bad_tool, created_at=NOW + 10)
+    stranger = build_soul_event(OTHER_KEY, default_template(), created_at=NOW + 20)
+    chosen = choose_soul(initial, [older, newer_bad, stranger], AGENT_KEY, registry)
+    assert chosen.event == older and chosen.template.sections == CUSTOM.sections and not chosen.publish_initial
+    assert len(chosen.warnings) == 1 and "section 'weather' (#4): unknown tool 'weather_now'" in chosen.warnings[0]
+
+    garbled = _event("not json")
+    only_bad = choose_soul(initial, [garbled], AGENT_KEY, registry)
+    assert only_bad.template == initial and only_bad.event is None and not only_bad.publish_initial
+    assert only_bad.warnings == (f"soul event {garbled.id[:12]}: the soul is not valid JSON",)
+
+
+def test_choose_soul_lints_the_initial_soul_too() -> None:
+    bad = SoulTemplate((TemplateSection("soul", content="a"), TemplateSection("soul", content="b")), "config")
+    with pytest.raises(SoulLintError, match="section 'soul' \\(#2\\)"):
+        choose_soul(bad, [], AGENT_KEY, build_base_registry())

@@ -13,6 +13,8 @@ naming the event and, where it applies, the section.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AgentError, ConfigError, NostrError
@@ -21,6 +23,8 @@ from ..nostr.event import Event, sign_event
 from ..nostr.keys import SecretKey
 from ..nostr.kinds import SOUL
 from .soul import ROLES, SoulTemplate, TemplateSection, check_section
+from .soul_lint import check_soul
+from .tools.registry import ToolRegistry
 
 SOUL_FORMAT = "didactyl-soul/1"
 SOUL_D_TAG = "soul"
@@ -143,3 +147,36 @@ def read_soul_event(ev: Event, sk: SecretKey) -> SoulTemplate:
         if len(text.encode("utf-8", "surrogatepass")) > MAX_SOUL_BYTES:
             raise SoulEventError(f"{source}: larger than {MAX_SOUL_BYTES:,} bytes")
     return soul_from_json(text, source)
+
+
+# --- which soul to use on start ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SoulChoice:
+    """The soul to assemble with, where it came from, and what the start-up should tell the user."""
+
+    template: SoulTemplate
+    event: Event | None  # the kind 31120 it was read from; None: the initial (config/file/built-in) soul
+    publish_initial: bool  # no soul on the relays yet: publish the initial one (the intent) once
+    warnings: tuple[str, ...]
+
+
+def choose_soul(initial: SoulTemplate, events: Iterable[Event], sk: SecretKey,
+                registry: ToolRegistry) -> SoulChoice:
+    """The relays are the truth, the config is the initial intent.
+
+    The newest of the agent's kind 31120 souls that reads and lints clean wins; each newer one refused
+    on the way is a warning naming the event and the section. With none on the relays the initial soul
+    is used and should be published; with only refused ones it is used but not published (publishing
+    would overwrite a soul the user may want to fix rather than lose).
+    """
+    mine = [ev for ev in events if ev.kind == SOUL and ev.pubkey == sk.public_key_hex and ev.d_tag == SOUL_D_TAG]
+    mine.sort(key=lambda ev: (-ev.created_at, ev.id))  # NIP-01: newest first, ties to the lowest id
+    warnings: list[str] = []
+    for ev in mine:
+        try:
+            return SoulChoice(check_soul(read_soul_event(ev, sk), registry), ev, False, tuple(warnings))
+        except AgentError as exc:
+            warnings.append(exc.message if isinstance(exc, SoulEventError) else f"soul event {ev.id[:12]}: {exc}")
+    return SoulChoice(check_soul(initial, registry), None, not mine, tuple(warnings))

@@ -156,6 +156,15 @@ def dm_relays_of(event: Event | None) -> list[str]:
     return urls
 
 
+def delivery_relays(recipient_list: Event | None, fallback: Iterable[str]) -> list[str]:
+    """Where to send a wrap: the recipient's kind 10050 relays, else ``fallback`` (the agent's own).
+
+    NIP-17 says a missing list means "not ready to receive"; the agent still answers on its own relays,
+    where the sender (who just wrote to it there) reads.
+    """
+    return dm_relays_of(recipient_list) or list(dict.fromkeys(fallback))
+
+
 def dm_relay_list_filter(pubkeys: Iterable[str]) -> dict[str, Any]:
     return {"kinds": [DM_RELAY_LIST], "authors": _unique_pubkeys(pubkeys)}
 
