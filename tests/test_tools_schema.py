@@ -18,7 +18,7 @@ PIN = Path(__file__).parent / "pins" / "base_tool_schemas.json"
 
 
 def test_base_tool_schemas_match_the_pin() -> None:
-    registry = build_base_registry(admin=True, tasks=True)
+    registry = build_base_registry(admin=True, tasks=True, notes=True)
     current = {
         "offered": registry.openai_schemas(),
         "internal": [t.name for t in registry.all() if not t.visible],

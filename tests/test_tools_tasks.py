@@ -1,4 +1,5 @@
-"""Task tools as the model calls them, persisted as kind 30078 d=tasks on real relays, rendered in the prompt."""
+"""Task tools as the model calls them, persisted as kind 30078 d=tasks on real relays, rendered in the prompt;
+and post_note, which asks before it publishes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from didactyl_tui.agent.soul import SoulTemplate, TemplateSection, assemble
 from didactyl_tui.agent.soul_lint import lint_soul
 from didactyl_tui.agent.tasks import TaskBook, TaskError, event_storage, read_tasks_event, tasks_filter
 from didactyl_tui.agent.tools.builtin import build_base_registry
+from didactyl_tui.agent.tools.notes import NotePoster
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.replaceable import newest
@@ -118,3 +120,51 @@ async def test_the_model_gets_readable_errors_and_nothing_is_saved(tmp_path: Pat
         out = await registry.call(name, args, ctx)
         assert out.is_error and expected in out.content, out.content
     assert saved == []
+
+
+# --- post_note (kind 1, after the user confirms) ------------------------------------------------
+
+
+async def test_post_note_asks_first_publishes_on_yes_and_does_nothing_on_no(
+        any_relay: RelayUnderTest, tmp_path: Path) -> None:
+    asked: list[str] = []
+    answers = [False, True]
+
+    async def confirm(text: str) -> bool:
+        asked.append(text)
+        return answers.pop(0)
+
+    registry = build_base_registry(notes=True)
+    ctx = offline_context(tmp_path)
+    async with RelayPool([any_relay.url], **fast_client_kwargs()) as pool:
+        ctx.notes = NotePoster(AGENT_KEY, lambda ev: pool.publish(ev, timeout=3), confirm, clock=Clock())
+        declined = json.loads((await registry.call("post_note", {"text": "Hello, Nostr!"}, ctx)).content)
+        assert declined == {"posted": False, "reason": "the user declined to publish this note"}
+        assert await pool.query([{"authors": [AGENT_KEY.public_key_hex], "kinds": [1]}], timeout=3) == []
+        posted = json.loads((await registry.call("post_note", {"text": " Hello, Nostr! "}, ctx)).content)
+        assert posted["posted"] and posted["accepted_by"] == [any_relay.url]
+        [note] = await pool.query([{"authors": [AGENT_KEY.public_key_hex], "kinds": [1]}], timeout=3)
+    assert (note.id, note.content) == (posted["event_id"], "Hello, Nostr!")
+    assert asked == ["Hello, Nostr!", "Hello, Nostr!"]
+
+
+async def test_post_note_without_confirmation_when_allowed_and_its_limits(tmp_path: Path) -> None:
+    published: list[Event] = []
+
+    async def publish(ev: Event) -> object:
+        published.append(ev)
+        return None  # no outcome: nothing known to have accepted it
+
+    registry = build_base_registry(notes=True)
+    ctx = offline_context(tmp_path)
+    assert (await registry.call("post_note", {"text": "x"}, ctx)).content == \
+        "Error: posting notes is not available here"
+    ctx.notes = NotePoster(AGENT_KEY, publish, None, clock=Clock(), max_chars=10)
+    out = json.loads((await registry.call("post_note", {"text": "gm"}, ctx)).content)
+    assert out["posted"] and out["warning"] == "no relay accepted the note yet" and published[0].content == "gm"
+    for text, reason in (("   ", "needs some text"), ("x" * 11, "at most 10 characters")):
+        result = await registry.call("post_note", {"text": text}, ctx)
+        assert result.is_error and reason in result.content
+    assert len(published) == 1
+    offered = [t["function"]["name"] for t in build_base_registry().openai_schemas()]
+    assert "post_note" not in offered  # not offered until the service gives a poster

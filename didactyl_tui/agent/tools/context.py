@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..identity_cache import IdentityCache
 from ..memory.store import MemoryStore
 from ..tasks import TaskBook
 from .registry import ToolContext
+
+if TYPE_CHECKING:  # notes.py imports this module
+    from .notes import NotePoster
 
 
 @dataclass
@@ -22,3 +26,4 @@ class AgentToolContext(ToolContext):
     admin: IdentityCache | None
     files_root: Path  # <data dir>/memory: the only folder read_file/write_file may touch
     tasks: TaskBook | None = None  # the task tools say "not available" until the service gives one
+    notes: NotePoster | None = None  # post_note, likewise
