@@ -199,10 +199,7 @@ class ConversationStore:
 
     def restore_session(self, session_id: str, title: str, created_at: float, updated_at: float,
                         messages: Iterable[Mapping[str, Any]]) -> None:
-        """Recreate a session exactly as exported (id, title, times, messages); a failure leaves nothing.
-
-        Refuses an id that already exists, so an import never merges into or overwrites a conversation.
-        """
+        """Recreate an exported session (id, title, times, messages); never over an existing id; all or nothing."""
         batch = [dict(m) for m in messages]
         for message in batch:
             _check_message(message)
@@ -213,7 +210,7 @@ class ConversationStore:
                        (session_id, title, created_at, updated_at))
         try:
             self.append(session_id, batch)
-        except AgentError:
+        except Exception:  # a bad message or a database error: leave no half session behind
             self.delete_session(session_id)
             raise
         with self._tx() as db:  # append stamped "now" and may have set a title: put the exported ones back
