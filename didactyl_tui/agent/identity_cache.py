@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ from ..nostr.event import Event
 from ..nostr.keys import is_hex_pubkey
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST, TEXT_NOTE
 from ..nostr.replaceable import is_newer, newest_first
+from .prompt_record import SourceEvent
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class IdentityCache:
         self.version = 0  # bumped on every change
         self.rendered: dict[str, str] = {}  # memo for the context tools' markdown, cleared on change
         self.dropped: Counter[str] = Counter()
+        self._served: dict[str, set[str]] = {}  # cached event id -> relays that sent it (provenance)
         self._listeners: list[Callable[[], None]] = []
 
     def filters(self) -> list[dict[str, Any]]:
@@ -166,10 +168,48 @@ class IdentityCache:
         if not ev.is_valid():
             self.dropped["invalid"] += 1
             return False
-        if self._put(ev):
+        changed = self._put(ev)
+        self._note_relay(url, ev)
+        if changed:
             self._changed()
-            return True
-        return False
+        return changed
+
+    def ingest_by_relay(self, by_relay: Mapping[str, Iterable[Event] | None], *, loaded: bool = True) -> bool:
+        """A start-up query's answer per relay: like :meth:`ingest_many`, remembering who served what."""
+        events = [(url, ev) for url, evs in by_relay.items() for ev in evs or ()]
+        changed = self.ingest_many((ev for _, ev in events), loaded=loaded)
+        for url, ev in events:
+            self._note_relay(url, ev)
+        return changed
+
+    def _note_relay(self, url: str | None, ev: Event) -> None:
+        cached = self._notes.get(ev.id) or self._replaceable.get(ev.kind)
+        if url and cached is not None and cached.id == ev.id:
+            self._served.setdefault(ev.id, set()).add(url)
+        live = {e.id for e in (*self._replaceable.values(), *self._notes.values())}
+        for eid in [e for e in self._served if e not in live]:  # bounded by the cache itself
+            del self._served[eid]
+
+    def source_events(self, prefix: str, identity_tool: str | None = None) -> dict[str, SourceEvent]:
+        """Provenance of the context sections fed by this cache: tool name -> the event and its relays.
+
+        ``prefix`` is ``nostr_agent`` or ``nostr_admin``; the identity section (``identity_tool``) shows
+        the name from the kind 0, so it cites that event; the notes section cites the newest note.
+        """
+        def source(ev: Event) -> SourceEvent:
+            return SourceEvent(ev.id, ev.created_at, tuple(sorted(self._served.get(ev.id, ()))))
+
+        out: dict[str, SourceEvent] = {}
+        for kind, suffix in ((METADATA, "profile"), (CONTACTS, "contacts"), (RELAY_LIST, "relays")):
+            ev = self._replaceable.get(kind)
+            if ev is not None:
+                out[f"{prefix}_{suffix}"] = source(ev)
+        if identity_tool and METADATA in self._replaceable:
+            out[identity_tool] = source(self._replaceable[METADATA])
+        notes = self.view().notes
+        if notes:
+            out[f"{prefix}_notes"] = source(notes[0])
+        return out
 
     def ingest_many(self, events: Iterable[Event], *, loaded: bool = True) -> bool:
         changed = False
