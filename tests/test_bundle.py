@@ -18,6 +18,7 @@ from didactyl_tui.agent.bundle import (
     session_record,
     write_bundle,
 )
+from didactyl_tui.agent.conversation_records import export_records, restore_records
 from didactyl_tui.agent.conversations import ConversationStore
 from didactyl_tui.agent.soul import default_template
 from didactyl_tui.agent.soul_event import build_soul_event, read_soul_event
@@ -59,20 +60,20 @@ def test_export_then_import_into_an_empty_data_dir_restores_everything_exactly(t
     old = ConversationStore(tmp_path / "old" / "conversations.sqlite3", clock=Clock())
     _fill(old)
     events = _events()
-    text = write_bundle(AGENT_KEY, [*events, events[0]], old.export_records(), created_at=NOW, rng=random.Random(1))
+    text = write_bundle(AGENT_KEY, [*events, events[0]], export_records(old), created_at=NOW, rng=random.Random(1))
     assert "hello" not in text and "Ada likes tea" not in text  # conversations and memory stay encrypted
 
     bundle = read_bundle(text, AGENT_KEY)
     assert bundle.events == tuple(events) and bundle.agent == AGENT_KEY.public_key_hex
     new = ConversationStore(tmp_path / "new" / "conversations.sqlite3", clock=Clock(NOW + 999))
-    assert new.restore_records(bundle.sessions) == 2
+    assert restore_records(new, bundle.sessions) == 2
     assert _view(new) == _view(old)
     soul = next(e for e in bundle.events if e.kind == 31120)
     assert read_soul_event(soul, AGENT_KEY).sections == default_template().sections
     tasks = next(e for e in bundle.events if e.d_tag == "tasks")
     assert read_tasks_event(tasks, AGENT_KEY).tasks[0].title == "back up the agent"
     with pytest.raises(AgentError, match="already exists"):
-        new.restore_records(bundle.sessions[:1])  # an import never overwrites a conversation
+        restore_records(new, bundle.sessions[:1])  # an import never overwrites a conversation
 
 
 def test_rust_nostr_verifies_every_event_of_a_bundle() -> None:

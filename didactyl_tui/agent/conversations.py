@@ -199,34 +199,18 @@ class ConversationStore:
 
     def restore_session(self, session_id: str, title: str, created_at: float, updated_at: float,
                         messages: Iterable[Mapping[str, Any]]) -> None:
-        """Recreate an exported session (id, title, times, messages); never over an existing id; all or nothing."""
-        batch = [dict(m) for m in messages]
-        for message in batch:
-            _check_message(message)
+        """Recreate an exported session as it was (id, title, times, messages); an id in use is refused."""
         with self._tx() as db:
             if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None:
                 raise AgentError(f"conversation {session_id!r} already exists", "Conversations")
-            db.execute("INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                       (session_id, title, created_at, updated_at))
+            db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)", (session_id, title, created_at, updated_at))
         try:
-            self.append(session_id, batch)
-        except Exception:  # a bad message or a database error: leave no half session behind
+            self.append(session_id, messages)
+        except Exception:  # a bad message or a database error: no half session is left behind
             self.delete_session(session_id)
             raise
-        with self._tx() as db:  # append stamped "now" and may have set a title: put the exported ones back
+        with self._tx() as db:  # append stamped "now" and may have set a title
             db.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?", (title, updated_at, session_id))
-
-    def export_records(self) -> list[dict[str, Any]]:
-        """Every session as a portable record (``id, title, created_at, updated_at, messages``), newest first."""
-        return [{"id": i.id, "title": i.title, "created_at": i.created_at, "updated_at": i.updated_at,
-                 "messages": self.messages(i.id)} for i in self.list_sessions()]
-
-    def restore_records(self, records: Iterable[Mapping[str, Any]]) -> int:
-        """Restore :meth:`export_records` output (oldest first, so equal times list in the same order)."""
-        items = list(records)
-        for r in reversed(items):
-            self.restore_session(r["id"], r["title"], r["created_at"], r["updated_at"], r["messages"])
-        return len(items)
 
     # --- messages ---------------------------------------------------------------------------------
 

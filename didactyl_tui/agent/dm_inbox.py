@@ -18,7 +18,6 @@ thread-safe: the service calls it through ``asyncio.to_thread``, like the conver
 
 from __future__ import annotations
 
-import os
 import random
 import sqlite3
 import threading
@@ -35,6 +34,7 @@ from ..nostr.event import Event
 from ..nostr.keys import SecretKey, is_hex_pubkey
 from ..nostr.nip17 import DirectMessage, make_message, open_message, wrap_message
 from ..nostr.nip59 import UnwrapError
+from .private_files import is_disk_full, open_private_wal
 
 MAX_LEDGER_ROWS = 100_000  # oldest rumor ids are forgotten first; wraps older than that are not fetched
 _SCHEMA = """
@@ -98,12 +98,11 @@ class DmLedger:
         try:
             if path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # private before SQLite writes
-            self._db = sqlite3.connect(path, check_same_thread=False, timeout=5.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db = open_private_wal(path, check_same_thread=False, timeout=5.0, isolation_level=None)
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise AgentError(f"cannot open the DM ledger {path}: {exc}", "Direct messages") from None
+            reason = "disk full" if is_disk_full(exc) else str(exc)
+            raise AgentError(f"cannot open the DM ledger {path}: {reason}", "Direct messages") from None
 
     def close(self) -> None:
         with self._lock:
