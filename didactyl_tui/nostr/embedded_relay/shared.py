@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import re
 import secrets
@@ -162,6 +163,10 @@ async def ensure_shared_relay(
     :class:`RelayError` (one line, for the user) when no relay can be found or started within
     ``start_timeout_s``.
     """
+    if not 0 <= port <= 65535:
+        raise RelayError(f"the embedded relay's port must be 0..65535, not {port}")
+    if not 0 <= idle_exit_s < math.inf:  # also refuses nan
+        raise RelayError(f"the embedded relay's idle exit must be a number of seconds >= 0, not {idle_exit_s}")
     data_dir = data_dir.absolute()
     db = (db_path or data_dir / RELAY_DB).absolute()
     found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
