@@ -35,7 +35,9 @@ from didactyl_tui.nostr.embedded_relay.lockfile import (
 from didactyl_tui.nostr.embedded_relay.process import EXIT_DATABASE_BUSY, InstanceRelay
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.embedded_relay.shared import (
+    DAEMON_MODULE,
     ensure_shared_relay,
+    fetch_info_document,
     fetch_instance_token,
     find_shared_relay,
     stop_shared_relay,
@@ -90,7 +92,7 @@ def relay_pids(under: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"didactyl_tui.nostr.embedded_relay" not in argv:
+        if DAEMON_MODULE.encode() not in argv:
             continue
         try:
             data_dir = argv[argv.index(b"--data-dir") + 1].decode()
@@ -258,7 +260,7 @@ async def test_a_database_owned_by_a_relay_that_does_not_answer_is_never_opened_
 
 def test_a_second_relay_process_on_the_same_database_refuses(data_dir: Path) -> None:
     relay = asyncio.run(ensure_shared_relay(data_dir, port=0))
-    proc = subprocess.run([sys.executable, "-m", "didactyl_tui.nostr.embedded_relay", "--data-dir", str(data_dir),
+    proc = subprocess.run([sys.executable, "-m", DAEMON_MODULE, "--data-dir", str(data_dir),
                            "--port", "0"], capture_output=True, text=True, env=_env(), timeout=PROCESS_TIMEOUT_S)
     assert proc.returncode == EXIT_DATABASE_BUSY
     assert f"already serves {data_dir / 'relay.sqlite3'} on {relay.url} (pid {relay.pid})" in proc.stderr
@@ -327,3 +329,44 @@ async def test_bad_settings_are_refused_before_anything_starts(data_dir: Path, p
     with pytest.raises(RelayError, match=r"port must be|idle exit must be"):
         await ensure_shared_relay(data_dir, port=port, idle_exit_s=idle)
     assert not data_dir.exists()
+
+
+async def test_a_killed_relay_is_taken_over(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0)
+    os.kill(relay.pid, signal.SIGKILL)  # no clean-up: the lock file stays behind
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+    assert read_lock(data_dir / LOCK_FILE) is not None
+    again = await ensure_shared_relay(data_dir, port=0)
+    assert again.started_by_us and again.pid != relay.pid
+    assert relay_pids(data_dir) == [again.pid]
+
+
+async def test_an_identity_question_counts_as_activity(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0, idle_exit_s=2.0)
+    for _ in range(10):  # 3 s of questions, never 2 s apart
+        assert await fetch_instance_token(relay.host, relay.port) == relay.token
+        await asyncio.sleep(0.3)
+    assert pid_running(relay.pid)
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+
+
+async def test_a_stopping_relay_no_longer_claims_the_data_dir(tmp_path: Path) -> None:
+    stopping = asyncio.Event()
+    async with InstanceRelay(tmp_path / "r.sqlite3", instance_token="b" * 32, stopping=stopping) as relay:
+        assert await fetch_instance_token("127.0.0.1", relay.port) == "b" * 32
+        stopping.set()
+        assert await fetch_instance_token("127.0.0.1", relay.port) is None
+
+
+async def test_relay_options_reach_the_relay_process(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0, relay_options={"max_subscriptions": 3})
+    doc = await fetch_info_document(relay.host, relay.port)
+    assert doc is not None and doc["limitation"]["max_subscriptions"] == 3
+
+
+async def test_unknown_relay_options_are_reported_in_one_line(data_dir: Path) -> None:
+    with pytest.raises(RelayError, match=r"exited at start .*bad relay options") as info:
+        await ensure_shared_relay(data_dir, port=0, relay_options={"no_such_limit": 1})
+    assert "\n" not in str(info.value)
+    with pytest.raises(RelayError, match="not JSON"):
+        await ensure_shared_relay(data_dir, port=0, relay_options={"limits": object()})

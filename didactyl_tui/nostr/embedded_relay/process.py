@@ -1,4 +1,4 @@
-"""The shared embedded relay as its own OS process (``python -m didactyl_tui.nostr.embedded_relay``).
+"""The shared embedded relay as its own OS process (``python -m didactyl_tui.nostr.embedded_relay.daemon``).
 
 It owns the database for its whole life (``flock`` on ``<database>.owner``), serves
 :class:`~.server.EmbeddedRelay` with an instance token in its NIP-11 document, announces itself in the
@@ -20,6 +20,7 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +42,20 @@ EXIT_DATABASE_BUSY = 3  # another relay process serves this database
 class InstanceRelay(EmbeddedRelay):
     """The embedded relay, naming its instance in NIP-11 so a launcher can tell it from any other server."""
 
-    def __init__(self, *args: Any, instance_token: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, instance_token: str, stopping: asyncio.Event | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.instance_token = instance_token
+        self.stopping = stopping or asyncio.Event()
         self.last_info_request = time.monotonic()
 
     def info_document(self) -> dict[str, Any]:
+        doc = super().info_document()
+        if self.stopping.is_set():
+            return doc  # no longer claims the data dir: a launcher asking now waits for a successor
         # A launcher asks just before it connects: counting the question as activity keeps the idle
         # exit from closing the relay between that answer and the connection.
         self.last_info_request = time.monotonic()
-        doc = super().info_document()
         doc["didactyl"] = {"instance": self.instance_token, "pid": os.getpid()}
         return doc
 
@@ -85,15 +90,19 @@ def _address_in_use(exc: RelayError) -> bool:
     return isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
 
 
-async def _start_relay(db_path: Path, host: str, port: int, token: str) -> InstanceRelay:
+async def _start_relay(db_path: Path, host: str, port: int, token: str, stopping: asyncio.Event,
+                       options: Mapping[str, Any]) -> InstanceRelay:
     """Listen on ``port``; when another program has it, on a free port (recorded in the lock file)."""
-    relay = InstanceRelay(db_path, host, port, instance_token=token)
+    try:
+        relay = InstanceRelay(db_path, host, port, instance_token=token, stopping=stopping, **options)
+    except TypeError as exc:  # an option EmbeddedRelay does not take
+        raise RelayError(f"bad relay options: {exc}") from exc
     try:
         await relay.start()
     except RelayError as exc:
         if port == 0 or not _address_in_use(exc):
             raise
-        relay = InstanceRelay(db_path, host, 0, instance_token=token)
+        relay = InstanceRelay(db_path, host, 0, instance_token=token, stopping=stopping, **options)
         await relay.start()
         log.warning("port %d is taken by another program; listening on %s instead", port, relay.url)
     return relay
@@ -104,7 +113,7 @@ async def _watch_idle(relay: InstanceRelay, idle_exit_s: float, stop: asyncio.Ev
     last_busy = time.monotonic()
     while not stop.is_set():
         now = time.monotonic()
-        if relay.connection_count:
+        if relay.connections:
             last_busy = now
         if now - max(last_busy, relay.last_info_request) >= idle_exit_s:
             log.info("no client for %gs: stopping", idle_exit_s)
@@ -133,10 +142,12 @@ async def run_relay_process(
     host: str = "127.0.0.1",
     port: int = 7447,
     idle_exit_s: float = DEFAULT_IDLE_EXIT_S,
+    relay_options: Mapping[str, Any] | None = None,
     announce: bool = False,
 ) -> int:
     """Serve the data dir's relay until a signal or ``idle_exit_s`` idle seconds (0: never); an exit code.
 
+    ``relay_options`` are keyword arguments for :class:`EmbeddedRelay` (limits, allow-list).
     ``announce`` prints the URL on stdout once it listens (``didactyl relay`` in a terminal).
     """
     # Meant to run in a process of its own: everything it creates (database, WAL, log) is private.
@@ -156,19 +167,19 @@ async def run_relay_process(
         print(f"error: another embedded relay already serves {db}{where}", file=sys.stderr, flush=True)
         return EXIT_DATABASE_BUSY
     try:
-        return await _serve(data_dir, db, host, port, idle_exit_s, announce, lock_path)
+        return await _serve(db, host, port, idle_exit_s, dict(relay_options or {}), announce, lock_path)
     finally:
         owner.release()
 
 
-async def _serve(data_dir: Path, db: Path, host: str, port: int, idle_exit_s: float, announce: bool,
+async def _serve(db: Path, host: str, port: int, idle_exit_s: float, options: dict[str, Any], announce: bool,
                  lock_path: Path) -> int:
     token = secrets.token_hex(16)
     stop = asyncio.Event()
     installed = _install_stop_signals(stop)
     try:
         try:
-            relay = await _start_relay(db, host, port, token)
+            relay = await _start_relay(db, host, port, token, stop, options)
         except RelayError as exc:
             print(f"error: {exc.message}", file=sys.stderr, flush=True)
             return EXIT_FAILED

@@ -152,7 +152,7 @@ class EmbeddedRelay:
         return self._server is not None
 
     @property
-    def connection_count(self) -> int:
+    def connections(self) -> int:
         """Open websocket connections (the shared relay process exits after a while with none)."""
         return len(self._peers)
 

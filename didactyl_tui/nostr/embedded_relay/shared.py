@@ -21,12 +21,15 @@ import os
 import re
 import secrets
 import signal
+import site
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...errors import RelayError
 from .lockfile import (
@@ -49,6 +52,7 @@ DEFAULT_START_TIMEOUT_S = 15.0  # a cold Python start on a loaded 2-core box tak
 DEFAULT_PROBE_TIMEOUT_S = 2.0
 MAX_INFO_BYTES = 64 * 1024  # a NIP-11 document is ~1 KB
 MAX_LOG_KEEP_BYTES = 1024 * 1024  # the log is rotated (one old copy kept) when bigger at a start
+DAEMON_MODULE = f"{__package__}.daemon"
 _POLL_S = 0.05
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -79,6 +83,14 @@ def _shared(lock: RelayLock, started_by_us: bool, requested_port: int) -> Shared
 
 async def fetch_instance_token(host: str, port: int, timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> str | None:
     """The ``didactyl.instance`` field of the NIP-11 document served on ``host:port``; None if none."""
+    doc = await fetch_info_document(host, port, timeout)
+    ours = doc.get("didactyl") if doc is not None else None
+    token = ours.get("instance") if isinstance(ours, dict) else None
+    return token if isinstance(token, str) else None
+
+
+async def fetch_info_document(host: str, port: int, timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> dict[str, Any] | None:
+    """The NIP-11 document served over HTTP on ``host:port`` (bounded in size and time); None if none."""
     try:
         async with asyncio.timeout(timeout):
             reader, writer = await asyncio.open_connection(host, port)
@@ -94,7 +106,7 @@ async def fetch_instance_token(host: str, port: int, timeout: float = DEFAULT_PR
                     await writer.wait_closed()
     except (OSError, TimeoutError, ValueError):
         return None
-    return _instance_in(data)
+    return _document_in(data)
 
 
 async def _read_response(reader: asyncio.StreamReader) -> bytes:
@@ -111,7 +123,7 @@ async def _read_response(reader: asyncio.StreamReader) -> bytes:
     return data
 
 
-def _instance_in(response: bytes) -> str | None:
+def _document_in(response: bytes) -> dict[str, Any] | None:
     head, _, body = response.partition(b"\r\n\r\n")
     if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
         return None
@@ -119,9 +131,7 @@ def _instance_in(response: bytes) -> str | None:
         doc = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    ours = doc.get("didactyl") if isinstance(doc, dict) else None
-    token = ours.get("instance") if isinstance(ours, dict) else None
-    return token if isinstance(token, str) else None
+    return doc if isinstance(doc, dict) else None
 
 
 async def _verified(lock: RelayLock | None, timeout: float) -> bool:
@@ -156,10 +166,13 @@ async def ensure_shared_relay(
     idle_exit_s: float = DEFAULT_IDLE_EXIT_S,
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    relay_options: Mapping[str, Any] | None = None,
 ) -> SharedRelay:
     """The data dir's relay: found and identity-checked, or started (detached) and waited for.
 
-    ``host``/``port``/``idle_exit_s`` apply only when a relay is started here. Raises
+    ``host``/``port``/``idle_exit_s``/``relay_options`` apply only when a relay is started here;
+    ``relay_options`` are JSON-able keyword arguments for :class:`EmbeddedRelay` (limits, allow-list),
+    passed on the relay's command line (so never a secret). Raises
     :class:`RelayError` (one line, for the user) when no relay can be found or started within
     ``start_timeout_s``.
     """
@@ -167,6 +180,10 @@ async def ensure_shared_relay(
         raise RelayError(f"the embedded relay's port must be 0..65535, not {port}")
     if not 0 <= idle_exit_s < math.inf:  # also refuses nan
         raise RelayError(f"the embedded relay's idle exit must be a number of seconds >= 0, not {idle_exit_s}")
+    try:
+        options = json.dumps(dict(relay_options or {}), separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise RelayError(f"the embedded relay's options are not JSON: {exc}") from exc
     data_dir = data_dir.absolute()
     db = (db_path or data_dir / RELAY_DB).absolute()
     found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
@@ -181,13 +198,14 @@ async def ensure_shared_relay(
     except OSError as exc:
         raise RelayError(f"cannot prepare the embedded relay in {data_dir}: {exc.strerror or exc}") from exc
     try:
-        return await _find_or_start(data_dir, db, host, port, idle_exit_s, start_timeout_s, probe_timeout_s)
+        command = _relay_command(data_dir, db, host, port, idle_exit_s, options)
+        return await _find_or_start(data_dir, db, port, command, start_timeout_s, probe_timeout_s)
     finally:
         launch.release()
 
 
-async def _find_or_start(data_dir: Path, db: Path, host: str, port: int, idle_exit_s: float,
-                         start_timeout_s: float, probe_timeout_s: float) -> SharedRelay:
+async def _find_or_start(data_dir: Path, db: Path, port: int, command: list[str], start_timeout_s: float,
+                         probe_timeout_s: float) -> SharedRelay:
     """Holding the launch lock: the relay another launcher just started, or a new one."""
     lock_path = data_dir / LOCK_FILE
     deadline = time.monotonic() + start_timeout_s
@@ -198,7 +216,7 @@ async def _find_or_start(data_dir: Path, db: Path, host: str, port: int, idle_ex
         if not lock_is_held(owner_lock_path(db)):
             # Nobody serves the database: whatever the lock file says is stale.
             remove_stale_lock(lock_path, read_lock(lock_path))
-            return await _start(data_dir, db, host, port, idle_exit_s, deadline, probe_timeout_s)
+            return await _start(data_dir, db, port, command, deadline, probe_timeout_s)
         # A relay owns the database but does not answer (yet): it is starting, stopping, or stuck.
         if time.monotonic() >= deadline:
             lock = read_lock(lock_path)
@@ -208,17 +226,19 @@ async def _find_or_start(data_dir: Path, db: Path, host: str, port: int, idle_ex
         await asyncio.sleep(_POLL_S * 2)
 
 
-def _relay_command(data_dir: Path, db: Path, host: str, port: int, idle_exit_s: float) -> list[str]:
-    return [sys.executable, "-m", __package__, "--data-dir", str(data_dir), "--db", str(db),
-            "--host", host, "--port", str(port), "--idle-exit", repr(float(idle_exit_s))]
+def _relay_command(data_dir: Path, db: Path, host: str, port: int, idle_exit_s: float, options: str) -> list[str]:
+    return [sys.executable, "-m", DAEMON_MODULE, "--data-dir", str(data_dir), "--db", str(db), "--host", host,
+            "--port", str(port), "--idle-exit", repr(float(idle_exit_s)), "--relay-options", options]
 
 
 def _child_env() -> dict[str, str]:
-    """This process's environment, with the directory our package was imported from first on the path,
-    so the relay runs the same code whatever the working directory."""
+    """This process's environment; when our package comes from a source tree (not site-packages), that
+    tree goes first on the path, so the relay runs the same code whatever the working directory."""
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[3])
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
+    root = Path(__file__).resolve().parents[3]
+    installed = {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    if root not in installed:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
     return env
 
 
@@ -242,12 +262,11 @@ def _spawn(command: list[str], cwd: Path, log_path: Path) -> subprocess.Popen[by
     return proc
 
 
-async def _start(data_dir: Path, db: Path, host: str, port: int, idle_exit_s: float, deadline: float,
+async def _start(data_dir: Path, db: Path, port: int, command: list[str], deadline: float,
                  probe_timeout_s: float) -> SharedRelay:
     log_path = data_dir / LOG_FILE
     try:
-        proc = await asyncio.to_thread(_spawn, _relay_command(data_dir, db, host, port, idle_exit_s),
-                                       data_dir, log_path)
+        proc = await asyncio.to_thread(_spawn, command, data_dir, log_path)
     except OSError as exc:
         raise RelayError(f"cannot start the embedded relay: {exc.strerror or exc}") from exc
     lock_path = data_dir / LOCK_FILE
