@@ -86,6 +86,7 @@ class RelaysConfig:
         "The embedded relay runs as its own process, shared by every didactyl using this data dir; it exits "
         "after this many seconds with no client connected (0: never).",
         min=0,
+        max=86400,
     )
     timeout_s: float = _f(
         5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1, max=600

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from relay_servers import eventually, fast_client_kwargs, free_port
+from shared_relay_support import kill_shared_relays, relay_pids
 
 from didactyl_tui.errors import RelayError
 from didactyl_tui.nostr.embedded_relay.lockfile import (
@@ -82,48 +83,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-def relay_pids(under: Path) -> list[int]:
-    """Live relay processes whose data dir is under ``under`` (read from /proc command lines)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if DAEMON_MODULE.encode() not in argv:
-            continue
-        try:
-            data_dir = argv[argv.index(b"--data-dir") + 1].decode()
-        except (ValueError, IndexError):
-            continue
-        if Path(data_dir).is_relative_to(under) and pid_running(int(entry.name)):
-            pids.append(int(entry.name))
-    return pids
-
-
-def wait_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while pid_running(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Iterator[Path]:
     """A data dir; every relay process started under tmp_path is killed afterwards (bounded)."""
     yield tmp_path / "data"
-    for pid in relay_pids(tmp_path):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-        if not wait_gone(pid, 5.0):
-            os.kill(pid, signal.SIGKILL)
-            wait_gone(pid, 5.0)
+    kill_shared_relays(tmp_path)
     assert relay_pids(tmp_path) == []
 
 
