@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import signal
 import socket
@@ -33,7 +34,7 @@ from didactyl_tui.nostr.embedded_relay.lockfile import (
     read_lock,
     write_lock,
 )
-from didactyl_tui.nostr.embedded_relay.process import EXIT_DATABASE_BUSY, InstanceRelay
+from didactyl_tui.nostr.embedded_relay.process import EXIT_DATABASE_BUSY, CappedLogHandler, InstanceRelay
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.embedded_relay.shared import (
     DAEMON_MODULE,
@@ -334,3 +335,40 @@ async def test_unknown_relay_options_are_reported_in_one_line(data_dir: Path) ->
     assert "\n" not in str(info.value)
     with pytest.raises(RelayError, match="not JSON"):
         await ensure_shared_relay(data_dir, port=0, relay_options={"limits": object()})
+
+
+async def test_a_server_that_learned_the_token_is_not_trusted_once_the_relay_is_gone(data_dir: Path,
+                                                                                     tmp_path: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0)
+    os.kill(relay.pid, signal.SIGKILL)  # the lock file stays, naming a port anyone may now take
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+    async with InstanceRelay(tmp_path / "forger.sqlite3", instance_token=relay.token) as forger:
+        # The forger answers with the right token from a live pid (ours), but owns no database of this dir.
+        write_lock(data_dir / LOCK_FILE, RelayLock(os.getpid(), "127.0.0.1", forger.port, relay.token,
+                                                   str(relay.db_path), time.time()))
+        assert await find_shared_relay(data_dir) is None
+        again = await ensure_shared_relay(data_dir, port=0)
+        assert again.started_by_us and again.port != forger.port
+
+
+async def test_the_log_is_rotated_when_big(data_dir: Path) -> None:
+    data_dir.mkdir()
+    (data_dir / "relay.log").write_bytes(b"old line\n" * 200_000)  # 1.8 MB
+    await ensure_shared_relay(data_dir, port=0)
+    assert (data_dir / "relay.log.1").stat().st_size == 1_800_000
+    assert (data_dir / "relay.log").stat().st_size < 10_000
+
+
+def test_the_relay_process_log_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
+    logger = logging.getLogger("test_shared_relay.flood")
+    handler = CappedLogHandler(300)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        for i in range(1000):
+            logger.warning("client %d does not read its messages", i)
+    finally:
+        logger.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert len(err) < 600
+    assert err.splitlines()[-1] == "log limit reached; further messages are dropped"

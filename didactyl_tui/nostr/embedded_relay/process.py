@@ -60,7 +60,7 @@ class InstanceRelay(EmbeddedRelay):
         return doc
 
 
-class _CappedLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class CappedLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Log to stderr (the log file) until ``max_bytes``, then say so once and drop the rest."""
 
     def __init__(self, max_bytes: int) -> None:
@@ -79,7 +79,7 @@ class _CappedLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def configure_logging(max_bytes: int = MAX_LOG_BYTES) -> None:
-    handler = _CappedLogHandler(max_bytes)
+    handler = CappedLogHandler(max_bytes)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.getLogger("websockets").setLevel(logging.WARNING)  # a line per HTTP probe is noise

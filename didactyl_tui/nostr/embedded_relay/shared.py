@@ -135,8 +135,10 @@ def _document_in(response: bytes) -> dict[str, Any] | None:
 
 
 async def _verified(lock: RelayLock | None, timeout: float) -> bool:
-    """The lock file points at a live relay that proves it is the one that wrote the file."""
-    if lock is None or not pid_running(lock.pid):
+    """The lock file points at a live relay that proves it is the one that wrote the file: its process runs,
+    some process owns the database (a server that merely read the token over NIP-11 cannot), and the
+    server on its port answers with its token."""
+    if lock is None or not pid_running(lock.pid) or not lock_is_held(owner_lock_path(Path(lock.db))):
         return False
     answer = await fetch_instance_token(lock.connect_host, lock.port, timeout)
     return answer is not None and secrets.compare_digest(answer, lock.token)
