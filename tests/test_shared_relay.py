@@ -372,3 +372,10 @@ def test_the_relay_process_log_is_capped(capsys: pytest.CaptureFixture[str]) -> 
     err = capsys.readouterr().err
     assert len(err) < 600
     assert err.splitlines()[-1] == "log limit reached; further messages are dropped"
+
+
+async def test_an_unusable_data_dir_is_reported_in_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the data dir should be")
+    with pytest.raises(RelayError, match="cannot use the embedded relay's files"):
+        await ensure_shared_relay(blocker / "data", port=0)

@@ -153,7 +153,7 @@ async def run_relay_process(
     # Meant to run in a process of its own: everything it creates (database, WAL, log) is private.
     os.umask(0o077)
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    db = db_path or data_dir / RELAY_DB
+    db = (db_path or data_dir / RELAY_DB).absolute()  # as launchers compare it
     lock_path = data_dir / LOCK_FILE
     owner = FileLock(owner_lock_path(db))
     try:

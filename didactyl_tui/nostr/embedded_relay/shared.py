@@ -188,22 +188,23 @@ async def ensure_shared_relay(
         raise RelayError(f"the embedded relay's options are not JSON: {exc}") from exc
     data_dir = data_dir.absolute()
     db = (db_path or data_dir / RELAY_DB).absolute()
-    found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
-    if found is not None:
-        return found
     try:
+        found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
+        if found is not None:
+            return found
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         launch = FileLock(data_dir / LAUNCH_LOCK_FILE)
         if not await launch.acquire(start_timeout_s + probe_timeout_s):
             raise RelayError(f"another didactyl is starting the embedded relay of {data_dir} and has not "
                              f"finished within {start_timeout_s + probe_timeout_s:g}s")
-    except OSError as exc:
-        raise RelayError(f"cannot prepare the embedded relay in {data_dir}: {exc.strerror or exc}") from exc
-    try:
-        command = _relay_command(data_dir, db, host, port, idle_exit_s, options)
-        return await _find_or_start(data_dir, db, port, command, start_timeout_s, probe_timeout_s)
-    finally:
-        launch.release()
+        try:
+            command = _relay_command(data_dir, db, host, port, idle_exit_s, options)
+            return await _find_or_start(data_dir, db, port, command, start_timeout_s, probe_timeout_s)
+        finally:
+            launch.release()
+    except OSError as exc:  # the data dir or its lock files cannot be read, created or locked
+        where = exc.filename or data_dir
+        raise RelayError(f"cannot use the embedded relay's files in {where}: {exc.strerror or exc}") from exc
 
 
 async def _find_or_start(data_dir: Path, db: Path, port: int, command: list[str], start_timeout_s: float,
@@ -216,8 +217,11 @@ async def _find_or_start(data_dir: Path, db: Path, port: int, command: list[str]
         if found is not None:
             return found
         if not lock_is_held(owner_lock_path(db)):
-            # Nobody serves the database: whatever the lock file says is stale.
-            remove_stale_lock(lock_path, read_lock(lock_path))
+            # Nobody serves the database: what the lock file says about it is stale (a lock file naming
+            # another database is left to that relay; ours replaces it either way).
+            stale = read_lock(lock_path)
+            if stale is None or stale.db == str(db):
+                remove_stale_lock(lock_path, stale)
             return await _start(data_dir, db, port, command, deadline, probe_timeout_s)
         # A relay owns the database but does not answer (yet): it is starting, stopping, or stuck.
         if time.monotonic() >= deadline:
