@@ -81,6 +81,13 @@ class RelaysConfig:
     urls: list[str] = _f([], "Relay URLs (ws:// or wss://) besides the embedded one, e.g. [\"wss://relay.damus.io\"].")
     embedded: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default).")
     embedded_port: int = _f(7447, "Port of the embedded relay on 127.0.0.1 (0: any free port).", min=0, max=65535)
+    embedded_idle_exit_s: float = _f(
+        300.0,
+        "The embedded relay runs as its own process, shared by every didactyl using this data dir; it exits "
+        "after this many seconds with no client connected (0: never).",
+        min=0,
+        max=86400,
+    )
     timeout_s: float = _f(
         5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1, max=600
     )

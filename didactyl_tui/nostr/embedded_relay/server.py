@@ -151,6 +151,11 @@ class EmbeddedRelay:
     def running(self) -> bool:
         return self._server is not None
 
+    @property
+    def connections(self) -> int:
+        """Open websocket connections (the shared relay process exits after a while with none)."""
+        return len(self._peers)
+
     async def start(self) -> None:
         if self._server is not None:
             return

@@ -1,0 +1,205 @@
+"""The files by which the one embedded relay of a data dir is found, and the OS locks that keep it one.
+
+In the data dir:
+
+* ``relay.lock`` — JSON written by the running relay process (pid, host, port, instance token, database
+  path); replaced atomically, removed when that process exits. It only *points* at a relay: a reader
+  trusts it once the relay's NIP-11 document answers with the same token.
+* ``relay.launch.lock`` — ``flock``-ed by a process while it looks for a relay or starts one, so two
+  processes starting at once end with one relay.
+
+Beside the database:
+
+* ``<database>.owner`` — ``flock``-ed by the relay process for its whole life: no second relay ever opens
+  the same database, and a crashed relay (the kernel drops its lock) is told apart from a live one
+  without trusting pids.
+
+Every file is created 0600.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+LOCK_FILE = "relay.lock"
+LAUNCH_LOCK_FILE = "relay.launch.lock"
+LOG_FILE = "relay.log"
+RELAY_DB = "relay.sqlite3"
+_MAX_LOCK_BYTES = 4096  # a lock file is ~200 bytes; anything bigger is not ours
+
+
+def owner_lock_path(db_path: Path) -> Path:
+    """The file the relay process serving ``db_path`` keeps ``flock``-ed."""
+    return db_path.with_name(db_path.name + ".owner")
+
+
+def open_private(path: Path, flags: int = os.O_RDWR | os.O_CREAT) -> int:
+    """Open (creating 0600) and make sure a file we own is 0600 whatever created it first."""
+    fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
+    with contextlib.suppress(OSError):  # a file of another user stays as it is (and is not ours to fix)
+        os.fchmod(fd, 0o600)
+    return fd
+
+
+@dataclass(frozen=True, slots=True)
+class RelayLock:
+    """What ``relay.lock`` says: which process serves which database where, and its instance token."""
+
+    pid: int
+    host: str
+    port: int
+    token: str
+    db: str
+    started_at: float
+
+    @property
+    def connect_host(self) -> str:
+        """Where a client reaches it (a relay listening on every address is reached on loopback)."""
+        return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+
+    @property
+    def url(self) -> str:
+        host = self.connect_host
+        return f"ws://[{host}]:{self.port}" if ":" in host else f"ws://{host}:{self.port}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> RelayLock:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not an object")
+        types = {"pid": int, "host": str, "port": int, "token": str, "db": str, "started_at": (int, float)}
+        for key, kind in types.items():
+            value = raw.get(key)
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise ValueError(f"bad {key!r}")
+        if not 0 < raw["port"] < 65536 or raw["pid"] <= 0 or not raw["token"]:
+            raise ValueError("out of range")
+        return cls(raw["pid"], raw["host"], raw["port"], raw["token"], raw["db"], float(raw["started_at"]))
+
+
+def read_lock(path: Path) -> RelayLock | None:
+    """The lock file's content, or None when it is missing, unreadable or not ours."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(_MAX_LOCK_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > _MAX_LOCK_BYTES:
+        return None
+    try:
+        return RelayLock.from_json(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def write_lock(path: Path, lock: RelayLock) -> None:
+    """Write atomically (a reader sees the old file or the new one, never half of one)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.write(fd, lock.to_json().encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def remove_lock(path: Path, token: str) -> None:
+    """Remove the lock file if it is still ours (a successor's file is left alone)."""
+    current = read_lock(path)
+    if current is not None and current.token == token:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def remove_stale_lock(path: Path, stale: RelayLock | None) -> None:
+    """Remove a lock file known stale (only if it still holds that content)."""
+    if stale is not None:
+        remove_lock(path, stale.token)
+    elif path.exists() and read_lock(path) is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # garbage: no relay process would write it
+
+
+class FileLock:
+    """An exclusive ``flock`` on a file (0600), taken without blocking the event loop."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        if self._fd is not None:
+            return True
+        fd = open_private(self.path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return True
+
+    async def acquire(self, timeout: float, interval: float = 0.05) -> bool:
+        """Try until ``timeout`` seconds pass; True once held."""
+        deadline = time.monotonic() + timeout
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(interval)
+        return True
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
+
+
+def lock_is_held(path: Path) -> bool:
+    """Whether some process holds ``flock`` on ``path`` right now (a missing file: no one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def pid_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, which nobody may have reaped, counts as dead)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc here: kill(0) is all we know
+    fields = stat.rpartition(")")[2].split()
+    return not fields or fields[0] not in ("Z", "X")

@@ -1,0 +1,210 @@
+"""The shared embedded relay as its own OS process (``python -m didactyl_tui.nostr.embedded_relay.daemon``).
+
+It owns the database for its whole life (``flock`` on ``<database>.owner``), serves
+:class:`~.server.EmbeddedRelay` with an instance token in its NIP-11 document, announces itself in the
+data dir's ``relay.lock``, and ends on SIGTERM/SIGINT/SIGHUP or after ``idle_exit_s`` seconds with no
+client connected (no websocket open, no NIP-11 request). The lock file goes with it.
+
+Running apart from the app, a flood against the relay never stalls the app's UI loop, and a CLI command
+needs no relay of its own: it finds this one (see :mod:`.shared`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ...errors import RelayError
+from .lockfile import LOCK_FILE, RELAY_DB, FileLock, RelayLock, owner_lock_path, read_lock, remove_lock, write_lock
+from .server import EmbeddedRelay
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IDLE_EXIT_S = 300.0
+OWNER_WAIT_S = 3.0  # a launcher's check holds the owner lock for microseconds; a live relay, for ever
+MAX_LOG_BYTES = 1024 * 1024  # what one relay process may write to its log
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_DATABASE_BUSY = 3  # another relay process serves this database
+
+
+class InstanceRelay(EmbeddedRelay):
+    """The embedded relay, naming its instance in NIP-11 so a launcher can tell it from any other server."""
+
+    def __init__(self, *args: Any, instance_token: str, stopping: asyncio.Event | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.instance_token = instance_token
+        self.stopping = stopping or asyncio.Event()
+        self.last_info_request = time.monotonic()
+
+    def info_document(self) -> dict[str, Any]:
+        doc = super().info_document()
+        if self.stopping.is_set():
+            return doc  # no longer claims the data dir: a launcher asking now waits for a successor
+        # A launcher asks just before it connects: counting the question as activity keeps the idle
+        # exit from closing the relay between that answer and the connection.
+        self.last_info_request = time.monotonic()
+        doc["didactyl"] = {"instance": self.instance_token, "pid": os.getpid()}
+        return doc
+
+
+class CappedLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Log to stderr (the log file) until ``max_bytes``, then say so once and drop the rest."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(sys.stderr)
+        self.remaining = max_bytes
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.remaining <= 0:
+            return
+        line = self.format(record)
+        self.remaining -= len(line) + 1
+        if self.remaining <= 0:
+            record = logging.makeLogRecord({"msg": "log limit reached; further messages are dropped",
+                                            "levelno": logging.WARNING, "levelname": "WARNING"})
+        super().emit(record)
+
+
+def configure_logging(max_bytes: int = MAX_LOG_BYTES) -> None:
+    handler = CappedLogHandler(max_bytes)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    logging.getLogger("websockets").setLevel(logging.WARNING)  # a line per HTTP probe is noise
+
+
+def _address_in_use(exc: RelayError) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
+
+
+async def _start_relay(db_path: Path, host: str, port: int, token: str, stopping: asyncio.Event,
+                       options: Mapping[str, Any]) -> InstanceRelay:
+    """Listen on ``port``; when another program has it, on a free port (recorded in the lock file)."""
+    try:
+        relay = InstanceRelay(db_path, host, port, instance_token=token, stopping=stopping, **options)
+    except TypeError as exc:  # an option EmbeddedRelay does not take
+        raise RelayError(f"bad relay options: {exc}") from exc
+    try:
+        await relay.start()
+    except RelayError as exc:
+        if port == 0 or not _address_in_use(exc):
+            raise
+        relay = InstanceRelay(db_path, host, 0, instance_token=token, stopping=stopping, **options)
+        await relay.start()
+        log.warning("port %d is taken by another program; listening on %s instead", port, relay.url)
+    return relay
+
+
+async def _watch_idle(relay: InstanceRelay, idle_exit_s: float, stop: asyncio.Event) -> None:
+    tick = min(1.0, max(0.05, idle_exit_s / 4))
+    last_busy = time.monotonic()
+    while not stop.is_set():
+        now = time.monotonic()
+        if relay.connections:
+            last_busy = now
+        if now - max(last_busy, relay.last_info_request) >= idle_exit_s:
+            log.info("no client for %gs: stopping", idle_exit_s)
+            stop.set()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), tick)
+
+
+def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            continue
+        installed.append(sig)
+    return installed
+
+
+async def run_relay_process(
+    data_dir: Path,
+    *,
+    db_path: Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 7447,
+    idle_exit_s: float = DEFAULT_IDLE_EXIT_S,
+    relay_options: Mapping[str, Any] | None = None,
+    announce: bool = False,
+) -> int:
+    """Serve the data dir's relay until a signal or ``idle_exit_s`` idle seconds (0: never); an exit code.
+
+    ``relay_options`` are keyword arguments for :class:`EmbeddedRelay` (limits, allow-list).
+    ``announce`` prints the URL on stdout once it listens (``didactyl relay`` in a terminal).
+    """
+    # Meant to run in a process of its own: everything it creates (database, WAL, log) is private.
+    os.umask(0o077)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    db = (db_path or data_dir / RELAY_DB).absolute()  # as launchers compare it
+    lock_path = data_dir / LOCK_FILE
+    owner = FileLock(owner_lock_path(db))
+    try:
+        owned = await owner.acquire(OWNER_WAIT_S)
+    except OSError as exc:
+        print(f"error: cannot lock {owner.path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    if not owned:
+        other = read_lock(lock_path)
+        where = f" on {other.url} (pid {other.pid})" if other is not None and other.db == str(db) else ""
+        print(f"error: another embedded relay already serves {db}{where}", file=sys.stderr, flush=True)
+        return EXIT_DATABASE_BUSY
+    try:
+        return await _serve(db, host, port, idle_exit_s, dict(relay_options or {}), announce, lock_path)
+    finally:
+        owner.release()
+
+
+async def _serve(db: Path, host: str, port: int, idle_exit_s: float, options: dict[str, Any], announce: bool,
+                 lock_path: Path) -> int:
+    token = secrets.token_hex(16)
+    stop = asyncio.Event()
+    installed = _install_stop_signals(stop)
+    try:
+        try:
+            relay = await _start_relay(db, host, port, token, stop, options)
+        except RelayError as exc:
+            print(f"error: {exc.message}", file=sys.stderr, flush=True)
+            return EXIT_FAILED
+        try:
+            write_lock(lock_path, RelayLock(os.getpid(), relay.host, relay.port, token, str(db), time.time()))
+            log.info("serving %s on %s (pid %d, idle exit %s)", db, relay.url, os.getpid(),
+                     f"{idle_exit_s:g}s" if idle_exit_s > 0 else "never")
+            if announce:
+                print(relay.url, flush=True)
+                print(f"database: {db} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+            async with asyncio.TaskGroup() as tasks:
+                if idle_exit_s > 0:
+                    tasks.create_task(_watch_idle(relay, idle_exit_s, stop))
+                await stop.wait()
+        except OSError as exc:
+            print(f"error: cannot write {lock_path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+            return EXIT_FAILED
+        finally:
+            # The pointer goes first, so nobody is sent to a relay that is closing; the database lock
+            # is released last, by the caller.
+            remove_lock(lock_path, token)
+            await relay.stop()
+            log.info("stopped")
+    finally:
+        loop = asyncio.get_running_loop()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    return EXIT_OK

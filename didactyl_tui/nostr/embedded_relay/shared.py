@@ -1,0 +1,333 @@
+"""One embedded relay per data dir, shared by every didactyl process (the app, the CLI, a second window).
+
+:func:`ensure_shared_relay` finds the relay the data dir's ``relay.lock`` points to and checks its
+identity (its NIP-11 document must carry the instance token of the lock file), or starts one as a
+detached process (:mod:`.process`) and waits, bounded, until it answers. Launchers take turns on
+``relay.launch.lock``, so two processes starting at once end with one relay; the relay itself holds the
+database's owner lock for its life, so a second relay on the same database can never run.
+
+A lock file whose process is gone, or whose port does not answer with its token while nobody owns the
+database, is stale and taken over. A configured port held by another program is not mistaken for ours:
+the new relay listens on a free port and records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import re
+import secrets
+import signal
+import site
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import RelayError
+from .lockfile import (
+    LAUNCH_LOCK_FILE,
+    LOCK_FILE,
+    LOG_FILE,
+    RELAY_DB,
+    FileLock,
+    RelayLock,
+    lock_is_held,
+    open_private,
+    owner_lock_path,
+    pid_running,
+    read_lock,
+    remove_stale_lock,
+)
+from .process import DEFAULT_IDLE_EXIT_S
+
+DEFAULT_START_TIMEOUT_S = 15.0  # a cold Python start on a loaded 2-core box takes a few seconds
+DEFAULT_PROBE_TIMEOUT_S = 2.0
+MAX_INFO_BYTES = 64 * 1024  # a NIP-11 document is ~1 KB
+MAX_LOG_KEEP_BYTES = 1024 * 1024  # the log is rotated (one old copy kept) when bigger at a start
+DAEMON_MODULE = f"{__package__}.daemon"
+_POLL_S = 0.05
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRelay:
+    """The data dir's relay as this process found or started it."""
+
+    url: str
+    started_by_us: bool
+    pid: int
+    host: str
+    port: int
+    token: str
+    db_path: Path
+    requested_port: int
+
+    @property
+    def port_fallback(self) -> bool:
+        """The requested port was held by another program, so the relay listens elsewhere."""
+        return self.requested_port not in (0, self.port)
+
+
+def _shared(lock: RelayLock, started_by_us: bool, requested_port: int) -> SharedRelay:
+    return SharedRelay(lock.url, started_by_us, lock.pid, lock.connect_host, lock.port, lock.token, Path(lock.db),
+                       requested_port)
+
+
+async def fetch_instance_token(host: str, port: int, timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> str | None:
+    """The ``didactyl.instance`` field of the NIP-11 document served on ``host:port``; None if none."""
+    doc = await fetch_info_document(host, port, timeout)
+    ours = doc.get("didactyl") if doc is not None else None
+    token = ours.get("instance") if isinstance(ours, dict) else None
+    return token if isinstance(token, str) else None
+
+
+async def fetch_info_document(host: str, port: int, timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> dict[str, Any] | None:
+    """The NIP-11 document served over HTTP on ``host:port`` (bounded in size and time); None if none."""
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                hostport = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+                writer.write(f"GET / HTTP/1.1\r\nHost: {hostport}\r\nAccept: application/nostr+json\r\n"
+                             "Connection: close\r\n\r\n".encode())
+                await writer.drain()
+                data = await _read_response(reader)
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+    except (OSError, TimeoutError, ValueError):
+        return None
+    return _document_in(data)
+
+
+async def _read_response(reader: asyncio.StreamReader) -> bytes:
+    data = b""
+    while len(data) <= MAX_INFO_BYTES:
+        chunk = await reader.read(MAX_INFO_BYTES + 1 - len(data))
+        if not chunk:
+            break
+        data += chunk
+        head, sep, body = data.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head) if sep else None
+        if length and len(body) >= int(length.group(1)):
+            break
+    return data
+
+
+def _document_in(response: bytes) -> dict[str, Any] | None:
+    head, _, body = response.partition(b"\r\n\r\n")
+    if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
+        return None
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+async def _verified(lock: RelayLock | None, timeout: float) -> bool:
+    """The lock file points at a live relay that proves it is the one that wrote the file: its process runs,
+    some process owns the database (a server that merely read the token over NIP-11 cannot), and the
+    server on its port answers with its token."""
+    if lock is None or not pid_running(lock.pid) or not lock_is_held(owner_lock_path(Path(lock.db))):
+        return False
+    answer = await fetch_instance_token(lock.connect_host, lock.port, timeout)
+    return answer is not None and secrets.compare_digest(answer, lock.token)
+
+
+async def find_shared_relay(
+    data_dir: Path,
+    db_path: Path | None = None,
+    *,
+    requested_port: int = 0,
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+) -> SharedRelay | None:
+    """The data dir's running relay for ``db_path`` (default ``relay.sqlite3``), identity checked; or None."""
+    db = (db_path or data_dir / RELAY_DB).absolute()
+    lock = read_lock(data_dir / LOCK_FILE)
+    if lock is None or lock.db != str(db) or not await _verified(lock, probe_timeout_s):
+        return None
+    return _shared(lock, False, requested_port)
+
+
+async def ensure_shared_relay(
+    data_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 7447,
+    *,
+    db_path: Path | None = None,
+    idle_exit_s: float = DEFAULT_IDLE_EXIT_S,
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    relay_options: Mapping[str, Any] | None = None,
+) -> SharedRelay:
+    """The data dir's relay: found and identity-checked, or started (detached) and waited for.
+
+    ``host``/``port``/``idle_exit_s``/``relay_options`` apply only when a relay is started here;
+    ``relay_options`` are JSON-able keyword arguments for :class:`EmbeddedRelay` (limits, allow-list),
+    passed on the relay's command line (so never a secret). Raises
+    :class:`RelayError` (one line, for the user) when no relay can be found or started within
+    ``start_timeout_s``.
+    """
+    if not 0 <= port <= 65535:
+        raise RelayError(f"the embedded relay's port must be 0..65535, not {port}")
+    if not 0 <= idle_exit_s < math.inf:  # also refuses nan
+        raise RelayError(f"the embedded relay's idle exit must be a number of seconds >= 0, not {idle_exit_s}")
+    try:
+        options = json.dumps(dict(relay_options or {}), separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise RelayError(f"the embedded relay's options are not JSON: {exc}") from exc
+    data_dir = data_dir.absolute()
+    db = (db_path or data_dir / RELAY_DB).absolute()
+    try:
+        found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
+        if found is not None:
+            return found
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        launch = FileLock(data_dir / LAUNCH_LOCK_FILE)
+        if not await launch.acquire(start_timeout_s + probe_timeout_s):
+            raise RelayError(f"another didactyl is starting the embedded relay of {data_dir} and has not "
+                             f"finished within {start_timeout_s + probe_timeout_s:g}s")
+        try:
+            command = _relay_command(data_dir, db, host, port, idle_exit_s, options)
+            return await _find_or_start(data_dir, db, port, command, start_timeout_s, probe_timeout_s)
+        finally:
+            launch.release()
+    except OSError as exc:  # the data dir or its lock files cannot be read, created or locked
+        where = exc.filename or data_dir
+        raise RelayError(f"cannot use the embedded relay's files in {where}: {exc.strerror or exc}") from exc
+
+
+async def _find_or_start(data_dir: Path, db: Path, port: int, command: list[str], start_timeout_s: float,
+                         probe_timeout_s: float) -> SharedRelay:
+    """Holding the launch lock: the relay another launcher just started, or a new one."""
+    lock_path = data_dir / LOCK_FILE
+    deadline = time.monotonic() + start_timeout_s
+    while True:
+        found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
+        if found is not None:
+            return found
+        if not lock_is_held(owner_lock_path(db)):
+            # Nobody serves the database: what the lock file says about it is stale (a lock file naming
+            # another database is left to that relay; ours replaces it either way).
+            stale = read_lock(lock_path)
+            if stale is None or stale.db == str(db):
+                remove_stale_lock(lock_path, stale)
+            return await _start(data_dir, db, port, command, deadline, probe_timeout_s)
+        # A relay owns the database but does not answer (yet): it is starting, stopping, or stuck.
+        if time.monotonic() >= deadline:
+            lock = read_lock(lock_path)
+            who = f" (pid {lock.pid}, {lock.url})" if lock is not None else ""
+            raise RelayError(f"an embedded relay holds {db}{who} but does not answer; "
+                             f"stop it or see {data_dir / LOG_FILE}")
+        await asyncio.sleep(_POLL_S * 2)
+
+
+def _relay_command(data_dir: Path, db: Path, host: str, port: int, idle_exit_s: float, options: str) -> list[str]:
+    return [sys.executable, "-m", DAEMON_MODULE, "--data-dir", str(data_dir), "--db", str(db), "--host", host,
+            "--port", str(port), "--idle-exit", repr(float(idle_exit_s)), "--relay-options", options]
+
+
+def _child_env() -> dict[str, str]:
+    """This process's environment; when our package comes from a source tree (not site-packages), that
+    tree goes first on the path, so the relay runs the same code whatever the working directory."""
+    env = dict(os.environ)
+    root = Path(__file__).resolve().parents[3]
+    installed = {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    if root not in installed:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
+    return env
+
+
+def _open_log(path: Path) -> int:
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > MAX_LOG_KEEP_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
+    return open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+
+def _spawn(command: list[str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    log_fd = _open_log(log_path)
+    try:
+        # A session of its own: Ctrl-C in the terminal and the app's exit do not reach the relay.
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, cwd=cwd,
+                                env=_child_env(), start_new_session=True, close_fds=True)
+    finally:
+        os.close(log_fd)
+    # The relay outlives its use here; a daemon thread reaps it whenever it exits (no zombie).
+    threading.Thread(target=proc.wait, name=f"reap-relay-{proc.pid}", daemon=True).start()
+    return proc
+
+
+async def _start(data_dir: Path, db: Path, port: int, command: list[str], deadline: float,
+                 probe_timeout_s: float) -> SharedRelay:
+    log_path = data_dir / LOG_FILE
+    try:
+        proc = await asyncio.to_thread(_spawn, command, data_dir, log_path)
+    except OSError as exc:
+        raise RelayError(f"cannot start the embedded relay: {exc.strerror or exc}") from exc
+    lock_path = data_dir / LOCK_FILE
+    while True:
+        lock = read_lock(lock_path)
+        if lock is not None and lock.pid == proc.pid and await _verified(lock, probe_timeout_s):
+            return _shared(lock, True, port)
+        code = proc.poll()
+        if code is not None:
+            # Another relay may have taken the database meanwhile (``didactyl relay`` by hand).
+            found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
+            if found is not None:
+                return found
+            raise RelayError(f"the embedded relay exited at start ({_last_line(log_path) or f'code {code}'})")
+        if time.monotonic() >= deadline:
+            await asyncio.to_thread(_terminate, proc)
+            raise RelayError(f"the embedded relay did not answer within its start time; see {log_path}")
+        await asyncio.sleep(_POLL_S)
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float = 3.0) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+
+
+def _last_line(path: Path, tail: int = 2048) -> str:
+    """The log's last line, cleaned of control characters and shortened, for a one-line error."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - tail))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return _CONTROL.sub("", lines[-1]).strip()[:200] if lines else ""
+
+
+async def stop_shared_relay(relay: SharedRelay, timeout: float = 5.0) -> bool:
+    """Ask the relay process to stop (SIGTERM) and wait up to ``timeout``; True once it is gone.
+
+    Only signals the pid after the relay proved its identity again, so a reused pid is never hit.
+    """
+    answer = await fetch_instance_token(relay.host, relay.port)
+    if answer != relay.token:
+        return not pid_running(relay.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(relay.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_running(relay.pid):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(_POLL_S)
+    return True

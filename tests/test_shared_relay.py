@@ -1,0 +1,381 @@
+"""One embedded relay per data dir, as its own process: real processes, real sockets, real locks.
+
+Every relay process a test starts (directly or through a client process) is found by its command line
+(``--data-dir`` under the test's tmp_path) and killed in teardown, with bounded waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from relay_servers import eventually, fast_client_kwargs, free_port
+from shared_relay_support import kill_shared_relays, relay_pids
+
+from didactyl_tui.errors import RelayError
+from didactyl_tui.nostr.embedded_relay.lockfile import (
+    LOCK_FILE,
+    FileLock,
+    RelayLock,
+    lock_is_held,
+    owner_lock_path,
+    pid_running,
+    read_lock,
+    write_lock,
+)
+from didactyl_tui.nostr.embedded_relay.process import EXIT_DATABASE_BUSY, CappedLogHandler, InstanceRelay
+from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
+from didactyl_tui.nostr.embedded_relay.shared import (
+    DAEMON_MODULE,
+    ensure_shared_relay,
+    fetch_info_document,
+    fetch_instance_token,
+    find_shared_relay,
+    stop_shared_relay,
+)
+from didactyl_tui.nostr.event import Event, sign_event
+from didactyl_tui.nostr.keys import SecretKey
+from didactyl_tui.nostr.relay import RelayClient
+
+ROOT = Path(__file__).resolve().parents[1]
+SK = SecretKey.from_hex("00" * 31 + "52")
+PROCESS_TIMEOUT_S = 60  # a client process: a cold Python start plus a relay start, on a loaded box
+
+# A second didactyl process: finds (or starts) the data dir's relay, optionally publishes an event and
+# reads back what the relay holds; prints one JSON line.
+CLIENT_SCRIPT = """
+import asyncio, json, sys, time
+from pathlib import Path
+from didactyl_tui.nostr.embedded_relay.shared import ensure_shared_relay
+from didactyl_tui.nostr.event import sign_event
+from didactyl_tui.nostr.keys import SecretKey
+from didactyl_tui.nostr.relay import RelayClient
+
+async def main(data_dir, publish):
+    relay = await ensure_shared_relay(Path(data_dir), port=0, idle_exit_s=30)
+    out = {"url": relay.url, "pid": relay.pid, "token": relay.token, "started_by_us": relay.started_by_us}
+    if publish:
+        sk = SecretKey.from_hex("00" * 31 + "52")
+        async with RelayClient(relay.url, reconnect=False) as client:
+            held = await client.query([{"kinds": [1], "authors": [sk.public_key_hex]}])
+            out["held"] = sorted(e.content for e in held)
+            ev = sign_event(sk, kind=1, content=publish, created_at=int(time.time()))
+            out["accepted"] = (await client.publish(ev)).accepted
+    print(json.dumps(out), flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""))
+"""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
+    return env
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A data dir; every relay process started under tmp_path is killed afterwards (bounded)."""
+    yield tmp_path / "data"
+    kill_shared_relays(tmp_path)
+    assert relay_pids(tmp_path) == []
+
+
+async def run_client(data_dir: Path, publish: str = "") -> dict[str, object]:
+    args = [sys.executable, "-c", CLIENT_SCRIPT, str(data_dir)] + ([publish] if publish else [])
+    proc = await asyncio.create_subprocess_exec(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), PROCESS_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def dead_pid() -> int:
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          timeout=PROCESS_TIMEOUT_S, check=True)
+    return int(proc.stdout)
+
+
+def note(content: str) -> Event:
+    return sign_event(SK, kind=1, content=content, created_at=int(time.time()))
+
+
+# --- one relay, however many start at once -------------------------------------------------------------
+
+
+async def test_concurrent_launches_in_three_processes_end_with_one_relay(data_dir: Path) -> None:
+    results = await asyncio.gather(*(run_client(data_dir) for _ in range(3)))
+    assert len({r["pid"] for r in results}) == 1
+    assert len({r["url"] for r in results}) == 1
+    assert [r["started_by_us"] for r in results].count(True) == 1
+    lock = read_lock(data_dir / LOCK_FILE)
+    assert lock is not None and lock.pid == results[0]["pid"] and lock.token == results[0]["token"]
+    assert relay_pids(data_dir) == [lock.pid]
+    # Launchers took turns: no second relay process was even started (and refused by the database lock).
+    assert "already serves" not in (data_dir / "relay.log").read_text()
+
+
+async def test_concurrent_launches_in_one_process_end_with_one_relay(data_dir: Path) -> None:
+    first, second = await asyncio.gather(ensure_shared_relay(data_dir, port=0), ensure_shared_relay(data_dir, port=0))
+    assert first.pid == second.pid and first.url == second.url
+    assert sorted([first.started_by_us, second.started_by_us]) == [False, True]
+    assert relay_pids(data_dir) == [first.pid]
+
+
+async def test_a_second_process_finds_the_relay_and_events_flow_both_ways(data_dir: Path) -> None:
+    ours = await ensure_shared_relay(data_dir, port=0, idle_exit_s=30)
+    assert ours.started_by_us
+    seen: list[Event] = []
+    async with RelayClient(ours.url, **fast_client_kwargs()) as client:
+        assert (await client.publish(note("from the app"))).accepted
+        client.subscribe([{"kinds": [1], "authors": [SK.public_key_hex]}], seen.append)
+        theirs = await run_client(data_dir, publish="from the cli")
+        assert theirs["started_by_us"] is False
+        assert (theirs["url"], theirs["pid"]) == (ours.url, ours.pid)
+        assert theirs["held"] == ["from the app"]
+        assert theirs["accepted"] is True
+        # The live subscription of the first process sees the second one's event: one relay, one truth.
+        assert await eventually(lambda: any(e.content == "from the cli" for e in seen), timeout=10)
+    assert relay_pids(data_dir) == [ours.pid]
+
+
+# --- stale and foreign -------------------------------------------------------------------------------
+
+
+async def test_a_lock_file_of_a_dead_process_is_taken_over(data_dir: Path) -> None:
+    data_dir.mkdir()
+    gone = dead_pid()
+    stale = RelayLock(gone, "127.0.0.1", free_port(), "stale-token", str(data_dir / "relay.sqlite3"), time.time())
+    write_lock(data_dir / LOCK_FILE, stale)
+    relay = await ensure_shared_relay(data_dir, port=0)
+    assert relay.started_by_us and relay.pid != gone and relay.token != "stale-token"
+    lock = read_lock(data_dir / LOCK_FILE)
+    assert lock is not None and (lock.pid, lock.token) == (relay.pid, relay.token)
+
+
+async def test_a_garbage_lock_file_is_taken_over(data_dir: Path) -> None:
+    data_dir.mkdir()
+    (data_dir / LOCK_FILE).write_text("{not json")
+    relay = await ensure_shared_relay(data_dir, port=0)
+    assert relay.started_by_us
+    assert read_lock(data_dir / LOCK_FILE) is not None
+
+
+@pytest.mark.parametrize("foreign", ["plain relay", "relay with another token"])
+async def test_a_foreign_server_on_the_port_is_not_mistaken_for_ours(data_dir: Path, tmp_path: Path,
+                                                                     foreign: str) -> None:
+    data_dir.mkdir()
+    other_db = tmp_path / "other.sqlite3"
+    server = (EmbeddedRelay(other_db) if foreign == "plain relay"
+              else InstanceRelay(other_db, instance_token="f" * 32))
+    async with server:
+        # The lock file points at the foreign server, from a live pid (ours): only the identity check
+        # can tell it is not the relay that wrote the file.
+        claim = RelayLock(os.getpid(), "127.0.0.1", server.port, "a" * 32, str(data_dir / "relay.sqlite3"),
+                          time.time())
+        write_lock(data_dir / LOCK_FILE, claim)
+        relay = await ensure_shared_relay(data_dir, port=server.port)
+        assert relay.started_by_us
+        assert relay.port != server.port and relay.port_fallback
+        lock = read_lock(data_dir / LOCK_FILE)
+        assert lock is not None and lock.port == relay.port  # the free port is recorded
+        assert await fetch_instance_token("127.0.0.1", relay.port) == relay.token
+        async with RelayClient(relay.url, reconnect=False) as client:
+            assert (await client.publish(note("to the right relay"))).accepted
+        assert await server.count() == 0
+        again = await find_shared_relay(data_dir, requested_port=server.port)
+        assert again is not None and again.pid == relay.pid
+
+
+async def test_a_port_held_by_a_silent_program_gets_a_free_port(data_dir: Path) -> None:
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        relay = await ensure_shared_relay(data_dir, port=port)
+        assert relay.started_by_us and relay.port != port
+
+
+async def test_a_database_owned_by_a_relay_that_does_not_answer_is_never_opened_twice(data_dir: Path) -> None:
+    data_dir.mkdir()
+    owner = FileLock(owner_lock_path(data_dir / "relay.sqlite3"))
+    assert owner.try_acquire()  # stands for a stuck relay process
+    try:
+        with pytest.raises(RelayError, match=r"holds .* but does not answer"):
+            await ensure_shared_relay(data_dir, port=0, start_timeout_s=1.0)
+        assert relay_pids(data_dir) == []
+    finally:
+        owner.release()
+
+
+def test_a_second_relay_process_on_the_same_database_refuses(data_dir: Path) -> None:
+    relay = asyncio.run(ensure_shared_relay(data_dir, port=0))
+    proc = subprocess.run([sys.executable, "-m", DAEMON_MODULE, "--data-dir", str(data_dir),
+                           "--port", "0"], capture_output=True, text=True, env=_env(), timeout=PROCESS_TIMEOUT_S)
+    assert proc.returncode == EXIT_DATABASE_BUSY
+    assert f"already serves {data_dir / 'relay.sqlite3'} on {relay.url} (pid {relay.pid})" in proc.stderr
+    lock = read_lock(data_dir / LOCK_FILE)
+    assert lock is not None and lock.token == relay.token
+
+
+async def test_a_relay_that_cannot_listen_is_reported_in_one_line(data_dir: Path) -> None:
+    with pytest.raises(RelayError, match=r"exited at start .*cannot listen") as info:
+        await ensure_shared_relay(data_dir, host="192.0.2.1", port=0)  # TEST-NET: not an address of ours
+    assert "\n" not in str(info.value)
+    assert read_lock(data_dir / LOCK_FILE) is None
+
+
+# --- lifetime ---------------------------------------------------------------------------------------
+
+
+async def test_idle_exit_waits_for_the_last_client(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0, idle_exit_s=0.3)
+    async with RelayClient(relay.url, reconnect=False) as client:
+        await asyncio.sleep(1.5)  # five idle periods with a client connected
+        assert pid_running(relay.pid)
+        assert (await client.publish(note("still here"))).accepted
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+    assert not (data_dir / LOCK_FILE).exists()
+    assert not lock_is_held(owner_lock_path(relay.db_path))
+    # The next process starts a new relay on the same database; nothing was lost.
+    again = await ensure_shared_relay(data_dir, port=0)
+    assert again.started_by_us and again.pid != relay.pid
+    async with RelayClient(again.url, reconnect=False) as client:
+        assert [e.content for e in await client.query([{"kinds": [1]}])] == ["still here"]
+
+
+async def test_sigterm_stops_the_relay_and_removes_its_lock(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0)
+    os.kill(relay.pid, signal.SIGTERM)
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+    assert not (data_dir / LOCK_FILE).exists()
+    assert not lock_is_held(owner_lock_path(relay.db_path))
+    assert "stopped" in (data_dir / "relay.log").read_text()
+
+
+async def test_stop_shared_relay_signals_only_a_verified_relay(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0)
+    impostor = dataclasses.replace(relay, token="0" * 32)
+    assert await stop_shared_relay(impostor, timeout=1.0) is False
+    assert pid_running(relay.pid)
+    assert await stop_shared_relay(relay, timeout=20.0) is True
+    assert not (data_dir / LOCK_FILE).exists()
+
+
+async def test_every_file_is_private(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0)
+    async with RelayClient(relay.url, reconnect=False) as client:
+        assert (await client.publish(note("private"))).accepted
+    assert (data_dir.stat().st_mode & 0o777) == 0o700
+    names = sorted(p.name for p in data_dir.iterdir())
+    assert {"relay.lock", "relay.launch.lock", "relay.log", "relay.sqlite3", "relay.sqlite3.owner"} <= set(names)
+    loose = {p.name: oct(p.stat().st_mode & 0o777) for p in data_dir.iterdir() if p.stat().st_mode & 0o077}
+    assert loose == {}
+
+
+@pytest.mark.parametrize(("port", "idle"), [(-1, 300.0), (65536, 300.0), (0, -1.0), (0, float("inf")),
+                                            (0, float("nan"))])
+async def test_bad_settings_are_refused_before_anything_starts(data_dir: Path, port: int, idle: float) -> None:
+    with pytest.raises(RelayError, match=r"port must be|idle exit must be"):
+        await ensure_shared_relay(data_dir, port=port, idle_exit_s=idle)
+    assert not data_dir.exists()
+
+
+async def test_a_killed_relay_is_taken_over(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0)
+    os.kill(relay.pid, signal.SIGKILL)  # no clean-up: the lock file stays behind
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+    assert read_lock(data_dir / LOCK_FILE) is not None
+    again = await ensure_shared_relay(data_dir, port=0)
+    assert again.started_by_us and again.pid != relay.pid
+    assert relay_pids(data_dir) == [again.pid]
+
+
+async def test_an_identity_question_counts_as_activity(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0, idle_exit_s=2.0)
+    for _ in range(10):  # 3 s of questions, never 2 s apart
+        assert await fetch_instance_token(relay.host, relay.port) == relay.token
+        await asyncio.sleep(0.3)
+    assert pid_running(relay.pid)
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+
+
+async def test_a_stopping_relay_no_longer_claims_the_data_dir(tmp_path: Path) -> None:
+    stopping = asyncio.Event()
+    async with InstanceRelay(tmp_path / "r.sqlite3", instance_token="b" * 32, stopping=stopping) as relay:
+        assert await fetch_instance_token("127.0.0.1", relay.port) == "b" * 32
+        stopping.set()
+        assert await fetch_instance_token("127.0.0.1", relay.port) is None
+
+
+async def test_relay_options_reach_the_relay_process(data_dir: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0, relay_options={"max_subscriptions": 3})
+    doc = await fetch_info_document(relay.host, relay.port)
+    assert doc is not None and doc["limitation"]["max_subscriptions"] == 3
+
+
+async def test_unknown_relay_options_are_reported_in_one_line(data_dir: Path) -> None:
+    with pytest.raises(RelayError, match=r"exited at start .*bad relay options") as info:
+        await ensure_shared_relay(data_dir, port=0, relay_options={"no_such_limit": 1})
+    assert "\n" not in str(info.value)
+    with pytest.raises(RelayError, match="not JSON"):
+        await ensure_shared_relay(data_dir, port=0, relay_options={"limits": object()})
+
+
+async def test_a_server_that_learned_the_token_is_not_trusted_once_the_relay_is_gone(data_dir: Path,
+                                                                                     tmp_path: Path) -> None:
+    relay = await ensure_shared_relay(data_dir, port=0)
+    os.kill(relay.pid, signal.SIGKILL)  # the lock file stays, naming a port anyone may now take
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+    async with InstanceRelay(tmp_path / "forger.sqlite3", instance_token=relay.token) as forger:
+        # The forger answers with the right token from a live pid (ours), but owns no database of this dir.
+        write_lock(data_dir / LOCK_FILE, RelayLock(os.getpid(), "127.0.0.1", forger.port, relay.token,
+                                                   str(relay.db_path), time.time()))
+        assert await find_shared_relay(data_dir) is None
+        again = await ensure_shared_relay(data_dir, port=0)
+        assert again.started_by_us and again.port != forger.port
+
+
+async def test_the_log_is_rotated_when_big(data_dir: Path) -> None:
+    data_dir.mkdir()
+    (data_dir / "relay.log").write_bytes(b"old line\n" * 200_000)  # 1.8 MB
+    await ensure_shared_relay(data_dir, port=0)
+    assert (data_dir / "relay.log.1").stat().st_size == 1_800_000
+    assert (data_dir / "relay.log").stat().st_size < 10_000
+
+
+def test_the_relay_process_log_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
+    logger = logging.getLogger("test_shared_relay.flood")
+    handler = CappedLogHandler(300)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        for i in range(1000):
+            logger.warning("client %d does not read its messages", i)
+    finally:
+        logger.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert len(err) < 600
+    assert err.splitlines()[-1] == "log limit reached; further messages are dropped"
+
+
+async def test_an_unusable_data_dir_is_reported_in_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the data dir should be")
+    with pytest.raises(RelayError, match="cannot use the embedded relay's files"):
+        await ensure_shared_relay(blocker / "data", port=0)
