@@ -150,8 +150,7 @@ def _service(config: Config, data: Path, env: Mapping[str, str], out: _Out) -> A
 
 
 def cmd_keygen(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
-    from .agent.keystore import ENV_NSEC, ensure_data_dir, key_file_path, write_key_file
-    from .nostr.keys import SecretKey
+    from .service import ENV_NSEC, SecretKey, ensure_data_dir, key_file_path, write_key_file
 
     data = ensure_data_dir(data_dir(dict(env)))
     key = SecretKey.generate()
@@ -165,7 +164,7 @@ def cmd_keygen(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> i
 
 
 def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
-    from .agent.keystore import ENV_NSEC, key_file_path, load_agent_key
+    from .service import ENV_NSEC, key_file_path, load_agent_key
 
     data = data_dir(dict(env))
     if not env.get(ENV_NSEC, "").strip() and not key_file_path(data).exists():
@@ -182,7 +181,7 @@ def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> i
 
 
 def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
-    from .nostr.embedded_relay.server import serve_forever
+    from .service import serve_forever
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")
@@ -196,12 +195,12 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> in
 
 async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
                 message: str) -> int:
-    from .agent.events import TextDelta, TurnFailed, TurnFinished, TurnStarted
+    from .service import TextDelta, TurnFailed, TurnFinished, TurnStarted
 
     async with _service(config, data, env, out) as service:
-        if args.session and not service.conversations.has_session(args.session):
+        if args.session and not await service.has_session(args.session):
             raise UsageError(f"no conversation {args.session!r}")
-        session = args.session or service.new_session()
+        session = args.session or await service.new_session()
         assembly = None
         finished: TurnFinished | None = None
         streamed = False
@@ -254,7 +253,7 @@ def _render_prompt(assembly: Any) -> str:
 async def _prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
                   message: str | None) -> int:
     async with _service(config, data, env, out) as service:
-        if args.session and not service.conversations.has_session(args.session):
+        if args.session and not await service.has_session(args.session):
             raise UsageError(f"no conversation {args.session!r}")
         assembly = await service.dry_run(args.session or "dry-run", message)
         if args.json:
@@ -264,7 +263,7 @@ async def _prompt(args: argparse.Namespace, config: Config, data: Path, env: Map
     return EXIT_OK
 
 
-def _snapshot_json(snap: Any, service: Any) -> dict[str, Any]:
+def _snapshot_json(snap: Any, service: Any, pending: list[Any]) -> dict[str, Any]:
     return {
         "type": snap.type.value,
         "content": snap.content,
@@ -276,23 +275,24 @@ def _snapshot_json(snap: Any, service: Any) -> dict[str, Any]:
         "relays": list(snap.relays),
         "loaded": snap.loaded,
         "relay_versions": {url: {"event_id": eid, "created_at": ts}
-                           for url, (eid, ts) in service.memory_store.relay_versions(snap.type).items()},
-        "pending": [p.to_json_dict() for p in service.pending_publishes(snap.type)],
+                           for url, (eid, ts) in service.memory_relay_versions(snap.type).items()},
+        "pending": [p.to_json_dict() for p in pending],
     }
 
 
 async def _memory_show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str],
                        out: _Out) -> int:
-    from .agent.memory.store import MemoryType
+    from .service import MemoryType
 
     t = MemoryType.parse(args.memory_type)
     async with _service(config, data, env, out) as service:
         snap = service.memory(t)
-        unconfirmed = [p for p in service.pending_publishes(t) if p.event_id == snap.event_id and not p.accepted_by]
+        pending = await service.pending_publishes(t)
+        unconfirmed = [p for p in pending if p.event_id == snap.event_id and not p.accepted_by]
         if unconfirmed and not args.json:
             out.warn(f"this version (event {snap.event_id[:8]}) is not on any relay yet: it is pending in the outbox")
         if args.json:
-            out.json(_snapshot_json(snap, service))
+            out.json(_snapshot_json(snap, service, pending))
         elif snap.content:
             out.print(snap.content, end="" if snap.content.endswith("\n") else "\n")
         if not snap.loaded:
@@ -304,20 +304,16 @@ async def _memory_show(args: argparse.Namespace, config: Config, data: Path, env
 
 async def _memory_save(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
                        content: str) -> int:
-    from .agent.memory.store import MemoryType, validate_memory_content
+    from .service import MemoryType, NewerVersionKnown
 
     t = MemoryType.parse(args.memory_type)
-    limit = config.memory.short_term_max_chars if t is MemoryType.SHORT_TERM else config.memory.long_term_max_chars
-    try:
-        validate_memory_content(t, content, limit)  # bad input fails before any relay is touched
-    except AgentError as exc:
-        raise UsageError(exc.message, exc.title) from None
     async with _service(config, data, env, out) as service:
         try:
-            result = await service.save_memory(t, content)
-        except AgentError as exc:
-            # Input was checked above: this is a newer version from another device (nothing published).
+            result = await service.save_memory(t, content)  # the one save path: it validates, then publishes
+        except NewerVersionKnown as exc:  # another device's newer version: nothing published
             raise CommandFailed(exc.message, exc.title) from None
+        except AgentError as exc:  # bad input: nothing published
+            raise UsageError(exc.message, exc.title) from None
     if args.json:
         out.json(result.to_json_dict())
     else:
@@ -330,15 +326,9 @@ async def _memory_save(args: argparse.Namespace, config: Config, data: Path, env
     return EXIT_OK
 
 
-def _when(created_at: float | None) -> str:
-    import time
-
-    return "-" if created_at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created_at))
-
-
 async def _memory_status(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str],
                          out: _Out) -> int:
-    from .agent.memory.store import MemoryType
+    from .service import MemoryType, when
 
     types = [MemoryType.parse(args.memory_type)] if args.memory_type else list(MemoryType)
     async with _service(config, data, env, out) as service:
@@ -347,7 +337,7 @@ async def _memory_status(args: argparse.Namespace, config: Config, data: Path, e
         out.json({s.type.value: s.to_json_dict() for s in statuses})
     else:
         for status in statuses:
-            newest = (f"newest {status.newest_event_id[:8]} ({_when(status.newest_created_at)})"
+            newest = (f"newest {status.newest_event_id[:8]} ({when(status.newest_created_at)})"
                       if status.newest_event_id else "no version on any relay")
             out.print(f"{status.type.title}: {newest}")
             width = max((len(r.url) for r in status.relays), default=0)
@@ -365,11 +355,11 @@ async def _memory_status(args: argparse.Namespace, config: Config, data: Path, e
 
 async def _memory_history(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str],
                           out: _Out) -> int:
-    from .agent.memory.store import MemoryType
+    from .service import MemoryType, when
 
     t = MemoryType.parse(args.memory_type)
     async with _service(config, data, env, out) as service:
-        versions = service.memory_history(t)
+        versions = await service.memory_history(t)
         rows = [v.to_json_dict() for v in versions]
     if args.json:
         out.json({"type": t.value, "versions": rows})
@@ -381,7 +371,7 @@ async def _memory_history(args: argparse.Namespace, config: Config, data: Path, 
         mark = "*" if row["current"] else " "
         size = f"{row['chars']:,} chars" if row["chars"] is not None else "does not decrypt"
         note = f"  {row['note']}" if row["note"] else ""
-        out.print(f"{mark} {row['event_id']}  {_when(row['created_at'])}  {row['origin']:<6}  {size}{note}")
+        out.print(f"{mark} {row['event_id']}  {when(row['created_at'])}  {row['origin']:<6}  {size}{note}")
     return EXIT_OK
 
 

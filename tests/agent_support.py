@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -72,11 +73,16 @@ def offline_context(tmp_path: Path, *, admin: bool = False, clock: Callable[[], 
     )
 
 
+async def _holds(predicate: Callable[[], Any]) -> bool:
+    value = predicate()
+    return bool(await value if inspect.isawaitable(value) else value)
+
+
 async def wait_for(predicate: Callable[[], bool], timeout: float = 3.0) -> None:
     """Poll until ``predicate()`` holds (relay round trips are asynchronous); fail after ``timeout``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not predicate():
+    while not await _holds(predicate):
         if loop.time() > deadline:
             raise AssertionError("condition not reached within the timeout")
         await asyncio.sleep(0.01)

@@ -304,18 +304,18 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
             setattr(config.llm, name, dead_base if value == "unreachable" else value)
         env = make_env(DIDACTYL_NSEC=NSEC, DIDACTYL_TEST_LLM_KEY="sk-stub-secret-123456")
         async with AppService(config, data_dir=tmp_path, env=env) as service:
-            session = service.new_session()
+            session = await service.new_session()
             if row_id != "llm-no-model" and row_id != "llm-unreachable":
                 stub.script(Reply.text_reply("Hello."))
                 assert isinstance((await _turn(service, session, "hi"))[-1], TurnFinished)
-            before = service.session_messages(session)
+            before = await service.session_messages(session)
             stub.script(*script)
             failed = await _turn(service, session, "tell me more")
             line = _failed_line(failed)
             assert "sk-stub-secret-123456" not in line  # the API key is never shown either
             matches_catalogue(row_id, line, {stub.base_url: "<llm>", dead_base: "<llm>"})
             # The conversation is intact: the failed turn left nothing half-written.
-            assert service.session_messages(session) == before
+            assert (await service.session_messages(session)) == before
             # Retry works: the same message again, once the cause is gone.
             if row_id == "llm-no-model":
                 service.set_model("openai/stub-model")
@@ -324,7 +324,7 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
             stub.script(Reply.text_reply("Here is more."))
             retried = await _turn(service, session, "tell me more")
             assert isinstance(retried[-1], TurnFinished) and retried[-1].reply == "Here is more."
-            messages = service.session_messages(session)
+            messages = await service.session_messages(session)
             assert messages[:len(before)] == before
             assert [m["content"] for m in messages[len(before):]] == ["tell me more", "Here is more."]
 
@@ -347,7 +347,7 @@ async def test_llm_tool_rows(row_id: str, call: ToolCall, extra_tool: Callable[[
         async with AppService(config, data_dir=tmp_path, env=make_env(DIDACTYL_NSEC=NSEC)) as service:
             if extra_tool is not None:
                 service.registry.register(extra_tool())
-            session = service.new_session()
+            session = await service.new_session()
             stub.script(Reply.tools(call), Reply.text_reply("That tool did not work; here is what I know."))
             events = await _turn(service, session, "do the thing")
             finished = [e for e in events if isinstance(e, ToolCallFinished)]
@@ -363,7 +363,7 @@ async def test_llm_tool_rows(row_id: str, call: ToolCall, extra_tool: Callable[[
             # Nothing was published by a refused or malformed memory_save.
             assert service.memory(MemoryType.SHORT_TERM).event_id is None
             # The conversation holds the whole turn and goes on.
-            roles = [m["role"] for m in service.session_messages(session)]
+            roles = [m["role"] for m in (await service.session_messages(session))]
             assert roles == ["user", "assistant", "tool", "assistant"]
             stub.script(Reply.text_reply("Next answer."))
             assert (await _turn(service, session, "and now?"))[-1].reply == "Next answer."
@@ -379,7 +379,7 @@ async def test_llm_auto_retry_rows(row_id: str, retry_after: float, tmp_path: Pa
         config.llm.max_retries = 1
         async with AppService(config, data_dir=tmp_path, env=make_env(DIDACTYL_NSEC=NSEC)) as service:
             stub.script(Reply.rate_limited(retry_after), Reply.text_reply("Worth the wait."))
-            events = await _turn(service, service.new_session(), "hello")
+            events = await _turn(service, (await service.new_session()), "hello")
     assert isinstance(events[-1], TurnFinished) and not any(isinstance(e, TurnFailed) for e in events)
     first, second = stub.requests
     assert second.at - first.at >= retry_after * 0.95  # Retry-After was honoured (a lower bound only)

@@ -311,7 +311,7 @@ async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
             secret = SecretKey.parse(key_file.read_text())
             scan = SecretScan([secret.secret_hex()])
             await service.save_memory(MemoryType.LONG_TERM, "long-term notes")
-            session = service.new_session()
+            session = await service.new_session()
             events = await drain(service, session, "remember that I prefer tea")
             assert type(events[-1]).__name__ == "TurnFinished"
             failed = await drain(service, session, "and now?")
@@ -324,7 +324,7 @@ async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
             service.set_model("openai/stub-model")  # written to state.toml
             for event in (*events, *failed, *recovered):
                 scan.check_text(f"the agent event {type(event).__name__}", repr(event))
-            for message in service.session_messages(session):
+            for message in (await service.session_messages(session)):
                 scan.check_text("a stored message", json.dumps(message))
         # A second start reads the file (the "file" source), then shows the same public identity.
         again = AppService(stub_config(stub), data_dir=data, env=env)

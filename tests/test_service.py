@@ -98,7 +98,7 @@ async def test_start_publishes_the_configured_identity_once(tmp_path: Path) -> N
 async def test_saved_short_term_memory_is_in_the_next_prompt(service: AppService) -> None:
     seen: list[Any] = []
     service.add_listener(seen.append)
-    session = service.new_session()
+    session = await service.new_session()
     before = await service.dry_run(session, "hi")
     assert section(before, "short_term_memory").skipped
 
@@ -130,7 +130,7 @@ async def test_a_newer_version_from_another_device_reaches_cache_and_prompt(serv
     finally:
         await device.close()
     assert any(isinstance(e, MemoryChanged) and e.origin == "remote" for e in seen)
-    prompt = await service.dry_run(service.new_session())
+    prompt = await service.dry_run((await service.new_session()))
     assert "new plan from the laptop" in section(prompt, "short_term_memory").content
     assert service.memory(ST).event_id == newer.id
 
@@ -160,7 +160,7 @@ async def test_long_term_memory_and_admin_context_through_the_tools(tmp_path: Pa
             await device.close()
         await wait_for(lambda: svc.self_context().admin.profile.get("name") == "Ada Admin")
         assert any(isinstance(e, SelfContextChanged) and e.who == "admin" for e in seen)
-        prompt = await svc.dry_run(svc.new_session())
+        prompt = await svc.dry_run((await svc.new_session()))
         assert "- name: Ada Admin" in section(prompt, "admin_profile").content
 
 
@@ -195,11 +195,11 @@ async def test_model_choice_is_remembered_and_env_wins(tmp_path: Path) -> None:
 
 
 async def test_no_model_configured_fails_the_turn_cleanly(service: AppService) -> None:
-    session = service.new_session()
+    session = await service.new_session()
     events = [e async for e in service.run_turn(session, "hello")]
     assert len(events) == 1 and isinstance(events[0], TurnFailed) and not events[0].retryable
     assert "DIDACTYL_MODEL" in events[0].message
-    assert service.session_messages(session) == []
+    assert (await service.session_messages(session)) == []
 
 
 async def test_chat_turn_with_a_memory_save_tool_call(tmp_path: Path) -> None:
@@ -216,7 +216,7 @@ async def test_chat_turn_with_a_memory_save_tool_call(tmp_path: Path) -> None:
                 Reply.tools(ToolCall("memory_save", json.dumps({"type": "short_term", "content": "Ada likes tea"}))),
                 Reply.text_reply("Noted: you like tea."),
             )
-            session = svc.new_session()
+            session = await svc.new_session()
             events = [e async for e in svc.run_turn(session, "Remember that I like tea.")]
             assert isinstance(events[0], TurnStarted)
             done = events[-1]
@@ -232,7 +232,7 @@ async def test_chat_turn_with_a_memory_save_tool_call(tmp_path: Path) -> None:
                 "role": "user", "content": "Remember that I like tea."}
             assert "memory_save" in first.tool_names and "memory_short_term_read" not in first.tool_names
             # Persisted: the user message, the tool call, its result, the reply; the next prompt carries them.
-            roles = [m["role"] for m in svc.session_messages(session)]
+            roles = [m["role"] for m in (await svc.session_messages(session))]
             assert roles == ["user", "assistant", "tool", "assistant"]
             nxt = await svc.dry_run(session, "and now?")
             assert [m["role"] for m in nxt.history] == roles
@@ -240,9 +240,9 @@ async def test_chat_turn_with_a_memory_save_tool_call(tmp_path: Path) -> None:
 
 
 async def test_recall_backend_context_follows_the_history(service: AppService) -> None:
-    assert service.memory_manager.backend_id == "recall"
+    assert service.parts.rt.memory_manager.backend_id == "recall"
     await service.save_memory(LT, "Ada's favourite tea is oolong.\n\nThe build server is called hopper.")
-    session = service.new_session()
+    session = await service.new_session()
 
     async def context() -> str | None:
         return (await service.dry_run(session, "which tea does Ada like?")).backend_context
@@ -268,7 +268,7 @@ async def test_a_loose_key_file_stops_start_and_leaves_nothing_running(tmp_path:
     svc = AppService(make_config(), data_dir=data, env={})
     with pytest.raises(ConfigError, match="chmod 600"):
         await svc.start()
-    assert svc.embedded_relay is None and svc.relay_states() == {}
+    assert svc.embedded_relay_url is None and svc.relay_states() == {}
 
 
 async def test_no_relay_answering_means_no_profile_overwrite(tmp_path: Path) -> None:
@@ -284,5 +284,5 @@ async def test_no_relay_answering_means_no_profile_overwrite(tmp_path: Path) -> 
         assert svc.self_context().agent.profile_event is None  # nothing signed over an unread profile
         assert not svc.memory(ST).loaded
         result = await svc.save_memory(ST, "kept locally")
-        assert not result.any_accepted and [p.state for p in svc.pending_publishes()] == ["pending"]
+        assert not result.any_accepted and [p.state for p in (await svc.pending_publishes())] == ["pending"]
     assert warnings == []  # relay trouble shows in relay_states, not as a flood of warnings

@@ -56,6 +56,10 @@ async def relays(tmp_path: Path) -> AsyncIterator[list[EmbeddedRelayUnderTest]]:
         await r.stop()
 
 
+async def nothing_pending(*services: AppService) -> bool:
+    return all([await svc.pending_publishes() == [] for svc in services])
+
+
 async def test_a_save_with_every_relay_down_stays_pending_and_lands_when_the_relay_is_back(
         tmp_path: Path, relays: list[EmbeddedRelayUnderTest]) -> None:
     relay = relays[0]
@@ -65,14 +69,14 @@ async def test_a_save_with_every_relay_down_stays_pending_and_lands_when_the_rel
         await wait_for(lambda: svc.relay_states()[relay.url].value != "connected")
         result = await svc.save_memory(ST, "written while offline")
         assert not result.any_accepted
-        [pending] = svc.pending_publishes()
+        [pending] = await svc.pending_publishes()
         assert (pending.event_id, pending.state, pending.type, pending.waiting_for) == (
             result.event_id, "pending", ST, (relay.url,))
-        assert svc.pending_publishes(LT) == []
+        assert (await svc.pending_publishes(LT)) == []
         assert any(isinstance(e, OutboxChanged) and e.pending == 1 for e in seen)
         # The relay restarts on the same port: the pool reconnects and the outbox sends the edit at once.
         await relay.start()
-        await wait_for(lambda: svc.pending_publishes() == [], timeout=10)
+        await wait_for(lambda: nothing_pending(svc), timeout=10)
         assert [ev.id for ev in await held(relay)] == [result.event_id]
         assert [e.pending for e in seen if isinstance(e, OutboxChanged)][-1] == 0
 
@@ -86,16 +90,16 @@ async def test_a_pending_save_survives_a_restart_and_is_sent_by_the_next_run(
         second = await svc.save_memory(ST, "edit two, offline")
         assert not first.any_accepted and not second.any_accepted
         # The newer save supersedes the older one: only the newest is still to be sent.
-        assert [p.event_id for p in svc.pending_publishes()] == [second.event_id]
+        assert [p.event_id for p in (await svc.pending_publishes())] == [second.event_id]
     # Restarted with the relay still down: the unsent edit is still this device's memory, and still pending.
     async with service_for(data, relay.url) as svc:
         assert svc.memory(ST).content == "edit two, offline"
         assert svc.memory(ST).event_id == second.event_id
-        assert [p.state for p in svc.pending_publishes()] == ["pending"]
+        assert [p.state for p in (await svc.pending_publishes())] == ["pending"]
     # Restarted with the relay up: sent on start, and the older edit never is.
     await relay.start()
     async with service_for(data, relay.url) as svc:
-        await wait_for(lambda: svc.pending_publishes() == [], timeout=10)
+        await wait_for(lambda: nothing_pending(svc), timeout=10)
         assert [ev.id for ev in await held(relay)] == [second.event_id]
         assert svc.memory(ST).content == "edit two, offline"
 
@@ -163,17 +167,17 @@ async def test_history_keeps_local_and_remote_versions_and_rollback_is_a_new_sav
         await put(relay.url, laptop)
         await wait_for(lambda: svc.memory(ST).event_id == laptop.id, timeout=5)
 
-        versions = svc.memory_history(ST)
+        versions = await svc.memory_history(ST)
         assert [(v.event_id, v.origin, v.current) for v in versions] == [
             (laptop.id, "remote", True), (two.event_id, "local", False), (one.event_id, "local", False)]
         assert versions[1].content == "line one\nline two\n"  # decrypted on demand
         assert "line one" not in repr(versions[1])  # the view never carries the text
-        assert svc.memory_history(LT) == []
-        diff = svc.memory_diff(ST, one.event_id, two.event_id)
+        assert (await svc.memory_history(LT)) == []
+        diff = await svc.memory_diff(ST, one.event_id, two.event_id)
         assert "+line two" in diff and "-line one" not in diff and diff.startswith("--- ")
-        assert svc.memory_diff(ST, one.event_id[:10], one.event_id) == ""
+        assert (await svc.memory_diff(ST, one.event_id[:10], one.event_id)) == ""
         with pytest.raises(AgentError, match="not in the short-term memory history"):
-            svc.memory_diff(ST, "ffff" * 16, one.event_id)
+            (await svc.memory_diff(ST, "ffff" * 16, one.event_id))
         with pytest.raises(AgentError, match="already the current"):
             await svc.rollback_memory(ST, laptop.id)
 
@@ -184,7 +188,7 @@ async def test_history_keeps_local_and_remote_versions_and_rollback_is_a_new_sav
         assert svc.memory(ST).content == "line one\n"
         [on_relay] = await held(relay)
         assert on_relay.id == rolled.event_id and text_of(on_relay) == "line one\n"
-        versions = svc.memory_history(ST)
+        versions = await svc.memory_history(ST)
         assert versions[0].event_id == rolled.event_id and versions[0].origin == "local"
         assert versions[0].note == f"rollback to {one.event_id[:8]}"
         assert len(versions) == 4
@@ -194,7 +198,7 @@ async def test_history_keeps_local_and_remote_versions_and_rollback_is_a_new_sav
     db = (tmp_path / "d" / "memory-history.sqlite3").read_bytes()
     assert b"line one" not in db and b"from the laptop" not in db
     async with service_for(tmp_path / "d", relay.url) as svc:
-        assert len(svc.memory_history(ST)) == 4
+        assert len((await svc.memory_history(ST))) == 4
 
 
 async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
@@ -222,7 +226,7 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
                 break
             await asyncio.sleep(0.05)
         assert [ev.id for ev in await held(relay)] == [theirs.event_id]
-        await wait_for(lambda: a.pending_publishes() == [] and b.pending_publishes() == [], timeout=10)
+        await wait_for(lambda: nothing_pending(a, b), timeout=10)
         # A lost: told once (a warning and a MemoryChanged flagged lost_local), its text in its history.
         lost = [e for e in seen_a if isinstance(e, MemoryChanged) and e.lost_local]
         assert [(e.origin, e.lost_event_id, e.snapshot.event_id) for e in lost] == [
@@ -230,7 +234,7 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
         warnings = [e.message for e in seen_a if isinstance(e, ServiceWarning)]
         assert any(f"(event {mine.event_id[:8]}) lost to a newer version from another device" in w
                    for w in warnings), warnings
-        kept = {v.event_id: v for v in a.memory_history(ST)}[mine.event_id]
+        kept = {v.event_id: v for v in (await a.memory_history(ST))}[mine.event_id]
         assert kept.origin == "local" and kept.note == LOST_NOTE and kept.content == "A's offline edit"
         # B won: nothing to tell it.
         assert not any(isinstance(e, MemoryChanged) and e.lost_local for e in seen_b)
@@ -241,7 +245,7 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
         assert back.any_accepted
         await wait_for(lambda: b.memory(ST).content == "A's offline edit", timeout=5)
         # B's edit was replaced by A's deliberate newer save: B is told too, and keeps its text.
-        assert {v.event_id: v for v in b.memory_history(ST)}[theirs.event_id].note == LOST_NOTE
+        assert {v.event_id: v for v in (await b.memory_history(ST))}[theirs.event_id].note == LOST_NOTE
 
 
 async def test_a_save_after_a_version_from_a_fast_clock_is_dated_after_it(
@@ -277,7 +281,7 @@ async def test_a_version_the_relays_lost_is_restored_from_history_and_published_
         status = await svc.memory_status(LT)
         assert status.brought_up_to_date == [relay.url] and status.relays[0].current
         assert [ev.id for ev in await held(relay, "long_term_memory")] == [phone.id]
-        assert [v.origin for v in svc.memory_history(LT)] == ["remote"]
+        assert [v.origin for v in (await svc.memory_history(LT))] == ["remote"]
 
 
 async def test_a_save_older_than_a_version_the_publisher_knows_is_refused_and_kept(
@@ -287,11 +291,11 @@ async def test_a_save_older_than_a_version_the_publisher_knows_is_refused_and_ke
         before = await svc.save_memory(ST, "before")
         # The publisher has learnt of a newer version the cache has not (yet) taken in.
         newer = memory_event(AGENT_KEY, "newer, elsewhere", T0 + 300)
-        await svc.publisher.note_remote(newer)
+        await svc.parts.rt.publisher.note_remote(newer)
         with pytest.raises(AgentError, match=r"the short-term memory was not saved: a newer version of this memory "
                                              r"already exists.*your text is kept in the memory history"):
             await svc.save_memory(ST, "too late")
         assert svc.memory(ST).event_id == before.event_id  # the cache did not keep the unsent text
-        [kept] = [v for v in svc.memory_history(ST) if v.note]
+        [kept] = [v for v in (await svc.memory_history(ST)) if v.note]
         assert kept.content == "too late" and kept.note.startswith("not published")
         assert [ev.id for ev in await held(relay)] == [before.event_id]

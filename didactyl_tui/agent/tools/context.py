@@ -6,12 +6,13 @@ store's own fetch/publish path. The service builds one and may subclass it to ad
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..identity_cache import IdentityCache
-from ..memory.store import MemoryStore
+from ..memory.store import MemoryStore, MemoryType, SaveResult
 from ..tasks import TaskBook
 from .registry import ToolContext
 
@@ -27,3 +28,10 @@ class AgentToolContext(ToolContext):
     files_root: Path  # <data dir>/memory: the only folder read_file/write_file may touch
     tasks: TaskBook | None = None  # the task tools say "not available" until the service gives one
     notes: NotePoster | None = None  # post_note, likewise
+    # The app's one memory save path (MemorySync.save: refusals noted, newer versions fetched); a bare
+    # context (unit tests, the bench) saves straight through the store.
+    save_memory: Callable[[MemoryType, str], Awaitable[SaveResult]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.save_memory is None:
+            self.save_memory = self.memory.save

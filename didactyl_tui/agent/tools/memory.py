@@ -1,6 +1,7 @@
 """Memory tools: save and read the agent's Nostr memories (kind 30078, NIP-44 encrypted to itself).
 
-``memory_save`` goes through :meth:`MemoryStore.save`, the same path as the editor and the CLI.
+``memory_save`` goes through the context's ``save_memory`` (in the app: ``MemorySync.save``), the one path the
+editor, the CLI and rollback take too.
 ``memory_short_term_read`` is internal: it feeds the ``short_term_memory`` soul section and is never
 offered to the model (the short-term memory is already in every prompt).
 """
@@ -39,7 +40,8 @@ async def memory_save(type: Literal["short_term", "long_term"], content: str, ct
         content: The complete new text of that memory (markdown); it replaces the old text entirely.
     """
     t = MemoryType.parse(type)
-    result = await ctx.memory.save(t, content)
+    assert ctx.save_memory is not None  # set by AgentToolContext.__post_init__
+    result = await ctx.save_memory(t, content)
     out = result.to_json_dict()
     out["chars"] = len(content)
     out["limit_chars"] = ctx.memory.limit(t)

@@ -1,0 +1,275 @@
+"""Memory sync: versions, bases and conflicts between this device, other devices and the relays.
+
+- :meth:`MemorySync.save` is THE path that publishes a memory: the ``memory_save`` tool, the editor, the CLI
+  and rollback all call it. A save refused because another device's newer version is known is noted in the
+  history and the newer version is fetched, whoever saved.
+- Every version the store sees is kept in the history; when this device's own edit lost to another device's
+  newer version, ``on_lost`` is told (once) and the edit stays in the history.
+- After start and after reconnects (rate-limited) each relay is asked which version it holds and lagging ones
+  get the newest (:meth:`MemorySync.check`).
+
+The history is SQLite: every read and write of it runs on one worker thread, in order, never on the event
+loop. Trouble is reported through ``warn``, never raised out of a background path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ...errors import AgentError, NostrError
+from ...nostr.event import Event
+from ...nostr.kinds import APP_DATA
+from ...nostr.replaceable import is_newer
+from ...nostr.results import ConnectionState, PublishOutcome
+from ..background import BackgroundTasks
+from .history import MemoryHistory, MemoryVersion
+from .outbox import REFUSED as OUTBOX_REFUSED
+from .outbox import Outbox
+from .publisher import MemoryPublisher, RelayHolding
+from .store import MemoryStore, MemoryType, SaveResult, VersionSeen
+
+log = logging.getLogger("didactyl.memory.sync")
+
+RECONCILE_MIN_INTERVAL_S = 10.0  # at most one relay-consensus check per this many seconds after reconnects
+RECONCILE_START_DELAY_S = 1.0  # the first check waits for the outbox's first retries (and a CLI command's own)
+LOST_NOTE = "lost to a newer version from another device"
+REFUSED_NOTE = "not published: a newer version from another device already existed"
+
+R = TypeVar("R")
+
+
+class NewerVersionKnown(AgentError):
+    """A save was refused: another device's newer version is known (nothing published, the text kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsensusCheck:
+    """Which version of one memory each relay holds, and what bringing the lagging ones up to date gave."""
+
+    type: MemoryType
+    newest_event_id: str | None
+    newest_created_at: int | None
+    holdings: tuple[RelayHolding, ...]
+    outcome: PublishOutcome | None
+
+
+class MemorySync:
+    def __init__(
+        self,
+        store: MemoryStore,
+        publisher: MemoryPublisher,
+        outbox: Outbox,
+        history: MemoryHistory,
+        *,
+        warn: Callable[[str], None],
+        on_lost: Callable[[MemoryType, str], None],
+    ) -> None:
+        self.store, self.publisher, self.outbox, self.history = store, publisher, outbox, history
+        self._warn, self._on_lost = warn, on_lost
+        self._loop = asyncio.get_running_loop()
+        self._history_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-history")
+        self._history_error: str | None = None
+        self._last_local: dict[MemoryType, str] = {}  # type -> the last version saved here
+        self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
+        self.ready = False  # relay (re)connects trigger checks only once start-up is done
+        self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
+        self._reconcile_lock = asyncio.Lock()
+        self._reconcile_task: asyncio.Task[Any] | None = None
+        self._reconcile_again = False
+        self._last_reconcile = float("-inf")
+        store.add_version_listener(self._version_seen)
+
+    # --- the history, on its own thread ------------------------------------------------------------
+    def _guarded(self, fn: Callable[..., R], *args: Any) -> R | None:
+        """(On the history thread.) A locked or broken file gives one warning, never an exception."""
+        try:
+            result = fn(*args)
+        except (AgentError, sqlite3.Error) as exc:  # locked by another program, or closed at stop
+            message = exc.message if isinstance(exc, AgentError) else str(exc)
+            if message != self._history_error:
+                self._loop.call_soon_threadsafe(self._warn, f"memory history: {message}")
+            self._history_error = message
+            return None
+        self._history_error = None
+        return result
+
+    async def _history(self, fn: Callable[..., R], *args: Any) -> R | None:
+        return await self._loop.run_in_executor(self._history_thread, self._guarded, fn, *args)
+
+    def _history_later(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._history_thread.submit(self._guarded, fn, *args)
+
+    async def versions(self, t: MemoryType) -> list[MemoryVersion]:
+        """This key's versions of memory ``t``, newest first."""
+        return await self._history(self.history.versions, t.d_tag, self.store.pubkey) or []
+
+    async def annotate(self, event_id: str, note: str) -> None:
+        await self._history(self.history.annotate, event_id, note)
+
+    # --- every version seen ------------------------------------------------------------------------
+    def _version_seen(self, seen: VersionSeen) -> None:
+        """(Store listener, on the loop.) Judge and keep ``seen`` on the history thread, in arrival order."""
+        if seen.origin == "local":
+            self._last_local[seen.type] = seen.event.id
+        judge = seen.origin != "local" and seen.became_current
+        self._history_thread.submit(self._judge_and_record, seen, judge)
+        if seen.origin == "remote":
+            self._tasks.spawn(self._note_remote(seen.event))
+
+    def _judge_and_record(self, seen: VersionSeen, judge: bool) -> None:
+        lost = self._guarded(self._lost_local_edit, seen) if judge else None
+        self._guarded(self.history.record, seen.event, seen.origin)
+        if lost is not None:
+            self._loop.call_soon_threadsafe(self._tell_lost, seen.type, lost)
+
+    def _tell_lost(self, t: MemoryType, lost_event_id: str) -> None:
+        self._warn(f"your edit of the {t.title.lower()} (event {lost_event_id[:8]}) lost to a newer version from "
+                   "another device; your text is kept in the memory history")
+        self._on_lost(t, lost_event_id)
+
+    async def _note_remote(self, ev: Event) -> None:
+        try:
+            await self.publisher.note_remote(ev)
+        except Exception:  # the outbox reports its own trouble through on_change
+            log.exception("noting a remote memory version failed")
+
+    def _lost_local_edit(self, seen: VersionSeen) -> str | None:
+        """(On the history thread.) The id of this device's newest edit that ``seen`` (another device's newer
+        version) replaced, annotated as lost; None when nothing of ours was lost."""
+        history, store = self.history, self.store
+        if history.get(seen.event.id) is not None:
+            return None  # seen before (our own save coming back, or judged when it first arrived)
+        previous = next((v for v in history.versions(seen.type.d_tag, store.pubkey)
+                         if v.event_id != seen.event.id), None)
+        if previous is None or previous.origin != "local":
+            return None  # not this device's edit
+        if LOST_NOTE in previous.note or REFUSED_NOTE in previous.note:
+            return None  # the user was told already
+        if not is_newer(seen.event, previous.event):
+            return None
+        try:
+            if store.decrypt(previous.event) == seen.content:
+                return None  # the other device wrote the same words: nothing was lost
+        except NostrError:
+            return None
+        history.annotate(previous.event_id, LOST_NOTE)
+        return previous.event_id
+
+    async def restore_newest_known(self) -> None:
+        """The newest version this device knows — an edit the relays did not confirm before the last run
+        ended, or a version the relays have since lost — is still the memory: shown (and sent by the retry
+        loop or the consensus check) unless the relays gave something newer."""
+        for t in MemoryType:
+            candidates: list[tuple[Event, str]] = []
+            try:
+                entry = await asyncio.to_thread(self.outbox.latest, f"{APP_DATA}:{self.store.pubkey}:{t.d_tag}")
+            except AgentError:
+                entry = None
+            if entry is not None and entry.state != OUTBOX_REFUSED:
+                candidates.append((entry.event, "local"))
+            mine = next(iter(await self.versions(t)), None)
+            if mine is not None:
+                candidates.append((mine.event, mine.origin))
+            best: tuple[Event, str] | None = None
+            for ev, origin in candidates:
+                if best is None or is_newer(ev, best[0]):
+                    best = (ev, origin)
+            if best is not None:
+                self.store.restore(best[0], origin=best[1])
+
+    # --- the one save path --------------------------------------------------------------------------
+    async def save(self, t: MemoryType | str, content: str) -> SaveResult:
+        """Publish a new version of memory ``t``. Bad input raises AgentError before anything is published;
+        a newer version from another device raises :class:`NewerVersionKnown` (nothing published, the text
+        kept in the history, the newer version fetched)."""
+        t = MemoryType.parse(t)
+        content = self.store.validate(t, content)
+        try:
+            return await self.store.save(t, content)
+        except AgentError as exc:
+            refused = self._last_local.get(t)
+            if refused is not None:
+                await self.annotate(refused, REFUSED_NOTE)
+            self._tasks.spawn(self.store.load([t]))  # fetch the newer version the publisher knows of
+            raise NewerVersionKnown(f"the {t.title.lower()} was not saved: {exc.message}; your text is kept in "
+                                    "the memory history", "Memory") from None
+
+    # --- relay consensus ----------------------------------------------------------------------------
+    def relay_state_changed(self, url: str, state: ConnectionState) -> None:
+        if state is not ConnectionState.CONNECTED or not self.ready:
+            return
+        self.publisher.wake()  # retry what this relay missed now, not at the next backoff
+        self.schedule_reconcile()
+
+    def schedule_reconcile(self, delay: float = 0.0) -> None:
+        """Check every relay's memory versions soon: at most once per ``reconcile_interval_s``."""
+        if self._reconcile_task is not None and not self._reconcile_task.done():
+            self._reconcile_again = True
+            return
+        self._reconcile_task = self._tasks.spawn(self._reconcile_soon(delay))
+
+    async def _reconcile_soon(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        while True:
+            wait = self._last_reconcile + self.reconcile_interval_s - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._reconcile_again = False
+            self._last_reconcile = loop.time()
+            for t in MemoryType:
+                try:
+                    check = await self.check(t, fix=True)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # relay trouble shows in the relay states; never out of a background check
+                    log.exception("checking the relays' %s failed", t.value)
+                    continue
+                if check.outcome is not None and check.outcome.accepted_by:
+                    log.info("brought %s up to date on %s", t.value, ", ".join(check.outcome.accepted_by))
+            if not self._reconcile_again:
+                return
+
+    async def check(self, t: MemoryType, *, fix: bool) -> ConsensusCheck:
+        """Ask every relay which version of memory ``t`` it holds; with ``fix``, lagging ones get the newest."""
+        async with self._reconcile_lock:
+            return await self._check(t, fix=fix)
+
+    async def _check(self, t: MemoryType, *, fix: bool) -> ConsensusCheck:
+        store, publisher = self.store, self.publisher
+        best, holdings = await publisher.relay_versions(store.pubkey, APP_DATA, t.d_tag)
+        holdings = list(holdings)
+        if best is not None and store.version_type(best) is t:  # (refused ones were counted when first seen)
+            for h in holdings:
+                if h.event_id == best.id:
+                    store.ingest(h.url, best)  # a newer version than the cache's: adopted (and kept in history)
+        # The newest the store accepts: a relay's (now in the cache) or this device's own newer save.
+        target = store.current_event(t)
+        outcome: PublishOutcome | None = None
+        # A newer version the store refused (dated too far ahead, or not decryptable) is not overwritten.
+        if fix and target is not None and (best is None or not is_newer(best, target)):
+            outcome = await publisher.reconcile(target, holdings)
+        if fix:
+            # Whatever the outbox has due goes out now, so the pending list is settled, not mid-flight.
+            await publisher.retry_due()
+        newest_id = outcome.event_id if outcome is not None else (target.id if target else None)
+        newest_at = target.created_at if target is not None and target.id == newest_id else None
+        if newest_at is None and newest_id is not None:  # reconcile sent a newer save from the outbox
+            entry = await asyncio.to_thread(publisher.outbox.get, newest_id)
+            newest_at = entry.event.created_at if entry is not None else None
+        return ConsensusCheck(t, newest_id, newest_at, tuple(holdings), outcome)
+
+    # --- stop ---------------------------------------------------------------------------------------
+    async def stop(self, timeout: float) -> None:
+        """Cancel the retry loop's helpers and consensus checks (the outbox keeps what is unsent); let the
+        history thread finish what it was given."""
+        self.ready = False
+        await self._tasks.cancel(timeout)
+        await asyncio.to_thread(self._history_thread.shutdown, True)

@@ -1,0 +1,98 @@
+"""The service: the one API the views (TUI, CLI) use, and the types they show.
+
+Parts, each owning its state:
+
+- ``runtime``: the started objects (key, relays, stores, caches, conversations, backend); never None once built
+- ``memory``: snapshots, the one save path, rollback, history, relay status, the outbox count
+- ``chat``: the model in use, sessions, prompt assembly, turns
+- ``identity``: the agent's and admin's public identity, fetched, followed and published
+- ``events``: the typed events views receive (light: importable before the first frame)
+- ``state``: <data dir>/state.toml, the one reader and writer (light)
+- ``views``: how the views see outbox entries, versions and relay consensus; shared formatting
+- ``app``: AppService, which starts the parts and is the views' one entry point
+
+Importing this package is light: the names below load their modules on first use (the TUI's first frame
+imports ``events`` and ``state`` only). Relay sync and lost-edit logic live in ``agent.memory.sync``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .events import (
+    MemoryChanged,
+    OutboxChanged,
+    PromptAssembled,
+    RelayStateChanged,
+    SelfContextChanged,
+    ServiceEvent,
+    ServiceWarning,
+)
+from .state import read_state, remember, write_state
+
+if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
+    from ..agent.conversations import SessionInfo
+    from ..agent.events import (
+        AgentEvent,
+        TextDelta,
+        ToolCallFinished,
+        ToolCallStarted,
+        TurnFailed,
+        TurnFinished,
+        TurnStarted,
+        Usage,
+    )
+    from ..agent.identity_cache import IdentityView, SelfContextSnapshot
+    from ..agent.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
+    from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
+    from ..agent.memory.sync import LOST_NOTE, REFUSED_NOTE, NewerVersionKnown
+    from ..agent.prompt_record import PromptAssembly
+    from ..nostr.embedded_relay.server import serve_forever
+    from ..nostr.keys import SecretKey
+    from ..nostr.nip19 import encode_npub
+    from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
+    from .app import AppService
+    from .runtime import ServiceToolContext
+    from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus, short_id, when
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(["SessionInfo"], "..agent.conversations"),
+    **dict.fromkeys(["AgentEvent", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
+                     "TurnStarted", "Usage"], "..agent.events"),
+    **dict.fromkeys(["IdentityView", "SelfContextSnapshot"], "..agent.identity_cache"),
+    **dict.fromkeys(["ENV_NSEC", "ensure_data_dir", "key_file_path", "load_agent_key", "write_key_file"],
+                    "..agent.keystore"),
+    **dict.fromkeys(["MemorySnapshot", "MemoryType", "SaveResult"], "..agent.memory.store"),
+    **dict.fromkeys(["LOST_NOTE", "REFUSED_NOTE", "NewerVersionKnown"], "..agent.memory.sync"),
+    **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
+    **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),
+    **dict.fromkeys(["SecretKey"], "..nostr.keys"),
+    **dict.fromkeys(["encode_npub"], "..nostr.nip19"),
+    **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
+    **dict.fromkeys(["AppService"], ".app"),
+    **dict.fromkeys(["ServiceToolContext"], ".runtime"),
+    **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus", "short_id", "when"],
+                    ".views"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [  # noqa: RUF022 (sorted)
+    "AgentEvent", "AppService", "ConnectionState", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MemoryChanged",
+    "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "NewerVersionKnown", "OutboxChanged",
+    "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
+    "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
+    "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "TextDelta", "ToolCallFinished",
+    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "encode_npub", "ensure_data_dir",
+    "key_file_path", "load_agent_key", "read_state", "remember", "serve_forever", "short_id", "when",
+    "write_key_file", "write_state",
+]

@@ -1,0 +1,275 @@
+"""AppService: the one API the TUI and the CLI call. It owns the configuration, the event stream and the
+parts; each part owns its state (see the package docstring for the map).
+
+Start-up: key → embedded relay → relay pool → memories, self- and admin-context fetched (relay trouble
+never raises: it shows in ``relay_states()`` and as :class:`ServiceWarning`) → live subscriptions → the
+agent's configured profile, contacts and relay list published when they differ from the relays'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..agent.conversations import SessionInfo
+from ..agent.events import AgentEvent, TurnFailed
+from ..agent.identity_cache import SelfContextSnapshot, pubkey_hex
+from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
+from ..agent.memory.sync import RECONCILE_START_DELAY_S
+from ..agent.prompt_record import PromptAssembly
+from ..agent.soul import load_soul_template
+from ..agent.tools.builtin import build_base_registry
+from ..agent.tools.registry import ToolOutcome
+from ..config import Config, config_error
+from ..errors import AgentError
+from ..nostr.results import ConnectionState
+from . import state
+from .chat import ChatService, ModelChoice, preload_llm
+from .events import Listeners, ServiceEvent, ServiceWarning
+from .identity import IdentityService
+from .memory import MemoryService
+from .runtime import Runtime, start_runtime
+from .views import MemoryStatus, MemoryVersionView, PendingPublish
+
+
+class _Parts:
+    """What exists only while started: never Optional inside."""
+
+    def __init__(self, rt: Runtime, memory: MemoryService, chat: ChatService, identity: IdentityService) -> None:
+        self.rt, self.memory, self.chat, self.identity = rt, memory, chat, identity
+
+
+class AppService:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        data_dir: Path,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+        relay_client_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.data_dir = Path(data_dir)
+        self.env: dict[str, str] = dict(os.environ if env is None else env)
+        self._clock = clock
+        self._client_options = dict(relay_client_options or {})
+        self._events: Listeners[ServiceEvent] = Listeners()
+        self.admin_pubkey: str | None = None
+        if config.admin.pubkey.strip():
+            try:
+                self.admin_pubkey = pubkey_hex(config.admin.pubkey)
+            except ValueError as exc:
+                raise config_error(config.path, "admin", "pubkey", str(exc)) from None
+        self.soul = load_soul_template(config.soul, config_path=config.path)
+        self._model = ModelChoice(config, self.env, self.data_dir)
+        self.registry = build_base_registry(admin=self.admin_pubkey is not None)
+        self._parts: _Parts | None = None
+
+    # --- the one event stream ----------------------------------------------------------------------
+    def add_listener(self, cb: Callable[[ServiceEvent], None]) -> Callable[[], None]:
+        return self._events.add(cb)
+
+    def _warn(self, message: str) -> None:
+        import logging
+
+        logging.getLogger("didactyl.service").warning("%s", message)
+        self._events.emit(ServiceWarning(message))
+
+    # --- readiness: the one guard ------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._parts is not None
+
+    @property
+    def parts(self) -> _Parts:
+        if self._parts is None:
+            raise AgentError("the service has not started yet", "Not started")
+        return self._parts
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+    async def __aenter__(self) -> AppService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self, *, publish_identity: bool | None = None) -> None:
+        """Key, embedded relay, pool, memories, caches, live subscriptions, own profile.
+
+        Relay trouble never raises (see ``relay_states()``); a bad key raises NostrError/ConfigError.
+        """
+        if self._parts is not None:
+            return
+        memory: MemoryService | None = None
+        rt = await start_runtime(
+            self.config, self.data_dir, self.env, admin_pubkey=self.admin_pubkey, clock=self._clock,
+            client_options=self._client_options, emit=self._events.emit, warn=self._warn,
+            on_lost=lambda t, event_id: memory.lost(t, event_id) if memory else None,
+            on_outbox_change=lambda: memory.outbox_changed() if memory else None)
+        try:
+            memory = MemoryService(rt, self._events.emit, self._warn)
+            identity = IdentityService(rt, self.config, self._clock, self._warn)
+            chat = ChatService(rt, self.config, self.env, self.soul, self.registry, self._model, self._clock,
+                               self._events.emit, self._warn)
+            self._parts = _Parts(rt, memory, chat, identity)
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(rt.store.load())
+                for cache in rt.caches:
+                    tg.create_task(identity.load(cache))
+            await rt.sync.restore_newest_known()
+            rt.store.start_live()
+            identity.follow()
+            # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
+            rt.daemons.spawn(rt.publisher.run())
+            rt.sync.ready = True
+            rt.sync.schedule_reconcile(delay=RECONCILE_START_DELAY_S)
+            wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
+            if wanted:
+                identity.publish_own()
+        except BaseException:
+            await self.stop()  # a half-started service leaves no relay or socket behind
+            raise
+
+    async def stop(self) -> None:
+        parts, self._parts = self._parts, None
+        if parts is not None:
+            await parts.rt.stop()
+
+    # --- identity and relays -----------------------------------------------------------------------
+    @property
+    def agent_pubkey(self) -> str:
+        return self.parts.rt.key.public_key_hex
+
+    @property
+    def agent_npub(self) -> str:
+        return self.parts.rt.key.npub
+
+    @property
+    def embedded_relay_url(self) -> str | None:
+        relay = self._parts.rt.embedded_relay if self._parts is not None else None
+        return relay.url if relay is not None else None
+
+    @property
+    def relay_urls(self) -> list[str]:
+        return self._parts.rt.pool.urls if self._parts is not None else []
+
+    def relay_states(self) -> dict[str, ConnectionState]:
+        return self._parts.rt.pool.states() if self._parts is not None else {}
+
+    def dropped_counts(self) -> dict[str, dict[str, int]]:
+        if self._parts is None:
+            return {}
+        return {url: dict(counter) for url, counter in self._parts.rt.pool.dropped().items()}
+
+    def filtered_counts(self) -> dict[str, int]:
+        """Events the memory store and identity caches refused (foreign author, far future, undecryptable...)."""
+        total: dict[str, int] = {}
+        if self._parts is None:
+            return total
+        rt = self._parts.rt
+        for counter in [*(c.dropped for c in rt.caches), rt.store.dropped]:
+            for reason, n in counter.items():
+                total[reason] = total.get(reason, 0) + n
+        return total
+
+    def self_context(self) -> SelfContextSnapshot:
+        return self.parts.identity.snapshot()
+
+    # --- model and state.toml ----------------------------------------------------------------------
+    @property
+    def model(self) -> str:
+        return self._model.name
+
+    @property
+    def model_configured(self) -> bool:
+        return bool(self._model.name.strip())
+
+    def set_model(self, name: str) -> None:
+        """Switch the model and remember it (writes state.toml: call it from a thread in a UI)."""
+        self._model.set(name)
+
+    def remember(self, key: str, value: Any) -> None:
+        """Keep a runtime choice (model, theme...) in <data dir>/state.toml."""
+        state.remember(self.data_dir, key, value)
+
+    @staticmethod
+    def preload_llm() -> None:
+        preload_llm()
+
+    # --- memory: the parts' API ----------------------------------------------------------------------
+    def memory(self, t: MemoryType | str) -> MemorySnapshot:
+        return self.parts.memory.snapshot(t)
+
+    def memory_relay_versions(self, t: MemoryType | str) -> dict[str, tuple[str, int]]:
+        return self.parts.memory.relay_versions(t)
+
+    async def load_long_term(self) -> MemorySnapshot:
+        return await self.parts.memory.load_long_term()
+
+    async def save_memory(self, t: MemoryType | str, content: str) -> SaveResult:
+        """The one save path (the memory_save tool's too)."""
+        return await self.parts.memory.save(t, content)
+
+    async def rollback_memory(self, t: MemoryType | str, event_id: str) -> SaveResult:
+        return await self.parts.memory.rollback(t, event_id)
+
+    async def memory_history(self, t: MemoryType | str) -> list[MemoryVersionView]:
+        return await self.parts.memory.history(t)
+
+    async def memory_version(self, t: MemoryType | str, event_id: str) -> MemoryVersionView:
+        return await self.parts.memory.version(t, event_id)
+
+    async def memory_diff(self, t: MemoryType | str, older_id: str, newer_id: str) -> str:
+        return await self.parts.memory.diff(t, older_id, newer_id)
+
+    async def memory_status(self, t: MemoryType | str, *, bring_up_to_date: bool = True) -> MemoryStatus:
+        return await self.parts.memory.status(t, bring_up_to_date=bring_up_to_date)
+
+    async def pending_publishes(self, t: MemoryType | str | None = None) -> list[PendingPublish]:
+        return await self.parts.memory.pending_publishes(t) if self._parts is not None else []
+
+    @property
+    def reconcile_interval_s(self) -> float:
+        return self.parts.rt.sync.reconcile_interval_s
+
+    @reconcile_interval_s.setter
+    def reconcile_interval_s(self, seconds: float) -> None:
+        self.parts.rt.sync.reconcile_interval_s = seconds
+
+    # --- chat: the parts' API ------------------------------------------------------------------------
+    async def new_session(self) -> str:
+        return await self.parts.chat.new_session()
+
+    async def has_session(self, session_id: str) -> bool:
+        return await self.parts.chat.has_session(session_id)
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        return await self.parts.chat.list_sessions()
+
+    async def session_messages(self, session_id: str) -> list[dict[str, Any]]:
+        return await self.parts.chat.session_messages(session_id)
+
+    def tool_names_offered(self) -> list[str]:
+        return self.parts.chat.tool_names_offered()
+
+    async def dry_run(self, session_id: str, message: str | None = None) -> PromptAssembly:
+        return await self.parts.chat.dry_run(session_id, message)
+
+    async def dispatch_tool(self, name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
+        return await self.parts.chat.dispatch_tool(name, arguments)
+
+    async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
+        """One interactive turn. LLM errors end it with TurnFailed (never raised); nothing is persisted then."""
+        try:
+            chat = self.parts.chat
+        except AgentError as exc:
+            yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
+            return
+        async for event in chat.run_turn(session_id, message):
+            yield event

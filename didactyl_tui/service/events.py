@@ -1,0 +1,87 @@
+"""What the service tells its views: small frozen dataclasses, and the one listener list they travel on.
+
+Light on purpose (stdlib only at run time): the TUI's first frame may import this module.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from ..agent.memory.store import MemorySnapshot, MemoryType
+    from ..agent.prompt_record import PromptAssembly
+    from ..nostr.results import ConnectionState
+
+log = logging.getLogger("didactyl.service")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryChanged:
+    type: MemoryType
+    snapshot: MemorySnapshot
+    origin: Literal["local", "remote"]
+    # This device's own edit lost to a newer version from another device (its text is in memory_history).
+    lost_local: bool = False
+    lost_event_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxChanged:
+    """The memory outbox changed (a save queued, a relay accepted, a retry failed)."""
+
+    pending: int  # memory publishes some relay still needs
+
+
+@dataclass(frozen=True, slots=True)
+class RelayStateChanged:
+    url: str
+    state: ConnectionState
+
+
+@dataclass(frozen=True, slots=True)
+class SelfContextChanged:
+    who: Literal["agent", "admin"]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAssembled:
+    """A prompt was assembled (a turn's or a dry run's): the one way an assembly reaches the inspector."""
+
+    assembly: PromptAssembly
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceWarning:
+    message: str
+
+
+ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
+                | OutboxChanged)
+
+
+class Listeners(Generic[T]):
+    """Callbacks for one kind of news; a listener's bug is logged, never raised into the sender."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[T], object]] = []
+
+    def add(self, cb: Callable[[T], object]) -> Callable[[], None]:
+        self._callbacks.append(cb)
+
+        def remove() -> None:
+            if cb in self._callbacks:
+                self._callbacks.remove(cb)
+
+        return remove
+
+    def emit(self, value: T) -> None:
+        for cb in list(self._callbacks):
+            try:
+                cb(value)
+            except Exception:  # a listener's bug must not break the service
+                log.exception("service listener failed")

@@ -1,0 +1,206 @@
+"""The started objects: key, relays, stores, caches, conversations, memory backend. Built together by
+:func:`start_runtime` (a half-built runtime closes what it opened), never ``None`` afterwards, closed
+together by :meth:`Runtime.stop`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agent.conversations import ConversationStore
+from ..agent.identity_cache import IdentityCache
+from ..agent.keystore import ensure_data_dir, load_agent_key
+from ..agent.memory.backend import MemoryManager, create_memory_manager
+from ..agent.memory.history import MemoryHistory
+from ..agent.memory.outbox import Outbox
+from ..agent.memory.publisher import MemoryPublisher
+from ..agent.memory.store import MemoryStore, MemoryType
+from ..agent.memory.sync import MemorySync
+from ..agent.background import BackgroundTasks
+from ..agent.tools.context import AgentToolContext
+from ..config import Config
+from ..errors import AgentError, RelayError
+from ..nostr.keys import SecretKey
+from ..nostr.pool import RelayPool
+from ..nostr.results import ConnectionState
+from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
+
+RELAY_DB = "relay.sqlite3"
+CONVERSATIONS_DB = "conversations.sqlite3"
+MEMORY_FOLDER = "memory"
+OUTBOX_DB = "memory.sqlite3"
+HISTORY_DB = "memory-history.sqlite3"
+
+
+@dataclass
+class ServiceToolContext(AgentToolContext):
+    """What the model's tool calls run with: the store, the caches, the config, the one save path."""
+
+    config: Config | None = None
+    data_dir: Path | None = None
+
+
+@dataclass
+class Runtime:
+    key: SecretKey
+    pool: RelayPool
+    embedded_relay: Any  # nostr.embedded_relay.server.EmbeddedRelay | None
+    outbox: Outbox
+    history: MemoryHistory
+    publisher: MemoryPublisher
+    store: MemoryStore
+    sync: MemorySync
+    agent_cache: IdentityCache
+    admin_cache: IdentityCache | None
+    tool_context: ServiceToolContext
+    conversations: ConversationStore
+    memory_manager: MemoryManager
+    timeout_s: float
+    closers: contextlib.AsyncExitStack
+    tasks: BackgroundTasks = field(default_factory=BackgroundTasks)  # let finish at stop, then cancelled
+    daemons: BackgroundTasks = field(default_factory=BackgroundTasks)  # cancelled at stop, never waited for
+
+    @property
+    def caches(self) -> list[IdentityCache]:
+        return [c for c in (self.agent_cache, self.admin_cache) if c is not None]
+
+    async def stop(self) -> None:
+        self.sync.ready = False
+        # Let publishes under way finish (each is bounded by the relay timeout), then cancel the rest.
+        await self.tasks.settle(self.timeout_s + 1)
+        await self.tasks.cancel(self.timeout_s + 1)
+        # The retry loop and consensus checks are cancelled, not awaited: the outbox keeps what is unsent.
+        await self.daemons.cancel(self.timeout_s + 1)
+        await self.sync.stop(self.timeout_s + 1)
+        await self.closers.aclose()
+
+
+def _address_in_use(exc: BaseException) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
+
+
+async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None]) -> Any:
+    """The loopback relay in the data dir (None when it cannot start: the user is warned). The one place it
+    starts, so how it runs can change here alone."""
+    from ..nostr.embedded_relay.server import EmbeddedRelay
+
+    db = data_dir / RELAY_DB
+    port = config.relays.embedded_port
+    try:
+        relay = EmbeddedRelay(db, "127.0.0.1", port)
+        await relay.start()
+    except RelayError as exc:
+        if port == 0 or not _address_in_use(exc):
+            warn(f"the embedded relay did not start: {exc.message}")
+            return None
+        # Another instance (or program) has the port: run ours on a free one, same database.
+        try:
+            relay = EmbeddedRelay(db, "127.0.0.1", 0)
+            await relay.start()
+        except RelayError as again:
+            warn(f"the embedded relay did not start: {again.message}")
+            return None
+        warn(f"port {port} is busy (another didactyl?); the embedded relay runs on {relay.url}")
+    return relay
+
+
+def _open_or_in_memory(opener: Callable[[Path], Any], path: Path, lost: str, warn: Callable[[str], None]) -> Any:
+    try:
+        return opener(path)
+    except AgentError as exc:
+        warn(f"{exc.message}; {lost} only until didactyl quits")
+        return opener(Path(":memory:"))
+
+
+async def start_runtime(
+    config: Config,
+    data_dir: Path,
+    env: Mapping[str, str],
+    *,
+    admin_pubkey: str | None,
+    clock: Callable[[], float],
+    client_options: Mapping[str, Any],
+    emit: Callable[[ServiceEvent], None],
+    warn: Callable[[str], None],
+    on_lost: Callable[[MemoryType, str], None],
+    on_outbox_change: Callable[[], None],
+) -> Runtime:
+    """Open everything (no fetching yet). Files and SQLite open on worker threads, off the event loop."""
+    closers = contextlib.AsyncExitStack()
+    try:
+        return await _open(config, data_dir, env, closers, admin_pubkey=admin_pubkey, clock=clock,
+                           client_options=client_options, emit=emit, warn=warn, on_lost=on_lost,
+                           on_outbox_change=on_outbox_change)
+    except BaseException:
+        await closers.aclose()  # a half-started service leaves no relay or socket behind
+        raise
+
+
+async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers: contextlib.AsyncExitStack, *,
+                admin_pubkey: str | None, clock: Callable[[], float], client_options: Mapping[str, Any],
+                emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
+                on_lost: Callable[[MemoryType, str], None], on_outbox_change: Callable[[], None]) -> Runtime:
+    await asyncio.to_thread(ensure_data_dir, data_dir)
+    key = (await asyncio.to_thread(load_agent_key, data_dir, env)).key
+    urls: list[str] = []
+    relay = await start_embedded_relay(config, data_dir, warn) if config.relays.embedded else None
+    if relay is not None:
+        closers.push_async_callback(_quietly, relay.stop)
+        urls.append(relay.url)
+    urls += [u for u in config.relays.urls if u not in urls]
+    if not urls:
+        warn("no relay is available: memory saves will not be published")
+    pool = RelayPool(urls, auth_key=key, **client_options)
+    closers.push_async_callback(_quietly, pool.close)
+    outbox = await asyncio.to_thread(_open_or_in_memory, Outbox, data_dir / OUTBOX_DB,
+                                     "unsent memory edits are kept", warn)
+    closers.callback(_quietly_sync, outbox.close)
+    history = await asyncio.to_thread(_open_or_in_memory, MemoryHistory, data_dir / HISTORY_DB,
+                                      "memory versions are kept", warn)
+    closers.callback(_quietly_sync, history.close)
+    publisher = MemoryPublisher(pool, outbox, timeout=config.relays.timeout_s, on_change=on_outbox_change)
+    limits = {MemoryType.SHORT_TERM: config.memory.short_term_max_chars,
+              MemoryType.LONG_TERM: config.memory.long_term_max_chars}
+    store = MemoryStore(key, pool, limits=limits, relay_timeout=config.relays.timeout_s, clock=clock,
+                        publisher=publisher.publish)
+    closers.push_async_callback(_quietly, store.stop_live)
+    store.add_warning_listener(warn)
+    sync = MemorySync(store, publisher, outbox, history, warn=warn, on_lost=on_lost)
+    pool.add_state_listener(lambda url, state: emit(RelayStateChanged(url, state)))
+    pool.add_state_listener(sync.relay_state_changed)
+    agent_cache = IdentityCache(key.public_key_hex, clock=clock)
+    agent_cache.add_listener(lambda: emit(SelfContextChanged("agent")))
+    admin_cache = None
+    if admin_pubkey is not None:
+        admin_cache = IdentityCache(admin_pubkey, clock=clock)
+        admin_cache.add_listener(lambda: emit(SelfContextChanged("admin")))
+    tool_context = ServiceToolContext(memory=store, agent=agent_cache, admin=admin_cache,
+                                      files_root=data_dir / MEMORY_FOLDER, save_memory=sync.save,
+                                      config=config, data_dir=data_dir)
+    conversations = await asyncio.to_thread(ConversationStore, data_dir / CONVERSATIONS_DB)
+    closers.callback(_quietly_sync, conversations.close)
+    manager = create_memory_manager(config, data_dir, env)
+    closers.push_async_callback(_quietly, manager.aclose)
+    await pool.start()
+    return Runtime(key, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache, tool_context,
+                   conversations, manager, config.relays.timeout_s, closers)
+
+
+async def _quietly(close: Callable[[], Any]) -> None:
+    with contextlib.suppress(Exception):
+        await close()
+
+
+def _quietly_sync(close: Callable[[], Any]) -> None:
+    with contextlib.suppress(Exception):
+        close()
+
+
+def connected(states: Mapping[str, ConnectionState]) -> int:
+    return sum(1 for s in states.values() if s is ConnectionState.CONNECTED)

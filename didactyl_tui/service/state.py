@@ -1,0 +1,51 @@
+"""<data dir>/state.toml: runtime choices the app owns (model, theme), never the user's config.toml.
+
+The one reader and writer. Light (stdlib only at import): the TUI reads the theme before its first frame.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+STATE_FILE = "state.toml"
+_lock = threading.Lock()
+
+
+def read_state(data_dir: Path) -> dict[str, Any]:
+    """state.toml as a dict; missing or unreadable is just empty (it only holds preferences)."""
+    try:
+        with open(Path(data_dir) / STATE_FILE, "rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def write_state(data_dir: Path, values: Mapping[str, Any]) -> None:
+    import tomli_w
+
+    from ..agent.keystore import ensure_data_dir
+
+    path = Path(data_dir) / STATE_FILE
+    ensure_data_dir(path.parent)
+    tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(tomli_w.dumps(dict(values)), "utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {path}: {exc.strerror}", "Settings") from None
+
+
+def remember(data_dir: Path, key: str, value: Any) -> None:
+    """Keep one runtime choice (read, change, write under one lock: two choices at once both stay)."""
+    with _lock:
+        state = read_state(data_dir)
+        state[key] = value
+        write_state(data_dir, state)

@@ -1,0 +1,170 @@
+"""How the views (TUI, CLI) see the memory outbox, history and relay consensus; the one place of the
+formatting they share (``when``, ``short_id``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent.memory.outbox import RELAY_ACCEPTED, classify_verdict
+from ..agent.memory.store import MemoryType
+from ..errors import AgentError, NostrError
+from ..nostr.event import Event
+from ..nostr.results import RelayVerdict
+
+
+def when(created_at: int | float | None) -> str:
+    """A timestamp as the views show it (local time), "-" when unknown."""
+    if created_at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created_at))
+
+
+def short_id(event_id: str) -> str:
+    """An event id as the views show it: its first 8 hex digits."""
+    return event_id[:8]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPublish:
+    """A memory version some relay still needs (from the outbox)."""
+
+    type: MemoryType
+    event_id: str
+    created_at: int
+    state: str  # "pending" (no relay took it yet) | "delivered" (some did) | "unsaved" (outbox not writable)
+    attempts: int
+    next_attempt_at: float
+    accepted_by: tuple[str, ...]
+    waiting_for: tuple[str, ...]  # relays it is still being sent to
+    last_error: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type.value, "event_id": self.event_id, "created_at": self.created_at,
+            "state": self.state, "attempts": self.attempts, "next_attempt_at": round(self.next_attempt_at, 3),
+            "accepted_by": list(self.accepted_by), "waiting_for": list(self.waiting_for),
+            "last_error": self.last_error,
+        }
+
+    def describe(self) -> str:
+        """One line, e.g. ``event 1a2b3c4d: pending, 3 attempts, waiting for ws://a (retry: timeout)``."""
+        parts = [f"event {short_id(self.event_id)}: {self.state}",
+                 f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}"]
+        if self.waiting_for:
+            parts.append("waiting for " + ", ".join(self.waiting_for))
+        text = ", ".join(parts)
+        return f"{text} ({self.last_error})" if self.last_error else text
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVersionView:
+    """One version in a memory's history. ``content`` decrypts on each call; the text is kept nowhere."""
+
+    type: MemoryType
+    event_id: str
+    created_at: int
+    origin: str  # "local" (saved on this device) | "remote" (seen on a relay)
+    note: str
+    seen_at: float
+    current: bool  # the version the memory shows now
+    event: Event = field(repr=False, compare=False)
+    _decrypt: Callable[[Event], str] = field(repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        return f"{short_id(self.event_id)} ({when(self.created_at)})"
+
+    @property
+    def content(self) -> str:
+        try:
+            return self._decrypt(self.event)
+        except NostrError as exc:
+            raise AgentError(f"version {short_id(self.event_id)} does not decrypt with this key ({exc.message})",
+                             "Memory history") from None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """For ``didactyl memory history --json``: sizes, never the text."""
+        try:
+            text: str | None = self.content
+        except AgentError:
+            text = None
+        return {
+            "event_id": self.event_id, "created_at": self.created_at, "origin": self.origin, "note": self.note,
+            "current": self.current, "seen_at": round(self.seen_at, 3),
+            "chars": len(text) if text is not None else None,
+            "utf8_bytes": len(text.encode("utf-8", "surrogatepass")) if text is not None else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RelayMemoryStatus:
+    """Which version of one memory one relay holds."""
+
+    url: str
+    reachable: bool  # answered the query completely
+    event_id: str | None  # what it held when asked (None: no version)
+    created_at: int | None
+    lagging: bool  # reachable, and held an older version or none
+    republished: RelayVerdict | None  # the answer to bringing it up to date (None: not needed or not tried)
+
+    @property
+    def current(self) -> bool:
+        """Holds the newest version now (held it already, or took it just now)."""
+        if not self.reachable:
+            return False
+        if not self.lagging:
+            return True
+        return self.republished is not None and classify_verdict(
+            self.republished.verdict, self.republished.message) == RELAY_ACCEPTED
+
+    def describe(self) -> str:
+        if not self.reachable:
+            return "unreachable"
+        held = f"{short_id(self.event_id)} ({when(self.created_at)})" if self.event_id else "no version"
+        if not self.lagging:
+            return f"{held}: current" if self.event_id else held
+        if self.republished is None:
+            return f"{held}: lagging"
+        if self.current:
+            return f"{held}: was lagging, brought up to date"
+        reason = f": {self.republished.message}" if self.republished.message else ""
+        return f"{held}: lagging, not updated ({self.republished.verdict.value}{reason})"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "reachable": self.reachable, "event_id": self.event_id, "created_at": self.created_at,
+            "lagging": self.lagging, "current": self.current,
+            "republished": None if self.republished is None else {
+                "verdict": self.republished.verdict.value, "message": self.republished.message},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStatus:
+    """Per relay, which version of a memory it holds; lagging relays were offered the newest."""
+
+    type: MemoryType
+    newest_event_id: str | None
+    newest_created_at: int | None
+    relays: tuple[RelayMemoryStatus, ...]
+    pending: tuple[PendingPublish, ...]
+
+    @property
+    def any_reachable(self) -> bool:
+        return any(r.reachable for r in self.relays)
+
+    @property
+    def brought_up_to_date(self) -> list[str]:
+        return [r.url for r in self.relays if r.lagging and r.current]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type.value, "newest_event_id": self.newest_event_id,
+            "newest_created_at": self.newest_created_at,
+            "relays": {r.url: r.to_json_dict() for r in self.relays},
+            "brought_up_to_date": self.brought_up_to_date,
+            "pending": [p.to_json_dict() for p in self.pending],
+        }
