@@ -19,6 +19,10 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.cli",
     "didactyl_tui.config",
     "didactyl_tui.errors",
+    "didactyl_tui.service",  # only its light modules: the typed events, state.toml, labels
+    "didactyl_tui.service.events",
+    "didactyl_tui.service.labels",
+    "didactyl_tui.service.state",
     "didactyl_tui.tui",
     "didactyl_tui.tui.app",
     "didactyl_tui.tui.key_actions",

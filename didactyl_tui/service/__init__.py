@@ -29,6 +29,7 @@ from .events import (
     ServiceEvent,
     ServiceWarning,
 )
+from .labels import short_id, version_label, when
 from .state import read_state, remember, write_state
 
 if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
@@ -51,10 +52,11 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.embedded_relay.server import serve_forever
     from ..nostr.keys import SecretKey
     from ..nostr.nip19 import encode_npub
+    from ..nostr.replaceable import is_newer
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService
     from .runtime import ServiceToolContext
-    from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus, short_id, when
+    from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(["SessionInfo"], "..agent.conversations"),
@@ -72,8 +74,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService"], ".app"),
     **dict.fromkeys(["ServiceToolContext"], ".runtime"),
-    **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus", "short_id", "when"],
-                    ".views"),
+    **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
+    **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
 }
 
 
@@ -93,6 +95,6 @@ __all__ = [  # noqa: RUF022 (sorted)
     "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
     "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "TextDelta", "ToolCallFinished",
     "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "encode_npub", "ensure_data_dir",
-    "key_file_path", "load_agent_key", "read_state", "remember", "serve_forever", "short_id", "when",
-    "write_key_file", "write_state",
+    "is_newer", "key_file_path", "load_agent_key", "read_state", "remember", "serve_forever", "short_id",
+    "version_label", "when", "write_key_file", "write_state",
 ]

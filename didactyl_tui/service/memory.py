@@ -15,8 +15,9 @@ from ..errors import AgentError
 from ..nostr.event import Event
 from ..nostr.kinds import APP_DATA
 from .events import MemoryChanged, OutboxChanged, ServiceEvent
+from .labels import short_id
 from .runtime import Runtime
-from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus, short_id
+from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
 
 class MemoryService:

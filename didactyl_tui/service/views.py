@@ -1,9 +1,7 @@
-"""How the views (TUI, CLI) see the memory outbox, history and relay consensus; the one place of the
-formatting they share (``when``, ``short_id``)."""
+"""How the views (TUI, CLI) see the memory outbox, history and relay consensus."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,18 +11,7 @@ from ..agent.memory.store import MemoryType
 from ..errors import AgentError, NostrError
 from ..nostr.event import Event
 from ..nostr.results import RelayVerdict
-
-
-def when(created_at: int | float | None) -> str:
-    """A timestamp as the views show it (local time), "-" when unknown."""
-    if created_at is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created_at))
-
-
-def short_id(event_id: str) -> str:
-    """An event id as the views show it: its first 8 hex digits."""
-    return event_id[:8]
+from .labels import short_id, when
 
 
 @dataclass(frozen=True, slots=True)

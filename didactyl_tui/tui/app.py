@@ -1,33 +1,34 @@
 """The Textual app: a thin shell. Screens hold the logic; the AppService does all the work.
 
 The first frame paints before the service (and so the network, the key file and litellm) is touched: the
-service is imported, built and started in a worker after the first refresh.
+service is imported, built and started in a worker after the first refresh. Its events reach the screens on
+one typed signal, :attr:`DidactylApp.service_events`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import importlib
 import os
 import sys
 import threading
 import time
-import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.message import Message
+from textual.dom import DOMNode
+from textual.signal import Signal
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
 from ..config import Config
 from ..errors import DidactylError
+from ..service.events import ServiceEvent
+from ..service.state import read_state, remember
 from .key_actions import check_keymap
 from .screens.main import MainScreen
 from .theme_files import load_themes, shipped_themes_dir
@@ -50,12 +51,6 @@ class DidactylApp(App[None]):
         Binding("ctrl+p", "command_palette", "Palette", id="command_palette", priority=True, show=False),
     ]
 
-    @dataclass
-    class ServiceEventArrived(Message):
-        """A ServiceEvent from the AppService, carried onto the UI's message queue."""
-
-        event: Any
-
     def __init__(
         self,
         config: Config,
@@ -73,6 +68,7 @@ class DidactylApp(App[None]):
         self.service_ready = False
         self.relay_labels = dict(relay_labels or {})
         self._unsubscribe: Any = None
+        self.service_events: Signal[ServiceEvent] = Signal(self, "service-events")
         self._ui_thread = threading.get_ident()
         self._first_paint_file = self.env.get(FIRST_PAINT_ENV)
         self._startup_warnings: list[tuple[str, str]] = []
@@ -134,23 +130,24 @@ class DidactylApp(App[None]):
         self.stylesheet.set_variables(self.get_css_variables())
 
     def _remembered(self, key: str) -> Any:
-        """A runtime choice from <data dir>/state.toml (the service writes it; read here for the first frame)."""
+        """A runtime choice from <data dir>/state.toml (read here for the first frame)."""
         return read_state(self.data_dir).get(key)
 
     def _theme_changed(self, theme: Theme) -> None:
-        if self.service is not None and theme.name != self._remembered("theme"):
+        if self.service is not None:
             self.remember("theme", theme.name)
 
     @work(group="remember", exit_on_error=False)
     async def remember(self, key: str, value: Any) -> None:
-        if self.service is not None:
-            await asyncio.to_thread(self.service.remember, key, value)
+        """Keep a runtime choice in state.toml (a file: read and written off the UI loop)."""
+        if await asyncio.to_thread(lambda: read_state(self.data_dir).get(key)) != value:
+            await asyncio.to_thread(remember, self.data_dir, key, value)
 
     def first_painted(self) -> None:
         """Called by the main screen once its first frame is on the terminal: now the service may start."""
         if self._first_paint_file:
             record = {"t": time.time(), "litellm": "litellm" in sys.modules,
-                      "service": "didactyl_tui.service" in sys.modules,
+                      "service": "didactyl_tui.service.app" in sys.modules,
                       "modules": sorted(m for m in sys.modules if m.startswith("didactyl_tui"))}
             import json  # not needed by the first frame itself
 
@@ -166,8 +163,8 @@ class DidactylApp(App[None]):
         try:
             if self.service is None:
                 # Imported off the UI thread: the service pulls in crypto and the relay code.
-                module = await asyncio.to_thread(importlib.import_module, "didactyl_tui.service")
-                self.service = module.AppService(self.config, data_dir=self.data_dir, env=self.env)
+                service_class = await asyncio.to_thread(_service_class)
+                self.service = service_class(self.config, data_dir=self.data_dir, env=self.env)
             service = self.service
             self._unsubscribe = service.add_listener(self._on_service_event)
             main.service_attached(service)
@@ -189,22 +186,22 @@ class DidactylApp(App[None]):
 
     # --- service events ---------------------------------------------------------------------------
 
-    def _on_service_event(self, event: Any) -> None:
-        message = self.ServiceEventArrived(event)
+    def _on_service_event(self, event: ServiceEvent) -> None:
         if threading.get_ident() == self._ui_thread:
-            self.post_message(message)
+            self.service_events.publish(event)
         else:
-            self.call_from_thread(self.post_message, message)
+            self.call_from_thread(self.service_events.publish, event)
 
-    def on_didactyl_app_service_event_arrived(self, message: ServiceEventArrived) -> None:
-        for screen in list(self.screen_stack):
-            handler = getattr(screen, "handle_service_event", None)
-            if handler is None:
-                continue
+    def follow_service(self, node: DOMNode, handler: Callable[[ServiceEvent], None]) -> None:
+        """Hand ``node`` every service event (until it is removed); a view's bug is shown, never fatal."""
+
+        def guarded(event: ServiceEvent) -> None:
             try:
-                handler(message.event)
+                handler(event)
             except Exception as exc:  # a view bug must not take the app (and the user's draft) down
                 self.notify(f"{type(exc).__name__}: {exc}", title="Display error", severity="error")
+
+        self.service_events.subscribe(node, guarded)
 
     # --- errors: one handler for every worker (nothing crashes the app) ---------------------------
 
@@ -235,13 +232,10 @@ def _didactyl_commands() -> type:
     return DidactylCommands
 
 
-def read_state(data_dir: Path) -> dict[str, Any]:
-    """<data dir>/state.toml as a dict; missing or unreadable is just empty (it only holds preferences)."""
-    try:
-        with open(Path(data_dir) / "state.toml", "rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
+def _service_class() -> type[AppService]:
+    from ..service import AppService  # crypto, relays, SQLite: loaded after the first frame
+
+    return AppService
 
 
 def run_app(config: Config, *, data_dir: Path, env: Mapping[str, str] | None = None) -> None:

@@ -15,7 +15,7 @@ from ..widgets.assembly_tree import AssemblyTree, InspectorEntry
 from .diff import DiffScreen
 
 if TYPE_CHECKING:
-    from ...agent.prompt_record import PromptAssembly
+    from ...service import PromptAssembly
 
 
 def assembly_as_text(a: PromptAssembly) -> str:

@@ -1,7 +1,7 @@
 """The main screen: conversation and input on the left; memory, self and prompt inspector in a sidebar.
 
-Attributes down, messages up: the app hands service events to :meth:`MainScreen.handle_service_event`; the
-widgets post requests (send, edit, load, dry run...) that this screen turns into workers calling the service.
+Attributes down, messages up: service events arrive on the app's typed signal (:meth:`MainScreen.on_service_event`);
+the widgets post requests (send, edit, load, dry run...) that this screen turns into workers calling the service.
 """
 
 from __future__ import annotations
@@ -21,6 +21,16 @@ from textual.widgets import Footer
 
 from ...config import Config
 from ...errors import AgentError
+from ...service.events import (
+    MemoryChanged,
+    OutboxChanged,
+    PromptAssembled,
+    RelayStateChanged,
+    SelfContextChanged,
+    ServiceEvent,
+    ServiceWarning,
+)
+from ...service.labels import MINUTES, when
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
@@ -152,6 +162,7 @@ class MainScreen(Screen[None]):
 
     def service_attached(self, service: AppService) -> None:
         """The service object exists (not started yet): show what it knows without I/O."""
+        self.didactyl.follow_service(self, self.on_service_event)
         self.status.model = service.model
         self.status.activity = "connecting…"
         if not service.model_configured:
@@ -168,12 +179,10 @@ class MainScreen(Screen[None]):
 
     def service_started(self) -> None:
         service = self.require_service()
-        from ...agent.memory.store import MemoryType
-
         self.status.activity = ""
         self.status.model = service.model
-        for t in (MemoryType.SHORT_TERM, MemoryType.LONG_TERM):
-            self.memory_pane(t.value).show_snapshot(service.memory(t))
+        for t in (SHORT, LONG):
+            self.memory_pane(t).show_snapshot(service.memory(t))
         self.refresh_self()
         self.refresh_relays()
         self.set_interval(POLL_S, self.refresh_relays)
@@ -182,6 +191,8 @@ class MainScreen(Screen[None]):
         service = self.didactyl.service
         if service is None or not self.didactyl.service_ready:
             return
+        from ...service import ConnectionState
+
         states = service.relay_states()
         for self_pane in self.self_panes():
             self_pane.show_relays(states, service.dropped_counts(), self._relay_labels(states))
@@ -189,8 +200,13 @@ class MainScreen(Screen[None]):
             if not self_pane.filled:
                 self.refresh_self()
         self.status.relays_total = len(states)
-        self.status.relays_connected = sum(1 for s in states.values() if getattr(s, "value", s) == "connected")
-        self.status.pending_publishes = len(service.pending_publishes())
+        self.status.relays_connected = sum(1 for s in states.values() if s is ConnectionState.CONNECTED)
+        self.count_pending()
+
+    @work(exclusive=True, group="pending", exit_on_error=False)
+    async def count_pending(self) -> None:
+        """The outbox is SQLite: counted on a worker thread, never on the UI loop."""
+        self.status.pending_publishes = len(await self.require_service().pending_publishes())
 
     def _relay_labels(self, states: dict[str, Any]) -> dict[str, str]:
         return {url: self.didactyl.relay_label(url) for url in states}
@@ -201,23 +217,23 @@ class MainScreen(Screen[None]):
         for pane in self.self_panes():
             pane.show_identity(snapshot.agent, snapshot.admin, admin_configured=service.admin_pubkey is not None)
 
-    def handle_service_event(self, event: Any) -> None:
-        kind = type(event).__name__
-        if kind == "MemoryChanged":
-            self.memory_pane(getattr(event.type, "value", event.type)).show_snapshot(event.snapshot)
-            self.refresh_relays()
-        elif kind == "RelayStateChanged":
-            self.refresh_relays()
-        elif kind == "SelfContextChanged":
-            if self.didactyl.service_ready:
-                self.refresh_self()
-        elif kind == "PromptAssembled":
-            for inspector in self.inspectors():
-                inspector.add_assembly(event.assembly)
-        elif kind == "ServiceWarning":
-            self.notify(event.message, title="Warning", severity="warning")
-        elif kind == "OutboxChanged":
-            self.status.pending_publishes = event.pending
+    def on_service_event(self, event: ServiceEvent) -> None:
+        match event:
+            case MemoryChanged(type=memory_type, snapshot=snapshot):
+                self.memory_pane(memory_type).show_snapshot(snapshot)
+                self.refresh_relays()
+            case RelayStateChanged():
+                self.refresh_relays()
+            case SelfContextChanged():
+                if self.didactyl.service_ready:
+                    self.refresh_self()
+            case PromptAssembled(assembly=assembly):  # every turn's and dry run's: the inspector's one source
+                for inspector in self.inspectors():
+                    inspector.add_assembly(assembly)
+            case ServiceWarning(message=message):
+                self.notify(message, title="Warning", severity="warning")
+            case OutboxChanged(pending=pending):
+                self.status.pending_publishes = pending
 
     # --- sending a message --------------------------------------------------------------------------
 
@@ -234,7 +250,7 @@ class MainScreen(Screen[None]):
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:
-        from ...agent.events import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
+        from ...service import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
 
         try:
             service = self.require_service()
@@ -242,7 +258,7 @@ class MainScreen(Screen[None]):
             self.chat_input.restore(text)
             raise
         if self.session_id is None:
-            self.session_id = service.new_session()
+            self.session_id = await service.new_session()
         conversation = self.conversation
         user_entry = await conversation.add_user(text)
         reply: MessageEntry | None = None
@@ -251,15 +267,13 @@ class MainScreen(Screen[None]):
         try:
             async for event in service.run_turn(self.session_id, text):
                 if isinstance(event, TurnStarted):
-                    for inspector in self.inspectors():
-                        inspector.add_assembly(event.assembly)
                     self.status.prompt_tokens = event.assembly.total_tokens
                     self.status.tokens_estimated = True
                 elif isinstance(event, TextDelta):
                     if reply is None:
                         reply = await conversation.start_reply()
                         self.status.activity = "writing…"
-                    reply.feed(event.text)
+                    await reply.feed(event.text)
                 elif isinstance(event, ToolCallStarted):
                     if reply is not None:  # text before a tool call stays above it
                         await reply.finish()
@@ -334,7 +348,7 @@ class MainScreen(Screen[None]):
     @work(exclusive=True, group="sessions", exit_on_error=False)
     async def _offer_sessions(self) -> None:
         service = self.require_service()
-        sessions = await asyncio.to_thread(service.list_sessions)  # SQLite: off the UI loop
+        sessions = await service.list_sessions()  # SQLite: on a worker thread
         if not sessions:
             self.notify("No saved chats yet.", title="Resume")
             return
@@ -344,7 +358,7 @@ class MainScreen(Screen[None]):
             SimpleCommand(
                 f"{s.title or '(untitled)'}",
                 lambda sid=s.id: self.resume(sid),
-                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s.updated_at))} · {s.message_count} messages",
+                f"{when(s.updated_at, MINUTES)} · {s.message_count} messages",
             )
             for s in sessions
         ]
@@ -353,7 +367,7 @@ class MainScreen(Screen[None]):
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def resume(self, session_id: str) -> None:
         service = self.require_service()
-        messages = await asyncio.to_thread(service.session_messages, session_id)
+        messages = await service.session_messages(session_id)
         self.session_id = session_id
         await self.conversation.load_history(messages)
 
@@ -450,9 +464,7 @@ class MainScreen(Screen[None]):
         try:
             snapshot = await service.load_long_term()
         finally:
-            from ...agent.memory.store import MemoryType
-
-            pane.show_snapshot(service.memory(MemoryType.LONG_TERM))
+            pane.show_snapshot(service.memory(LONG))
         if then_edit and snapshot.loaded:
             self.open_editor(LONG)
         elif not snapshot.loaded:
@@ -460,13 +472,12 @@ class MainScreen(Screen[None]):
                         severity="warning")
 
     def open_editor(self, memory_type: str) -> None:
-        from ...agent.memory.store import MemoryType
         from .memory_editor import MemoryEditorScreen
 
         service = self._service_or_notify()
         if service is None:
             return
-        snapshot = service.memory(MemoryType(memory_type))
+        snapshot = service.memory(memory_type)
         if not snapshot.loaded:
             if memory_type == LONG:
                 self.load_long_term(then_edit=True)
@@ -488,12 +499,10 @@ class MainScreen(Screen[None]):
     async def run_dry_run(self) -> None:
         service = self.require_service()
         if self.session_id is None:
-            self.session_id = service.new_session()
+            self.session_id = await service.new_session()
         text = self.chat_input.text.strip() or None
-        assembly = await service.dry_run(self.session_id, text)
+        assembly = await service.dry_run(self.session_id, text)  # the inspector gets it as PromptAssembled
         self.show_pane("inspector")
-        for inspector in self.inspectors():
-            inspector.add_assembly(assembly)
         self.status.prompt_tokens = assembly.total_tokens
         self.status.tokens_estimated = True
 

@@ -7,8 +7,6 @@ the save is refused and the text stays. Closing without saving leaves memory unt
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
@@ -16,12 +14,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static, TextArea
 from textual.widgets.text_area import LanguageDoesNotExist
 
 from ...errors import AgentError
+from ...service.events import MemoryChanged, ServiceEvent
+from ...service.labels import version_label
 from ..widgets.memory_gauge import MemoryGauge
 from ..widgets.publish_verdicts import verdict_lines
 from .diff import DiffScreen
@@ -29,16 +28,12 @@ from .diff import DiffScreen
 if TYPE_CHECKING:
     from textual.worker import Worker
 
-    from ...agent.memory.store import MemorySnapshot
-    from ...nostr.results import PublishOutcome
+    from ...service import MemorySnapshot, PublishOutcome
     from ..app import DidactylApp
 
 
 def _version(snapshot: MemorySnapshot) -> str:
-    if snapshot.event_id is None:
-        return "nothing published yet"
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.created_at or 0))
-    return f"event {snapshot.event_id[:8]} of {when}"
+    return version_label(snapshot.event_id, snapshot.created_at)
 
 
 def _editor(text: str) -> TextArea:
@@ -57,28 +52,6 @@ class MemoryEditorScreen(Screen[None]):
         Binding("escape", "close", "Close", id="editor_close"),
     ]
 
-    @dataclass
-    class Saved(Message):
-        """The edit was published (``outcome`` holds each relay's verdict)."""
-
-        memory_type: str
-        event_id: str
-        outcome: PublishOutcome
-
-    @dataclass
-    class SaveRefused(Message):
-        """The service refused the save before publishing (over the limit, bad input)."""
-
-        memory_type: str
-        reason: str
-
-    @dataclass
-    class ConflictDetected(Message):
-        """A newer version arrived while editing."""
-
-        memory_type: str
-        event_id: str | None
-
     def __init__(self, snapshot: MemorySnapshot) -> None:
         super().__init__()
         self.memory_type = snapshot.type
@@ -87,12 +60,8 @@ class MemoryEditorScreen(Screen[None]):
         self._saving_text: str | None = None
 
     @property
-    def type_value(self) -> str:
-        return str(getattr(self.memory_type, "value", self.memory_type))
-
-    @property
     def title_text(self) -> str:
-        return "Short-term memory" if self.type_value == "short_term" else "Long-term memory"
+        return self.memory_type.title.capitalize()  # "Short-term memory"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="memory-editor") as box:
@@ -119,6 +88,7 @@ class MemoryEditorScreen(Screen[None]):
         self.query_one("#editor-conflict").display = False
         self.query_one(MemoryGauge).show_text(self.base.content, self.base.limit_chars)
         self.text_area.focus()
+        cast("DidactylApp", self.app).follow_service(self, self.on_service_event)
 
     @on(TextArea.Changed, "#editor-text")
     def _text_changed(self) -> None:
@@ -126,10 +96,9 @@ class MemoryEditorScreen(Screen[None]):
 
     # --- newer versions while editing ----------------------------------------------------------
 
-    def handle_service_event(self, event: Any) -> None:
-        if type(event).__name__ != "MemoryChanged" or event.type != self.memory_type:
-            return
-        self.consider_version(event.snapshot)
+    def on_service_event(self, event: ServiceEvent) -> None:
+        if isinstance(event, MemoryChanged) and event.type == self.memory_type:
+            self.consider_version(event.snapshot)
 
     def consider_version(self, snapshot: MemorySnapshot) -> None:
         if snapshot.event_id is None or snapshot.event_id == self.base.event_id:
@@ -144,7 +113,6 @@ class MemoryEditorScreen(Screen[None]):
             ("A newer version arrived while you were editing ", "$text-warning"), f"({_version(snapshot)}).",
         ))
         self.query_one("#editor-conflict").display = True
-        self.post_message(self.ConflictDetected(self.type_value, snapshot.event_id))
 
     def _rebase(self, snapshot: MemorySnapshot) -> None:
         self.base = snapshot
@@ -205,13 +173,11 @@ class MemoryEditorScreen(Screen[None]):
             result = await service.save_memory(self.memory_type, text)
         except AgentError as exc:
             self._show_result(Content.styled(f"Not saved: {exc.message}", "$text-error"))
-            self.post_message(self.SaveRefused(self.type_value, exc.message))
             raise
         finally:
             self._saving_text = None
-        self._rebase(result.snapshot if getattr(result, "snapshot", None) else service.memory(self.memory_type))
+        self._rebase(result.snapshot)
         self._show_result(self._verdicts(result.outcome))
-        self.post_message(self.Saved(self.type_value, result.event_id, result.outcome))
 
     def _verdicts(self, outcome: PublishOutcome) -> Content:
         return verdict_lines(outcome, cast("DidactylApp", self.app).relay_label)

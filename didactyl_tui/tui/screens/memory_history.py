@@ -8,8 +8,7 @@ relay's verdict. Versions are decrypted only to show them, in a worker, and neve
 from __future__ import annotations
 
 import asyncio
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
@@ -17,11 +16,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Static
 
 from ...errors import AgentError
+from ...service.events import MemoryChanged, ServiceEvent
+from ...service.labels import short_id, when
 from ..widgets.publish_verdicts import verdict_lines
 from .confirm import ConfirmScreen
 from .diff import DiffScreen
@@ -29,18 +29,15 @@ from .diff import DiffScreen
 if TYPE_CHECKING:
     from textual.worker import Worker
 
-    from ...nostr.results import PublishOutcome
     from ...service import AppService, MemoryVersionView
     from ..app import DidactylApp
 
 
-def _when(created_at: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created_at))
-
-
 def _older(a: VersionRow, b: VersionRow) -> bool:
-    """NIP-01 order: an earlier created_at, or the same second and the higher id."""
-    return a.created_at < b.created_at or (a.created_at == b.created_at and a.event_id > b.event_id)
+    """NIP-01 order (the protocol's one rule, through the service)."""
+    from ...service import is_newer
+
+    return is_newer(b.event, a.event)
 
 
 @dataclass(frozen=True)
@@ -53,6 +50,7 @@ class VersionRow:
     note: str
     current: bool
     chars: int | None  # None: it does not decrypt with this key
+    event: Any = field(repr=False, compare=False)
 
 
 def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
@@ -62,7 +60,7 @@ def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
             chars: int | None = len(v.content)
         except AgentError:
             chars = None
-        rows.append(VersionRow(v.event_id, v.created_at, v.origin, v.note, v.current, chars))
+        rows.append(VersionRow(v.event_id, v.created_at, v.origin, v.note, v.current, chars, v.event))
     return rows
 
 
@@ -74,15 +72,6 @@ class MemoryHistoryScreen(Screen[None]):
         Binding("m,space", "mark", "Mark", id="history_mark"),
         Binding("r", "rollback", "Roll back", id="history_rollback"),
     ]
-
-    @dataclass
-    class RolledBack(Message):
-        """A rollback was saved (``outcome`` holds each relay's verdict)."""
-
-        memory_type: str
-        to_event_id: str
-        event_id: str
-        outcome: PublishOutcome
 
     def __init__(self, memory_type: str) -> None:
         super().__init__()
@@ -118,6 +107,7 @@ class MemoryHistoryScreen(Screen[None]):
         for label, width in ((" ", 1), ("When", 19), ("Event", 12), ("Origin", 6), ("Size", 16), ("Note", 48)):
             self.table.add_column(label, width=width)
         self.table.focus()
+        self.didactyl.follow_service(self, self.on_service_event)
         self.reload()
 
     @property
@@ -135,7 +125,7 @@ class MemoryHistoryScreen(Screen[None]):
     @work(exclusive=True, group="history-load", exit_on_error=False)
     async def reload(self) -> None:
         service = self._service()
-        versions = service.memory_history(self.memory_type)
+        versions = await service.memory_history(self.memory_type)
         rows = await asyncio.to_thread(version_rows, versions)  # decrypting many versions is work
         self.show_rows(rows)
 
@@ -159,7 +149,7 @@ class MemoryHistoryScreen(Screen[None]):
         size = f"{row.chars:,} chars" if row.chars is not None else "does not decrypt"
         return (
             Content.styled(mark, "$text-accent"),
-            Content(_when(row.created_at)),
+            Content(when(row.created_at)),
             Content(row.event_id[:12]),
             Content.styled(row.origin, "$text-muted" if row.origin == "remote" else ""),
             Content(size),
@@ -180,8 +170,8 @@ class MemoryHistoryScreen(Screen[None]):
     def _row(self, event_id: str | None) -> VersionRow | None:
         return next((r for r in self.rows if r.event_id == event_id), None)
 
-    def handle_service_event(self, event: Any) -> None:
-        if type(event).__name__ == "MemoryChanged" and getattr(event.type, "value", event.type) == self.memory_type:
+    def on_service_event(self, event: ServiceEvent) -> None:
+        if isinstance(event, MemoryChanged) and event.type == self.memory_type:
             self.reload()  # a new version (ours or another device's) joins the list
 
     # --- mark and diff ------------------------------------------------------------------------------
@@ -217,13 +207,12 @@ class MemoryHistoryScreen(Screen[None]):
     @work(group="history-diff", exit_on_error=False)
     async def show_diff(self, old: VersionRow, new: VersionRow) -> None:
         service = self._service()
-        old_text, new_text = await asyncio.to_thread(
-            lambda: (service.memory_version(self.memory_type, old.event_id).content,
-                     service.memory_version(self.memory_type, new.event_id).content))
+        older = await service.memory_version(self.memory_type, old.event_id)
+        newer = await service.memory_version(self.memory_type, new.event_id)
+        old_text, new_text = await asyncio.to_thread(lambda: (older.content, newer.content))  # decrypting: work
         self.app.push_screen(DiffScreen(
-            old_text, new_text, title=f"{self.title_text}: {old.event_id[:8]} → {new.event_id[:8]}",
-            old_label=f"{old.event_id[:8]} ({_when(old.created_at)})",
-            new_label=f"{new.event_id[:8]} ({_when(new.created_at)})",
+            old_text, new_text, title=f"{self.title_text}: {short_id(old.event_id)} → {short_id(new.event_id)}",
+            old_label=older.label, new_label=newer.label,
         ))
 
     # --- roll back ---------------------------------------------------------------------------------------
@@ -238,8 +227,8 @@ class MemoryHistoryScreen(Screen[None]):
         if chosen.chars is None:
             self.notify("That version does not decrypt with this key.", title="Roll back", severity="warning")
             return
-        question = (f"Roll the {self.title_text.lower()} back to version {chosen.event_id[:8]} of "
-                    f"{_when(chosen.created_at)} ({chosen.chars:,} chars)?\n\nIts text is saved as a new version "
+        question = (f"Roll the {self.title_text.lower()} back to version {short_id(chosen.event_id)} of "
+                    f"{when(chosen.created_at)} ({chosen.chars:,} chars)?\n\nIts text is saved as a new version "
                     "and published to every relay; the current text stays in this history.")
         self.app.push_screen(ConfirmScreen(question, title="Roll back", confirm_label="Roll back"),
                              lambda yes: self.rollback(chosen.event_id) if yes else None)
@@ -247,15 +236,14 @@ class MemoryHistoryScreen(Screen[None]):
     @work(exclusive=True, group="history-rollback", exit_on_error=False)
     async def rollback(self, event_id: str) -> None:
         service = self._service()
-        self._show_result(Content.styled(f"Rolling back to {event_id[:8]}…", "$text-muted"))
+        self._show_result(Content.styled(f"Rolling back to {short_id(event_id)}…", "$text-muted"))
         try:
             result = await service.rollback_memory(self.memory_type, event_id)
         except AgentError as exc:
             self._show_result(Content.styled(f"Not rolled back: {exc.message}", "$text-error"))
             raise
         self._show_result(verdict_lines(result.outcome, self.didactyl.relay_label,
-                                        head=f"Rolled back to {event_id[:8]}: saved"))
-        self.post_message(self.RolledBack(self.memory_type, event_id, result.event_id, result.outcome))
+                                        head=f"Rolled back to {short_id(event_id)}: saved"))
         self.reload()
 
     def _show_result(self, content: Content) -> None:

@@ -5,7 +5,6 @@ tool rounds; totals. Used by the inspector pane (many entries) and the detail sc
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,9 +13,10 @@ from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from ...service.labels import CLOCK, when
+
 if TYPE_CHECKING:
-    from ...agent.events import ToolCallFinished, Usage
-    from ...agent.prompt_record import PromptAssembly
+    from ...service import PromptAssembly, ToolCallFinished, Usage
 
 PREVIEW_LINES = 30  # content lines shown per node in the pane; the detail screen shows everything
 
@@ -36,8 +36,8 @@ class InspectorEntry:
     def label(self) -> str:
         a = self.assembly
         kind = "dry run" if a.dry_run else "turn"
-        when = time.strftime("%H:%M:%S", time.localtime(a.created_at))
-        return f"#{self.number} {kind} · {when} · {a.total_tokens:,} tok · {a.model or 'no model'}"
+        at = when(a.created_at, CLOCK)
+        return f"#{self.number} {kind} · {at} · {a.total_tokens:,} tok · {a.model or 'no model'}"
 
 
 @dataclass(frozen=True)
@@ -157,9 +157,9 @@ class AssemblyTree(Tree[NodeInfo]):
                 child = sections.add(Text(label), data=NodeInfo(n, "section"))
             if layer.source_event is not None:
                 src = layer.source_event
-                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(src.created_at))
+                at = when(src.created_at)
                 relays = ", ".join(src.relays) if src.relays else "no relay confirmed yet"
-                child.add_leaf(Text(f"source event {src.event_id} · {when} · on: {relays}"),
+                child.add_leaf(Text(f"source event {src.event_id} · {at} · on: {relays}"),
                                data=NodeInfo(n, "meta", "meta"))
             self._text_leaves(child, n, layer.content, "skipped" if layer.skipped else None)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -12,10 +11,11 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Button, Static
 
+from ...service.labels import MINUTES, short_id, when
 from .memory_gauge import MemoryGauge
 
 if TYPE_CHECKING:
-    from ...agent.memory.store import MemorySnapshot
+    from ...service import MemorySnapshot
 
 
 def describe_source(snapshot: MemorySnapshot) -> str:
@@ -24,9 +24,9 @@ def describe_source(snapshot: MemorySnapshot) -> str:
         return "not loaded"
     if snapshot.event_id is None:
         return "empty: nothing published yet"
-    parts = [f"event {snapshot.event_id[:8]}"]
+    parts = [f"event {short_id(snapshot.event_id)}"]
     if snapshot.created_at is not None:
-        parts.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(snapshot.created_at)))
+        parts.append(when(snapshot.created_at, MINUTES))
     n = len(snapshot.relays)
     parts.append(f"on {n} relay{'s' if n != 1 else ''}")
     return " · ".join(parts)

@@ -14,8 +14,7 @@ from textual.widgets import Button
 from .assembly_tree import AssemblyTree, InspectorEntry
 
 if TYPE_CHECKING:
-    from ...agent.events import TurnFinished
-    from ...agent.prompt_record import PromptAssembly
+    from ...service import PromptAssembly, TurnFinished
 
 
 class PromptInspector(Vertical):
@@ -47,7 +46,6 @@ class PromptInspector(Vertical):
         super().__init__(id=id, classes="prompt-inspector")
         self.border_title = "Prompt inspector"
         self.entries: list[InspectorEntry] = []
-        self._by_assembly: dict[int, InspectorEntry] = {}
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="pane-actions"):
@@ -63,13 +61,9 @@ class PromptInspector(Vertical):
     # --- attributes down ----------------------------------------------------------------------
 
     def add_assembly(self, assembly: PromptAssembly) -> InspectorEntry:
-        """Add an entry (idempotent for the same assembly object); the newest one opens."""
-        known = self._by_assembly.get(id(assembly))
-        if known is not None and known.assembly is assembly:
-            return known
+        """Add an entry (each assembly arrives once, as the service's PromptAssembled); the newest one opens."""
         entry = InspectorEntry(number=len(self.entries) + 1, assembly=assembly)
         self.entries.append(entry)
-        self._by_assembly[id(assembly)] = entry
         tree = self.assembly_tree
         for older in self.entries[:-1]:
             node = tree.node_for(older.number)

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 from textual.content import Content
 
+from ...service.labels import short_id
+
 if TYPE_CHECKING:
-    from ...nostr.results import PublishOutcome
+    from ...service import PublishOutcome
 
 
 def verdict_lines(outcome: PublishOutcome, label: Callable[[str], str], *, head: str = "Saved") -> Content:
@@ -16,7 +18,7 @@ def verdict_lines(outcome: PublishOutcome, label: Callable[[str], str], *, head:
     head_style = "$text-success" if outcome.any_accepted else "$text-error"
     accepted = len(outcome.accepted_by)
     parts: list[Content] = [Content.styled(
-        f"{head} event {outcome.event_id[:8]}: accepted by {accepted}/{len(outcome.results)} relays", head_style)]
+        f"{head} event {short_id(outcome.event_id)}: accepted by {accepted}/{len(outcome.results)} relays", head_style)]
     if not outcome.any_accepted:
         parts.append(Content.styled("  kept in the outbox: it is sent again as soon as a relay answers",
                                     "$text-warning"))

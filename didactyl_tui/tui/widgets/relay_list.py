@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from textual.content import Content
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from ...service import ConnectionState
 
 _STATE_STYLE = {
     "connected": "$text-success",
@@ -14,10 +18,6 @@ _STATE_STYLE = {
     "disconnected": "$text-error",
     "closed": "$text-muted",
 }
-
-
-def _state_name(state: object) -> str:
-    return str(getattr(state, "value", state))
 
 
 class RelayList(Static):
@@ -31,12 +31,12 @@ class RelayList(Static):
 
     def show_relays(
         self,
-        states: Mapping[str, object],
+        states: Mapping[str, ConnectionState],
         dropped: Mapping[str, Mapping[str, int]] | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> None:
         """``labels`` replaces a URL on screen (the embedded relay's changing port is noise)."""
-        self.states = {url: _state_name(s) for url, s in states.items()}
+        self.states = {url: s.value for url, s in states.items()}
         self.dropped = {url: dict(c) for url, c in (dropped or {}).items()}
         if labels is not None:
             self.labels = dict(labels)

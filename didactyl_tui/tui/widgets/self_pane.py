@@ -3,7 +3,6 @@ admin's when configured. Public data only: pubkeys and npubs, never a secret."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from ...service.labels import MINUTES, when
 from .relay_list import RelayList
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def short_key(value: str, head: int = 10, tail: int = 6) -> str:
 
 
 def _npub(pubkey_hex: str) -> str:
-    from ...nostr.nip19 import encode_npub  # pure bech32; imported late to keep the first frame light
+    from ...service import encode_npub  # pure bech32; imported late to keep the first frame light
 
     try:
         return encode_npub(pubkey_hex)
@@ -54,8 +54,7 @@ def identity_text(view: IdentityView, *, with_relays: bool) -> Content:
     parts += ["\n\n", (f"Recent notes ({len(view.notes)})", "$text-accent")]
     for note in view.notes[:MAX_NOTES_SHOWN]:
         first = (note.content.strip().splitlines() or [""])[0]
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(note.created_at))
-        parts += ["\n  ", (when, "$text-muted"), " ", first[:200]]
+        parts += ["\n  ", (when(note.created_at, MINUTES), "$text-muted"), " ", first[:200]]
     return Content.assemble(*parts)
 
 
