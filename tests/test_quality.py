@@ -146,3 +146,25 @@ def test_readme_pictures_exist_and_show_no_secret() -> None:
         assert not re.search(r"nsec1[02-9ac-hj-np-z]{20,}", svg), f"{picture} shows an nsec"
     for quick_start in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "api_base"):
         assert quick_start in readme
+
+
+def test_import_contracts_say_what_we_mean() -> None:
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["importlinter"]["contracts"]
+    by_name = {c["name"]: c for c in contracts}
+    views = by_name["The views (tui, cli) import only the service package (plus config and errors)"]
+    assert set(views["source_modules"]) == {"didactyl_tui.tui", "didactyl_tui.cli"}
+    assert set(views["forbidden_modules"]) == {"didactyl_tui.agent", "didactyl_tui.nostr"}
+    nostr = by_name["nostr imports nothing of ours above it"]
+    assert {"didactyl_tui.agent", "didactyl_tui.service", "didactyl_tui.config"} <= set(nostr["forbidden_modules"])
+
+
+def test_views_use_no_tricks_the_contracts_cannot_see() -> None:
+    """No importlib around the contract; no dispatch by a type's name or duck-typed enum values in the TUI."""
+    views = [*sorted((ROOT / "didactyl_tui" / "tui").rglob("*.py")), ROOT / "didactyl_tui" / "cli.py"]
+    for path in views:
+        text = path.read_text("utf-8")
+        assert "importlib" not in text, path
+        assert "__name__ ==" not in text, path
+        assert 'getattr(' not in text or '"value"' not in text, path
