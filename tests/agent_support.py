@@ -7,6 +7,7 @@ import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from didactyl_tui.agent.identity_cache import IdentityCache
 from didactyl_tui.agent.memory.store import MemoryStore, MemoryType

@@ -130,7 +130,7 @@ async def test_a_newer_version_from_another_device_reaches_cache_and_prompt(serv
     finally:
         await device.close()
     assert any(isinstance(e, MemoryChanged) and e.origin == "remote" for e in seen)
-    prompt = await service.dry_run((await service.new_session()))
+    prompt = await service.dry_run(await service.new_session())
     assert "new plan from the laptop" in section(prompt, "short_term_memory").content
     assert service.memory(ST).event_id == newer.id
 
@@ -160,7 +160,7 @@ async def test_long_term_memory_and_admin_context_through_the_tools(tmp_path: Pa
             await device.close()
         await wait_for(lambda: svc.self_context().admin.profile.get("name") == "Ada Admin")
         assert any(isinstance(e, SelfContextChanged) and e.who == "admin" for e in seen)
-        prompt = await svc.dry_run((await svc.new_session()))
+        prompt = await svc.dry_run(await svc.new_session())
         assert "- name: Ada Admin" in section(prompt, "admin_profile").content
 
 

@@ -198,7 +198,7 @@ async def test_history_keeps_local_and_remote_versions_and_rollback_is_a_new_sav
     db = (tmp_path / "d" / "memory-history.sqlite3").read_bytes()
     assert b"line one" not in db and b"from the laptop" not in db
     async with service_for(tmp_path / "d", relay.url) as svc:
-        assert len((await svc.memory_history(ST))) == 4
+        assert len(await svc.memory_history(ST)) == 4
 
 
 async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
