@@ -421,6 +421,8 @@ def _toml_value(value: Any) -> str:
 
 def render_example() -> str:
     """``config.toml.example``: every key, its default and its documentation."""
+    from .actions import keys_documentation  # the one action table (pure data)
+
     out = [
         "# didactyl configuration. Every key is optional: the defaults run with no setup.",
         "# Found via --config, $DIDACTYL_CONFIG, then $XDG_CONFIG_HOME/didactyl/config.toml.",
@@ -454,14 +456,8 @@ def render_example() -> str:
         '# tool = "memory_short_term_read"',
         "",
         "# [keys]: remap key bindings, action = \"key\" (several keys: \"f5,f12\"); terminals swallow some keys.",
-        "# Actions and their default keys:",
-        "#   send (enter), newline (shift+enter,ctrl+j), cancel (escape: stop a streaming reply),",
-        "#   new_chat (ctrl+n), resume_chat (ctrl+r), switch_model (ctrl+l), change_theme (ctrl+t),",
-        "#   toggle_memory (f2), toggle_self (f3), toggle_inspector (f4), toggle_sidebar (ctrl+b),",
-        "#   dry_run (f5), edit_short_term (f6), edit_long_term (f7), load_long_term (f8), copy_reply (f9),",
-        "#   export_markdown (ctrl+s), inspector_open (o), inspector_diff (d), editor_save (ctrl+s),",
-        "#   editor_close (escape), history_diff (d), history_mark (m,space), history_rollback (r),",
-        "#   history_close (escape), command_palette (ctrl+p), quit (ctrl+q).",
+        "# Actions and their default keys (from didactyl_tui/actions.py, the one table of actions):",
+        *keys_documentation(),
         "[keys]",
         '# send = "enter"',
         '# newline = "ctrl+j"',

@@ -15,8 +15,8 @@ from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_
 from didactyl_tui.agent import llm
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient
-from didactyl_tui.tui.commands import PALETTE_ACTIONS, DidactylCommands
-from didactyl_tui.tui.key_actions import KEY_ACTIONS
+from didactyl_tui.tui.actions import KEY_ACTIONS, PALETTE_ACTIONS
+from didactyl_tui.tui.commands import DidactylCommands
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.main import MainScreen
 from didactyl_tui.tui.screens.model_switch import ModelSwitchScreen
@@ -122,15 +122,45 @@ async def test_keys_are_remappable_from_config(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: main.inspector.entries, 10, "a dry run from the remapped key")
 
 
+async def test_a_remapped_key_works_on_every_screen_and_the_palette_shows_it(tmp_path: Path) -> None:
+    """[keys] dry_run remaps it on the inspector detail too; the editor's keys remap as well."""
+    from didactyl_tui.tui.screens.inspector_detail import InspectorDetailScreen
+    from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
+
+    cfg = make_config()
+    cfg.keys = {"dry_run": "f12", "editor_close": "f10"}
+    app = make_app(tmp_path, cfg)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        main = app.main_screen
+        hits = {h.text: h.help async for h in DidactylCommands(main).discover()}
+        assert hits["Dry run"].endswith("(f12)") and hits["New chat"].endswith("(ctrl+n)"), hits
+        await pilot.press("f12")
+        await wait_for(pilot, lambda: len(main.inspector.entries) == 1, 10, "a dry run from the main screen")
+        main.inspector.assembly_tree.focus()
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, InspectorDetailScreen), 10, "the detail screen")
+        await pilot.press("f5")  # the default key does nothing here either
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, InspectorDetailScreen) and len(main.inspector.entries) == 1
+        await pilot.press("f12")
+        await wait_for(pilot, lambda: len(main.inspector.entries) == 2, 10, "a dry run from the detail screen")
+        assert app.screen is main
+        await pilot.press("f6")
+        await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen), 10, "the editor")
+        await pilot.press("f10")
+        await wait_for(pilot, lambda: app.screen is main, 10, "the editor closed by its remapped key")
+
+
 async def test_every_action_is_in_the_command_palette_and_runs(tmp_path: Path) -> None:
-    titles = [title for title, _, _ in PALETTE_ACTIONS]
+    titles = [a.title for a in PALETTE_ACTIONS]
     for wanted in ("New chat", "Resume a past chat", "Switch model", "Edit short-term memory",
                    "Edit long-term memory", "Dry run", "Toggle memory pane", "Toggle self pane",
                    "Toggle prompt inspector", "Change theme", "Copy the last reply",
                    "Export the conversation as markdown"):
         assert wanted in titles
-    for _, _, action in PALETTE_ACTIONS:
-        assert hasattr(MainScreen, f"action_{action}"), action
+    for action in PALETTE_ACTIONS:
+        assert hasattr(MainScreen, f"action_{action.action_name}"), action
     for action in ("send", "newline", "cancel", "dry_run", "edit_short_term", "toggle_inspector", "quit"):
         assert action in KEY_ACTIONS
 
@@ -229,13 +259,14 @@ async def test_toggle_panes_export_and_copy(tmp_path: Path) -> None:
 def test_the_keys_documentation_covers_every_binding_id() -> None:
     from didactyl_tui.config import render_example
     from didactyl_tui.tui.app import DidactylApp
+    from didactyl_tui.tui.screens.inspector_detail import InspectorDetailScreen
     from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
     from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
     from didactyl_tui.tui.widgets.chat_input import ChatInput
     from didactyl_tui.tui.widgets.prompt_inspector import PromptInspector
 
     ids = {b.id for cls in (DidactylApp, MainScreen, MemoryEditorScreen, MemoryHistoryScreen, ChatInput,
-                            PromptInspector)
+                            PromptInspector, InspectorDetailScreen)
            for b in cls.BINDINGS if getattr(b, "id", None)}
     assert ids == set(KEY_ACTIONS)
     example = render_example()

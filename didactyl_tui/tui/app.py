@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.signal import Signal
 from textual.theme import Theme
@@ -29,7 +28,7 @@ from ..config import Config
 from ..errors import DidactylError
 from ..service.events import ServiceEvent
 from ..service.state import read_state, remember
-from .key_actions import check_keymap
+from .actions import bindings, check_keymap
 from .screens.main import MainScreen
 from .theme_files import load_themes, shipped_themes_dir
 
@@ -46,10 +45,7 @@ class DidactylApp(App[None]):
     CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "didactyl"
     COMMANDS = App.COMMANDS | {lambda: _didactyl_commands()}
-    BINDINGS = [
-        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
-        Binding("ctrl+p", "command_palette", "Palette", id="command_palette", priority=True, show=False),
-    ]
+    BINDINGS = bindings("app")
 
     def __init__(
         self,

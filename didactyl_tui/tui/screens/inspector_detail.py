@@ -6,11 +6,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Footer
 
+from ..actions import bindings
 from ..widgets.assembly_tree import AssemblyTree, InspectorEntry
 from .diff import DiffScreen
 
@@ -46,12 +46,7 @@ class InspectorDetailScreen(Screen[str | None]):
 
     CSS_PATH = "inspector_detail.tcss"  # read when first shown, not before the first frame
 
-    BINDINGS = [
-        Binding("escape", "close", "Back"),
-        Binding("d", "diff", "Diff vs previous"),
-        Binding("f5", "dry_run", "Dry run"),
-        Binding("e", "expand_all", "Expand all"),
-    ]
+    BINDINGS = bindings("inspector_detail")
 
     def __init__(self, entry: InspectorEntry, previous: InspectorEntry | None) -> None:
         super().__init__()

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -31,6 +30,7 @@ from ...service.events import (
     ServiceWarning,
 )
 from ...service.labels import MINUTES, when
+from ..actions import bindings
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
@@ -54,23 +54,7 @@ SHORT, LONG = "short_term", "long_term"
 class MainScreen(Screen[None]):
     AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
-    BINDINGS = [
-        Binding("escape", "cancel", "Cancel reply", id="cancel"),
-        Binding("ctrl+n", "new_chat", "New chat", id="new_chat", priority=True),
-        Binding("ctrl+r", "resume_chat", "Resume", id="resume_chat", show=False, priority=True),
-        Binding("ctrl+l", "switch_model", "Model", id="switch_model", show=False, priority=True),
-        Binding("ctrl+t", "change_theme", "Theme", id="change_theme", show=False, priority=True),
-        Binding("ctrl+b", "toggle_sidebar", "Sidebar", id="toggle_sidebar", show=False, priority=True),
-        Binding("f2", "toggle_memory", "Memory", id="toggle_memory", priority=True),
-        Binding("f3", "toggle_self", "Self", id="toggle_self", priority=True),
-        Binding("f4", "toggle_inspector", "Inspector", id="toggle_inspector", priority=True),
-        Binding("f5", "dry_run", "Dry run", id="dry_run", priority=True),
-        Binding("f6", "edit_short_term", "Edit memory", id="edit_short_term", priority=True),
-        Binding("f7", "edit_long_term", "Edit long-term", id="edit_long_term", show=False, priority=True),
-        Binding("f8", "load_long_term", "Load long-term", id="load_long_term", show=False, priority=True),
-        Binding("f9", "copy_reply", "Copy reply", id="copy_reply", show=False, priority=True),
-        Binding("ctrl+s", "export_markdown", "Export", id="export_markdown", show=False, priority=True),
-    ]
+    BINDINGS = bindings("main")
 
     streaming: reactive[bool] = reactive(False, bindings=True)
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
@@ -21,6 +20,7 @@ from textual.widgets.text_area import LanguageDoesNotExist
 from ...errors import AgentError
 from ...service.events import MemoryChanged, ServiceEvent
 from ...service.labels import version_label
+from ..actions import bindings
 from ..widgets.memory_gauge import MemoryGauge
 from ..widgets.publish_verdicts import verdict_lines
 from .diff import DiffScreen
@@ -47,10 +47,7 @@ def _editor(text: str) -> TextArea:
 
 class MemoryEditorScreen(Screen[None]):
     CSS_PATH = "memory_editor.tcss"  # read when first shown, not before the first frame
-    BINDINGS = [
-        Binding("ctrl+s", "save", "Save", id="editor_save", priority=True),
-        Binding("escape", "close", "Close", id="editor_close"),
-    ]
+    BINDINGS = bindings("editor")
 
     def __init__(self, snapshot: MemorySnapshot) -> None:
         super().__init__()

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
@@ -22,6 +21,7 @@ from textual.widgets import Button, DataTable, Footer, Static
 from ...errors import AgentError
 from ...service.events import MemoryChanged, ServiceEvent
 from ...service.labels import short_id, when
+from ..actions import bindings
 from ..widgets.publish_verdicts import verdict_lines
 from .confirm import ConfirmScreen
 from .diff import DiffScreen
@@ -66,12 +66,7 @@ def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
 
 class MemoryHistoryScreen(Screen[None]):
     CSS_PATH = "memory_history.tcss"  # read when first shown, not before the first frame
-    BINDINGS = [
-        Binding("escape", "close", "Close", id="history_close"),
-        Binding("d", "diff", "Diff", id="history_diff"),
-        Binding("m,space", "mark", "Mark", id="history_mark"),
-        Binding("r", "rollback", "Roll back", id="history_rollback"),
-    ]
+    BINDINGS = bindings("history")
 
     def __init__(self, memory_type: str) -> None:
         super().__init__()

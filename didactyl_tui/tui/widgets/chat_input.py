@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
+
+from ..actions import bindings
 
 
 class ChatInput(TextArea):
@@ -15,10 +16,7 @@ class ChatInput(TextArea):
     Up on the first line and down on the last line walk the sent-message history, like a shell.
     """
 
-    BINDINGS = [
-        Binding("enter", "send", "Send", id="send", priority=True),
-        Binding("shift+enter,ctrl+j", "newline", "Newline", id="newline", show=False, priority=True),
-    ]
+    BINDINGS = bindings("chat_input")
 
     @dataclass
     class Submitted(Message):

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button
 
+from ..actions import bindings
 from .assembly_tree import AssemblyTree, InspectorEntry
 
 if TYPE_CHECKING:
@@ -20,10 +20,7 @@ if TYPE_CHECKING:
 class PromptInspector(Vertical):
     """Holds the entries; posts requests for a dry run, opening an entry, or diffing it."""
 
-    BINDINGS = [
-        Binding("o", "open", "Open entry", id="inspector_open"),
-        Binding("d", "diff", "Diff vs previous", id="inspector_diff"),
-    ]
+    BINDINGS = bindings("inspector")
 
     @dataclass
     class DryRunRequested(Message):
