@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -79,7 +80,8 @@ def make_app(data_dir: Path, config: Config, *, env: dict[str, str] | None = Non
     return LabelledApp(config, data_dir=data_dir, env=env, service=service)
 
 
-async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0,
+                   what: str | Callable[[], str] = "") -> Any:
     """Let the app run until ``predicate()`` is truthy; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -87,7 +89,7 @@ async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
+            raise AssertionError(f"timed out waiting for {(what() if callable(what) else what) or predicate}")
         await pilot.pause(0.05)
 
 
@@ -146,3 +148,33 @@ class ThreadedLlmStub:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
+
+
+class LoopLagProbe:
+    """How long the UI loop went without reaching a timer: a task asks to wake every ``interval`` seconds and
+    notes, per wake-up, the main thread's CPU time since the last one. Counting CPU time rather than wall time,
+    a machine too busy to schedule us (2 shared cores) does not look like a blocked loop; a blocking call on
+    the loop (SQLite, decryption, parsing a thousand versions) does."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.worst_s = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            before = time.thread_time()
+            await asyncio.sleep(self.interval)
+            self.worst_s = max(self.worst_s, time.thread_time() - before)
+
+    def start(self) -> LoopLagProbe:
+        self.worst_s = 0.0
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def stop(self) -> float:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        return self.worst_s

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -199,8 +200,8 @@ class AppService:
         state.remember(self.data_dir, key, value)
 
     @staticmethod
-    def preload_llm() -> None:
-        preload_llm()
+    def preload_llm() -> threading.Thread:
+        return preload_llm()
 
     # --- memory: the parts' API ----------------------------------------------------------------------
     def memory(self, t: MemoryType | str) -> MemorySnapshot:

@@ -158,14 +158,14 @@ class ChatService:
         await self._rt.memory_manager.record_turn(session_id, message, event.reply)
 
 
-_preload_started = threading.Event()
+_preload: list[threading.Thread] = []  # the one litellm import of this process
 
 
-def preload_llm() -> None:
-    """Start importing litellm in a background thread (the TUI calls this after its first paint); once."""
-    if _preload_started.is_set():
-        return
-    _preload_started.set()
+def preload_llm() -> threading.Thread:
+    """Start importing litellm in a background thread (the TUI calls this after its first paint); once.
+    Returns the thread, so a caller can tell when litellm's objects exist (e.g. to freeze them out of the GC)."""
+    if _preload:
+        return _preload[0]
 
     def run() -> None:
         try:
@@ -175,5 +175,7 @@ def preload_llm() -> None:
         except Exception:
             log.exception("preloading litellm failed")
 
-    threading.Thread(target=run, name="litellm-preload", daemon=True).start()
-
+    thread = threading.Thread(target=run, name="litellm-preload", daemon=True)
+    _preload.append(thread)
+    thread.start()
+    return thread

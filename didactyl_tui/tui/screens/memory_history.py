@@ -64,6 +64,9 @@ def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
     return rows
 
 
+ROWS_PER_STEP = 100
+
+
 class MemoryHistoryScreen(Screen[None]):
     CSS_PATH = "memory_history.tcss"  # read when first shown, not before the first frame
     BINDINGS = bindings("history")
@@ -122,22 +125,29 @@ class MemoryHistoryScreen(Screen[None]):
         service = self._service()
         versions = await service.memory_history(self.memory_type)
         rows = await asyncio.to_thread(version_rows, versions)  # decrypting many versions is work
-        self.show_rows(rows)
+        await self.show_rows(rows)
 
-    def show_rows(self, rows: list[VersionRow]) -> None:
+    async def show_rows(self, rows: list[VersionRow]) -> None:
+        """Fill the table, ROWS_PER_STEP rows at a time: a long history never holds the UI loop in one go."""
         table = self.table
         selected = self.selected_id()
         self.rows = rows
         if self.marked not in {r.event_id for r in rows}:
             self.marked = None
         table.clear()
-        for row in rows:
-            table.add_row(*self._cells(row), key=row.event_id)
+        for start in range(0, len(rows), ROWS_PER_STEP):
+            for row in rows[start:start + ROWS_PER_STEP]:
+                table.add_row(*self._cells(row), key=row.event_id)
+            await asyncio.sleep(0)
         if not rows:
             self._show_result(Content.styled("No version seen yet.", "$text-muted"))
         ids = [r.event_id for r in rows]
         if selected in ids:
             table.move_cursor(row=ids.index(selected))
+
+    @work(exclusive=True, group="history-load", exit_on_error=False)
+    async def redraw(self) -> None:
+        await self.show_rows(self.rows)
 
     def _cells(self, row: VersionRow) -> tuple[Content, ...]:
         mark = "●" if row.current else ("◆" if row.event_id == self.marked else "")
@@ -176,7 +186,7 @@ class MemoryHistoryScreen(Screen[None]):
         if chosen is None:
             return
         self.marked = None if self.marked == chosen else chosen
-        self.show_rows(self.rows)
+        self.redraw()
 
     @on(DataTable.RowSelected, "#history-table")
     def _row_selected(self) -> None:
