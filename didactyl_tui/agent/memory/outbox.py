@@ -369,10 +369,6 @@ class Outbox:
         t = self._clock() if now is None else now
         return [e for e in self.unfinished(urls) if e.next_attempt_at <= t]
 
-    def next_due_at(self, urls: Iterable[str]) -> float | None:
-        times = [e.next_attempt_at for e in self.unfinished(urls)]
-        return min(times) if times else None
-
     def latest(self, address: str) -> OutboxEntry | None:
         """The current (not superseded) entry of ``address``."""
         rows = self._rows(

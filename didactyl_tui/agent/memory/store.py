@@ -276,15 +276,6 @@ class MemoryStore:
     def current_event(self, t: MemoryType) -> Event | None:
         return self._slots[MemoryType.parse(t)].event
 
-    def pending_publishes(self) -> int:
-        """Memories whose current version no relay has shown or accepted (a save that went nowhere)."""
-        count = 0
-        for slot in self._slots.values():
-            ev = slot.event
-            if ev is not None and not any(eid == ev.id for eid, _ in slot.relay_versions.values()):
-                count += 1
-        return count
-
     def relay_versions(self, t: MemoryType) -> dict[str, tuple[str, int]]:
         """For each relay, the newest version (event id, created_at) it has shown us."""
         return dict(self._slots[MemoryType.parse(t)].relay_versions)
