@@ -29,6 +29,7 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.tui.actions",
     "didactyl_tui.tui.screens",
     "didactyl_tui.tui.screens.main",
+    "didactyl_tui.tui.screens.main_sidebar",
     "didactyl_tui.tui.theme_files",
     "didactyl_tui.tui.widgets",
     "didactyl_tui.tui.widgets.chat_input",

@@ -7,8 +7,6 @@ the widgets post requests (send, edit, load, dry run...) that this screen turns 
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
@@ -34,6 +32,7 @@ from ..actions import bindings
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
+from .main_sidebar import LONG, SHORT, SidebarActions
 
 if TYPE_CHECKING:
     from textual.widgets import TabbedContent
@@ -48,10 +47,9 @@ if TYPE_CHECKING:
     from ..widgets.self_pane import SelfPane
 
 POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
-SHORT, LONG = "short_term", "long_term"
 
 
-class MainScreen(Screen[None]):
+class MainScreen(SidebarActions, Screen[None]):
     AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
     BINDINGS = bindings("main")
@@ -376,157 +374,3 @@ class MainScreen(Screen[None]):
 
     def action_change_theme(self) -> None:
         self.app.search_themes()
-
-    # --- panes ----------------------------------------------------------------------------------------------
-
-    def _toggle_pane(self, pane_id: str) -> None:
-        slot = self.query_one("#sidebar-slot")
-        if not self.query("#sidebar"):
-            return  # not mounted yet (the first instants)
-        if slot.display and self.sidebar.active == pane_id:
-            slot.display = False
-            self.chat_input.focus()
-        else:
-            self.show_pane(pane_id)
-
-    def show_pane(self, pane_id: str) -> None:
-        self.query_one("#sidebar-slot").display = True
-        if self.query("#sidebar"):
-            self.sidebar.active = pane_id
-
-    def action_toggle_memory(self) -> None:
-        self._toggle_pane("memory")
-
-    def action_toggle_self(self) -> None:
-        self._toggle_pane("self")
-
-    def action_toggle_inspector(self) -> None:
-        self._toggle_pane("inspector")
-
-    def action_toggle_sidebar(self) -> None:
-        slot = self.query_one("#sidebar-slot")
-        slot.display = not slot.display
-
-    # --- memory ------------------------------------------------------------------------------------------------
-
-    def on_memory_pane_edit_requested(self, message: MemoryPane.EditRequested) -> None:
-        self.open_editor(message.memory_type)
-
-    def on_memory_pane_load_requested(self, message: MemoryPane.LoadRequested) -> None:
-        self.load_long_term()
-
-    def on_memory_pane_history_requested(self, message: MemoryPane.HistoryRequested) -> None:
-        self.open_history(message.memory_type)
-
-    def action_history_short_term(self) -> None:
-        self.open_history(SHORT)
-
-    def action_history_long_term(self) -> None:
-        self.open_history(LONG)
-
-    def open_history(self, memory_type: str) -> None:
-        from .memory_history import MemoryHistoryScreen
-
-        if self._service_or_notify() is None:
-            return
-        self.app.push_screen(MemoryHistoryScreen(memory_type))
-
-    def action_edit_short_term(self) -> None:
-        self.open_editor(SHORT)
-
-    def action_edit_long_term(self) -> None:
-        self.open_editor(LONG)
-
-    def action_load_long_term(self) -> None:
-        self.load_long_term()
-
-    @work(exclusive=True, group="memory", exit_on_error=False)
-    async def load_long_term(self, then_edit: bool = False) -> None:
-        service = self.require_service()
-        pane = self.memory_pane(LONG)
-        pane.show_loading()
-        try:
-            snapshot = await service.load_long_term()
-        finally:
-            pane.show_snapshot(service.memory(LONG))
-        if then_edit and snapshot.loaded:
-            self.open_editor(LONG)
-        elif not snapshot.loaded:
-            self.notify("No relay answered; long-term memory is not loaded.", title="Long-term memory",
-                        severity="warning")
-
-    def open_editor(self, memory_type: str) -> None:
-        from .memory_editor import MemoryEditorScreen
-
-        service = self._service_or_notify()
-        if service is None:
-            return
-        snapshot = service.memory(memory_type)
-        if not snapshot.loaded:
-            if memory_type == LONG:
-                self.load_long_term(then_edit=True)
-            else:
-                self.notify("Short-term memory is not loaded yet (no relay answered).", title="Memory",
-                            severity="warning")
-            return
-        self.app.push_screen(MemoryEditorScreen(snapshot))
-
-    # --- prompt inspector ----------------------------------------------------------------------------------------
-
-    def action_dry_run(self) -> None:
-        self.run_dry_run()
-
-    def on_prompt_inspector_dry_run_requested(self) -> None:
-        self.run_dry_run()
-
-    @work(exclusive=True, group="dry_run", exit_on_error=False)
-    async def run_dry_run(self) -> None:
-        service = self.require_service()
-        if self.session_id is None:
-            self.session_id = await service.new_session()
-        text = self.chat_input.text.strip() or None
-        assembly = await service.dry_run(self.session_id, text)  # the inspector gets it as PromptAssembled
-        self.show_pane("inspector")
-        self.status.prompt_tokens = assembly.total_tokens
-        self.status.tokens_estimated = True
-
-    def on_prompt_inspector_open_requested(self, message: PromptInspector.OpenRequested) -> None:
-        from .inspector_detail import InspectorDetailScreen
-
-        previous = self.inspector.previous_of(message.entry)
-        self.app.push_screen(InspectorDetailScreen(message.entry, previous), self._detail_closed)
-
-    def _detail_closed(self, result: str | None) -> None:
-        if result == "dry_run":
-            self.run_dry_run()
-
-    def on_prompt_inspector_diff_requested(self, message: PromptInspector.DiffRequested) -> None:
-        from .inspector_detail import show_assembly_diff
-
-        show_assembly_diff(self, message.previous, message.entry)
-
-    # --- reply and export ---------------------------------------------------------------------------------------------
-
-    def action_copy_reply(self) -> None:
-        reply = self.conversation.last_reply()
-        if reply is None:
-            self.notify("No reply to copy yet.", title="Copy")
-            return
-        self.app.copy_to_clipboard(reply)
-        self.notify(f"Copied {len(reply):,} characters.", title="Copy")
-
-    def action_export_markdown(self) -> None:
-        self.export_markdown(self.conversation.as_markdown())
-
-    @work(group="export", exit_on_error=False)
-    async def export_markdown(self, text: str) -> None:
-        folder = self.didactyl.data_dir / "exports"
-        name = f"chat-{time.strftime('%Y%m%d-%H%M%S')}-{(self.session_id or 'new')[:8]}.md"
-        path = await asyncio.to_thread(_write_export, folder / name, text)
-        self.notify(str(path), title="Exported")
-
-
-def _write_export(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, "utf-8")
-    return path
