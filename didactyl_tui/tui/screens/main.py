@@ -232,7 +232,7 @@ class MainScreen(SidebarActions, Screen[None]):
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:
-        from ...service import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
+        from .turn_view import TurnView
 
         try:
             service = self.require_service()
@@ -241,62 +241,22 @@ class MainScreen(SidebarActions, Screen[None]):
             raise
         if self.session_id is None:
             self.session_id = await service.new_session()
-        conversation = self.conversation
-        user_entry = await conversation.add_user(text)
-        reply: MessageEntry | None = None
+        turn = TurnView(self, text, await self.conversation.add_user(text))
         self.streaming = True
         self.status.activity = "thinking…"
         try:
             async for event in service.run_turn(self.session_id, text):
-                if isinstance(event, TurnStarted):
-                    self.status.prompt_tokens = event.assembly.total_tokens
-                    self.status.tokens_estimated = True
-                elif isinstance(event, TextDelta):
-                    if reply is None:
-                        reply = await conversation.start_reply()
-                        self.status.activity = "writing…"
-                    await reply.feed(event.text)
-                elif isinstance(event, ToolCallStarted):
-                    if reply is not None:  # text before a tool call stays above it
-                        await reply.finish()
-                        reply = None
-                    self.status.activity = f"running {event.name}…"
-                    await conversation.tool_started(event.call_id, event.name, event.arguments, event.round)
-                elif isinstance(event, ToolCallFinished):
-                    await conversation.tool_finished(event.call_id, event.name, event.arguments, event.result,
-                                                     event.is_error, event.round)
-                elif isinstance(event, TurnFinished):
-                    if reply is not None:
-                        await reply.finish()
-                        reply = None
-                    elif event.reply and not conversation.last_reply() == event.reply:
-                        await conversation.add_reply(event.reply)
-                    for inspector in self.inspectors():
-                        inspector.finish_turn(event)
-                    if event.usage.prompt_tokens is not None:
-                        self.status.prompt_tokens = event.usage.prompt_tokens
-                        self.status.tokens_estimated = False
-                    if event.usage.cost_usd is not None:
-                        self.status.cost_usd = event.usage.cost_usd
-                elif isinstance(event, TurnFailed):
-                    if reply is not None:
-                        await reply.finish("interrupted")
-                        reply = None
-                    user_entry.add_class("-failed")
-                    error = await conversation.add_error(event.title, event.message,
-                                                         text if event.retryable else None)
-                    self._failed[error] = user_entry
-                    for inspector in self.inspectors():
-                        inspector.fail_turn(event.message)
-                    if not self.chat_input.text.strip():
-                        self.chat_input.restore(text)  # the user's words are never lost
+                await turn.show(event)
         except asyncio.CancelledError:
-            if reply is not None:
-                await reply.finish("cancelled")
+            await turn.end_reply("cancelled")
             raise
         finally:
             self.streaming = False
             self.status.activity = ""
+
+    def turn_failed(self, error: ErrorEntry, user_entry: MessageEntry) -> None:
+        """A failed turn's error entry, remembered with the message that failed (for a retry)."""
+        self._failed[error] = user_entry
 
     async def on_error_entry_retry_requested(self, message: ErrorEntry.RetryRequested) -> None:
         user_entry = self._failed.pop(message.entry, None)

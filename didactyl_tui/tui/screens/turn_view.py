@@ -1,0 +1,72 @@
+"""One turn on the main screen: the agent's events drawn into the conversation, the status bar and the
+inspector as they stream in."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...service import AgentEvent, TurnFailed, TurnFinished
+    from ..widgets.message_entry import MessageEntry
+    from .main import MainScreen
+
+
+class TurnView:
+    def __init__(self, screen: MainScreen, text: str, user_entry: MessageEntry) -> None:
+        self.screen, self.text, self.user_entry = screen, text, user_entry
+        self.reply: MessageEntry | None = None  # the reply being streamed, if any
+
+    async def end_reply(self, note: str | None = None) -> None:
+        if self.reply is not None:
+            await self.reply.finish(note)
+            self.reply = None
+
+    async def show(self, event: AgentEvent) -> None:
+        from ...service import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
+
+        status, conversation = self.screen.status, self.screen.conversation
+        match event:
+            case TurnStarted(assembly=assembly):  # the inspector gets it from the service's PromptAssembled
+                status.prompt_tokens, status.tokens_estimated = assembly.total_tokens, True
+            case TextDelta(text=text):
+                if self.reply is None:
+                    self.reply = await conversation.start_reply()
+                    status.activity = "writing…"
+                await self.reply.feed(text)
+            case ToolCallStarted():
+                await self.end_reply()  # text before a tool call stays above it
+                status.activity = f"running {event.name}…"
+                await conversation.tool_started(event.call_id, event.name, event.arguments, event.round)
+            case ToolCallFinished():
+                await conversation.tool_finished(event.call_id, event.name, event.arguments, event.result,
+                                                 event.is_error, event.round)
+            case TurnFinished():
+                await self._finished(event)
+            case TurnFailed():
+                await self._failed(event)
+
+    async def _finished(self, event: TurnFinished) -> None:
+        screen, conversation = self.screen, self.screen.conversation
+        if self.reply is not None:
+            await self.end_reply()
+        elif event.reply and conversation.last_reply() != event.reply:
+            await conversation.add_reply(event.reply)
+        for inspector in screen.inspectors():
+            inspector.finish_turn(event)
+        usage: Any = event.usage
+        if usage.prompt_tokens is not None:
+            screen.status.prompt_tokens, screen.status.tokens_estimated = usage.prompt_tokens, False
+        if usage.cost_usd is not None:
+            screen.status.cost_usd = usage.cost_usd
+
+    async def _failed(self, event: TurnFailed) -> None:
+        screen = self.screen
+        await self.end_reply("interrupted")
+        self.user_entry.add_class("-failed")
+        error = await screen.conversation.add_error(event.title, event.message,
+                                                    self.text if event.retryable else None)
+        screen.turn_failed(error, self.user_entry)
+        for inspector in screen.inspectors():
+            inspector.fail_turn(event.message)
+        if not screen.chat_input.text.strip():
+            screen.chat_input.restore(self.text)  # the user's words are never lost
