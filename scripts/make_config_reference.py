@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from didactyl_tui.actions import KEY_ACTIONS  # noqa: E402
 from didactyl_tui.config_reference import render_reference  # noqa: E402
-from didactyl_tui.tui.key_actions import KEY_ACTIONS  # noqa: E402
 
 TARGET = ROOT / "docs" / "configuration.md"
 

@@ -38,8 +38,8 @@ def test_config_example_is_current() -> None:
 
 
 def test_configuration_reference_is_current() -> None:
+    from didactyl_tui.actions import KEY_ACTIONS
     from didactyl_tui.config_reference import render_reference
-    from didactyl_tui.tui.key_actions import KEY_ACTIONS
 
     expected = render_reference(KEY_ACTIONS)
     assert (ROOT / "docs" / "configuration.md").read_text("utf-8") == expected, (

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agent.background import BackgroundTasks
 from ..agent.conversations import ConversationStore
 from ..agent.identity_cache import IdentityCache
 from ..agent.keystore import ensure_data_dir, load_agent_key
@@ -21,7 +22,6 @@ from ..agent.memory.outbox import Outbox
 from ..agent.memory.publisher import MemoryPublisher
 from ..agent.memory.store import MemoryStore, MemoryType
 from ..agent.memory.sync import MemorySync
-from ..agent.background import BackgroundTasks
 from ..agent.tools.context import AgentToolContext
 from ..config import Config
 from ..errors import AgentError, RelayError
