@@ -1,7 +1,8 @@
-"""The embedded relay: a loopback websockets Nostr relay over a SQLite store.
+"""The embedded relay: a loopback websockets Nostr relay over a SQLite store, bounded everywhere.
 
 NIP-01 (EVENT/REQ/CLOSE, OK/EOSE/CLOSED/NOTICE), NIP-11 (information document over HTTP on the
-same port) and NIP-42 (AUTH, when ``require_auth``).
+same port) and NIP-42 (AUTH, when ``require_auth``). It runs as its own process per data dir
+(:func:`serve_forever`), so a hostile client can slow the relay but never the app's UI.
 
 Answers to EVENT, where NIP-01 leaves room:
 
@@ -13,23 +14,24 @@ Answers to EVENT, where NIP-01 leaves room:
 * a bad id or signature: ``OK false "invalid: ..."``; kind 22242 is refused in EVENT (it belongs in
   an AUTH message and must never be stored or broadcast);
 * ``created_at`` more than 15 minutes ahead (``max_future_seconds``): ``OK false "invalid: ..."`` —
-  such an event would otherwise win every replacement until its date (strfry does the same).
+  such an event would otherwise win every replacement until its date (strfry does the same);
+* with an allow-list (``allowed_writers``): events by other keys get ``OK false "blocked: ..."``,
+  except kind 1059 gift wraps whose ``p`` tag names one of ``gift_wrap_recipients``;
+* over a rate limit ``rate-limited: ...``; over the database quota ``error: ...storage quota...``.
 
+Every bound is a field of :class:`RelayLimits` (documented under [relays.embedded] in the config).
 Deletion (NIP-09) and expiration (NIP-40) are not implemented: kind 5 is stored as a regular event.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import secrets
 import signal
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from importlib import metadata
@@ -42,24 +44,28 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from ...errors import NostrError, RelayError
+from ...errors import RelayError
 from ..event import Event
-from ..filters import Filter, matches_any, validate_filter
-from ..kinds import CLIENT_AUTH, is_ephemeral
-from .store import EventStore, SaveResult
+from ..filters import validate_filter
+from .limits import AuthorMeters, RelayLimits, connection_cap
+from .peer import OutputBudget, Peer, dumps
+from .protocol import MAX_SUB_ID_LENGTH, RelayProtocol
+from .store import Checkpointer, EventReader, EventStore
+from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_MAX_FRAME_BYTES = 512 * 1024
-DEFAULT_MAX_SUBSCRIPTIONS = 32
-DEFAULT_MAX_FILTERS = 16
-DEFAULT_MAX_LIMIT = 5000
-MAX_FILTER_VALUES = 1000  # values per filter key; keeps every query far below SQLite's variable limit
-MAX_SUB_ID_LENGTH = 64
-AUTH_MAX_AGE_S = 600  # NIP-42 suggests ~10 minutes either way
-_SEND_QUEUE_SIZE = 10_000
+# Kept for callers that read the old module constants.
+DEFAULT_MAX_FRAME_BYTES = RelayLimits.max_frame_bytes
+DEFAULT_MAX_SUBSCRIPTIONS = RelayLimits.max_subscriptions
+DEFAULT_MAX_FILTERS = RelayLimits.max_filters
+DEFAULT_MAX_LIMIT = RelayLimits.max_limit
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+CLOSE_TRY_LATER = 1013
+EVICTABLE_AFTER_S = 1.0  # a connection silent this long, with no subscription, may make room for a new one
+SWEEP_INTERVAL_S = 5.0
 
 
 def _software_version() -> str:
@@ -69,45 +75,21 @@ def _software_version() -> str:
         return "0"
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+def is_loopback_origin(origin: str) -> bool:
+    """True for an ``Origin`` naming a loopback host (a page served from this machine)."""
+    try:
+        host = (urlsplit(origin.strip()).hostname or "").lower()
+    except ValueError:
+        return False
+    return host in LOOPBACK_HOSTS
 
 
-class _Peer:
-    """One websocket connection: its subscriptions, auth state and ordered outgoing queue."""
+class EmbeddedRelay(RelayProtocol):
+    """A Nostr relay on ``host:port`` (port 0 picks a free one) stored in ``db_path``.
 
-    def __init__(self, ws: ServerConnection) -> None:
-        self.ws = ws
-        self.subs: dict[str, list[Filter]] = {}
-        self.challenge = secrets.token_hex(16)
-        self.authed: set[str] = set()
-        # A queue and one writer task per peer: broadcasting never waits on a slow reader, and
-        # messages keep their order (stored events, then EOSE).
-        self._queue: asyncio.Queue[str] = asyncio.Queue(_SEND_QUEUE_SIZE)
-        self._overflowed = False
-        self._closer: asyncio.Task[None] | None = None  # kept so the task is not garbage-collected
-
-    def send(self, message: list[Any] | str) -> None:
-        text = message if isinstance(message, str) else _dumps(message)
-        try:
-            self._queue.put_nowait(text)
-        except asyncio.QueueFull:
-            if not self._overflowed:
-                self._overflowed = True
-                log.warning("closing a client that does not read its messages")
-                self._closer = asyncio.get_running_loop().create_task(self.ws.close(1008, "client too slow"))
-
-    def send_event(self, sub_id: str, raw_event: str) -> None:
-        self.send(f'["EVENT",{_dumps(sub_id)},{raw_event}]')
-
-    async def write_loop(self) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            while True:
-                await self.ws.send(await self._queue.get())
-
-
-class EmbeddedRelay:
-    """A Nostr relay on ``host:port`` (port 0 picks a free one) stored in ``db_path``."""
+    ``limits`` holds every bound; the keyword arguments named like its fields override it (kept for
+    existing callers). ``allowed_writers`` (hex pubkeys) turns on the allow-list; None: anyone writes.
+    """
 
     def __init__(
         self,
@@ -115,31 +97,65 @@ class EmbeddedRelay:
         host: str = "127.0.0.1",
         port: int = 0,
         *,
-        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
-        max_filters: int = DEFAULT_MAX_FILTERS,
-        max_limit: int = DEFAULT_MAX_LIMIT,
+        limits: RelayLimits | None = None,
+        max_frame_bytes: int | None = None,
+        max_subscriptions: int | None = None,
+        max_filters: int | None = None,
+        max_limit: int | None = None,
         require_auth: bool = False,
         name: str = "didactyl embedded relay",
         db_busy_timeout: float = 5.0,
         max_future_seconds: int | None = 15 * 60,
+        allowed_writers: Collection[str] | None = None,
+        gift_wrap_recipients: Collection[str] = (),
+        compression: bool = False,
     ) -> None:
+        overrides = {k: v for k, v in {
+            "max_frame_bytes": max_frame_bytes, "max_subscriptions": max_subscriptions,
+            "max_filters": max_filters, "max_limit": max_limit}.items() if v is not None}
+        self.limits = (limits or RelayLimits()).replace(**overrides)
         self.db_path = Path(db_path)
         self.host = host
         self.port = port
-        self.max_frame_bytes = max_frame_bytes
-        self.max_subscriptions = max_subscriptions
-        self.max_filters = max_filters
-        self.max_limit = max_limit
         self.require_auth = require_auth
         self.name = name
         # An event dated far ahead would win every NIP-01 replacement until that date comes.
         self.max_future_seconds = max_future_seconds
         self.db_busy_timeout = db_busy_timeout  # how long a save waits for a lock held by another process
+        self.allowed_writers = None if allowed_writers is None else frozenset(k.lower() for k in allowed_writers)
+        self.gift_wrap_recipients = frozenset(k.lower() for k in gift_wrap_recipients)
+        # permessage-deflate off by default: on loopback it costs CPU and saves nothing (bench/relay_bench.py).
+        self.compression = compression
         self._server: Server | None = None
         self._store: EventStore | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._peers: set[_Peer] = set()
+        self._reader: EventReader | None = None
+        self._checkpointer: Checkpointer | None = None
+        self._writer: BatchWriter | None = None
+        self._write_pool: ThreadPoolExecutor | None = None
+        self._read_pool: ThreadPoolExecutor | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._peers: set[Peer] = set()
+        self._filters_total = 0
+        self._budget = OutputBudget(self.limits.max_output_bytes_total)
+        self._author_meters = AuthorMeters(self.limits)
+        self._max_connections = self.limits.max_connections
+
+    # Old attribute names, read by callers and tests.
+    @property
+    def max_frame_bytes(self) -> int:
+        return self.limits.max_frame_bytes
+
+    @property
+    def max_subscriptions(self) -> int:
+        return self.limits.max_subscriptions
+
+    @property
+    def max_filters(self) -> int:
+        return self.limits.max_filters
+
+    @property
+    def max_limit(self) -> int:
+        return self.limits.max_limit
 
     # --- lifecycle -------------------------------------------------------------------------
     @property
@@ -159,18 +175,14 @@ class EmbeddedRelay:
     async def start(self) -> None:
         if self._server is not None:
             return
-        # One worker thread owns the SQLite connection: writes are serialized, the loop never blocks.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-relay-db")
+        self._max_connections = connection_cap(self.limits.max_connections)
+        # One thread owns the writing connection (writes are serialized), another the reading one.
+        self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-relay-write")
+        self._read_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-relay-read")
         try:
-            self._store = await self._run_db(
-                EventStore,
-                self.db_path,
-                max_limit=self.max_limit,
-                busy_timeout_ms=int(self.db_busy_timeout * 1000),
-            )
+            await self._open_store()
         except (sqlite3.Error, OSError) as exc:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+            await self._close_store()
             raise RelayError(f"cannot open the relay database {self.db_path}: {exc}") from exc
         try:
             self._server = await serve(
@@ -180,31 +192,60 @@ class EmbeddedRelay:
                 process_request=self._process_request,
                 # Frames up to twice the limit are read and answered with a clear reason;
                 # beyond that websockets closes the connection (1009, message too big).
-                max_size=2 * self.max_frame_bytes,
+                max_size=2 * self.limits.max_frame_bytes,
+                max_queue=4,  # frames read ahead per connection: bounded memory, back-pressure on TCP
+                compression="deflate" if self.compression else None,
                 close_timeout=1.0,  # stop() must not wait long on a client that ignores the close
             )
         except OSError as exc:
             await self._close_store()
             raise RelayError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
         self.port = self._server.sockets[0].getsockname()[1]
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
         log.info("embedded relay listening on %s (db %s)", self.url, self.db_path)
+
+    async def _open_store(self) -> None:
+        store = await self._run_db(
+            EventStore, self.db_path, max_limit=self.limits.max_limit,
+            busy_timeout_ms=int(self.db_busy_timeout * 1000), auto_checkpoint=False,
+        )
+        self._store = store
+        self._reader = await self._run_reader(
+            EventReader, self.db_path, max_limit=self.limits.max_limit,
+            busy_timeout_ms=int(self.db_busy_timeout * 1000),
+        )
+        self._checkpointer = Checkpointer(self.db_path)
+        self._writer = BatchWriter(store, self._run_db, on_commit=self._checkpointer.poke)
+        self._writer.start()
 
     async def stop(self) -> None:
         server, self._server = self._server, None
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if server is not None:
             server.close()
             await server.wait_closed()
         self._peers.clear()
+        self._filters_total = 0
         await self._close_store()
 
     async def _close_store(self) -> None:
-        store, self._store = self._store, None
-        executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        if store is not None:
-            await asyncio.get_running_loop().run_in_executor(executor, store.close)
-        executor.shutdown(wait=False)
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            await writer.stop()
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            await asyncio.to_thread(checkpointer.stop)
+        loop = asyncio.get_running_loop()
+        for conn, pool in ((self._reader, self._read_pool), (self._store, self._write_pool)):
+            if pool is None:
+                continue
+            if conn is not None:
+                await loop.run_in_executor(pool, conn.close)
+            pool.shutdown(wait=False)
+        self._reader = self._store = None
+        self._read_pool = self._write_pool = None
 
     async def __aenter__(self) -> EmbeddedRelay:
         await self.start()
@@ -214,10 +255,16 @@ class EmbeddedRelay:
         await self.stop()
 
     async def _run_db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._executor is None:
+        return await self._run_in(self._write_pool, fn, *args, **kwargs)
+
+    async def _run_reader(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self._run_in(self._read_pool, fn, *args, **kwargs)
+
+    @staticmethod
+    async def _run_in(pool: ThreadPoolExecutor | None, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if pool is None:
             raise RelayError("the embedded relay is not running")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        return await asyncio.get_running_loop().run_in_executor(pool, lambda: fn(*args, **kwargs))
 
     # --- helpers for tests, benchmarks and the app ------------------------------------------
     async def query(self, filters: list[Mapping[str, Any]]) -> list[Event]:
@@ -229,6 +276,11 @@ class EmbeddedRelay:
         store = self._require_store()
         return await self._run_db(store.count)
 
+    async def used_bytes(self) -> int:
+        """Bytes the stored events occupy (what the quota counts)."""
+        store = self._require_store()
+        return await self._run_db(store.used_bytes)
+
     def _require_store(self) -> EventStore:
         if self._store is None:
             raise RelayError("the embedded relay is not running")
@@ -237,6 +289,7 @@ class EmbeddedRelay:
     def info_document(self) -> dict[str, Any]:
         """The NIP-11 relay information document."""
         nips = [1, 11] + ([42] if self.require_auth else [])
+        lim = self.limits
         return {
             "name": self.name,
             "description": "Loopback relay embedded in didactyl-tui, stored in SQLite.",
@@ -244,24 +297,28 @@ class EmbeddedRelay:
             "version": _software_version(),
             "supported_nips": nips,
             "limitation": {
-                "max_message_length": self.max_frame_bytes,
-                "max_subscriptions": self.max_subscriptions,
-                "max_filters": self.max_filters,
-                "max_limit": self.max_limit,
+                "max_message_length": lim.max_frame_bytes,
+                "max_subscriptions": lim.max_subscriptions,
+                "max_filters": lim.max_filters,
+                "max_limit": lim.max_limit,
                 "max_subid_length": MAX_SUB_ID_LENGTH,
                 "auth_required": self.require_auth,
                 "payment_required": False,
-                "restricted_writes": self.require_auth,
+                "restricted_writes": self.require_auth or self.allowed_writers is not None,
                 **({"created_at_upper_limit": self.max_future_seconds} if self.max_future_seconds else {}),
             },
         }
 
-    # --- HTTP: NIP-11 -----------------------------------------------------------------------
+    # --- HTTP: NIP-11, and the cross-origin guard ----------------------------------------------
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.headers.get("Upgrade", "").lower() == "websocket":
+            origin = request.headers.get("Origin")
+            # A browser always sends Origin: a web page must never reach the agent's relay.
+            if origin is not None and not is_loopback_origin(origin):
+                return connection.respond(HTTPStatus.FORBIDDEN, "cross-origin websocket connections are refused\n")
             return None
         if "application/nostr+json" in request.headers.get("Accept", ""):
-            response = connection.respond(HTTPStatus.OK, _dumps(self.info_document()))
+            response = connection.respond(HTTPStatus.OK, dumps(self.info_document()))
             _set_headers(
                 response.headers,
                 {
@@ -278,15 +335,32 @@ class EmbeddedRelay:
             "or send Accept: application/nostr+json for its NIP-11 document.\n",
         )
 
-    # --- websocket --------------------------------------------------------------------------
+    # --- connections ------------------------------------------------------------------------
+    def _make_room(self, ip: str) -> bool:
+        """Whether a new connection from ``ip`` fits, evicting a silent, subscription-less one if not."""
+        same_ip = [p for p in self._peers if p.ip == ip and not p.closing]
+        live = [p for p in self._peers if not p.closing]
+        if len(same_ip) < self.limits.max_connections_per_ip and len(live) < self._max_connections:
+            return True
+        crowd = same_ip if len(same_ip) >= self.limits.max_connections_per_ip else live
+        now = time.monotonic()
+        idle = [p for p in crowd if not p.subs and not p.pending_writes and now - p.last_active >= EVICTABLE_AFTER_S]
+        if not idle:
+            return False
+        min(idle, key=lambda p: p.last_active).drop("idle connection evicted to make room")
+        return True
+
     async def _handle(self, ws: ServerConnection) -> None:
-        peer = _Peer(ws)
+        peer = Peer(ws, self.limits, self._budget)
+        if not self._make_room(peer.ip):
+            await ws.close(CLOSE_TRY_LATER, "too many connections; try again later")
+            return
         self._peers.add(peer)
         writer = asyncio.create_task(peer.write_loop())
         try:
             if self.require_auth:
                 peer.send(["AUTH", peer.challenge])
-            while True:
+            while not peer.closing:
                 try:
                     data = await ws.recv(decode=False)
                 except ConnectionClosed:
@@ -298,192 +372,18 @@ class EmbeddedRelay:
                     peer.send(["NOTICE", "error: internal error while handling the message"])
         finally:
             self._peers.discard(peer)
-            peer.subs.clear()
+            self._filters_total -= peer.close_subscriptions()
+            peer.closing = True
             writer.cancel()
 
-    async def _on_message(self, peer: _Peer, data: bytes) -> None:
-        if len(data) > self.max_frame_bytes:
-            reason = (
-                f"invalid: message of {len(data)} bytes exceeds this relay's limit of "
-                f"{self.max_frame_bytes} bytes"
-            )
-            event_id = _sniff_event_id(data)
-            peer.send(["OK", event_id, False, reason] if event_id else ["NOTICE", reason])
-            return
-        try:
-            msg = json.loads(data)
-        except (ValueError, RecursionError):
-            peer.send(["NOTICE", "invalid: message is not valid JSON"])
-            return
-        if not isinstance(msg, list) or not msg or not isinstance(msg[0], str):
-            peer.send(["NOTICE", "invalid: a message must be a JSON array that starts with its type"])
-            return
-        kind = msg[0]
-        if kind == "EVENT":
-            await self._on_event(peer, msg)
-        elif kind == "REQ":
-            await self._on_req(peer, msg)
-        elif kind == "CLOSE":
-            if len(msg) != 2 or not isinstance(msg[1], str):
-                peer.send(["NOTICE", "invalid: CLOSE needs exactly one subscription id"])
-                return
-            peer.subs.pop(msg[1], None)
-        elif kind == "AUTH":
-            self._on_auth(peer, msg)
-        else:
-            peer.send(["NOTICE", f"invalid: unsupported message type {kind[:32]!r}"])
-
-    async def _on_event(self, peer: _Peer, msg: list[Any]) -> None:
-        if len(msg) != 2 or not isinstance(msg[1], dict):
-            peer.send(["NOTICE", "invalid: EVENT needs exactly one event object"])
-            return
-        raw_id = msg[1].get("id")
-        try:
-            ev = Event.from_dict(msg[1])
-        except NostrError as exc:
-            if isinstance(raw_id, str) and raw_id:
-                peer.send(["OK", raw_id, False, f"invalid: {exc}"])
-            else:
-                peer.send(["NOTICE", f"invalid: {exc}"])
-            return
-        try:
-            ev.check()
-        except NostrError as exc:
-            peer.send(["OK", ev.id, False, str(exc)])  # check() already says "invalid: ..."
-            return
-        if self.require_auth and not peer.authed:
-            peer.send(["OK", ev.id, False, "auth-required: this relay accepts events from authenticated clients"])
-            return
-        if ev.kind == CLIENT_AUTH:
-            peer.send(["OK", ev.id, False, "invalid: kind 22242 is only accepted in an AUTH message"])
-            return
-        if self.max_future_seconds is not None and ev.created_at > time.time() + self.max_future_seconds:
-            minutes = self.max_future_seconds / 60
-            peer.send(["OK", ev.id, False, f"invalid: created_at is more than {minutes:g} minutes in the future"])
-            return
-        if is_ephemeral(ev.kind):
-            peer.send(["OK", ev.id, True, ""])
-            self._broadcast(ev)
-            return
-        try:
-            outcome = await self._run_db(self._require_store().save, ev)
-        except (sqlite3.Error, RelayError) as exc:
-            log.warning("embedded relay could not store %s: %s", ev.id, exc)
-            peer.send(["OK", ev.id, False, f"error: could not store the event ({exc})"])
-            return
-        if outcome.result is SaveResult.STORED:
-            peer.send(["OK", ev.id, True, ""])
-            self._broadcast(ev)
-        elif outcome.result is SaveResult.DUPLICATE:
-            peer.send(["OK", ev.id, True, "duplicate: already have this event"])
-        else:
-            peer.send(["OK", ev.id, False, "replaced: have a newer version of this event"])
-
-    def _broadcast(self, ev: Event) -> None:
-        raw = ev.to_json()
-        for peer in list(self._peers):
-            for sub_id, filters in list(peer.subs.items()):
-                if matches_any(filters, ev):
-                    peer.send_event(sub_id, raw)
-
-    async def _on_req(self, peer: _Peer, msg: list[Any]) -> None:
-        if len(msg) < 3 or not isinstance(msg[1], str):
-            peer.send(["NOTICE", "invalid: REQ needs a subscription id and at least one filter"])
-            return
-        sub_id: str = msg[1]
-        if not 1 <= len(sub_id) <= MAX_SUB_ID_LENGTH:
-            peer.send(["CLOSED", sub_id, f"invalid: subscription id must be 1 to {MAX_SUB_ID_LENGTH} characters"])
-            return
-        if self.require_auth and not peer.authed:
-            peer.send(["CLOSED", sub_id, "auth-required: this relay serves authenticated clients only"])
-            return
-        if len(msg) - 2 > self.max_filters:
-            peer.send(["CLOSED", sub_id, f"invalid: too many filters (limit {self.max_filters})"])
-            return
-        try:
-            filters = [self._check_filter(f) for f in msg[2:]]
-        except NostrError as exc:
-            peer.send(["CLOSED", sub_id, f"invalid: {exc}"])
-            return
-        if sub_id not in peer.subs and len(peer.subs) >= self.max_subscriptions:
-            peer.send([
-                "CLOSED",
-                sub_id,
-                f"error: too many open subscriptions (limit {self.max_subscriptions}); close one first",
-            ])
-            return
-        # Registered before the stored query runs, so nothing published meanwhile is missed
-        # (it may then arrive twice; clients dedupe by id).
-        peer.subs[sub_id] = filters
-        try:
-            events = await self._run_db(self._require_store().query, filters)
-        except (sqlite3.Error, RelayError) as exc:
-            log.warning("embedded relay query failed: %s", exc)
-            peer.subs.pop(sub_id, None)
-            peer.send(["CLOSED", sub_id, "error: the query failed"])
-            return
-        if peer.subs.get(sub_id) is not filters:
-            return  # closed or replaced while the query ran
-        for ev in events:
-            peer.send_event(sub_id, ev.to_json())
-        peer.send(["EOSE", sub_id])
-
-    @staticmethod
-    def _check_filter(f: Any) -> Filter:
-        checked = validate_filter(f)
-        if "search" in checked:
-            raise NostrError("this relay does not support NIP-50 search")
-        for key, value in checked.items():
-            if isinstance(value, list) and len(value) > MAX_FILTER_VALUES:
-                raise NostrError(f"filter {key!r} has more than {MAX_FILTER_VALUES} values")
-        return checked
-
-    def _on_auth(self, peer: _Peer, msg: list[Any]) -> None:
-        if len(msg) != 2 or not isinstance(msg[1], dict):
-            peer.send(["NOTICE", "invalid: AUTH needs exactly one signed event"])
-            return
-        raw_id = msg[1].get("id")
-        try:
-            ev = Event.from_dict(msg[1])
-            ev.check()
-        except NostrError as exc:
-            text = str(exc) if str(exc).startswith("invalid:") else f"invalid: {exc}"
-            if isinstance(raw_id, str) and raw_id:
-                peer.send(["OK", raw_id, False, text])
-            else:
-                peer.send(["NOTICE", text])
-            return
-        problem = self._auth_problem(peer, ev)
-        if problem:
-            peer.send(["OK", ev.id, False, f"invalid: {problem}"])
-            return
-        peer.authed.add(ev.pubkey)
-        peer.send(["OK", ev.id, True, ""])
-
-    def _auth_problem(self, peer: _Peer, ev: Event) -> str | None:
-        if ev.kind != CLIENT_AUTH:
-            return f"an AUTH event must be kind {CLIENT_AUTH}"
-        if ev.first_tag("challenge") != peer.challenge:
-            return "the challenge tag does not match the challenge this relay sent"
-        if not self._names_this_relay(ev.first_tag("relay") or ""):
-            return "the relay tag does not name this relay"
-        if abs(time.time() - ev.created_at) > AUTH_MAX_AGE_S:
-            return "created_at is too far from the current time"
-        return None
-
-    def _names_this_relay(self, url: str) -> bool:
-        try:
-            parts = urlsplit(url.strip())
-            port = parts.port
-        except ValueError:
-            return False
-        if parts.scheme not in ("ws", "wss") or port != self.port:
-            return False
-        if self.host in ("0.0.0.0", "::", ""):
-            return True  # listening everywhere: the client may have used any of our addresses
-        loopback = {"127.0.0.1", "localhost", "::1"}
-        host = (parts.hostname or "").lower()
-        return host == self.host.lower() or (self.host in loopback and host in loopback)
+    async def _sweep(self) -> None:
+        """Close connections that hold no subscription and have been silent for ``idle_timeout_s``."""
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            now = time.monotonic()
+            for peer in list(self._peers):
+                if not peer.subs and now - peer.last_active > self.limits.idle_timeout_s:
+                    peer.drop("idle timeout")
 
 
 def _set_headers(headers: Headers, values: dict[str, str]) -> None:
@@ -493,22 +393,12 @@ def _set_headers(headers: Headers, values: dict[str, str]) -> None:
         headers[key] = value
 
 
-def _sniff_event_id(data: bytes) -> str | None:
-    """The id of an oversized EVENT, so the publisher gets an OK it can match."""
-    try:
-        msg = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(msg, list) and len(msg) >= 2 and msg[0] == "EVENT" and isinstance(msg[1], dict):
-        eid = msg[1].get("id")
-        if isinstance(eid, str) and eid:
-            return eid
-    return None
+async def serve_forever(host: str, port: int, db_path: Path, **relay_options: Any) -> None:
+    """Run the embedded relay until SIGINT/SIGTERM or cancellation; print its URL on start.
 
-
-async def serve_forever(host: str, port: int, db_path: Path) -> None:
-    """Run the embedded relay until SIGINT/SIGTERM or cancellation; print its URL on start."""
-    relay = EmbeddedRelay(db_path, host, port)
+    ``relay_options`` go to :class:`EmbeddedRelay` (``limits``, ``allowed_writers``, ...).
+    """
+    relay = EmbeddedRelay(db_path, host, port, **relay_options)
     await relay.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,21 +1,28 @@
 """SQLite storage for the embedded relay: save with NIP-01 replacement, query by NIP-01 filters.
 
-Synchronous on purpose: the server runs every call on one dedicated worker thread, so the
-connection is only ever touched from that thread and writes are naturally serialized.
+Synchronous on purpose. The server gives each connection object one thread: :class:`EventStore`
+(writes, one transaction per batch) on the writer thread, :class:`EventReader` (reads, in short
+transactions so no reader pins the WAL) on the reader thread, and :class:`Checkpointer` folds the WAL
+back into the database in the background with PASSIVE checkpoints, so a publish never waits for one.
+
+Reads are two-phase: :meth:`EventReader.plan` returns the matching rows' sequence numbers in answer
+order (small integers), then :meth:`EventReader.fetch` returns their stored JSON in byte-bounded
+batches. The stored JSON is served as is: nothing is parsed or re-serialised on the way out.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from ..event import Event
-from ..filters import matches
 from ..kinds import is_addressable, is_ephemeral, is_replaceable
 
 SCHEMA_VERSION = 1
@@ -34,6 +41,7 @@ CREATE INDEX IF NOT EXISTS events_by_time ON events (created_at DESC, id);
 CREATE INDEX IF NOT EXISTS events_by_author ON events (pubkey, created_at DESC);
 CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, created_at DESC);
 CREATE INDEX IF NOT EXISTS events_by_address ON events (kind, pubkey, d) WHERE d IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_by_author_kind ON events (pubkey, kind, created_at DESC);
 CREATE TABLE IF NOT EXISTS tags (
     seq   INTEGER NOT NULL REFERENCES events (seq) ON DELETE CASCADE,
     name  TEXT NOT NULL,
@@ -43,11 +51,15 @@ CREATE INDEX IF NOT EXISTS tags_by_value ON tags (name, value, seq);
 CREATE INDEX IF NOT EXISTS tags_by_event ON tags (seq);
 """
 
+ROW_OVERHEAD_BYTES = 256  # index entries and page slack per stored event, for the quota estimate
+FETCH_CHUNK = 64  # rows per SELECT ... WHERE seq IN (...)
+
 
 class SaveResult(str, Enum):
     STORED = "stored"
     DUPLICATE = "duplicate"  # this exact event is already stored
     SUPERSEDED = "superseded"  # a newer version of this replaceable/addressable event is stored
+    OVER_QUOTA = "over_quota"  # storing it would take the database past its size quota
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +76,29 @@ def _replacement_key(ev: Event) -> str | None:
     return None
 
 
-class EventStore:
-    """One SQLite file in WAL mode. Not thread-safe: use it from a single thread."""
+def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves. check_same_thread=False because the
+    # owning thread is a pool worker, not the thread that built the object; one thread uses it.
+    db = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000, check_same_thread=False)
+    db.execute("PRAGMA foreign_keys=ON")
+    return db
 
-    def __init__(self, path: Path, *, max_limit: int = 5000, busy_timeout_ms: int = 5000) -> None:
+
+class EventStore:
+    """The writing side: one SQLite file in WAL mode. Not thread-safe: use it from a single thread."""
+
+    def __init__(self, path: Path, *, max_limit: int = 5000, busy_timeout_ms: int = 5000,
+                 auto_checkpoint: bool = True) -> None:
         self.path = Path(path)
         self.max_limit = max_limit
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a save is one short transaction.
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = _connect(self.path, busy_timeout_ms)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute("PRAGMA journal_size_limit=67108864")  # a reset WAL shrinks back to 64 MiB
+        if not auto_checkpoint:
+            self._db.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer does it off the write path
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, SCHEMA_VERSION):
             self._db.close()
@@ -84,71 +107,145 @@ class EventStore:
             )
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+        self._reader = EventReader(self._db, max_limit=max_limit)
 
     def close(self) -> None:
         self._db.close()
 
+    def used_bytes(self) -> int:
+        """Bytes the stored rows occupy (pages in use; free pages are reused before the file grows)."""
+        pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+        free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+        return int((pages - free) * self._page_size)
+
     # --- writes ----------------------------------------------------------------------------
-    def save(self, ev: Event) -> SaveOutcome:
-        """Store a verified, non-ephemeral event, applying NIP-01 replacement.
+    def save(self, ev: Event, quota_bytes: int | None = None) -> SaveOutcome:
+        """Store a verified, non-ephemeral event, applying NIP-01 replacement (see :meth:`save_batch`)."""
+        return self.save_batch([(ev, quota_bytes)])[0]
+
+    def save_batch(self, entries: Sequence[tuple[Event, int | None]]) -> list[SaveOutcome]:
+        """Store events in one transaction; each with the byte quota that applies to it (None: none).
 
         For a replaceable/addressable event the stored version with the newest ``created_at``
         (ties: lowest id) is kept and every other version is deleted; a version older than the
-        stored one is not stored.
+        stored one is not stored. Any SQLite error rolls the whole batch back and is raised.
         """
-        if is_ephemeral(ev.kind):
-            raise ValueError("ephemeral events are never stored")
+        for ev, _quota in entries:
+            if is_ephemeral(ev.kind):
+                raise ValueError("ephemeral events are never stored")
         db = self._db
+        used = self.used_bytes() if any(q is not None for _e, q in entries) else 0
         db.execute("BEGIN IMMEDIATE")
         try:
-            if db.execute("SELECT 1 FROM events WHERE id = ?", (ev.id,)).fetchone():
-                db.execute("COMMIT")
-                return SaveOutcome(SaveResult.DUPLICATE)
-            key = _replacement_key(ev)
-            removed: list[str] = []
-            if key is not None:
-                rows = db.execute(
-                    "SELECT seq, id, created_at FROM events WHERE kind = ? AND pubkey = ? AND d = ?",
-                    (ev.kind, ev.pubkey, key),
-                ).fetchall()
-                for _seq, other_id, other_at in rows:
-                    if other_at > ev.created_at or (other_at == ev.created_at and other_id < ev.id):
-                        db.execute("COMMIT")
-                        return SaveOutcome(SaveResult.SUPERSEDED)
-                for seq, other_id, _at in rows:
-                    db.execute("DELETE FROM events WHERE seq = ?", (seq,))
-                    removed.append(other_id)
-            cur = db.execute(
-                "INSERT INTO events (id, pubkey, created_at, kind, d, raw) VALUES (?, ?, ?, ?, ?, ?)",
-                (ev.id, ev.pubkey, ev.created_at, ev.kind, key, ev.to_json()),
-            )
-            seq = cur.lastrowid
-            # NIP-01 indexes single-letter tags only; the first value is what filters match.
-            tag_rows = [(seq, t[0], t[1]) for t in ev.tags if len(t) >= 2 and len(t[0]) == 1]
-            if tag_rows:
-                db.executemany("INSERT INTO tags (seq, name, value) VALUES (?, ?, ?)", tag_rows)
+            out = []
+            for ev, quota in entries:
+                raw = ev.to_json()
+                cost = len(raw.encode()) + ROW_OVERHEAD_BYTES * (1 + len(ev.tags))
+                if quota is not None and used + cost > quota:
+                    out.append(SaveOutcome(SaveResult.OVER_QUOTA))
+                    continue
+                outcome = self._save_one(ev, raw)
+                if outcome.result is SaveResult.STORED:
+                    used += cost
+                out.append(outcome)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
-        return SaveOutcome(SaveResult.STORED, tuple(removed))
-
-    # --- reads -----------------------------------------------------------------------------
-    def query(self, filters: Iterable[Mapping[str, Any]]) -> list[Event]:
-        """Events matching any filter, newest first (ties: lowest id first).
-
-        Each filter's ``limit`` (capped at ``max_limit``) applies to that filter alone, as NIP-01
-        describes for the initial query of a subscription.
-        """
-        found: dict[str, Event] = {}
-        for f in filters:
-            for ev in self._query_one(f):
-                found.setdefault(ev.id, ev)
-        out = list(found.values())
-        out.sort(key=lambda e: (-e.created_at, e.id))
         return out
 
-    def _query_one(self, f: Mapping[str, Any]) -> list[Event]:
+    def _save_one(self, ev: Event, raw: str) -> SaveOutcome:
+        db = self._db
+        if db.execute("SELECT 1 FROM events WHERE id = ?", (ev.id,)).fetchone():
+            return SaveOutcome(SaveResult.DUPLICATE)
+        key = _replacement_key(ev)
+        removed: list[str] = []
+        if key is not None:
+            rows = db.execute(
+                "SELECT seq, id, created_at FROM events WHERE kind = ? AND pubkey = ? AND d = ?",
+                (ev.kind, ev.pubkey, key),
+            ).fetchall()
+            for _seq, other_id, other_at in rows:
+                if other_at > ev.created_at or (other_at == ev.created_at and other_id < ev.id):
+                    return SaveOutcome(SaveResult.SUPERSEDED)
+            for seq, other_id, _at in rows:
+                db.execute("DELETE FROM events WHERE seq = ?", (seq,))
+                removed.append(other_id)
+        cur = db.execute(
+            "INSERT INTO events (id, pubkey, created_at, kind, d, raw) VALUES (?, ?, ?, ?, ?, ?)",
+            (ev.id, ev.pubkey, ev.created_at, ev.kind, key, raw),
+        )
+        seq = cur.lastrowid
+        # NIP-01 indexes single-letter tags only; the first value is what filters match.
+        tag_rows = [(seq, t[0], t[1]) for t in ev.tags if len(t) >= 2 and len(t[0]) == 1]
+        if tag_rows:
+            db.executemany("INSERT INTO tags (seq, name, value) VALUES (?, ?, ?)", tag_rows)
+        return SaveOutcome(SaveResult.STORED, tuple(removed))
+
+    # --- reads on the writer's own connection (tests, the app's helpers) ----------------------
+    def query(self, filters: Iterable[Mapping[str, Any]]) -> list[Event]:
+        """Events matching any filter, newest first (ties: lowest id first)."""
+        return self._reader.query(filters)
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+
+    def get(self, event_id: str) -> Event | None:
+        row = self._db.execute("SELECT raw FROM events WHERE id = ?", (event_id,)).fetchone()
+        return Event.from_json(row[0]) if row else None
+
+
+class EventReader:
+    """The reading side: a connection of its own (or the store's), used from a single thread."""
+
+    def __init__(self, db: sqlite3.Connection | Path, *, max_limit: int = 5000, busy_timeout_ms: int = 5000) -> None:
+        self._db = db if isinstance(db, sqlite3.Connection) else _connect(Path(db), busy_timeout_ms)
+        self.max_limit = max_limit
+
+    def close(self) -> None:
+        self._db.close()
+
+    def plan(self, filters: Sequence[Mapping[str, Any]]) -> array[int]:
+        """Sequence numbers of the events matching any filter, in answer order: newest first (ties:
+        lowest id). Each filter's ``limit`` (capped at ``max_limit``) applies to that filter alone, as
+        NIP-01 describes for the initial query of a subscription."""
+        if len(filters) == 1:
+            return array("q", (seq for seq, _at, _id in self._rows(filters[0])))
+        found: dict[int, tuple[int, str]] = {}
+        for f in filters:
+            for seq, at, eid in self._rows(f):
+                found[seq] = (-at, eid)
+        return array("q", sorted(found, key=found.__getitem__))
+
+    def fetch(self, seqs: Sequence[int], max_bytes: int, start: int = 0) -> tuple[list[str], int]:
+        """Stored JSON of ``seqs[start:]`` in order, stopping once ``max_bytes`` is reached (at least
+        one row); also returns the index to resume from. Rows deleted since :meth:`plan` are skipped."""
+        out: list[str] = []
+        size = 0
+        done = start
+        while done < len(seqs) and size < max_bytes:
+            chunk = seqs[done:done + FETCH_CHUNK]
+            rows = dict(self._db.execute(
+                f"SELECT seq, raw FROM events WHERE seq IN ({','.join('?' * len(chunk))})", tuple(chunk)
+            ).fetchall())
+            for seq in chunk:
+                done += 1
+                raw = rows.get(seq)
+                if raw is not None:
+                    out.append(raw)
+                    size += len(raw)
+                    if size >= max_bytes:
+                        break
+        return out, done
+
+    def query(self, filters: Iterable[Mapping[str, Any]]) -> list[Event]:
+        seqs = self.plan(list(filters))
+        raws, _ = self.fetch(seqs, max_bytes=2**62)
+        return [Event.from_json(raw) for raw in raws]
+
+    def _rows(self, f: Mapping[str, Any]) -> list[tuple[int, int, str]]:
         where: list[str] = []
         params: list[Any] = []
 
@@ -181,22 +278,43 @@ class EventStore:
         limit = self.max_limit if limit is None else min(int(limit), self.max_limit)
         if limit <= 0:
             return []
-        sql = "SELECT raw FROM events"
+        sql = "SELECT seq, created_at, id FROM events"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id ASC LIMIT ?"
         params.append(limit)
-        out = []
-        for (raw,) in self._db.execute(sql, params):
-            ev = Event.from_dict(json.loads(raw))
-            # Belt and braces: the SQL and filters.matches must agree; matches() has the last word.
-            if matches(f, ev):
-                out.append(ev)
-        return out
+        return self._db.execute(sql, params).fetchall()
 
-    def count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
 
-    def get(self, event_id: str) -> Event | None:
-        row = self._db.execute("SELECT raw FROM events WHERE id = ?", (event_id,)).fetchone()
-        return Event.from_dict(json.loads(row[0])) if row else None
+class Checkpointer:
+    """Folds the WAL into the database from a thread of its own with PASSIVE checkpoints, which never
+    wait for (or block) a writer; woken by :meth:`poke` after commits, at most every ``interval_s``."""
+
+    def __init__(self, path: Path, interval_s: float = 0.5) -> None:
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._interval = interval_s
+        self._dirty = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="embedded-relay-checkpoint", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._dirty.set()
+
+    def _run(self) -> None:
+        while True:
+            self._dirty.wait()
+            if self._stopping:
+                break
+            self._dirty.clear()
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:
+                pass  # busy or closing: the next poke tries again
+            time.sleep(self._interval)
+        self._db.close()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._dirty.set()
+        self._thread.join(timeout=5)

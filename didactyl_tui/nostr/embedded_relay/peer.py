@@ -1,0 +1,146 @@
+"""One websocket connection as the relay sees it: its subscriptions, meters, and a bounded output buffer.
+
+Every message to a client goes through its :class:`Peer` buffer, written by one task per peer so a
+broadcast never waits on a slow reader and messages keep their order. The buffer is bounded in bytes,
+per connection and for the whole relay (:class:`OutputBudget`): a live event that does not fit closes
+the client (strfry does the same to a client that does not read); a stored result waits for room, up
+to ``slow_client_timeout_s``, then closes it. Nothing a client refuses to read can grow the relay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from collections import deque
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from .limits import Meter, RelayLimits
+from .subscriptions import Subscription
+
+log = logging.getLogger(__name__)
+
+CLOSE_TOO_SLOW = 1008  # policy violation: the client does not read what it asked for
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+class OutputBudget:
+    """Bytes queued for all clients together."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+
+class Peer:
+    def __init__(self, ws: ServerConnection, limits: RelayLimits, budget: OutputBudget) -> None:
+        self.ws = ws
+        self.limits = limits
+        address = ws.remote_address
+        self.ip: str = address[0] if isinstance(address, tuple) and address else "?"
+        self.subs: dict[str, Subscription] = {}
+        self.cost = 0  # filter values held by this connection's subscriptions
+        self.challenge = secrets.token_hex(16)
+        self.authed: set[str] = set()
+        self.meter = Meter(limits.events_per_second, limits.events_burst, limits.bytes_per_minute)
+        self.last_active = time.monotonic()
+        self.last_write: asyncio.Future[None] | None = None  # the newest of its events still being saved
+        self.pending_writes = 0
+        self.closing = False
+        self._budget = budget
+        self._queue: deque[str] = deque()
+        self._queued = 0
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._closer: asyncio.Task[None] | None = None
+
+    # --- the output buffer -------------------------------------------------------------------
+    def _fits(self, size: int) -> bool:
+        if not self._queue:
+            return True  # one message always fits, however large (it is bounded by max_frame_bytes)
+        return (self._queued + size <= self.limits.max_output_bytes
+                and self._budget.used + size <= self._budget.limit)
+
+    def _push(self, text: str) -> None:
+        self._queue.append(text)
+        self._queued += len(text)
+        self._budget.used += len(text)
+        self._wake.set()
+
+    def send(self, message: list[Any] | str) -> bool:
+        """Queue a message now; a client whose buffer is full is closed. False if not queued."""
+        if self.closing:
+            return False
+        text = message if isinstance(message, str) else dumps(message)
+        if not self._fits(len(text)):
+            self.drop("client too slow: its output buffer is full")
+            return False
+        self._push(text)
+        return True
+
+    async def send_waiting(self, text: str) -> bool:
+        """Queue a message once there is room (a stored result); False if the client was closed."""
+        deadline = time.monotonic() + self.limits.slow_client_timeout_s
+        while not self.closing and not self._fits(len(text)):
+            self._room.clear()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.drop("client too slow: it does not read its results")
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), min(left, 0.5))
+        if self.closing:
+            return False
+        self._push(text)
+        return True
+
+    def drop(self, why: str) -> None:
+        """Close this client (once) and free its buffer."""
+        if self.closing:
+            return
+        self.closing = True
+        log.warning("closing a client (%s): %s", self.ip, why)
+        self._release()
+        self._closer = asyncio.get_running_loop().create_task(self.ws.close(CLOSE_TOO_SLOW, why[:100]))
+
+    def _release(self) -> None:
+        self._budget.used -= self._queued
+        self._queued = 0
+        self._queue.clear()
+        self._room.set()
+        self._wake.set()
+
+    async def write_loop(self) -> None:
+        try:
+            while not self.closing:
+                if not self._queue:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                text = self._queue.popleft()
+                self._queued -= len(text)
+                self._budget.used -= len(text)
+                self._room.set()
+                await self.ws.send(text)
+        except ConnectionClosed:
+            pass
+        finally:
+            self._release()
+
+    def close_subscriptions(self) -> int:
+        """Forget every subscription; returns how many filters they held."""
+        filters = sum(len(s.filters) for s in self.subs.values())
+        self.subs.clear()
+        self.cost = 0
+        return filters
