@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 
 from ...errors import NostrError
 from ..event import Event
-from ..kinds import CLIENT_AUTH, is_ephemeral
+from ..kinds import CLIENT_AUTH
 from .limits import AuthorMeters, RelayLimits
 from .peer import Peer, dumps
-from .store import EventReader, SaveOutcome, SaveResult
+from .store import EventReader, SaveResult
 from .subscriptions import INT64_LIMIT, CompiledFilter, Subscription, check_filter, filter_cost, tag_index
-from .writer import BatchWriter
+from .writer import BatchWriter, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -101,27 +101,22 @@ class RelayProtocol:
             else:
                 peer.send(["NOTICE", f"invalid: {exc}"])
             return
-        # Cheap refusals first: a flood costs no signature check.
+        # Cheap refusals here; the signature is checked on the writer thread, with the batch.
         refusal = self._refusal_before_verify(peer, ev, size)
-        if refusal is None:
-            try:
-                ev.check()
-            except NostrError as exc:
-                refusal = str(exc)  # check() already says "invalid: ..."
-        if refusal is None:
-            refusal = self._refusal_after_verify(peer, ev, size)
         if refusal is not None:
             peer.send(["OK", ev.id, False, refusal])
-            return
-        if is_ephemeral(ev.kind):
-            peer.send(["OK", ev.id, True, ""])
-            self._broadcast(ev)
             return
         await self._queue_save(peer, ev, size)
 
     def _refusal_before_verify(self, peer: Peer, ev: Event, size: int) -> str | None:
         if self.require_auth and not peer.authed:
             return "auth-required: this relay accepts events from authenticated clients"
+        if ev.kind == CLIENT_AUTH:
+            return "invalid: kind 22242 is only accepted in an AUTH message"
+        if ev.created_at >= INT64_LIMIT:
+            return "invalid: created_at must be below 2^63"
+        if self.max_future_seconds is not None and ev.created_at > time.time() + self.max_future_seconds:
+            return f"invalid: created_at is more than {self.max_future_seconds / 60:g} minutes in the future"
         if self.allowed_writers is not None and not self._may_write(ev):
             return ("blocked: this relay stores events from its owner's keys only "
                     "(and gift wraps addressed to the agent)")
@@ -130,17 +125,11 @@ class RelayProtocol:
             return f"rate-limited: this connection sent {limited}"
         return None
 
-    def _refusal_after_verify(self, peer: Peer, ev: Event, size: int) -> str | None:
-        if ev.kind == CLIENT_AUTH:
-            return "invalid: kind 22242 is only accepted in an AUTH message"
-        if ev.created_at >= INT64_LIMIT:
-            return "invalid: created_at must be below 2^63"
-        if self.max_future_seconds is not None and ev.created_at > time.time() + self.max_future_seconds:
-            return f"invalid: created_at is more than {self.max_future_seconds / 60:g} minutes in the future"
+    def _admit_verified(self, ev: Event, size: int) -> str | None:
+        """On the writer thread, once the signature checked out (a forgery never spends a real
+        author's budget)."""
         limited = self._author_meters.charge(ev.pubkey, size)
-        if limited:
-            return f"rate-limited: this author sent {limited}"
-        return None
+        return f"rate-limited: this author sent {limited}" if limited else None
 
     def _may_write(self, ev: Event) -> bool:
         assert self.allowed_writers is not None
@@ -169,7 +158,7 @@ class RelayProtocol:
         peer.last_write = fut
         fut.add_done_callback(lambda f: self._saved(peer, ev, f))
 
-    def _saved(self, peer: Peer, ev: Event, fut: asyncio.Future[SaveOutcome]) -> None:
+    def _saved(self, peer: Peer, ev: Event, fut: asyncio.Future[Verdict]) -> None:
         peer.pending_writes -= 1
         if fut.cancelled():
             return
@@ -181,7 +170,15 @@ class RelayProtocol:
             log.warning("embedded relay could not store %s: %s", ev.id, exc)
             peer.send(["OK", ev.id, False, f"error: could not store the event ({store_error_text(exc)})"])
             return
-        result = fut.result().result
+        verdict = fut.result()
+        if verdict.refusal is not None:
+            peer.send(["OK", ev.id, False, verdict.refusal])
+            return
+        if verdict.saved is None:  # ephemeral: verified, relayed, never stored
+            peer.send(["OK", ev.id, True, ""])
+            self._broadcast(ev)
+            return
+        result = verdict.saved.result
         if result is SaveResult.STORED:
             peer.send(["OK", ev.id, True, ""])
             self._broadcast(ev)

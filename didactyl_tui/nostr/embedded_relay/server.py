@@ -215,7 +215,7 @@ class EmbeddedRelay(RelayProtocol):
             busy_timeout_ms=int(self.db_busy_timeout * 1000),
         )
         self._checkpointer = Checkpointer(self.db_path)
-        self._writer = BatchWriter(store, self._run_db, on_commit=self._checkpointer.poke)
+        self._writer = BatchWriter(store, self._run_db, self._admit_verified, on_commit=self._checkpointer.poke)
         self._writer.start()
 
     async def stop(self) -> None:

@@ -55,6 +55,10 @@ ROW_OVERHEAD_BYTES = 256  # index entries and page slack per stored event, for t
 FETCH_CHUNK = 64  # rows per SELECT ... WHERE seq IN (...)
 
 
+class LockBusy(sqlite3.OperationalError):
+    """Another connection holds the write lock (raised only when asked not to wait for it)."""
+
+
 class SaveResult(str, Enum):
     STORED = "stored"
     DUPLICATE = "duplicate"  # this exact event is already stored
@@ -93,6 +97,7 @@ class EventStore:
         self.max_limit = max_limit
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._busy_timeout_ms = int(busy_timeout_ms)
         self._db = _connect(self.path, busy_timeout_ms)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -124,8 +129,11 @@ class EventStore:
         """Store a verified, non-ephemeral event, applying NIP-01 replacement (see :meth:`save_batch`)."""
         return self.save_batch([(ev, quota_bytes)])[0]
 
-    def save_batch(self, entries: Sequence[tuple[Event, int | None]]) -> list[SaveOutcome]:
+    def save_batch(self, entries: Sequence[tuple[Event, int | None]], *, wait_for_lock: bool = True
+                   ) -> list[SaveOutcome]:
         """Store events in one transaction; each with the byte quota that applies to it (None: none).
+        With ``wait_for_lock`` False, a lock held by another connection raises :class:`LockBusy` at
+        once instead of waiting up to the busy timeout (nothing was written).
 
         For a replaceable/addressable event the stored version with the newest ``created_at``
         (ties: lowest id) is kept and every other version is deleted; a version older than the
@@ -136,7 +144,7 @@ class EventStore:
                 raise ValueError("ephemeral events are never stored")
         db = self._db
         used = self.used_bytes() if any(q is not None for _e, q in entries) else 0
-        db.execute("BEGIN IMMEDIATE")
+        self._begin(wait_for_lock)
         try:
             out = []
             for ev, quota in entries:
@@ -155,6 +163,20 @@ class EventStore:
                 db.execute("ROLLBACK")
             raise
         return out
+
+    def _begin(self, wait_for_lock: bool) -> None:
+        if wait_for_lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            return
+        self._db.execute("PRAGMA busy_timeout=0")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise LockBusy(str(exc)) from exc
+            raise
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
 
     def _save_one(self, ev: Event, raw: str) -> SaveOutcome:
         db = self._db
