@@ -74,12 +74,86 @@ class LlmConfig:
     max_file_writes_per_turn: int = _f(16, "Most write_file calls in one turn.", min=1, max=10_000)
 
 
+MiB = 1024 * 1024
+
+
+@dataclass
+class EmbeddedRelayConfig:
+    """The embedded relay: whether it runs, who may write to it, and every bound it enforces
+    (modelled on strfry's and nostr-rs-relay's limits; docs/security.md explains each). Rate limits
+    and max_db_bytes set to 0 are switched off."""
+
+    enabled: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default). The older "
+                       "form [relays] embedded = true/false is still read.")
+    allow_list: bool = _f(True, "Only the agent's and the admin's keys may write; other keys get OK false "
+                          "\"blocked: ...\", except kind 1059 gift wraps whose p tag names the agent (NIP-17 "
+                          "signs them with throwaway keys).")
+    max_connections: int = _f(512, "Most websocket connections at once (also capped by the process's file "
+                              "descriptor limit). When full, a silent connection without subscriptions is "
+                              "closed to make room; otherwise the newcomer is refused (close code 1013).", min=1)
+    max_connections_per_ip: int = _f(256, "Most connections from one IP address (every local program shares "
+                                     "127.0.0.1).", min=1)
+    max_frame_bytes: int = _f(512 * 1024, "Largest message a client may send, in bytes (NIP-11 "
+                              "max_message_length).", min=1024)
+    max_subscriptions: int = _f(32, "Most open subscriptions per connection.", min=1)
+    max_filters: int = _f(16, "Most filters in one REQ.", min=1)
+    max_filter_values: int = _f(1000, "Most values in one filter key (ids, authors, kinds, #tag).", min=1)
+    max_values_per_connection: int = _f(4000, "Most filter values (plus one per filter) that one connection's "
+                                        "subscriptions may hold together.", min=1)
+    max_filters_total: int = _f(4096, "Most filters held by all connections together (each published event is "
+                                "matched against all of them).", min=1)
+    max_limit: int = _f(5000, "Largest REQ limit honoured; a larger or missing limit is cut to this.", min=1)
+    max_result_bytes: int = _f(32 * MiB, "Most bytes of stored events sent for one REQ; the rest is cut "
+                               "(then EOSE), like max_limit. Results are streamed, never built in memory.",
+                               min=1024)
+    max_output_bytes: int = _f(1 * MiB, "Output buffer per connection, in bytes. A client that does not read: "
+                               "its live events beyond this close it; its stored results wait for room.", min=1024)
+    max_output_bytes_total: int = _f(64 * MiB, "Output buffered for all connections together, in bytes.",
+                                     min=1024)
+    slow_client_timeout_s: float = _f(10.0, "Seconds a client may leave a full output buffer unread before it "
+                                      "is closed.", min=0.1, max=3600)
+    max_pending_events: int = _f(256, "Events one connection may have waiting to be stored before the relay "
+                                 "stops reading from it.", min=1)
+    events_per_second: float = _f(200.0, "Events per second one connection may publish (token bucket).", min=0)
+    events_burst: int = _f(1000, "Burst allowance of the events-per-second buckets.", min=1)
+    bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one connection may publish.", min=0)
+    author_events_per_second: float = _f(200.0, "Events per second one author (pubkey) may publish.", min=0)
+    author_bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one author may publish.", min=0)
+    max_db_bytes: int = _f(1024 * MiB, "Size quota of the relay database, in bytes; events beyond it get "
+                           "OK false \"error: ...quota...\".", min=0)
+    stranger_share: float = _f(0.75, "Share of max_db_bytes that events from keys outside the allow-list "
+                               "(gift wraps) may fill, so strangers never take the owner's last room.",
+                               min=0.0, max=1.0)
+    idle_timeout_s: float = _f(600.0, "Seconds after which a connection with no subscription that sent "
+                               "nothing is closed.", min=1, max=86400)
+
+    def __bool__(self) -> bool:
+        # `if cfg.relays.embedded:` keeps meaning "the embedded relay runs".
+        return self.enabled
+
+    def relay_limits(self) -> Any:
+        """These limits as the relay's :class:`RelayLimits`."""
+        from .nostr.embedded_relay.limits import RelayLimits
+
+        return RelayLimits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RelayLimits)})
+
+    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None) -> dict[str, Any]:
+        """Keyword arguments for ``EmbeddedRelay`` / ``serve_forever`` (hex pubkeys)."""
+        writers = [k for k in (agent_pubkey, admin_pubkey) if k]
+        return {
+            "limits": self.relay_limits(),
+            "allowed_writers": writers if self.allow_list else None,
+            "gift_wrap_recipients": [agent_pubkey],
+        }
+
+
 @dataclass
 class RelaysConfig:
     """Where the agent's memory and identity are published."""
 
     urls: list[str] = _f([], "Relay URLs (ws:// or wss://) besides the embedded one, e.g. [\"wss://relay.damus.io\"].")
-    embedded: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default).")
+    embedded: EmbeddedRelayConfig = field(default_factory=EmbeddedRelayConfig, metadata={
+        "doc": "The embedded relay: the [relays.embedded] table below."})
     embedded_port: int = _f(7447, "Port of the embedded relay on 127.0.0.1 (0: any free port).", min=0, max=65535)
     embedded_idle_exit_s: float = _f(
         300.0,
@@ -247,6 +321,10 @@ class _Loader:
 
     def coerce(self, section: str, key: str, value: Any, hint: Any, meta: dict[str, Any]) -> Any:
         origin = get_origin(hint)
+        if dataclasses.is_dataclass(hint):
+            if isinstance(value, bool) and "enabled" in {f.name for f in dataclasses.fields(hint)}:
+                return hint(enabled=value)  # the older `embedded = true/false`
+            return self.build(f"{section}.{key}", hint, value)
         if hint is bool:
             if not isinstance(value, bool):
                 raise self.fail(section, key, f"must be true or false, not {value!r}")
@@ -419,6 +497,24 @@ def _toml_value(value: Any) -> str:
     return tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
 
 
+def _render_table(name: str, cls: type) -> list[str]:
+    out = [*(f"# {line.strip()}" for line in (cls.__doc__ or "").splitlines() if line.strip()), f"[{name}]"]
+    subtables: list[tuple[str, type]] = []
+    for f in dataclasses.fields(cls):
+        doc = f.metadata.get("doc", "")
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            subtables.append((f"{name}.{f.name}", type(default)))
+            continue
+        out.append(f"# {doc}")
+        if f.name != "sections":
+            out.append(f"{f.name} = {_toml_value(default)}")
+    out.append("")
+    for sub_name, sub_cls in subtables:
+        out += _render_table(sub_name, sub_cls)
+    return out
+
+
 def render_example() -> str:
     """``config.toml.example``: every key, its default and its documentation."""
     from .actions import keys_documentation  # the one action table (pure data)
@@ -432,17 +528,7 @@ def render_example() -> str:
         "",
     ]
     for name, cls in SECTIONS.items():
-        out.append(f"# {cls.__doc__}")
-        out.append(f"[{name}]")
-        for f in dataclasses.fields(cls):
-            doc = f.metadata.get("doc", "")
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            if f.name == "sections":
-                out.append(f"# {doc}")
-                continue
-            out.append(f"# {doc}")
-            out.append(f"{f.name} = {_toml_value(default)}")
-        out.append("")
+        out += _render_table(name, cls)
     out += [
         "# Soul sections, in order (omit them all for the built-in default). Example:",
         "# [[soul.sections]]",

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from didactyl_tui.config import SECTIONS, SoulSection, config_path, data_dir, load_config, render_example
+from didactyl_tui.config import (
+    SECTIONS,
+    EmbeddedRelayConfig,
+    SoulSection,
+    config_path,
+    data_dir,
+    load_config,
+    render_example,
+)
 from didactyl_tui.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,12 +28,13 @@ def test_config_toml_example_is_current() -> None:
 
 def test_every_key_is_documented_and_in_the_example() -> None:
     example = render_example()
-    for name, cls in [*SECTIONS.items(), ("soul.sections", SoulSection)]:
+    assert "\n[relays.embedded]\n" in example
+    for name, cls in [*SECTIONS.items(), ("soul.sections", SoulSection), ("relays.embedded", EmbeddedRelayConfig)]:
         for f in dataclasses.fields(cls):
             assert f.metadata.get("doc"), f"[{name}] {f.name} has no documentation"
-            if name != "soul.sections" and f.name != "sections":
+            if name != "soul.sections" and f.name not in ("sections", "embedded"):  # embedded: a table
                 assert f"\n{f.name} = " in example, f"[{name}] {f.name} missing from the example"
-    for key in ("model", "api_base", "api_key_env", "timeout_s", "max_tool_rounds", "urls", "embedded",
+    for key in ("model", "api_base", "api_key_env", "timeout_s", "max_tool_rounds", "urls", "enabled",
                 "embedded_port", "name", "about", "picture", "pubkey", "short_term_max_chars",
                 "long_term_max_chars", "backend"):
         assert f"\n{key} = " in example

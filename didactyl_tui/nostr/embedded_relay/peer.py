@@ -78,21 +78,38 @@ class Peer:
         self._budget.used += len(text)
         self._wake.set()
 
-    def send(self, message: list[Any] | str) -> bool:
-        """Queue a message now; a client whose buffer is full is closed. False if not queued."""
+    def send(self, message: list[Any]) -> None:
+        """Queue an answer to this client's own message (OK, EOSE, CLOSED, NOTICE). Answers are not
+        dropped: the connection stops reading new messages while its buffer is full
+        (:meth:`wait_for_room`), so they are bounded by what it had in flight."""
+        if not self.closing:
+            self._push(dumps(message))
+
+    def push_live(self, text: str) -> bool:
+        """Queue a live event for a subscription; a client whose buffer is full is closed."""
         if self.closing:
             return False
-        text = message if isinstance(message, str) else dumps(message)
         if not self._fits(len(text)):
             self.drop("client too slow: its output buffer is full")
             return False
         self._push(text)
         return True
 
+    async def wait_for_room(self) -> bool:
+        """Before reading the next message: wait until the buffer is below its limit (back-pressure
+        on a client that sends faster than it reads); False if it was closed meanwhile."""
+        return await self._await_room(0)
+
     async def send_waiting(self, text: str) -> bool:
         """Queue a message once there is room (a stored result); False if the client was closed."""
+        if not await self._await_room(len(text)):
+            return False
+        self._push(text)
+        return True
+
+    async def _await_room(self, size: int) -> bool:
         deadline = time.monotonic() + self.limits.slow_client_timeout_s
-        while not self.closing and not self._fits(len(text)):
+        while not self.closing and not self._fits(size):
             self._room.clear()
             left = deadline - time.monotonic()
             if left <= 0:
@@ -100,10 +117,7 @@ class Peer:
                 return False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), min(left, 0.5))
-        if self.closing:
-            return False
-        self._push(text)
-        return True
+        return not self.closing
 
     def drop(self, why: str) -> None:
         """Close this client (once) and free its buffer."""

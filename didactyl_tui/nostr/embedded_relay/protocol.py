@@ -197,7 +197,7 @@ class RelayProtocol:
                 continue
             for sub_id, sub in list(peer.subs.items()):
                 if sub.matches(ev, index):
-                    peer.send(f'["EVENT",{dumps(sub_id)},{raw}]')
+                    peer.push_live(f'["EVENT",{dumps(sub_id)},{raw}]')
 
     # --- REQ ------------------------------------------------------------------------------------
     def _check_req(self, peer: Peer, msg: list[Any]) -> tuple[str, str | list[dict[str, Any]]]:

@@ -360,7 +360,7 @@ class EmbeddedRelay(RelayProtocol):
         try:
             if self.require_auth:
                 peer.send(["AUTH", peer.challenge])
-            while not peer.closing:
+            while await peer.wait_for_room():
                 try:
                     data = await ws.recv(decode=False)
                 except ConnectionClosed:
