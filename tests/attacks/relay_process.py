@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[2]
 NO_RATE_LIMITS = {"events_per_second": 0, "bytes_per_minute": 0, "author_events_per_second": 0,
                   "author_bytes_per_minute": 0}
 
@@ -72,8 +73,10 @@ class RelayProcess:
         self.url = ""
 
     def start(self, timeout: float = 20.0) -> RelayProcess:
+        env = os.environ.copy()
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env=os.environ.copy())
+                                     env=env)
         assert self.proc.stdout is not None
         os.set_blocking(self.proc.stdout.fileno(), True)
         deadline = time.monotonic() + timeout
@@ -96,6 +99,9 @@ class RelayProcess:
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
+
+    def open_fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

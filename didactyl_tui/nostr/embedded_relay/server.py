@@ -43,6 +43,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from ...errors import RelayError
 from ..event import Event
@@ -63,7 +64,6 @@ DEFAULT_MAX_SUBSCRIPTIONS = RelayLimits.max_subscriptions
 DEFAULT_MAX_FILTERS = RelayLimits.max_filters
 DEFAULT_MAX_LIMIT = RelayLimits.max_limit
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-CLOSE_TRY_LATER = 1013
 EVICTABLE_AFTER_S = 1.0  # a connection silent this long, with no subscription, may make room for a new one
 SWEEP_INTERVAL_S = 5.0
 
@@ -135,6 +135,7 @@ class EmbeddedRelay(RelayProtocol):
         self._read_pool: ThreadPoolExecutor | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._peers: set[Peer] = set()
+        self._admitted: set[ServerConnection] = set()  # handshakes accepted, not yet handled
         self._filters_total = 0
         self._budget = OutputBudget(self.limits.max_output_bytes_total)
         self._author_meters = AuthorMeters(self.limits)
@@ -316,6 +317,10 @@ class EmbeddedRelay(RelayProtocol):
             # A browser always sends Origin: a web page must never reach the agent's relay.
             if origin is not None and not is_loopback_origin(origin):
                 return connection.respond(HTTPStatus.FORBIDDEN, "cross-origin websocket connections are refused\n")
+            # Refused before the upgrade: the socket is closed at once, not after a close handshake.
+            if not self._make_room(_remote_ip(connection)):
+                return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; try again later\n")
+            self._admitted.add(connection)
             return None
         if "application/nostr+json" in request.headers.get("Accept", ""):
             response = connection.respond(HTTPStatus.OK, dumps(self.info_document()))
@@ -338,9 +343,12 @@ class EmbeddedRelay(RelayProtocol):
     # --- connections ------------------------------------------------------------------------
     def _make_room(self, ip: str) -> bool:
         """Whether a new connection from ``ip`` fits, evicting a silent, subscription-less one if not."""
+        self._admitted = {c for c in self._admitted if c.state is State.CONNECTING}
+        pending_ip = sum(1 for c in self._admitted if _remote_ip(c) == ip)
         same_ip = [p for p in self._peers if p.ip == ip and not p.closing]
         live = [p for p in self._peers if not p.closing]
-        if len(same_ip) < self.limits.max_connections_per_ip and len(live) < self._max_connections:
+        if (len(same_ip) + pending_ip < self.limits.max_connections_per_ip
+                and len(live) + len(self._admitted) < self._max_connections):
             return True
         crowd = same_ip if len(same_ip) >= self.limits.max_connections_per_ip else live
         now = time.monotonic()
@@ -352,9 +360,7 @@ class EmbeddedRelay(RelayProtocol):
 
     async def _handle(self, ws: ServerConnection) -> None:
         peer = Peer(ws, self.limits, self._budget)
-        if not self._make_room(peer.ip):
-            await ws.close(CLOSE_TRY_LATER, "too many connections; try again later")
-            return
+        self._admitted.discard(ws)  # admitted by _process_request, which every upgrade goes through
         self._peers.add(peer)
         writer = asyncio.create_task(peer.write_loop())
         try:
@@ -384,6 +390,11 @@ class EmbeddedRelay(RelayProtocol):
             for peer in list(self._peers):
                 if not peer.subs and now - peer.last_active > self.limits.idle_timeout_s:
                     peer.drop("idle timeout")
+
+
+def _remote_ip(connection: ServerConnection) -> str:
+    address = connection.remote_address
+    return str(address[0]) if isinstance(address, tuple) and address else "?"
 
 
 def _set_headers(headers: Headers, values: dict[str, str]) -> None:

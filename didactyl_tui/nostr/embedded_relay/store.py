@@ -149,13 +149,14 @@ class EventStore:
             out = []
             for ev, quota in entries:
                 raw = ev.to_json()
-                cost = len(raw.encode()) + ROW_OVERHEAD_BYTES * (1 + len(ev.tags))
+                # Pages are counted after each insert; the estimate only keeps the next one inside.
+                cost = len(raw.encode()) * 3 // 2 + ROW_OVERHEAD_BYTES * (1 + len(ev.tags))
                 if quota is not None and used + cost > quota:
                     out.append(SaveOutcome(SaveResult.OVER_QUOTA))
                     continue
                 outcome = self._save_one(ev, raw)
-                if outcome.result is SaveResult.STORED:
-                    used += cost
+                if outcome.result is SaveResult.STORED and quota is not None:
+                    used = self.used_bytes()
                 out.append(outcome)
             db.execute("COMMIT")
         except BaseException:
