@@ -174,3 +174,28 @@ async def test_a_connection_flood_is_bounded_and_a_legitimate_client_is_still_se
                 sock.close()
     print(f"flood: peak {rss.peak:.0f} MiB")
     assert rss.peak < RSS_CEILING_MIB
+
+
+async def test_heavy_filters_from_many_connections_stay_bounded(tmp_path: Path) -> None:
+    authors = [f"{i:064x}" for i in range(1000)]
+    heavy = json.dumps(["REQ", "h", *[{"authors": authors, "#p": authors[:900]}] * 2])  # ~250 KB, 3,802 values
+    with relay_process(tmp_path) as relay, PeakRss(relay) as rss:
+        baseline = relay.rss_mib()
+        conns = [await connect(relay.url) for _ in range(12)]
+        try:
+            for _ in range(10):  # each REQ replaces the last: parsed, compiled, held, released
+                for ws in conns:
+                    await ws.send(heavy)
+                answers = [json.loads(await asyncio.wait_for(ws.recv(), 30)) for ws in conns]
+                assert answers == [["EOSE", "h"]] * len(conns)
+            publisher = await connect(relay.url)
+            note = sign_event(KEY, kind=1, content="hi", created_at=T0, tags=[["p", authors[5]]])
+            await publisher.send(json.dumps(["EVENT", note.to_dict()]))
+            assert json.loads(await asyncio.wait_for(publisher.recv(), 10))[2] is True
+            await publisher.close()
+        finally:
+            for ws in conns:
+                await ws.close()
+    print(f"heavy filters: baseline {baseline:.0f} MiB, peak {rss.peak:.0f} MiB")
+    assert rss.peak < RSS_CEILING_MIB
+    assert rss.peak - baseline < GROWTH_CEILING_MIB

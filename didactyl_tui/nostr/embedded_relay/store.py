@@ -288,12 +288,17 @@ class EventReader:
         if f.get("until") is not None:
             where.append("created_at <= ?")
             params.append(f["until"])
+        # With ids, or authors and kinds, the events index finds a handful of rows: check their tags
+        # one by one (flat however common the tag value is). Otherwise the tag index drives.
+        per_row = bool(f.get("ids")) or bool(f.get("authors") and f.get("kinds"))
         for key, values in f.items():
             if len(key) == 2 and key[0] == "#":
                 if not values:
                     return []
+                marks = ",".join("?" * len(values))
                 where.append(
-                    f"seq IN (SELECT seq FROM tags WHERE name = ? AND value IN ({','.join('?' * len(values))}))"
+                    f"EXISTS (SELECT 1 FROM tags WHERE tags.seq = events.seq AND name = ? AND value IN ({marks}))"
+                    if per_row else f"seq IN (SELECT seq FROM tags WHERE name = ? AND value IN ({marks}))"
                 )
                 params.append(key[1])
                 params.extend(values)
