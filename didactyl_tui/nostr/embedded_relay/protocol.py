@@ -254,13 +254,11 @@ class RelayProtocol:
         reader = self._reader
         if reader is None:
             raise sqlite3.OperationalError("the relay is stopping")
-        seqs = await self._run_reader(reader.plan, filters)
+        seqs, raws, at = await self._run_reader(reader.plan_and_fetch, filters, FETCH_BYTES)
         prefix = f'["EVENT",{dumps(sub_id)},'
         budget = self.limits.max_result_bytes
         sent = 0
-        at = 0
-        while at < len(seqs):
-            raws, at = await self._run_reader(reader.fetch, seqs, FETCH_BYTES, at)
+        while True:
             for raw in raws:
                 if peer.subs.get(sub_id) is not sub or peer.closing:
                     return  # closed or replaced while the query ran
@@ -270,6 +268,9 @@ class RelayProtocol:
                     break
                 if not await peer.send_waiting(prefix + raw + "]"):
                     return
+            if at >= len(seqs):
+                break
+            raws, at = await self._run_reader(reader.fetch, seqs, FETCH_BYTES, at)
         if peer.subs.get(sub_id) is sub:
             peer.send(["EOSE", sub_id])
 

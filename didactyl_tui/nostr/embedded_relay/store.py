@@ -263,6 +263,13 @@ class EventReader:
                         break
         return out, done
 
+    def plan_and_fetch(self, filters: Sequence[Mapping[str, Any]], max_bytes: int
+                       ) -> tuple[array[int], list[str], int]:
+        """:meth:`plan`, then the first :meth:`fetch`, in one call (one thread hop for small results)."""
+        seqs = self.plan(filters)
+        raws, at = self.fetch(seqs, max_bytes)
+        return seqs, raws, at
+
     def query(self, filters: Iterable[Mapping[str, Any]]) -> list[Event]:
         seqs = self.plan(list(filters))
         raws, _ = self.fetch(seqs, max_bytes=2**62)
