@@ -90,37 +90,41 @@ class EmbeddedRelayConfig:
                           "signs them with throwaway keys).")
     max_connections: int = _f(512, "Most websocket connections at once (also capped by the process's file "
                               "descriptor limit). When full, a silent connection without subscriptions is "
-                              "closed to make room; otherwise the newcomer is refused (close code 1013).", min=1)
+                              "closed to make room; otherwise the newcomer gets HTTP 503.", min=1, max=100_000)
     max_connections_per_ip: int = _f(256, "Most connections from one IP address (every local program shares "
-                                     "127.0.0.1).", min=1)
+                                     "127.0.0.1).", min=1, max=100_000)
     max_frame_bytes: int = _f(512 * 1024, "Largest message a client may send, in bytes (NIP-11 "
-                              "max_message_length).", min=1024)
-    max_subscriptions: int = _f(32, "Most open subscriptions per connection.", min=1)
-    max_filters: int = _f(16, "Most filters in one REQ.", min=1)
-    max_filter_values: int = _f(1000, "Most values in one filter key (ids, authors, kinds, #tag).", min=1)
+                              "max_message_length).", min=1024, max=64 * MiB)
+    max_subscriptions: int = _f(32, "Most open subscriptions per connection.", min=1, max=10_000)
+    max_filters: int = _f(16, "Most filters in one REQ.", min=1, max=1000)
+    max_filter_values: int = _f(1000, "Most values in one filter key (ids, authors, kinds, #tag).", min=1, max=100_000)
     max_values_per_connection: int = _f(4000, "Most filter values (plus one per filter) that one connection's "
-                                        "subscriptions may hold together.", min=1)
+                                        "subscriptions may hold together.", min=1, max=1_000_000)
     max_filters_total: int = _f(4096, "Most filters held by all connections together (each published event is "
-                                "matched against all of them).", min=1)
-    max_limit: int = _f(5000, "Largest REQ limit honoured; a larger or missing limit is cut to this.", min=1)
+                                "matched against all of them).", min=1, max=1_000_000)
+    max_limit: int = _f(5000, "Largest REQ limit honoured; a larger or missing limit is cut to this.",
+                        min=1, max=1_000_000)
     max_result_bytes: int = _f(32 * MiB, "Most bytes of stored events sent for one REQ; the rest is cut "
                                "(then EOSE), like max_limit. Results are streamed, never built in memory.",
-                               min=1024)
+                               min=1024, max=4096 * MiB)
     max_output_bytes: int = _f(1 * MiB, "Output buffer per connection, in bytes. A client that does not read: "
-                               "its live events beyond this close it; its stored results wait for room.", min=1024)
+                               "its live events beyond this close it; its stored results wait for room.",
+                               min=1024, max=1024 * MiB)
     max_output_bytes_total: int = _f(64 * MiB, "Output buffered for all connections together, in bytes.",
-                                     min=1024)
+                                     min=1024, max=8192 * MiB)
     slow_client_timeout_s: float = _f(10.0, "Seconds a client may leave a full output buffer unread before it "
                                       "is closed.", min=0.1, max=3600)
     max_pending_events: int = _f(256, "Events one connection may have waiting to be stored before the relay "
-                                 "stops reading from it.", min=1)
-    events_per_second: float = _f(200.0, "Events per second one connection may publish (token bucket).", min=0)
-    events_burst: int = _f(1000, "Burst allowance of the events-per-second buckets.", min=1)
-    bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one connection may publish.", min=0)
-    author_events_per_second: float = _f(200.0, "Events per second one author (pubkey) may publish.", min=0)
-    author_bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one author may publish.", min=0)
+                                 "stops reading from it.", min=1, max=100_000)
+    events_per_second: float = _f(200.0, "Events per second one connection may publish (token bucket).",
+                                  min=0, max=1_000_000)
+    events_burst: int = _f(1000, "Burst allowance of the events-per-second buckets.", min=1, max=10_000_000)
+    bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one connection may publish.", min=0, max=2**40)
+    author_events_per_second: float = _f(200.0, "Events per second one author (pubkey) may publish.",
+                                         min=0, max=1_000_000)
+    author_bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one author may publish.", min=0, max=2**40)
     max_db_bytes: int = _f(1024 * MiB, "Size quota of the relay database, in bytes; events beyond it get "
-                           "OK false \"error: ...quota...\".", min=0)
+                           "OK false \"error: ...quota...\".", min=0, max=2**50)
     stranger_share: float = _f(0.75, "Share of max_db_bytes that events from keys outside the allow-list "
                                "(gift wraps) may fill, so strangers never take the owner's last room.",
                                min=0.0, max=1.0)
