@@ -51,6 +51,7 @@ CREATE INDEX IF NOT EXISTS tags_by_value ON tags (name, value, seq);
 CREATE INDEX IF NOT EXISTS tags_by_event ON tags (seq);
 """
 
+NEAR_QUOTA = 0.9  # within this share of a quota, the bytes in use are counted exactly before each save
 ROW_OVERHEAD_BYTES = 256  # index entries and page slack per stored event, for the quota estimate
 FETCH_CHUNK = 64  # rows per SELECT ... WHERE seq IN (...)
 
@@ -98,6 +99,8 @@ class EventStore:
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout_ms = int(busy_timeout_ms)
+        self._measured: int | None = None  # bytes in use at the last count
+        self._growth = 0  # estimated bytes stored since
         self._db = _connect(self.path, busy_timeout_ms)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -112,6 +115,7 @@ class EventStore:
             )
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._db.execute("PRAGMA busy_timeout=0")  # _begin waits for locks itself
         self._page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
         self._reader = EventReader(self._db, max_limit=max_limit)
 
@@ -143,41 +147,55 @@ class EventStore:
             if is_ephemeral(ev.kind):
                 raise ValueError("ephemeral events are never stored")
         db = self._db
-        used = self.used_bytes() if any(q is not None for _e, q in entries) else 0
+        quotas = [q for _e, q in entries if q is not None]
         self._begin(wait_for_lock)
         try:
+            used = self._used_for(min(quotas)) if quotas else 0
             out = []
             for ev, quota in entries:
                 raw = ev.to_json()
-                # Pages are counted after each insert; the estimate only keeps the next one inside.
                 cost = len(raw.encode()) * 3 // 2 + ROW_OVERHEAD_BYTES * (1 + len(ev.tags))
+                near = quota is not None and used + cost > quota * NEAR_QUOTA
+                if near:
+                    used = self.used_bytes()  # counted exactly (inside the transaction) near the quota
                 if quota is not None and used + cost > quota:
                     out.append(SaveOutcome(SaveResult.OVER_QUOTA))
                     continue
                 outcome = self._save_one(ev, raw)
-                if outcome.result is SaveResult.STORED and quota is not None:
-                    used = self.used_bytes()
+                if outcome.result is SaveResult.STORED:
+                    used = self.used_bytes() if near else used + cost
+                    self._growth += cost
                 out.append(outcome)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
+            self._measured = None
             raise
         return out
 
+    def _used_for(self, quota: int) -> int:
+        """Bytes in use: counted now, or estimated from the last count while far from ``quota``."""
+        if self._measured is None or self._measured + self._growth > quota * NEAR_QUOTA / 2:
+            self._measured, self._growth = self.used_bytes(), 0
+        return self._measured + self._growth
+
     def _begin(self, wait_for_lock: bool) -> None:
-        if wait_for_lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            return
-        self._db.execute("PRAGMA busy_timeout=0")
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise LockBusy(str(exc)) from exc
-            raise
-        finally:
-            self._db.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+        """BEGIN IMMEDIATE. The connection never waits inside SQLite (busy timeout 0): we retry here,
+        up to the busy timeout, or not at all (:class:`LockBusy`) when ``wait_for_lock`` is False."""
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        while True:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if not wait_for_lock:
+                    raise LockBusy(str(exc)) from exc
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.002)
 
     def _save_one(self, ev: Event, raw: str) -> SaveOutcome:
         db = self._db
