@@ -142,10 +142,11 @@ class EmbeddedRelayConfig:
         return RelayLimits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RelayLimits)})
 
     def relay_options(self, agent_pubkey: str, admin_pubkey: str | None) -> dict[str, Any]:
-        """Keyword arguments for ``EmbeddedRelay`` / ``serve_forever`` (hex pubkeys)."""
+        """Keyword arguments for ``EmbeddedRelay`` / ``serve_forever`` / ``ensure_shared_relay`` (hex
+        pubkeys), JSON-able so they can reach the relay process."""
         writers = [k for k in (agent_pubkey, admin_pubkey) if k]
         return {
-            "limits": self.relay_limits(),
+            "limits": dataclasses.asdict(self.relay_limits()),
             "allowed_writers": writers if self.allow_list else None,
             "gift_wrap_recipients": [agent_pubkey],
         }

@@ -4,6 +4,7 @@ errors, compiled filters match exactly like nostr.filters, and the token buckets
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from didactyl_tui.config import EmbeddedRelayConfig, load_config
-from didactyl_tui.errors import ConfigError
+from didactyl_tui.errors import ConfigError, RelayError
 from didactyl_tui.nostr.embedded_relay.limits import RelayLimits, TokenBucket
+from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.embedded_relay.subscriptions import CompiledFilter, tag_index
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.filters import matches
@@ -33,6 +35,10 @@ def test_relay_options_carry_the_allow_list() -> None:
     options = cfg.relay_options("aa" * 32, "bb" * 32)
     assert options["allowed_writers"] == ["aa" * 32, "bb" * 32]
     assert options["gift_wrap_recipients"] == ["aa" * 32]
+    assert json.loads(json.dumps(options)) == options  # reaches a relay process as JSON
+    assert EmbeddedRelay(Path("unused.db"), **options).limits == RelayLimits()
+    with pytest.raises(RelayError, match="unknown embedded relay limits: max_sockets"):
+        EmbeddedRelay(Path("unused.db"), limits={"max_sockets": 1})
     assert EmbeddedRelayConfig(allow_list=False).relay_options("aa" * 32, None)["allowed_writers"] is None
 
 

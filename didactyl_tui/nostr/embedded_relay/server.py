@@ -26,6 +26,7 @@ Deletion (NIP-09) and expiration (NIP-40) are not implemented: kind 5 is stored 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import sqlite3
@@ -87,8 +88,9 @@ def is_loopback_origin(origin: str) -> bool:
 class EmbeddedRelay(RelayProtocol):
     """A Nostr relay on ``host:port`` (port 0 picks a free one) stored in ``db_path``.
 
-    ``limits`` holds every bound; the keyword arguments named like its fields override it (kept for
-    existing callers). ``allowed_writers`` (hex pubkeys) turns on the allow-list; None: anyone writes.
+    ``limits`` holds every bound (a :class:`RelayLimits`, or a mapping of its fields, as JSON carries it
+    to a relay process); the keyword arguments named like its fields override it (kept for existing
+    callers). ``allowed_writers`` (hex pubkeys) turns on the allow-list; None: anyone writes.
     """
 
     def __init__(
@@ -97,7 +99,7 @@ class EmbeddedRelay(RelayProtocol):
         host: str = "127.0.0.1",
         port: int = 0,
         *,
-        limits: RelayLimits | None = None,
+        limits: RelayLimits | Mapping[str, Any] | None = None,
         max_frame_bytes: int | None = None,
         max_subscriptions: int | None = None,
         max_filters: int | None = None,
@@ -113,7 +115,7 @@ class EmbeddedRelay(RelayProtocol):
         overrides = {k: v for k, v in {
             "max_frame_bytes": max_frame_bytes, "max_subscriptions": max_subscriptions,
             "max_filters": max_filters, "max_limit": max_limit}.items() if v is not None}
-        self.limits = (limits or RelayLimits()).replace(**overrides)
+        self.limits = _as_limits(limits).replace(**overrides)
         self.db_path = Path(db_path)
         self.host = host
         self.port = port
@@ -390,6 +392,18 @@ class EmbeddedRelay(RelayProtocol):
             for peer in list(self._peers):
                 if not peer.subs and now - peer.last_active > self.limits.idle_timeout_s:
                     peer.drop("idle timeout")
+
+
+def _as_limits(limits: RelayLimits | Mapping[str, Any] | None) -> RelayLimits:
+    if limits is None:
+        return RelayLimits()
+    if isinstance(limits, RelayLimits):
+        return limits
+    known = {f.name for f in dataclasses.fields(RelayLimits)}
+    unknown = sorted(set(limits) - known)
+    if unknown:
+        raise RelayError(f"unknown embedded relay limits: {', '.join(unknown)}")
+    return RelayLimits(**limits)
 
 
 def _remote_ip(connection: ServerConnection) -> str:
