@@ -38,17 +38,16 @@ from http import HTTPStatus
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
-from websockets.protocol import State
 
 from ...errors import RelayError
 from ..event import Event
 from ..filters import validate_filter
+from .admission import ConnectionGate, is_loopback_origin
 from .limits import AuthorMeters, RelayLimits, connection_cap
 from .peer import OutputBudget, Peer, dumps
 from .protocol import MAX_SUB_ID_LENGTH, RelayProtocol
@@ -64,8 +63,6 @@ DEFAULT_MAX_FRAME_BYTES = RelayLimits.max_frame_bytes
 DEFAULT_MAX_SUBSCRIPTIONS = RelayLimits.max_subscriptions
 DEFAULT_MAX_FILTERS = RelayLimits.max_filters
 DEFAULT_MAX_LIMIT = RelayLimits.max_limit
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-EVICTABLE_AFTER_S = 1.0  # a connection silent this long, with no subscription, may make room for a new one
 SWEEP_INTERVAL_S = 5.0
 
 
@@ -74,15 +71,6 @@ def _software_version() -> str:
         return metadata.version("didactyl-tui")
     except metadata.PackageNotFoundError:
         return "0"
-
-
-def is_loopback_origin(origin: str) -> bool:
-    """True for an ``Origin`` naming a loopback host (a page served from this machine)."""
-    try:
-        host = (urlsplit(origin.strip()).hostname or "").lower()
-    except ValueError:
-        return False
-    return host in LOOPBACK_HOSTS
 
 
 class EmbeddedRelay(RelayProtocol):
@@ -137,11 +125,10 @@ class EmbeddedRelay(RelayProtocol):
         self._read_pool: ThreadPoolExecutor | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._peers: set[Peer] = set()
-        self._admitted: set[ServerConnection] = set()  # handshakes accepted, not yet handled
         self._filters_total = 0
         self._budget = OutputBudget(self.limits.max_output_bytes_total)
         self._author_meters = AuthorMeters(self.limits)
-        self._max_connections = self.limits.max_connections
+        self._gate = ConnectionGate(self.limits.max_connections, self.limits.max_connections_per_ip)
 
     # Old attribute names, read by callers and tests.
     @property
@@ -178,7 +165,7 @@ class EmbeddedRelay(RelayProtocol):
     async def start(self) -> None:
         if self._server is not None:
             return
-        self._max_connections = connection_cap(self.limits.max_connections)
+        self._gate.max_connections = connection_cap(self.limits.max_connections)
         # One thread owns the writing connection (writes are serialized), another the reading one.
         self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-relay-write")
         self._read_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-relay-read")
@@ -320,9 +307,8 @@ class EmbeddedRelay(RelayProtocol):
             if origin is not None and not is_loopback_origin(origin):
                 return connection.respond(HTTPStatus.FORBIDDEN, "cross-origin websocket connections are refused\n")
             # Refused before the upgrade: the socket is closed at once, not after a close handshake.
-            if not self._make_room(_remote_ip(connection)):
+            if not self._gate.admit(connection, self._peers):
                 return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; try again later\n")
-            self._admitted.add(connection)
             return None
         if "application/nostr+json" in request.headers.get("Accept", ""):
             response = connection.respond(HTTPStatus.OK, dumps(self.info_document()))
@@ -343,26 +329,9 @@ class EmbeddedRelay(RelayProtocol):
         )
 
     # --- connections ------------------------------------------------------------------------
-    def _make_room(self, ip: str) -> bool:
-        """Whether a new connection from ``ip`` fits, evicting a silent, subscription-less one if not."""
-        self._admitted = {c for c in self._admitted if c.state is State.CONNECTING}
-        pending_ip = sum(1 for c in self._admitted if _remote_ip(c) == ip)
-        same_ip = [p for p in self._peers if p.ip == ip and not p.closing]
-        live = [p for p in self._peers if not p.closing]
-        if (len(same_ip) + pending_ip < self.limits.max_connections_per_ip
-                and len(live) + len(self._admitted) < self._max_connections):
-            return True
-        crowd = same_ip if len(same_ip) >= self.limits.max_connections_per_ip else live
-        now = time.monotonic()
-        idle = [p for p in crowd if not p.subs and not p.pending_writes and now - p.last_active >= EVICTABLE_AFTER_S]
-        if not idle:
-            return False
-        min(idle, key=lambda p: p.last_active).drop("idle connection evicted to make room")
-        return True
-
     async def _handle(self, ws: ServerConnection) -> None:
         peer = Peer(ws, self.limits, self._budget)
-        self._admitted.discard(ws)  # admitted by _process_request, which every upgrade goes through
+        self._gate.opened(ws)  # admitted by _process_request, which every upgrade goes through
         self._peers.add(peer)
         writer = asyncio.create_task(peer.write_loop())
         try:
@@ -404,11 +373,6 @@ def _as_limits(limits: RelayLimits | Mapping[str, Any] | None) -> RelayLimits:
     if unknown:
         raise RelayError(f"unknown embedded relay limits: {', '.join(unknown)}")
     return RelayLimits(**limits)
-
-
-def _remote_ip(connection: ServerConnection) -> str:
-    address = connection.remote_address
-    return str(address[0]) if isinstance(address, tuple) and address else "?"
 
 
 def _set_headers(headers: Headers, values: dict[str, str]) -> None:
