@@ -55,9 +55,7 @@ class Conversation(VerticalScroll):
     async def start_reply(self) -> MessageEntry:
         from .message_entry import MessageEntry
 
-        entry = MessageEntry("assistant", streaming=True)
-        entry.add_class("-streaming")
-        return await self._add(entry)
+        return await self._add(MessageEntry("assistant", streaming=True))
 
     async def add_reply(self, text: str) -> MessageEntry:
         from .message_entry import MessageEntry
