@@ -144,9 +144,8 @@ class Conversation(VerticalScroll):
             self.call_after_refresh(self.materialize_near_viewport)
 
     def _stubs_left(self) -> list[HistoryStub]:
-        from .history_stub import HistoryStub
-
-        return [child for child in self.children if isinstance(child, HistoryStub)]
+        # By class, not isinstance: scrolling starts at mount, before the first frame, which imports no stub.
+        return [child for child in self.children if child.has_class("history-stub")]  # type: ignore[misc]
 
     async def materialize_near_viewport(self) -> None:
         """Swap the part of any stub within a screen of the viewport for real entries (a batch at a time).
@@ -169,44 +168,37 @@ class Conversation(VerticalScroll):
                 if region.height == 0 or region.bottom <= window[0] or region.y >= window[1]:
                     continue
                 first, last = stub.split_at_rows(window[0] - region.y, window[1] - region.y, MATERIALIZE_BATCH)
-                keep = self._viewport_anchor(stub, first, view_top)
                 parts: list[Any] = []
                 if first > 0:
                     parts.append(HistoryStub(stub.specs[:first], stub.heights[:first]))
-                parts += [self._entry_for(spec) for spec in stub.specs[first:last]]
+                entries = [self._entry_for(spec) for spec in stub.specs[first:last]]
+                parts += entries
                 if last < len(stub.specs):
                     parts.append(HistoryStub(stub.specs[last:], stub.heights[last:]))
                 await self.mount_all(parts, before=stub)
                 await stub.remove()
-                if keep is not None:
-                    self.call_after_refresh(self._restore_anchor, *keep)
+                if region.bottom <= view_top and not self._pinned_to_end():
+                    # Above the viewport: once laid out, shift by what the estimate missed, so the text in
+                    # view stays where it is.
+                    self.call_after_refresh(self._keep_view, entries, sum(stub.heights[first:last]))
                 break  # one batch per pass; the next scroll (or the restore below) asks for more
         finally:
             self._materializing = False
         if self._stubs_left():
             self.call_after_refresh(self._materialize_again)
 
-    def _materialize_again(self) -> None:
+    def _materialize_again(self) -> None:  # after a refresh: the new entries are laid out
         if not self._materialize_queued:
             self._materialize_queued = True
             self.call_after_refresh(self.materialize_near_viewport)
 
-    def _viewport_anchor(self, stub: HistoryStub, first: int, view_top: int) -> tuple[Any, int] | None:
-        """A widget at or below the viewport top and its offset from it, to be kept after a swap."""
-        if self.is_vertical_scroll_end and not self._anchor_released:
-            return None  # pinned to the bottom: the anchor keeps the end in view
-        for child in self.children:
-            if child is stub or not child.display:
-                continue
-            region = child.virtual_region
-            if region.bottom > view_top and region.y >= stub.virtual_region.bottom:
-                return child, region.y - view_top
-        return None
+    def _pinned_to_end(self) -> bool:
+        return self.is_anchored and not self._anchor_released
 
-    def _restore_anchor(self, widget: Any, offset: int) -> None:
-        if widget.parent is self:
-            self.scroll_to(y=widget.virtual_region.y - offset, animate=False, immediate=True)
-        self._materialize_again()
+    def _keep_view(self, entries: list[Any], estimated: int) -> None:
+        actual = sum(e.outer_size.height + e.styles.margin.top for e in entries if e.parent is self)
+        if actual and actual != estimated:
+            self.scroll_to(y=self.scroll_y + actual - estimated, animate=False, immediate=True)
 
     # --- reading back -------------------------------------------------------------------------
 
