@@ -73,15 +73,18 @@ class MessageEntry(Vertical):
     def _schedule_paint(self) -> None:
         if self._timer is not None or self._waiting_for_frame or self._paint_lock.locked():
             return  # a paint is due or running; it takes everything that arrived meanwhile
-        self._timer = self.set_timer(max(0.0, self._next_paint_at - time.monotonic()), self._paint)
+        # Never a zero delay: Textual's timer divides by its interval when it runs late, and dies silently.
+        self._timer = self.set_timer(max(0.001, self._next_paint_at - time.monotonic()), self._paint)
 
     async def _paint(self) -> None:
         self._timer = None
         started = time.perf_counter()
         painted = await self._append_unpainted()
         if painted:
+            # The cost is the append (parse, mount); the wait for the frame is not counted: it includes the
+            # model stream's own work on the same loop, and counting it would starve the reply of paints.
             self._waiting_for_frame = True
-            self.call_after_refresh(self._frame_composed, started)
+            self.call_after_refresh(self._frame_composed, time.perf_counter() - started)
 
     async def _append_unpainted(self) -> bool:
         async with self._paint_lock:
@@ -92,8 +95,7 @@ class MessageEntry(Vertical):
             self._painted = end
             return True
 
-    def _frame_composed(self, started: float) -> None:
-        cost = time.perf_counter() - started
+    def _frame_composed(self, cost: float) -> None:
         self._waiting_for_frame = False
         self._next_paint_at = time.monotonic() + max(MIN_PAINT_GAP_S, cost * (1 - PAINT_SHARE) / PAINT_SHARE)
         if self.streaming and self._painted < len(self._text):
