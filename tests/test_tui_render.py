@@ -9,12 +9,13 @@ import json
 from typing import Any
 
 from textual.app import App, ComposeResult
-from tui_support import screen_text
+from textual.widgets import Markdown
+from tui_support import screen_text, wait_for
 
 from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.widgets.conversation import Conversation
 from didactyl_tui.tui.widgets.history_stub import HistoryStub, specs_from_messages
-from didactyl_tui.tui.widgets.message_entry import MAX_PAINT_CHARS, MessageEntry
+from didactyl_tui.tui.widgets.message_entry import MAX_PAINT_CHARS, SEGMENT_BLOCKS, MessageEntry, ReplySegment
 from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
 
 TURNS = 80
@@ -164,27 +165,34 @@ async def test_a_streamed_reply_ends_exactly_as_the_whole_text_renders() -> None
         assert shown == expected, f"deltas of {piece} chars render differently"
 
 
-async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete() -> None:
+async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(monkeypatch: Any) -> None:
     text = "\n\n".join(
         f"Paragraph {n} " + "word " * 40 if n % 4 else f"```\ncode block {n}\n  indented {n}\n```" for n in range(60))
     assert len(text) > 3 * MAX_PAINT_CHARS
+    appended: list[int] = []
+    original = Markdown.append
+
+    def spy(self: Markdown, fragment: str) -> Any:
+        appended.append(len(fragment))
+        return original(self, fragment)
+
+    monkeypatch.setattr(Markdown, "append", spy)
     app = ConversationApp()
     async with app.run_test(size=(100, 30)) as pilot:
         entry = await app.query_one(Conversation).start_reply()
-        appended: list[int] = []
-        original = entry.markdown.append
-
-        def spy(fragment: str) -> Any:
-            appended.append(len(fragment))
-            return original(fragment)
-
-        entry.markdown.append = spy  # type: ignore[method-assign]
-        for delta in deltas(text, 400):
+        for n, delta in enumerate(deltas(text, 400)):
             entry.feed(delta)
+            if n % 3 == 0:
+                await pilot.pause(0.05)
+        await wait_for(pilot, lambda: entry.painted_text == text, 30, "the throttle to paint everything")
         await entry.finish("cancelled")
         await pilot.pause()
         full = text + "\n\n*(cancelled)*"
-        assert entry.text == full and entry.painted_text == full and entry.markdown.source == full
-        assert max(appended) <= MAX_PAINT_CHARS and sum(appended) == len(full)
+        assert entry.text == full and entry.painted_text == full
+        # Finished blocks were frozen into segments above the entry; together they hold the whole reply.
+        segments = list(app.query(ReplySegment))
+        assert segments and "".join(s.text for s in segments) + entry.markdown.source == full
+        assert len(segments) >= 2 and all(len(s.query_one(Markdown).children) <= 2 * SEGMENT_BLOCKS for s in segments)
+        assert max(appended) <= MAX_PAINT_CHARS
         assert "(cancelled)" in screen_text(app)
         assert not entry.styles.inline.has_rule("border_top")  # the streaming border is gone

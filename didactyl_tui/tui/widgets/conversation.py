@@ -87,7 +87,7 @@ class Conversation(VerticalScroll):
 
     async def clear(self) -> None:
         self._tool_calls.clear()
-        await self.remove_children(".message, .tool-call, .error-entry, .history-stub")
+        await self.remove_children(".message, .tool-call, .error-entry, .history-stub, .reply-segment")
         self.query_one("#conversation-empty", Static).display = True
 
     async def load_history(self, messages: list[dict[str, Any]]) -> None:

@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     from textual.widgets import Markdown
 
 MIN_PAINT_GAP_S = 0.04  # at most ~25 paints a second
+MAX_PAINT_GAP_S = 0.25  # and at least 4 (a slow first paint, e.g. markdown-it's import, must not stall the rest)
 PAINT_SHARE = 0.2  # while streaming, painting may take this share of the time; the rest is for keys and input
 # Text handed to the Markdown per paint. Textual holds every frame while an append mounts its new blocks, so an
 # unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
 MAX_PAINT_CHARS = 2_000
+SEGMENT_BLOCKS = 24  # a streaming reply's finished blocks move to a frozen segment beyond this many
 
 
 class MessageEntry(Vertical):
@@ -39,6 +41,7 @@ class MessageEntry(Vertical):
         self._paint_lock = asyncio.Lock()
         self._waiting_for_frame = False
         self._next_paint_at = 0.0
+        self._segments = 0  # frozen ReplySegments mounted above this entry
         self.streaming = streaming
         self.border_title = "you" if role == "user" else "agent"
 
@@ -91,13 +94,44 @@ class MessageEntry(Vertical):
             end = min(len(self._text), self._painted + MAX_PAINT_CHARS)
             if end <= self._painted:
                 return False
-            await self.markdown.append(self._text[self._painted:end])
+            markdown = self.markdown
+            await markdown.append(self._text[self._painted:end])
             self._painted = end
+            if self.streaming and len(markdown.children) > SEGMENT_BLOCKS and self.is_attached:
+                await self._freeze_finished_blocks(markdown)
             return True
+
+    async def _freeze_finished_blocks(self, markdown: Markdown) -> None:
+        """Move every block but the last (still growing) one into a :class:`ReplySegment` above this entry.
+
+        A frame lays out every block of the widgets it shows; segments keep that to the blocks of one segment
+        plus the live tail, whatever the reply's length (the conversation arranges only visible children).
+        """
+        last = markdown.children[-1]
+        cut = getattr(last, "source_range", (0, 0))[0]
+        lines = markdown.source.splitlines(keepends=True)
+        if cut <= 0 or cut >= len(lines) or self.parent is None:
+            return
+        segment = ReplySegment("".join(lines[:cut]), continued=self._segments > 0)
+        await self.parent.mount(segment, before=self)
+        self._segments += 1
+        # A fresh widget for the tail: Markdown.update() would re-parse from the tail's last line only on the
+        # next append, breaking a block that spans lines (an open fence, a list).
+        from textual.widgets import Markdown
+
+        tail = Markdown("", classes="message-body")
+        await markdown.remove()
+        await self.mount(tail)
+        await tail.append("".join(lines[cut:]))
+        if self._segments == 1:
+            self.border_title = ""
+            self.styles.clear_rule("border_top")
+            self.add_class("-continued")
 
     def _frame_composed(self, cost: float) -> None:
         self._waiting_for_frame = False
-        self._next_paint_at = time.monotonic() + max(MIN_PAINT_GAP_S, cost * (1 - PAINT_SHARE) / PAINT_SHARE)
+        gap = min(MAX_PAINT_GAP_S, max(MIN_PAINT_GAP_S, cost * (1 - PAINT_SHARE) / PAINT_SHARE))
+        self._next_paint_at = time.monotonic() + gap
         if self.streaming and self._painted < len(self._text):
             self._schedule_paint()
 
@@ -125,7 +159,24 @@ class MessageEntry(Vertical):
 
             accent = Color.parse(self.app.get_css_variables().get("accent", "ansi_bright_blue"))
             self.styles.border = ("round", accent)
+            if self._segments:
+                self.styles.clear_rule("border_top")
             return
         for edge in ("border_top", "border_right", "border_bottom", "border_left"):
             self.styles.clear_rule(edge)
         self.refresh(layout=True)
+
+
+class ReplySegment(Vertical):
+    """Finished blocks of a long streamed reply, rendered once: the top of the reply's frame (or a middle)."""
+
+    def __init__(self, text: str, *, continued: bool) -> None:
+        super().__init__(classes="reply-segment" + (" -continued" if continued else ""))
+        self.text = text
+        if not continued:
+            self.border_title = "agent"
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Markdown
+
+        yield Markdown(self.text, classes="message-body")
