@@ -150,8 +150,8 @@ class Conversation(VerticalScroll):
     async def materialize_near_viewport(self) -> None:
         """Swap the part of any stub within a screen of the viewport for real entries (a batch at a time).
 
-        The entry at the top of the viewport keeps its place on screen, so the text does not jump while the
-        rows above it change from estimates to real heights.
+        Entries rendered above the viewport shift the view by what their estimated heights missed, so the
+        text being read does not jump.
         """
         from .history_stub import HistoryStub
 
@@ -159,6 +159,7 @@ class Conversation(VerticalScroll):
         if self._materializing:
             return
         self._materializing = True
+        swapped = False
         try:
             view_top = round(self.scroll_y)
             margin = self.scrollable_content_region.height or self.app.size.height
@@ -181,10 +182,11 @@ class Conversation(VerticalScroll):
                     # Above the viewport: once laid out, shift by what the estimate missed, so the text in
                     # view stays where it is.
                     self.call_after_refresh(self._keep_view, entries, sum(stub.heights[first:last]))
-                break  # one batch per pass; the next scroll (or the restore below) asks for more
+                swapped = True
+                break  # one batch per pass; the next scroll (or the check below) asks for more
         finally:
             self._materializing = False
-        if self._stubs_left():
+        if swapped:  # more may be within reach once this batch is laid out; nothing swapped: wait for a scroll
             self.call_after_refresh(self._materialize_again)
 
     def _materialize_again(self) -> None:  # after a refresh: the new entries are laid out
