@@ -148,7 +148,7 @@ async def render_streamed(text: str, size: tuple[int, int], piece: int) -> tuple
     async with app.run_test(size=size) as pilot:
         entry = await app.query_one(Conversation).start_reply()
         for n, delta in enumerate(deltas(text, piece)):
-            entry.feed(delta)
+            await entry.feed(delta)
             if n % 5 == 0:
                 await pilot.pause(0.01)  # let some paints happen mid-block (inside the fence, the list...)
         await entry.finish()
@@ -181,7 +181,7 @@ async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(m
     async with app.run_test(size=(100, 30)) as pilot:
         entry = await app.query_one(Conversation).start_reply()
         for n, delta in enumerate(deltas(text, 400)):
-            entry.feed(delta)
+            await entry.feed(delta)
             if n % 3 == 0:
                 await pilot.pause(0.05)
         await wait_for(pilot, lambda: entry.painted_text == text, 30, "the throttle to paint everything")

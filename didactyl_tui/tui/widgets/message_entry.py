@@ -66,8 +66,8 @@ class MessageEntry(Vertical):
 
         return self.query_one(Markdown)
 
-    def feed(self, delta: str) -> None:
-        """Add a streamed piece of the reply; painted by the throttle."""
+    async def feed(self, delta: str) -> None:
+        """Add a streamed piece of the reply; painted by the throttle (returns at once: never waits for a paint)."""
         if not delta:
             return
         self._text += delta
