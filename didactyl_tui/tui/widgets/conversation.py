@@ -9,10 +9,15 @@ from textual.widgets import Static
 
 if TYPE_CHECKING:
     from .error_entry import ErrorEntry
+    from .history_stub import EntrySpec, HistoryStub
     from .message_entry import MessageEntry
     from .tool_call_entry import ToolCallEntry
 
 # Entries are imported when first shown: the first frame only needs an empty column.
+
+TAIL_SCREENS = 2  # a resumed chat mounts full entries for this many screens above its end
+TAIL_MIN_ENTRIES = 4
+MATERIALIZE_BATCH = 12  # older entries rendered per step while scrolling up
 
 
 class Conversation(VerticalScroll):
@@ -21,6 +26,8 @@ class Conversation(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, can_focus=True)
         self._tool_calls: dict[str, ToolCallEntry] = {}
+        self._materialize_queued = False
+        self._materializing = False
 
     def on_mount(self) -> None:
         # Stays scrolled to the end as replies stream in, until the user scrolls up.
@@ -48,9 +55,7 @@ class Conversation(VerticalScroll):
     async def start_reply(self) -> MessageEntry:
         from .message_entry import MessageEntry
 
-        entry = MessageEntry("assistant", streaming=True)
-        entry.add_class("-streaming")
-        return await self._add(entry)
+        return await self._add(MessageEntry("assistant", streaming=True))
 
     async def add_reply(self, text: str) -> MessageEntry:
         from .message_entry import MessageEntry
@@ -82,54 +87,165 @@ class Conversation(VerticalScroll):
 
     async def clear(self) -> None:
         self._tool_calls.clear()
-        await self.remove_children(".message, .tool-call, .error-entry")
+        await self.remove_children(".message, .tool-call, .error-entry, .history-stub, .reply-segment")
         self.query_one("#conversation-empty", Static).display = True
 
     async def load_history(self, messages: list[dict[str, Any]]) -> None:
-        """Render stored OpenAI-format messages (a resumed chat)."""
-        import json
+        """Render stored OpenAI-format messages (a resumed chat) in one batch, whatever their number.
+
+        Only the last screens become full entries; everything older waits in a :class:`HistoryStub` at its
+        estimated height and is rendered when scrolled to. One ``mount_all``: one layout pass, not one per
+        message.
+        """
+        from .history_stub import HistoryStub, estimate_height, specs_from_messages
 
         await self.clear()
-        for msg in messages:
-            role = msg.get("role")
-            content = msg.get("content")
-            text = content if isinstance(content, str) else ""
-            if role == "user":
-                await self.add_user(text)
-            elif role == "assistant":
-                if text:
-                    await self.add_reply(text)
-                for call in msg.get("tool_calls") or []:
-                    fn = call.get("function", {})
-                    try:
-                        args = json.loads(fn.get("arguments") or "{}")
-                    except ValueError:
-                        args = {"raw": fn.get("arguments")}
-                    await self.tool_started(call.get("id", ""), fn.get("name", "?"), args)
-            elif role == "tool":
-                entry = self._tool_calls.get(msg.get("tool_call_id", ""))
-                if entry is not None:
-                    entry.set_result(text, False)
+        specs = specs_from_messages(messages)
+        if not specs:
+            return
+        width = self._entry_width()
+        heights = [estimate_height(spec, width) for spec in specs]
+        wanted = max(self.size.height, self.app.size.height) * TAIL_SCREENS
+        first, rows = len(specs), 0
+        while first > 0 and (rows < wanted or len(specs) - first < TAIL_MIN_ENTRIES):
+            first -= 1
+            rows += heights[first]
+        widgets: list[Any] = []
+        if first > 0:
+            widgets.append(HistoryStub(specs[:first], heights[:first]))
+        widgets += [self._entry_for(spec) for spec in specs[first:]]
+        self.query_one("#conversation-empty", Static).display = False
+        await self.mount_all(widgets)
+        self.anchor()
+        self.call_after_refresh(self.materialize_near_viewport)
+
+    def _entry_width(self) -> int:
+        width = self.scrollable_content_region.width or self.app.size.width
+        return max(20, width)
+
+    def _entry_for(self, spec: EntrySpec) -> Any:
+        """The full widget for one stored entry."""
+        if spec.role == "tool":
+            from .tool_call_entry import ToolCallEntry
+
+            entry = ToolCallEntry(spec.call_id, spec.name, spec.arguments)
+            self._tool_calls[spec.call_id] = entry
+            if spec.result is not None:
+                entry.set_result(spec.result, False)
+            return entry
+        from .message_entry import MessageEntry
+
+        return MessageEntry(spec.role, spec.text)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self._stubs_left() and not self._materialize_queued:
+            self._materialize_queued = True
+            self.call_after_refresh(self.materialize_near_viewport)
+
+    def _stubs_left(self) -> list[HistoryStub]:
+        # By class, not isinstance: scrolling starts at mount, before the first frame, which imports no stub.
+        return [child for child in self.children if child.has_class("history-stub")]  # type: ignore[misc]
+
+    async def materialize_near_viewport(self) -> None:
+        """Swap the part of any stub within a screen of the viewport for real entries (a batch at a time).
+
+        Entries rendered above the viewport shift the view by what their estimated heights missed, so the
+        text being read does not jump.
+        """
+        from .history_stub import HistoryStub
+
+        self._materialize_queued = False
+        if self._materializing:
+            return
+        self._materializing = True
+        swapped = False
+        try:
+            view_top = round(self.scroll_y)
+            margin = self.scrollable_content_region.height or self.app.size.height
+            window = (view_top - margin, view_top + 2 * margin)
+            for stub in reversed(self._stubs_left()):
+                region = stub.virtual_region
+                if region.height == 0 or region.bottom <= window[0] or region.y >= window[1]:
+                    continue
+                first, last = stub.split_at_rows(window[0] - region.y, window[1] - region.y, MATERIALIZE_BATCH)
+                parts: list[Any] = []
+                if first > 0:
+                    parts.append(HistoryStub(stub.specs[:first], stub.heights[:first]))
+                entries = [self._entry_for(spec) for spec in stub.specs[first:last]]
+                parts += entries
+                if last < len(stub.specs):
+                    parts.append(HistoryStub(stub.specs[last:], stub.heights[last:]))
+                await self.mount_all(parts, before=stub)
+                await stub.remove()
+                if region.bottom <= view_top and not self._pinned_to_end():
+                    # Above the viewport: once laid out, shift by what the estimate missed, so the text in
+                    # view stays where it is.
+                    self.call_after_refresh(self._keep_view, entries, sum(stub.heights[first:last]))
+                swapped = True
+                break  # one batch per pass; the next scroll (or the check below) asks for more
+        finally:
+            self._materializing = False
+        if swapped:  # more may be within reach once this batch is laid out; nothing swapped: wait for a scroll
+            self.call_after_refresh(self._materialize_again)
+
+    def _materialize_again(self) -> None:  # after a refresh: the new entries are laid out
+        if not self._materialize_queued:
+            self._materialize_queued = True
+            self.call_after_refresh(self.materialize_near_viewport)
+
+    def _pinned_to_end(self) -> bool:
+        return self.is_anchored and not self._anchor_released
+
+    def _keep_view(self, entries: list[Any], estimated: int) -> None:
+        actual = sum(e.outer_size.height + e.styles.margin.top for e in entries if e.parent is self)
+        if actual and actual != estimated:
+            self.scroll_to(y=self.scroll_y + actual - estimated, animate=False, immediate=True)
 
     # --- reading back -------------------------------------------------------------------------
 
     def last_reply(self) -> str | None:
+        from .history_stub import HistoryStub
         from .message_entry import MessageEntry
 
-        replies = [e for e in self.query(MessageEntry) if e.role == "assistant" and e.text]
-        return replies[-1].text if replies else None
+        for child in reversed(self.children):
+            if isinstance(child, MessageEntry) and child.role == "assistant" and child.text:
+                return child.text
+            if isinstance(child, HistoryStub):
+                for spec in reversed(child.specs):
+                    if spec.role == "assistant" and spec.text:
+                        return spec.text
+        return None
 
     def as_markdown(self, title: str = "Conversation") -> str:
         """The conversation as a markdown document (messages, then tool calls as fenced JSON)."""
+        from .history_stub import HistoryStub
         from .message_entry import MessageEntry
-        from .tool_call_entry import ToolCallEntry, pretty_json
+        from .tool_call_entry import ToolCallEntry
 
         out = [f"# {title}", ""]
         for child in self.children:
             if isinstance(child, MessageEntry):
-                out += [f"## {'You' if child.role == 'user' else 'Agent'}", "", child.text, ""]
+                out += _message_markdown(child.role, child.text)
             elif isinstance(child, ToolCallEntry):
-                out += [f"### Tool call: {child.tool_name}", "", "```json", pretty_json(child.arguments), "```", ""]
-                if child.result is not None:
-                    out += ["Result:", "", "```", pretty_json(child.result), "```", ""]
+                out += _tool_call_markdown(child.tool_name, child.arguments, child.result)
+            elif isinstance(child, HistoryStub):
+                for spec in child.specs:
+                    if spec.role == "tool":
+                        out += _tool_call_markdown(spec.name, spec.arguments, spec.result)
+                    else:
+                        out += _message_markdown(spec.role, spec.text)
         return "\n".join(out).rstrip() + "\n"
+
+
+def _message_markdown(role: str, text: str) -> list[str]:
+    return [f"## {'You' if role == 'user' else 'Agent'}", "", text, ""]
+
+
+def _tool_call_markdown(name: str, arguments: Any, result: str | None) -> list[str]:
+    from .tool_call_entry import pretty_json
+
+    out = [f"### Tool call: {name}", "", "```json", pretty_json(arguments), "```", ""]
+    if result is not None:
+        out += ["Result:", "", "```", pretty_json(result), "```", ""]
+    return out

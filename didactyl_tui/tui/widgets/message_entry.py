@@ -1,20 +1,32 @@
 """One message in the conversation (the user's or the agent's), rendered as markdown.
 
-A streaming reply is fed token deltas with :meth:`MessageEntry.feed` (the agent loop has already coalesced
-them) and written through Textual's ``MarkdownStream``, which appends to the last block and batches its own
-renders: the one throttle on this path, so a flood of deltas never queues one render per token.
+A streaming reply is fed token deltas with :meth:`MessageEntry.feed` and painted by one throttle: each paint
+appends the new text to the Markdown widget (``Markdown.append`` re-parses only the last block; finished blocks
+stay as they are), then waits until the frame is composed and measures what the paint cost. The next paint
+waits long enough for painting to take at most ``PAINT_SHARE`` of the time (and at least ``MIN_PAINT_GAP_S``),
+so a long reply paints less often instead of starving the keyboard and the model stream of the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.timer import Timer
 
 if TYPE_CHECKING:
     from textual.widgets import Markdown
-    from textual.widgets.markdown import MarkdownStream
+
+MIN_PAINT_GAP_S = 0.04  # at most ~25 paints a second
+MAX_PAINT_GAP_S = 0.25  # and at least 4 (a slow first paint, e.g. markdown-it's import, must not stall the rest)
+PAINT_SHARE = 0.2  # while streaming, painting may take this share of the time; the rest is for keys and input
+# Text handed to the Markdown per paint. Textual holds every frame while an append mounts its new blocks, so an
+# unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
+MAX_PAINT_CHARS = 2_000
+SEGMENT_BLOCKS = 24  # a streaming reply's finished blocks move to a frozen segment beyond this many
 
 
 class MessageEntry(Vertical):
@@ -24,7 +36,12 @@ class MessageEntry(Vertical):
         super().__init__(classes=f"message -{role}")
         self.role = role
         self._text = text
-        self._stream: MarkdownStream | None = None
+        self._painted = 0 if streaming else len(text)  # characters on screen (the Markdown holds them)
+        self._timer: Timer | None = None
+        self._paint_lock = asyncio.Lock()
+        self._waiting_for_frame = False
+        self._next_paint_at = 0.0
+        self._segments = 0  # frozen ReplySegments mounted above this entry
         self.streaming = streaming
         self.border_title = "you" if role == "user" else "agent"
 
@@ -33,10 +50,15 @@ class MessageEntry(Vertical):
         """The whole message so far (including deltas not yet painted)."""
         return self._text
 
+    @property
+    def painted_text(self) -> str:
+        """What the Markdown widget has been given and laid out (``text`` once painting caught up)."""
+        return self._text[: self._painted]
+
     def compose(self) -> ComposeResult:
         from textual.widgets import Markdown  # markdown-it is not needed for the first (empty) frame
 
-        yield Markdown(self._text, classes="message-body")
+        yield Markdown(self._text if not self.streaming else "", classes="message-body")
 
     @property
     def markdown(self) -> Markdown:
@@ -45,26 +67,116 @@ class MessageEntry(Vertical):
         return self.query_one(Markdown)
 
     async def feed(self, delta: str) -> None:
-        """Add a streamed piece of the reply (MarkdownStream paints it on its next render)."""
+        """Add a streamed piece of the reply; painted by the throttle (returns at once: never waits for a paint)."""
         if not delta:
             return
         self._text += delta
-        await self._write(delta)
+        self._schedule_paint()
 
-    async def _write(self, chunk: str) -> None:
-        if self._stream is None:
+    def _schedule_paint(self) -> None:
+        if self._timer is not None or self._waiting_for_frame or self._paint_lock.locked():
+            return  # a paint is due or running; it takes everything that arrived meanwhile
+        # Never a zero delay: Textual's timer divides by its interval when it runs late, and dies silently.
+        self._timer = self.set_timer(max(0.001, self._next_paint_at - time.monotonic()), self._paint)
+
+    async def _paint(self) -> None:
+        self._timer = None
+        started = time.perf_counter()
+        painted = await self._append_unpainted()
+        if painted:
+            # The cost is the append (parse, mount); the wait for the frame is not counted: it includes the
+            # model stream's own work on the same loop, and counting it would starve the reply of paints.
+            self._waiting_for_frame = True
+            self.call_after_refresh(self._frame_composed, time.perf_counter() - started)
+
+    async def _append_unpainted(self) -> bool:
+        async with self._paint_lock:
+            end = min(len(self._text), self._painted + MAX_PAINT_CHARS)
+            if end <= self._painted:
+                return False
             markdown = self.markdown
-            self._stream = type(markdown).get_stream(markdown)
-        await self._stream.write(chunk)
+            await markdown.append(self._text[self._painted:end])
+            self._painted = end
+            if self.streaming and len(markdown.children) > SEGMENT_BLOCKS and self.is_attached:
+                await self._freeze_finished_blocks(markdown)
+            return True
+
+    async def _freeze_finished_blocks(self, markdown: Markdown) -> None:
+        """Move every block but the last (still growing) one into a :class:`ReplySegment` above this entry.
+
+        A frame lays out every block of the widgets it shows; segments keep that to the blocks of one segment
+        plus the live tail, whatever the reply's length (the conversation arranges only visible children).
+        """
+        last = markdown.children[-1]
+        cut = getattr(last, "source_range", (0, 0))[0]
+        lines = markdown.source.splitlines(keepends=True)
+        if cut <= 0 or cut >= len(lines) or self.parent is None:
+            return
+        segment = ReplySegment("".join(lines[:cut]), continued=self._segments > 0)
+        await self.parent.mount(segment, before=self)
+        self._segments += 1
+        # A fresh widget for the tail: Markdown.update() would re-parse from the tail's last line only on the
+        # next append, breaking a block that spans lines (an open fence, a list).
+        from textual.widgets import Markdown
+
+        tail = Markdown("", classes="message-body")
+        await markdown.remove()
+        await self.mount(tail)
+        await tail.append("".join(lines[cut:]))
+        if self._segments == 1:
+            self.border_title = ""
+            self.styles.clear_rule("border_top")
+            self.add_class("-continued")
+
+    def _frame_composed(self, cost: float) -> None:
+        self._waiting_for_frame = False
+        gap = min(MAX_PAINT_GAP_S, max(MIN_PAINT_GAP_S, cost * (1 - PAINT_SHARE) / PAINT_SHARE))
+        self._next_paint_at = time.monotonic() + gap
+        if self.streaming and self._painted < len(self._text):
+            self._schedule_paint()
 
     async def finish(self, note: str | None = None) -> None:
         """End streaming: paint what is left, then append ``note`` (e.g. "cancelled") in italics."""
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
         if note:
-            suffix = f"\n\n*({note})*" if self._text else f"*({note})*"
-            self._text += suffix
-            await self._write(suffix)
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+            self._text += f"\n\n*({note})*" if self._text else f"*({note})*"
         self.streaming = False
-        self.remove_class("-streaming")
+        while await self._append_unpainted():
+            await asyncio.sleep(0)  # let a frame (and any key) through between bounded paints
+        self._streaming_border(False)
+
+    def on_mount(self) -> None:
+        if self.streaming:
+            self._streaming_border(True)
+
+    def _streaming_border(self, on: bool) -> None:
+        """The accent border while streaming, as an inline style: toggling a class would restyle every
+        markdown block below this widget (hundreds in a long reply) at the moment the last token lands."""
+        if on:
+            from textual.color import Color
+
+            accent = Color.parse(self.app.get_css_variables().get("accent", "ansi_bright_blue"))
+            self.styles.border = ("round", accent)
+            if self._segments:
+                self.styles.clear_rule("border_top")
+            return
+        for edge in ("border_top", "border_right", "border_bottom", "border_left"):
+            self.styles.clear_rule(edge)
+        self.refresh(layout=True)
+
+
+class ReplySegment(Vertical):
+    """Finished blocks of a long streamed reply, rendered once: the top of the reply's frame (or a middle)."""
+
+    def __init__(self, text: str, *, continued: bool) -> None:
+        super().__init__(classes="reply-segment" + (" -continued" if continued else ""))
+        self.text = text
+        if not continued:
+            self.border_title = "agent"
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Markdown
+
+        yield Markdown(self.text, classes="message-body")
