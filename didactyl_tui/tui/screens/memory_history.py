@@ -64,7 +64,7 @@ def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
     return rows
 
 
-ROWS_PER_STEP = 100
+ROWS_PER_STEP = 40
 
 
 class MemoryHistoryScreen(Screen[None]):
