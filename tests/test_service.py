@@ -175,7 +175,7 @@ async def test_a_busy_port_falls_back_so_a_second_instance_works(tmp_path: Path)
         svc.add_listener(lambda e: warnings.append(e.message) if isinstance(e, ServiceWarning) else None)
         async with svc:
             assert svc.embedded_relay_url != f"ws://127.0.0.1:{port}"
-            assert any(f"port {port} is busy" in w for w in warnings)
+            assert any(f"port {port} is taken by another program" in w for w in warnings)
             assert (await svc.save_memory(ST, "still works")).any_accepted
 
 

@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("whoami", help="print the agent's npub and hex public key (never the secret)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("relay", help="run the embedded relay on its own")
+    p = sub.add_parser("relay", help="serve this data dir's shared embedded relay in the foreground (exit 3 if one "
+                       "already serves it)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=7447, help="port (default 7447; 0 picks a free one)")
     p.add_argument("--db", metavar="PATH", help="SQLite file (default <data dir>/relay.sqlite3)")
@@ -181,16 +182,18 @@ def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> i
 
 
 def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
-    from ..service import serve_forever
+    """This data dir's shared relay in the foreground (every didactyl on the data dir finds and uses it);
+    exit 3 when one already serves it."""
+    from ..nostr.embedded_relay.process import run_relay_process
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")
-    db = Path(args.db).expanduser() if args.db else data_dir(dict(env)) / "relay.sqlite3"
+    db = Path(args.db).expanduser() if args.db else None
     try:
-        asyncio.run(serve_forever(args.host, args.port, db))
-    except KeyboardInterrupt:
-        pass
-    return EXIT_OK
+        return asyncio.run(run_relay_process(data_dir(dict(env)), db_path=db, host=args.host, port=args.port,
+                                             idle_exit_s=0, announce=True))
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping
+        return EXIT_OK
 
 
 async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,

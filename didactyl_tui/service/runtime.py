@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.background import BackgroundTasks
 from ..agent.conversations import ConversationStore
@@ -29,6 +28,9 @@ from ..nostr.keys import SecretKey
 from ..nostr.pool import RelayPool
 from ..nostr.results import ConnectionState
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
+
+if TYPE_CHECKING:  # the relay code loads only when a relay is wanted
+    from ..nostr.embedded_relay.shared import SharedRelay
 
 RELAY_DB = "relay.sqlite3"
 CONVERSATIONS_DB = "conversations.sqlite3"
@@ -49,7 +51,7 @@ class ServiceToolContext(AgentToolContext):
 class Runtime:
     key: SecretKey
     pool: RelayPool
-    embedded_relay: Any  # nostr.embedded_relay.server.EmbeddedRelay | None
+    embedded_relay: SharedRelay | None  # its own process: outlives this runtime
     outbox: Outbox
     history: MemoryHistory
     publisher: MemoryPublisher
@@ -80,33 +82,21 @@ class Runtime:
         await self.closers.aclose()
 
 
-def _address_in_use(exc: BaseException) -> bool:
-    cause = exc.__cause__
-    return isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
+async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None],
+                               relay_options: Mapping[str, Any] | None = None) -> SharedRelay | None:
+    """The data dir's shared loopback relay, found or started as its own process (None when it cannot be:
+    the user is warned). It outlives this process and exits by itself when idle, so nothing stops it here."""
+    from ..nostr.embedded_relay.shared import ensure_shared_relay
 
-
-async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None]) -> Any:
-    """The loopback relay in the data dir (None when it cannot start: the user is warned). The one place it
-    starts, so how it runs can change here alone."""
-    from ..nostr.embedded_relay.server import EmbeddedRelay
-
-    db = data_dir / RELAY_DB
-    port = config.relays.embedded_port
     try:
-        relay = EmbeddedRelay(db, "127.0.0.1", port)
-        await relay.start()
+        relay = await ensure_shared_relay(data_dir, "127.0.0.1", config.relays.embedded_port,
+                                          idle_exit_s=config.relays.embedded_idle_exit_s,
+                                          relay_options=relay_options)
     except RelayError as exc:
-        if port == 0 or not _address_in_use(exc):
-            warn(f"the embedded relay did not start: {exc.message}")
-            return None
-        # Another instance (or program) has the port: run ours on a free one, same database.
-        try:
-            relay = EmbeddedRelay(db, "127.0.0.1", 0)
-            await relay.start()
-        except RelayError as again:
-            warn(f"the embedded relay did not start: {again.message}")
-            return None
-        warn(f"port {port} is busy (another didactyl?); the embedded relay runs on {relay.url}")
+        warn(f"the embedded relay is not available: {exc.message}")
+        return None
+    if relay.port_fallback and relay.started_by_us:
+        warn(f"port {relay.requested_port} is taken by another program; the embedded relay runs on {relay.url}")
     return relay
 
 
@@ -151,7 +141,6 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     urls: list[str] = []
     relay = await start_embedded_relay(config, data_dir, warn) if config.relays.embedded else None
     if relay is not None:
-        closers.push_async_callback(_quietly, relay.stop)
         urls.append(relay.url)
     urls += [u for u in config.relays.urls if u not in urls]
     if not urls:
