@@ -184,7 +184,7 @@ def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> i
 def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
     """This data dir's shared relay in the foreground (every didactyl on the data dir finds and uses it);
     exit 3 when one already serves it."""
-    from ..nostr.embedded_relay.process import run_relay_process
+    from ..service import run_relay_process
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")

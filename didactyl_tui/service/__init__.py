@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
     from ..agent.memory.sync import LOST_NOTE, REFUSED_NOTE, NewerVersionKnown
     from ..agent.prompt_record import PromptAssembly
+    from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
     from ..nostr.keys import SecretKey
     from ..nostr.nip19 import encode_npub
@@ -69,6 +70,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["LOST_NOTE", "REFUSED_NOTE", "NewerVersionKnown"], "..agent.memory.sync"),
     **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
     **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),
+    **dict.fromkeys(["run_relay_process"], "..nostr.embedded_relay.process"),
     **dict.fromkeys(["SecretKey"], "..nostr.keys"),
     **dict.fromkeys(["encode_npub"], "..nostr.nip19"),
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
@@ -95,6 +97,6 @@ __all__ = [  # noqa: RUF022 (sorted)
     "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
     "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "TextDelta", "ToolCallFinished",
     "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "encode_npub", "ensure_data_dir",
-    "is_newer", "key_file_path", "load_agent_key", "read_state", "remember", "serve_forever", "short_id",
-    "version_label", "when", "write_key_file", "write_state",
+    "is_newer", "key_file_path", "load_agent_key", "read_state", "remember", "run_relay_process", "serve_forever",
+    "short_id", "version_label", "when", "write_key_file", "write_state",
 ]

@@ -28,6 +28,7 @@ from ..nostr.keys import SecretKey
 from ..nostr.pool import RelayPool
 from ..nostr.results import ConnectionState
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
+from .relay_keeper import EmbeddedRelayKeeper
 
 if TYPE_CHECKING:  # the relay code loads only when a relay is wanted
     from ..nostr.embedded_relay.shared import SharedRelay
@@ -176,9 +177,12 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
     closers.push_async_callback(_quietly, manager.aclose)
+    rt = Runtime(key, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache, tool_context,
+                 conversations, manager, config.relays.timeout_s, closers)
+    if relay is not None:
+        pool.add_state_listener(EmbeddedRelayKeeper(rt, config, data_dir, warn).state_changed)
     await pool.start()
-    return Runtime(key, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache, tool_context,
-                   conversations, manager, config.relays.timeout_s, closers)
+    return rt
 
 
 async def _quietly(close: Callable[[], Any]) -> None:
