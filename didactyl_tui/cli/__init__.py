@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = msub.add_parser("history", help="list every version of a memory seen here (own saves and other devices')")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
     p.add_argument("--json", action="store_true", help="print JSON (ids, times, origins, sizes, notes; no text)")
+    from . import identity
+
+    identity.add_parser(sub, _Parser)
     return parser
 
 
@@ -139,10 +142,12 @@ def _read_file(path: str, stdin: TextIO) -> str:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _service(config: Config, data: Path, env: Mapping[str, str], out: _Out) -> Any:
+def _service(config: Config, data: Path, env: Mapping[str, str], out: _Out, *, read_only: bool = False) -> Any:
+    """The service for one command; ``read_only`` commands publish nothing of their own (the outbox's waiting
+    saves are still delivered)."""
     from ..service import AppService, ServiceWarning
 
-    service = AppService(config, data_dir=data, env=env)
+    service = AppService(config, data_dir=data, env=env, read_only=read_only)
     service.add_listener(lambda ev: out.warn(ev.message) if isinstance(ev, ServiceWarning) else None)
     return service
 
@@ -255,7 +260,7 @@ def _render_prompt(assembly: Any) -> str:
 
 async def _prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
                   message: str | None) -> int:
-    async with _service(config, data, env, out) as service:
+    async with _service(config, data, env, out, read_only=True) as service:
         if args.session and not await service.has_session(args.session):
             raise UsageError(f"no conversation {args.session!r}")
         assembly = await service.dry_run(args.session or "dry-run", message)
@@ -352,4 +357,8 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
             return asyncio.run(memory.history(args, config, data, env, out))
         content = args.content if args.content is not None else _read_file(args.file, stdin)
         return asyncio.run(memory.save(args, config, data, env, out, content))
+    if command == "identity":
+        from . import identity
+
+        return asyncio.run(identity.run(args, config, data, env, out))
     raise UsageError(f"unknown command {command!r}")

@@ -29,7 +29,7 @@ from .events import (
     ServiceEvent,
     ServiceWarning,
 )
-from .labels import short_id, version_label, when
+from .labels import drift_lines, one_line, short_id, version_label, when
 from .state import read_state, remember, write_state
 
 if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
@@ -96,7 +96,7 @@ __all__ = [  # noqa: RUF022 (sorted)
     "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
     "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
     "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "TextDelta", "ToolCallFinished",
-    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "encode_npub", "ensure_data_dir",
-    "is_newer", "key_file_path", "load_agent_key", "read_state", "remember", "run_relay_process", "serve_forever",
-    "short_id", "version_label", "when", "write_key_file", "write_state",
+    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "drift_lines", "encode_npub",
+    "ensure_data_dir", "is_newer", "key_file_path", "load_agent_key", "one_line", "read_state", "remember",
+    "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
 ]

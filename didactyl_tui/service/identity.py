@@ -1,22 +1,50 @@
-"""The agent's public identity and the admin's: fetched into the caches at start, followed live, and the
-agent's configured profile, contacts and relay list published where they differ from the relays'."""
+"""The agent's public identity and the admin's: fetched into the caches at start, followed live.
+
+The relays are the reality for the agent's kinds 0 / 3 / 10002; ``config.toml`` is the intent for the first
+publish. A kind is published from the config only where the relays hold nothing, or hold the version this
+device published (or adopted) last — and then as the config's fields merged into it, never deleting a field.
+A version published elsewhere that the config would change is *identity drift*: nothing is published; the
+user sees a field-by-field diff and chooses :meth:`IdentityService.adopt` or
+:meth:`IdentityService.republish_merged`. The ids this device published or adopted are kept in state.toml.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
-from ..agent.identity_cache import IdentityCache, SelfContextSnapshot, own_identity_drafts, pubkey_hex
+from ..agent.identity_cache import (
+    IdentityCache,
+    KindDrift,
+    OwnIdentityDraft,
+    SelfContextSnapshot,
+    identity_drift,
+    own_identity_drafts,
+    pubkey_hex,
+)
 from ..config import Config, config_error
 from ..nostr.event import Event, sign_event
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
+from ..nostr.results import PublishOutcome
+from . import state
 from .runtime import Runtime
 
 WHAT = {METADATA: "profile", CONTACTS: "contact list", RELAY_LIST: "relay list"}
+KNOWN_KEY = "identity_known"  # state.toml: {kind: id} of the versions this device published or adopted
+MAX_AHEAD_S = 2  # a new version is dated after the one it replaces, but never more than this ahead of now
 
 
 class IdentityService:
-    def __init__(self, rt: Runtime, config: Config, clock: Callable[[], float], warn: Callable[[str], None]) -> None:
+    def __init__(self, rt: Runtime, config: Config, clock: Callable[[], float], warn: Callable[[str], None],
+                 data_dir: Path | None = None, emit_changed: Callable[[], None] | None = None) -> None:
         self._rt, self._config, self._clock, self._warn = rt, config, clock, warn
+        self._data_dir = data_dir
+        self._emit_changed = emit_changed or (lambda: None)
+        self._known: dict[str, str] = {}
+        if data_dir is not None:
+            known = state.read_state(data_dir).get(KNOWN_KEY, {})
+            self._known = {str(k): str(v) for k, v in known.items()} if isinstance(known, dict) else {}
 
     def snapshot(self) -> SelfContextSnapshot:
         rt = self._rt
@@ -40,36 +68,81 @@ class IdentityService:
             sub = rt.pool.subscribe(cache.filters(), cache.ingest)
             rt.closers.push_async_callback(sub.close)
 
-    def publish_own(self) -> None:
-        """The cache shows the configured identity at once; the relays get it in the background."""
-        if not self._rt.agent_cache.loaded:
-            return
-        own = self._own_events()  # three small signatures: not worth a thread
-        for ev in own:
-            self._rt.agent_cache.ingest(None, ev)
-        if own:
-            self._rt.tasks.spawn(self._publish(own))
-
-    def _own_events(self) -> list[Event]:
-        """Kinds 0 / 3 / 10002 from the config, signed, where they differ from what the relays hold."""
-        cfg, cache = self._config, self._rt.agent_cache
+    # --- drift -----------------------------------------------------------------------------------
+    def drafts(self) -> list[OwnIdentityDraft]:
+        """The config's fields merged into the relays' versions, where that changes something."""
+        cfg = self._config
         try:
             contacts = [pubkey_hex(pk) for pk in cfg.agent.contacts]
         except ValueError as exc:
             self._warn(config_error(cfg.path, "agent", "contacts", f"{exc}; contacts not published").message)
             contacts = []
-        drafts = own_identity_drafts(cache, name=cfg.agent.name, about=cfg.agent.about, picture=cfg.agent.picture,
-                                     contacts=contacts, relay_urls=cfg.relays.urls)
-        events = []
-        for draft in drafts:
-            current = cache.event(draft.kind)
-            created_at = max(int(self._clock()), (current.created_at + 1) if current else 0)
-            events.append(sign_event(self._rt.key, kind=draft.kind, content=draft.content, created_at=created_at,
-                                     tags=draft.tags))
-        return events
+        return own_identity_drafts(self._rt.agent_cache, name=cfg.agent.name, about=cfg.agent.about,
+                                   picture=cfg.agent.picture, contacts=contacts, relay_urls=cfg.relays.urls)
 
-    async def _publish(self, events: list[Event]) -> None:
+    def drift(self) -> list[KindDrift]:
+        """Kinds the relays hold in a version published elsewhere that the config would change."""
+        if not self._rt.agent_cache.loaded:
+            return []
+        return identity_drift(self._rt.agent_cache.view(), self.drafts(), self._known.values())
+
+    # --- publishing ----------------------------------------------------------------------------------
+    def publish_own(self) -> None:
+        """At start: the config's first publish, or its changes over our own last version; never over drift.
+        The cache shows it at once; the relays get it in the background."""
+        if not self._rt.agent_cache.loaded:
+            return
+        drifted = {d.kind for d in self.drift()}
+        own = [self._sign(d) for d in self.drafts() if d.kind not in drifted]
+        for ev in own:
+            self._rt.agent_cache.ingest(None, ev)
+        if own:
+            self._rt.tasks.spawn(self._publish(own))
+        if drifted:
+            self._emit_changed()
+
+    async def republish_merged(self, *, only_drifted: bool = True) -> dict[int, PublishOutcome]:
+        """The config's fields merged into the relays' drifted versions (other fields kept), published;
+        with ``only_drifted=False`` every kind the config would change (``didactyl identity publish``)."""
+        drifted = {d.kind for d in self.drift()}
+        events = [self._sign(d) for d in self.drafts() if d.kind in drifted or not only_drifted]
+        for ev in events:
+            self._rt.agent_cache.ingest(None, ev)
+        outcomes = await self._publish(events)
+        self._emit_changed()
+        return outcomes
+
+    async def adopt(self) -> list[int]:
+        """Take the relays' versions as ours: nothing is published, the drift is no longer reported."""
+        drifts = self.drift()
+        await self._remember({d.kind: d.event.id for d in drifts})
+        self._emit_changed()
+        return [d.kind for d in drifts]
+
+    def _sign(self, draft: OwnIdentityDraft) -> Event:
+        current = self._rt.agent_cache.event(draft.kind)
+        now = int(self._clock())
+        created_at = now if current is None or current.created_at < now else \
+            min(current.created_at + 1, now + MAX_AHEAD_S)
+        return sign_event(self._rt.key, kind=draft.kind, content=draft.content, created_at=created_at,
+                          tags=draft.tags)
+
+    async def _publish(self, events: list[Event]) -> dict[int, PublishOutcome]:
+        outcomes: dict[int, PublishOutcome] = {}
         for ev in events:
             outcome = await self._rt.pool.publish(ev, timeout=self._config.relays.timeout_s)
+            outcomes[ev.kind] = outcome
             if outcome.results and not outcome.any_accepted:
                 self._warn(f"the agent's {WHAT[ev.kind]} was not published: {outcome.summary()}")
+        await self._remember({ev.kind: ev.id for ev in events if outcomes[ev.kind].any_accepted})
+        return outcomes
+
+    async def _remember(self, ids: dict[int, str]) -> None:
+        if not ids:
+            return
+        self._known.update({str(kind): event_id for kind, event_id in ids.items()})
+        if self._data_dir is not None:
+            try:
+                await asyncio.to_thread(state.remember, self._data_dir, KNOWN_KEY, dict(self._known))
+            except Exception as exc:  # a preference file must not fail a publish
+                self._warn(f"could not record the published identity: {exc}")
