@@ -11,6 +11,7 @@ user sees a field-by-field diff and chooses :meth:`IdentityService.adopt` or
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from .runtime import Runtime
 
 WHAT = {METADATA: "profile", CONTACTS: "contact list", RELAY_LIST: "relay list"}
 KNOWN_KEY = "identity_known"  # state.toml: {kind: id} of the versions this device published or adopted
+INTENT_KEY = "identity_intent"  # state.toml: {kind: the config's fields for it} when published or adopted
 MAX_AHEAD_S = 2  # a new version is dated after the one it replaces, but never more than this ahead of now
 
 
@@ -41,10 +43,10 @@ class IdentityService:
         self._rt, self._config, self._clock, self._warn = rt, config, clock, warn
         self._data_dir = data_dir
         self._emit_changed = emit_changed or (lambda: None)
-        self._known: dict[str, str] = {}
-        if data_dir is not None:
-            known = state.read_state(data_dir).get(KNOWN_KEY, {})
-            self._known = {str(k): str(v) for k, v in known.items()} if isinstance(known, dict) else {}
+        saved = state.read_state(data_dir) if data_dir is not None else {}
+        self._known = _str_map(saved.get(KNOWN_KEY))
+        self._intent = _str_map(saved.get(INTENT_KEY))
+        self._contacts: list[str] = []
 
     def snapshot(self) -> SelfContextSnapshot:
         rt = self._rt
@@ -77,6 +79,7 @@ class IdentityService:
         except ValueError as exc:
             self._warn(config_error(cfg.path, "agent", "contacts", f"{exc}; contacts not published").message)
             contacts = []
+        self._contacts = contacts
         return own_identity_drafts(self._rt.agent_cache, name=cfg.agent.name, about=cfg.agent.about,
                                    picture=cfg.agent.picture, contacts=contacts, relay_urls=cfg.relays.urls)
 
@@ -86,6 +89,23 @@ class IdentityService:
             return []
         return identity_drift(self._rt.agent_cache.view(), self.drafts(), self._known.values())
 
+    def _config_intent(self, kind: int) -> str:
+        """The config's fields for one kind, as recorded when published or adopted (a change means new intent)."""
+        agent = self._config.agent
+        if kind == METADATA:
+            return json.dumps([agent.name, agent.about, agent.picture], ensure_ascii=False)
+        if kind == CONTACTS:
+            return json.dumps(sorted(self._contacts))
+        return json.dumps(sorted(self._config.relays.urls))
+
+    def _may_publish(self, draft: OwnIdentityDraft) -> bool:
+        """Config's first publish (the relays hold nothing), or the config changed since this device published or
+        adopted the relays' version. Never over a version published elsewhere (drift)."""
+        ev = self._rt.agent_cache.event(draft.kind)
+        if ev is None:
+            return True
+        return ev.id in self._known.values() and self._intent.get(str(draft.kind)) != self._config_intent(draft.kind)
+
     # --- publishing ----------------------------------------------------------------------------------
     def publish_own(self) -> None:
         """At start: the config's first publish, or its changes over our own last version; never over drift.
@@ -93,7 +113,7 @@ class IdentityService:
         if not self._rt.agent_cache.loaded:
             return
         drifted = {d.kind for d in self.drift()}
-        own = [self._sign(d) for d in self.drafts() if d.kind not in drifted]
+        own = [self._sign(d) for d in self.drafts() if self._may_publish(d)]
         for ev in own:
             self._rt.agent_cache.ingest(None, ev)
         if own:
@@ -115,7 +135,7 @@ class IdentityService:
     async def adopt(self) -> list[int]:
         """Take the relays' versions as ours: nothing is published, the drift is no longer reported."""
         drifts = self.drift()
-        await self._remember({d.kind: d.event.id for d in drifts})
+        await self._remember({d.kind: d.event.id for d in drifts})  # with the config's intent: not re-sent
         self._emit_changed()
         return [d.kind for d in drifts]
 
@@ -141,8 +161,18 @@ class IdentityService:
         if not ids:
             return
         self._known.update({str(kind): event_id for kind, event_id in ids.items()})
+        self._intent.update({str(kind): self._config_intent(kind) for kind in ids})
         if self._data_dir is not None:
             try:
-                await asyncio.to_thread(state.remember, self._data_dir, KNOWN_KEY, dict(self._known))
+                await asyncio.to_thread(_record, self._data_dir, dict(self._known), dict(self._intent))
             except Exception as exc:  # a preference file must not fail a publish
                 self._warn(f"could not record the published identity: {exc}")
+
+
+def _str_map(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _record(data_dir: Path, known: dict[str, str], intent: dict[str, str]) -> None:
+    state.remember(data_dir, KNOWN_KEY, known)
+    state.remember(data_dir, INTENT_KEY, intent)
