@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,9 @@ async def first_publish_then_rust_edit(env: dict[str, str]) -> tuple[str, str]:
     url = await relay_url(env)
     ours = await profile_on_relay(url)
     assert json.loads(ours.content) == {"name": "Bot", "about": "An agent."}  # the config's first publish
-    theirs_id = await rust_publishes_profile(url, THEIRS, ours.created_at + 5)
+    # Newer than ours, and not from the future (we never date a replacement more than a few seconds ahead).
+    await asyncio.sleep(max(0.0, ours.created_at + 2 - time.time()))
+    theirs_id = await rust_publishes_profile(url, THEIRS, ours.created_at + 1)
     assert (await profile_on_relay(url)).id == theirs_id
     return url, theirs_id
 

@@ -34,7 +34,7 @@ from .runtime import Runtime
 WHAT = {METADATA: "profile", CONTACTS: "contact list", RELAY_LIST: "relay list"}
 KNOWN_KEY = "identity_known"  # state.toml: {kind: id} of the versions this device published or adopted
 INTENT_KEY = "identity_intent"  # state.toml: {kind: the config's fields for it} when published or adopted
-MAX_AHEAD_S = 2  # a new version is dated after the one it replaces, but never more than this ahead of now
+MAX_AHEAD_S = 5  # a new version is dated after the one it replaces, but never more than this ahead of now
 
 
 class IdentityService:
