@@ -1,6 +1,6 @@
 """Read-only commands are read-only: ``prompt``, ``memory show``, ``memory history`` and ``whoami`` publish nothing
 of their own — no profile (even when the relays hold none and ``publish_profile`` is on), and no copy of the
-memory to a relay that lags. Checked on our relay and rust-nostr's: the set of the agent's events on each is unchanged."""
+memory to a relay that lags. Checked on our relay and rust-nostr's: the agent's events on each are unchanged."""
 
 from __future__ import annotations
 

@@ -97,9 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = msub.add_parser("history", help="list every version of a memory seen here (own saves and other devices')")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
     p.add_argument("--json", action="store_true", help="print JSON (ids, times, origins, sizes, notes; no text)")
-    from . import identity
-
-    identity.add_parser(sub, _Parser)
+    ident = sub.add_parser("identity", help="show, publish or adopt the agent's public profile, contacts and relays")
+    isub = ident.add_subparsers(dest="identity_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = isub.add_parser("show", help="what the relays hold, and any drift from config.toml (publishes nothing)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = isub.add_parser("publish", help="publish config.toml's fields merged into the relays' versions "
+                        "(fields it does not set are kept)")
+    p.add_argument("--json", action="store_true", help="print each kind's event id and relay verdicts as JSON")
+    p = isub.add_parser("adopt", help="take the relays' versions as ours: drift is no longer reported")
+    p.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 

@@ -17,18 +17,6 @@ from ..config import Config
 from . import EXIT_OK, CommandFailed, _Out, _service
 
 
-def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    ident = sub.add_parser("identity", help="show, publish or adopt the agent's public profile, contacts and relays")
-    isub = ident.add_subparsers(dest="identity_command", metavar="ACTION", parser_class=parser_class, required=True)
-    p = isub.add_parser("show", help="what the relays hold, and any drift from config.toml (publishes nothing)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = isub.add_parser("publish", help="publish config.toml's fields merged into the relays' versions "
-                        "(fields it does not set are kept)")
-    p.add_argument("--json", action="store_true", help="print each kind's event id and relay verdicts as JSON")
-    p = isub.add_parser("adopt", help="take the relays' versions as ours: drift is no longer reported")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
 def _drift_json(drifts: list[Any]) -> list[dict[str, Any]]:
     return [{"kind": d.kind, "event_id": d.event.id, "created_at": d.event.created_at,
              "changes": [{"field": c.field, "relays": c.relays, "config": c.config} for c in d.changes]}

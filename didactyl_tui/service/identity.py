@@ -46,7 +46,7 @@ class IdentityService:
         saved = state.read_state(data_dir) if data_dir is not None else {}
         self._known = _str_map(saved.get(KNOWN_KEY))
         self._intent = _str_map(saved.get(INTENT_KEY))
-        self._contacts: list[str] = []
+        self._contacts = self._configured_contacts()  # checked once: a bad entry is one warning, not one per redraw
 
     def snapshot(self) -> SelfContextSnapshot:
         rt = self._rt
@@ -74,14 +74,16 @@ class IdentityService:
     def drafts(self) -> list[OwnIdentityDraft]:
         """The config's fields merged into the relays' versions, where that changes something."""
         cfg = self._config
+        return own_identity_drafts(self._rt.agent_cache, name=cfg.agent.name, about=cfg.agent.about,
+                                   picture=cfg.agent.picture, contacts=self._contacts, relay_urls=cfg.relays.urls)
+
+    def _configured_contacts(self) -> list[str]:
+        cfg = self._config
         try:
-            contacts = [pubkey_hex(pk) for pk in cfg.agent.contacts]
+            return [pubkey_hex(pk) for pk in cfg.agent.contacts]
         except ValueError as exc:
             self._warn(config_error(cfg.path, "agent", "contacts", f"{exc}; contacts not published").message)
-            contacts = []
-        self._contacts = contacts
-        return own_identity_drafts(self._rt.agent_cache, name=cfg.agent.name, about=cfg.agent.about,
-                                   picture=cfg.agent.picture, contacts=contacts, relay_urls=cfg.relays.urls)
+            return []
 
     def drift(self) -> list[KindDrift]:
         """Kinds the relays hold in a version published elsewhere that the config would change."""
