@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+from relay_servers import free_port
 from tui_support import TEST_KEY, make_config, started, wait_for
 from tui_support import make_app as make_tui_app
 
@@ -57,6 +59,9 @@ async def test_a_cli_save_reaches_the_running_apps_pane_and_the_next_editor_save
         pane = app.main_screen.query_one("#short-term", MemoryPane)
         # Through the live subscription (no reload happens here); the 2 s figure is checked by hand in tmux.
         await wait_for(pilot, lambda: pane.snapshot.content == "saved by the CLI", 10, "the CLI's save in the pane")
+        prompt = await app.service.dry_run(await app.service.new_session(), "hi")
+        short_term = next(layer for layer in prompt.layers if layer.section == "short_term_memory")
+        assert "saved by the CLI" in short_term.content  # the next prompt uses it
         cli_id = app.service.memory(ST).event_id
 
         await pilot.press("f6")
@@ -71,8 +76,11 @@ async def test_a_cli_save_reaches_the_running_apps_pane_and_the_next_editor_save
     assert shown.stdout.strip() == "saved by the CLI\nand edited in the app", shown.stderr
 
 
-async def test_the_app_finds_or_starts_the_relay_again_when_it_goes_away(tmp_path: Path) -> None:
+@pytest.mark.parametrize("same_port", [False, True], ids=["any-port", "configured-port"])
+async def test_the_app_finds_or_starts_the_relay_again_when_it_goes_away(tmp_path: Path, same_port: bool) -> None:
     cfg = make_config(publish_profile=False)
+    if same_port:
+        cfg.relays.embedded_port = free_port()
     data = tmp_path / "data"
     async with AppService(cfg, data_dir=data, env={"DIDACTYL_NSEC": TEST_KEY.nsec()}) as svc:
         first = svc.parts.rt.embedded_relay
@@ -80,12 +88,13 @@ async def test_the_app_finds_or_starts_the_relay_again_when_it_goes_away(tmp_pat
         assert (await svc.save_memory(ST, "before")).any_accepted
         assert await stop_shared_relay(first)
         deadline = time.monotonic() + 30
-        while not (svc.embedded_relay_url != first.url
+        while not (svc.parts.rt.embedded_relay.token != first.token
                    and svc.relay_states().get(svc.embedded_relay_url) is ConnectionState.CONNECTED):
             assert time.monotonic() < deadline, f"no relay again: {svc.relay_states()}"
             await asyncio.sleep(0.05)
         again = await find_shared_relay(data)
         assert again is not None and again.url == svc.embedded_relay_url and svc.relay_urls == [again.url]
+        assert (again.url == first.url) is same_port  # the configured port again; else wherever it listens now
         # Same database: what was saved before is there, and saving works again.
         result = await svc.save_memory(ST, "after")
         assert result.outcome.accepted_by == [again.url]
