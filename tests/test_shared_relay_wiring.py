@@ -115,3 +115,23 @@ async def test_a_port_held_by_another_program_is_named_once(tmp_path: Path) -> N
         second = await asyncio.to_thread(cli, env, "memory", "save", "--type", "short_term", "--content", "b")
     assert first.returncode == 0 and f"port {port} is taken by another program" in first.stderr
     assert second.returncode == 0 and "port" not in second.stderr  # it found the relay the first one started
+
+
+async def test_reviving_a_relay_that_cannot_start_gives_up_after_its_bound_with_one_warning(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from didactyl_tui.agent.background import BackgroundTasks
+    from didactyl_tui.nostr.embedded_relay.shared import SharedRelay
+    from didactyl_tui.service.relay_keeper import EmbeddedRelayKeeper
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the data dir should be")  # every attempt fails at once
+    gone = SharedRelay("ws://127.0.0.1:9", False, 1, "127.0.0.1", 9, "t", blocked / "relay.sqlite3", 9)
+    rt = SimpleNamespace(embedded_relay=gone, pool=None, daemons=BackgroundTasks())
+    warnings: list[str] = []
+    keeper = EmbeddedRelayKeeper(rt, make_config(), blocked, warnings.append, attempts=4, first_pause_s=0.01)
+    for _ in range(50):  # a flood of state changes starts one revival at a time
+        keeper.state_changed(gone.url, ConnectionState.BACKOFF)
+    await asyncio.wait_for(rt.daemons.settle(30), 35)
+    assert len(warnings) == 1 and warnings[0].startswith("the embedded relay is not available: ")
+    assert keeper.revivals == 0 and rt.embedded_relay is gone
