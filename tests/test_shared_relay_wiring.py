@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from agent_support import OTHER_KEY, note_event
 from relay_servers import free_port
 from tui_support import TEST_KEY, make_config, started, wait_for
 from tui_support import make_app as make_tui_app
@@ -95,6 +96,9 @@ async def test_the_app_finds_or_starts_the_relay_again_when_it_goes_away(tmp_pat
         again = await find_shared_relay(data)
         assert again is not None and again.url == svc.embedded_relay_url and svc.relay_urls == [again.url]
         assert (again.url == first.url) is same_port  # the configured port again; else wherever it listens now
+        # Started again with the same options: only the agent's key may write.
+        stranger = await svc.parts.rt.pool.publish(note_event(OTHER_KEY, "hi", int(time.time())), timeout=5)
+        assert "blocked" in stranger.summary()
         # Same database: what was saved before is there, and saving works again.
         result = await svc.save_memory(ST, "after")
         assert result.outcome.accepted_by == [again.url]

@@ -44,6 +44,16 @@ class _Parts:
         self.rt, self.memory, self.chat, self.identity = rt, memory, chat, identity
 
 
+def admin_pubkey_of(config: Config) -> str | None:
+    """``[admin] pubkey`` as hex (None when unset); ConfigError naming the key when it is not a public key."""
+    if not config.admin.pubkey.strip():
+        return None
+    try:
+        return pubkey_hex(config.admin.pubkey)
+    except ValueError as exc:
+        raise config_error(config.path, "admin", "pubkey", str(exc)) from None
+
+
 class AppService:
     def __init__(
         self,
@@ -62,12 +72,7 @@ class AppService:
         self._clock = clock
         self._client_options = dict(relay_client_options or {})
         self._events: Listeners[ServiceEvent] = Listeners()
-        self.admin_pubkey: str | None = None
-        if config.admin.pubkey.strip():
-            try:
-                self.admin_pubkey = pubkey_hex(config.admin.pubkey)
-            except ValueError as exc:
-                raise config_error(config.path, "admin", "pubkey", str(exc)) from None
+        self.admin_pubkey = admin_pubkey_of(config)
         self.soul = load_soul_template(config.soul, config_path=config.path)
         self._model = ModelChoice(config, self.env, self.data_dir)
         self.registry = build_base_registry(admin=self.admin_pubkey is not None)

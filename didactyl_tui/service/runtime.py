@@ -140,7 +140,12 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     key = (await asyncio.to_thread(load_agent_key, data_dir, env)).key
     urls: list[str] = []
-    relay = await start_embedded_relay(config, data_dir, warn) if config.relays.embedded else None
+    # The relay process's limits and allow-list (the agent's and the admin's keys may write); they apply when this
+    # process starts it — a relay already running keeps those it was started with.
+    relay = relay_options = None
+    if config.relays.embedded:
+        relay_options = config.relays.embedded.relay_options(key.public_key_hex, admin_pubkey)
+        relay = await start_embedded_relay(config, data_dir, warn, relay_options)
     if relay is not None:
         urls.append(relay.url)
     urls += [u for u in config.relays.urls if u not in urls]
@@ -180,7 +185,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     rt = Runtime(key, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache, tool_context,
                  conversations, manager, config.relays.timeout_s, closers)
     if relay is not None:
-        pool.add_state_listener(EmbeddedRelayKeeper(rt, config, data_dir, warn).state_changed)
+        pool.add_state_listener(EmbeddedRelayKeeper(rt, config, data_dir, warn, relay_options).state_changed)
     await pool.start()
     return rt
 
