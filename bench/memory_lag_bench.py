@@ -74,7 +74,7 @@ class Probe:
 
 def config() -> Config:
     cfg = Config()
-    cfg.relays.embedded = True
+    cfg.relays.embedded.enabled = True
     cfg.relays.embedded_port = 0
     cfg.relays.timeout_s = 3.0
     cfg.memory.backend = "none"

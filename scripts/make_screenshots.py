@@ -152,7 +152,17 @@ async def make(out: Path) -> list[Path]:
                 await pilot.pause(0.5)
                 written.append(await take(app, pilot, "prompt-inspector.svg", "didactyl: prompt inspector", key,
                                           home, out))
+        await _stop_relay(data_dir(env))
     return written
+
+
+async def _stop_relay(data: Path) -> None:
+    """The shared relay process outlives the app (its job); this temporary data dir's is ended here."""
+    from didactyl_tui.nostr.embedded_relay.shared import find_shared_relay, stop_shared_relay
+
+    relay = await find_shared_relay(data)
+    if relay is not None:
+        await stop_shared_relay(relay)
 
 
 def main(argv: list[str]) -> int:

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 from relay_servers import any_relay, embedded_relay, rust_relay  # noqa: F401  (pytest fixtures)
+from shared_relay_support import kill_shared_relays
+
+
+@pytest.fixture(autouse=True)
+def _end_shared_relays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A shared relay process outlives the service that started it (its job): each test ends those it
+    started (every relay whose data dir lies under this session's temp dir)."""
+    yield
+    kill_shared_relays(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import AGENT_KEY, note_event
+from agent_support import AGENT_KEY, OTHER_KEY, note_event
 from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs, free_port
 
@@ -140,10 +140,12 @@ async def test_chat_json_through_the_stub(tmp_path: Path) -> None:
     assert data["prompt"]["messages"][-1] == {"role": "user", "content": "who am I?"}
 
 
-async def test_relay_command_serves_until_interrupted(tmp_path: Path) -> None:
-    env = cli_env(tmp_path)
+async def test_relay_command_serves_the_data_dirs_shared_relay(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, DIDACTYL_NSEC=AGENT_KEY.nsec())
+    no_key = didactyl(cli_env(tmp_path / "other"), "relay", "--port", "0")
+    assert no_key.returncode == 1 and "allow-list" in one_line(no_key.stderr)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "didactyl_tui", "relay", "--port", "0", "--db", str(tmp_path / "r.sqlite3"),
+        sys.executable, "-m", "didactyl_tui", "relay", "--port", "0",
         env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         url = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
@@ -152,13 +154,24 @@ async def test_relay_command_serves_until_interrupted(tmp_path: Path) -> None:
         await pool.start()
         try:
             assert (await pool.publish(note_event(AGENT_KEY, "hi", 1_750_000_000), timeout=2)).any_accepted
+            # [relays.embedded] reached the relay process: only the agent's (and admin's) keys may write.
+            stranger = await pool.publish(note_event(OTHER_KEY, "hi", 1_750_000_000), timeout=2)
+            assert not stranger.any_accepted and "blocked" in stranger.summary()
         finally:
             await pool.close()
+        # Every didactyl on this data dir uses it: a save goes through it, and no second relay starts.
+        saved = await asyncio.to_thread(didactyl, env, "memory", "save",
+                                        "--type", "short_term", "--content", "via the shared relay", "--json")
+        assert saved.returncode == 0, saved.stderr
+        assert list(json.loads(saved.stdout)["accepted_by"]) == [url]
+        assert "warning" not in saved.stderr
+        second = await asyncio.to_thread(didactyl, env, "relay", "--port", "0")
+        assert second.returncode == 3 and "already serves" in second.stderr
     finally:
         proc.send_signal(signal.SIGINT)
         await asyncio.wait_for(proc.wait(), 30)
     assert proc.returncode == 0
-    assert (tmp_path / "r.sqlite3").exists()
+    assert (tmp_path / "data" / "relay.sqlite3").exists()
 
 
 def test_errors_are_one_line_with_a_hint_for_the_unexpected(tmp_path: Path) -> None:

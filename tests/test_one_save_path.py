@@ -105,9 +105,12 @@ async def test_the_editor_takes_the_one_path(tmp_path: Path, saves: list[str]) -
 
 
 async def relay_texts(service: AppService) -> list[str]:
-    """The short-term texts the service's embedded relay holds (its own database, not through the app)."""
-    relay = service.parts.rt.embedded_relay
-    events = await relay.query([{"authors": [TEST_KEY.public_key_hex], "kinds": [30078], "#d": ["short_term_memory"]}])
+    """The short-term texts the service's embedded relay holds (asked by a client of its own, not the app's)."""
+    from didactyl_tui.nostr.pool import RelayPool
+
+    async with RelayPool([service.embedded_relay_url]) as pool:
+        events = await pool.query([{"authors": [TEST_KEY.public_key_hex], "kinds": [30078],
+                                    "#d": ["short_term_memory"]}], timeout=5)
     return [text_of(ev, TEST_KEY) for ev in events]
 
 

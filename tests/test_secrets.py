@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import stat
+import tomllib
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -337,7 +338,9 @@ async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
     scan.check_text("the log at DEBUG", logs)
     names = scan_data_dir(data, scan, key_file_allowed=True)
     assert "state.toml" in names and any(name.startswith("relay.sqlite3") for name in names)
-    assert (data / "state.toml").read_text().strip() == 'model = "openai/stub-model"'
+    state_toml = (data / "state.toml").read_text()
+    assert state_toml.startswith('model = "openai/stub-model"\n')  # and which identity events are ours (ids)
+    assert set(tomllib.loads(state_toml)) <= {"model", "identity_known", "identity_intent"}
 
 
 # --- the TUI ------------------------------------------------------------------------------------------------

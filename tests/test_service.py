@@ -124,9 +124,9 @@ async def test_a_newer_version_from_another_device_reaches_cache_and_prompt(serv
         newer = memory_event(AGENT_KEY, "new plan from the laptop", first.created_at + 3)
         assert (await device.publish(newer, timeout=2)).any_accepted
         await wait_for(lambda: service.memory(ST).content == "new plan from the laptop")
-        # A stranger's memory with our d tag changes nothing.
+        # A stranger's memory with our d tag: the relay's allow-list refuses it (the store would ignore it too).
         stranger = memory_event(OTHER_KEY, "hijack", first.created_at + 10, encrypt_to=OTHER_KEY)
-        assert (await device.publish(stranger, timeout=2)).any_accepted
+        assert "blocked" in (await device.publish(stranger, timeout=2)).summary()
     finally:
         await device.close()
     assert any(isinstance(e, MemoryChanged) and e.origin == "remote" for e in seen)
@@ -175,7 +175,7 @@ async def test_a_busy_port_falls_back_so_a_second_instance_works(tmp_path: Path)
         svc.add_listener(lambda e: warnings.append(e.message) if isinstance(e, ServiceWarning) else None)
         async with svc:
             assert svc.embedded_relay_url != f"ws://127.0.0.1:{port}"
-            assert any(f"port {port} is busy" in w for w in warnings)
+            assert any(f"port {port} is taken by another program" in w for w in warnings)
             assert (await svc.save_memory(ST, "still works")).any_accepted
 
 

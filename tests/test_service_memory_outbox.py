@@ -26,7 +26,7 @@ T0 = 1_750_000_000
 
 def config_for(*urls: str, embedded: bool = False) -> Config:
     cfg = Config()
-    cfg.relays.embedded = embedded
+    cfg.relays.embedded.enabled = embedded
     cfg.relays.embedded_port = 0
     cfg.relays.urls = list(urls)
     cfg.relays.timeout_s = 1.0

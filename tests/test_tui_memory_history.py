@@ -32,7 +32,7 @@ async def relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
 
 def app_on(relay: EmbeddedRelayUnderTest, data: Path, clock: Clock) -> LabelledApp:
     cfg = make_config(urls=[relay.url], publish_profile=False)
-    cfg.relays.embedded = False
+    cfg.relays.embedded.enabled = False
     env = make_env()
     service = AppService(cfg, data_dir=data, env=env, clock=clock, relay_client_options=fast_client_kwargs())
     return LabelledApp(cfg, data_dir=data, env=env, service=service)

@@ -35,7 +35,7 @@ class Clock:
 def make_config(*, llm_base_url: str | None = None, model: str = "openai/stub-model", urls: list[str] | None = None,
                 short_limit: int = 8000, long_limit: int = 32000, publish_profile: bool = True) -> Config:
     cfg = Config()
-    cfg.relays.embedded = True
+    cfg.relays.embedded.enabled = True
     cfg.relays.embedded_port = 0
     cfg.relays.urls = list(urls or [])
     cfg.relays.timeout_s = 2.0

@@ -261,13 +261,12 @@ class OwnIdentityDraft:
 
 
 def desired_profile(current: dict[str, Any], *, name: str, about: str, picture: str) -> dict[str, Any]:
-    """The configured fields over what the relays hold (other fields, e.g. nip05 or lud16, are kept)."""
+    """The configured fields merged into what the relays hold: a field the config sets wins; every other
+    field (nip05, lud16, banner...) is kept; an empty config value never deletes a field."""
     out = dict(current)
     for key, value in (("name", name), ("about", about), ("picture", picture)):
         if value:
             out[key] = value
-        else:
-            out.pop(key, None)
     return out
 
 
@@ -280,20 +279,85 @@ def own_identity_drafts(
     contacts: Sequence[str],
     relay_urls: Sequence[str],
 ) -> list[OwnIdentityDraft]:
-    """The kinds 0, 3, 10002 to publish, only where the config differs from the cached (relay) version.
-
-    Contacts and relay list are left alone when the config has none: we never wipe a list someone
-    built elsewhere just because the config is silent.
-    """
+    """The kinds 0, 3, 10002 to publish: the config's fields merged into the cached (relay) version, only where
+    that changes something. Lists only grow: a contact or relay someone added elsewhere is never removed."""
     drafts: list[OwnIdentityDraft] = []
     view = cache.view()
     profile = desired_profile(view.profile, name=name, about=about, picture=picture)
     if profile != view.profile or view.profile_event is None:
         drafts.append(OwnIdentityDraft(METADATA, json.dumps(profile, ensure_ascii=False, sort_keys=True)))
-    wanted_contacts = list(dict.fromkeys(contacts))
-    if wanted_contacts and set(wanted_contacts) != set(view.contacts):
-        drafts.append(OwnIdentityDraft(CONTACTS, "", tuple(("p", pk) for pk in wanted_contacts)))
-    wanted_relays = [(url, "") for url in dict.fromkeys(relay_urls)]
-    if wanted_relays and set(wanted_relays) != set(view.relays):
-        drafts.append(OwnIdentityDraft(RELAY_LIST, "", tuple(("r", url) for url, _ in wanted_relays)))
+    missing_contacts = [pk for pk in dict.fromkeys(contacts) if pk not in view.contacts]
+    if missing_contacts:
+        kept = list(view.contacts_event.tags) if view.contacts_event is not None else []
+        drafts.append(OwnIdentityDraft(CONTACTS, view.contacts_event.content if view.contacts_event else "",
+                                       tuple(tuple(t) for t in kept) + tuple(("p", pk) for pk in missing_contacts)))
+    known_relays = {url for url, _ in view.relays}
+    missing_relays = [url for url in dict.fromkeys(relay_urls) if url not in known_relays]
+    if missing_relays:
+        kept = list(view.relays_event.tags) if view.relays_event is not None else []
+        drafts.append(OwnIdentityDraft(RELAY_LIST, "",
+                                       tuple(tuple(t) for t in kept) + tuple(("r", url) for url in missing_relays)))
     return drafts
+
+
+# --- identity drift: the relays hold a version this device did not publish ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """One field the config would change in the relays' version ("" = absent)."""
+
+    field: str
+    relays: str
+    config: str
+
+
+@dataclass(frozen=True, slots=True)
+class KindDrift:
+    """The relays' version of one kind, published elsewhere, and what republishing the config over it changes."""
+
+    kind: int
+    event: Event
+    changes: tuple[FieldChange, ...]
+
+
+def draft_changes(view: IdentityView, draft: OwnIdentityDraft) -> tuple[FieldChange, ...]:
+    """Field by field, what ``draft`` changes in the cached version of its kind."""
+    if draft.kind == METADATA:
+        current = view.profile
+        try:
+            wanted = json.loads(draft.content)
+        except ValueError:
+            wanted = {}
+        return tuple(FieldChange(key, _shown(current.get(key)), _shown(wanted.get(key)))
+                     for key in sorted(set(current) | set(wanted)) if current.get(key) != wanted.get(key))
+    field_name, letter, old = ("contacts", "p", view.contacts) if draft.kind == CONTACTS else \
+        ("relays", "r", [url for url, _ in view.relays])
+    added = [t[1] for t in draft.tags if len(t) >= 2 and t[0] == letter and t[1] not in old]
+    return tuple(FieldChange(field_name, "", f"+ {value}") for value in added)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def identity_drift(view: IdentityView, drafts: Sequence[OwnIdentityDraft],
+                   known_ids: Iterable[str]) -> list[KindDrift]:
+    """Kinds whose relay version this device neither published nor adopted, and that the config would change.
+
+    A kind the relays do not hold is no drift (the config's first publish); a foreign version the config
+    would not change needs no word either.
+    """
+    known = set(known_ids)
+    events = {METADATA: view.profile_event, CONTACTS: view.contacts_event, RELAY_LIST: view.relays_event}
+    drifts = []
+    for draft in drafts:
+        ev = events.get(draft.kind)
+        if ev is None or ev.id in known:
+            continue
+        changes = draft_changes(view, draft)
+        if changes:
+            drifts.append(KindDrift(draft.kind, ev, changes))
+    return drifts

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import sys
@@ -62,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("whoami", help="print the agent's npub and hex public key (never the secret)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("relay", help="run the embedded relay on its own")
+    p = sub.add_parser("relay", help="serve this data dir's shared embedded relay in the foreground (exit 3 if one "
+                       "already serves it)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=7447, help="port (default 7447; 0 picks a free one)")
     p.add_argument("--db", metavar="PATH", help="SQLite file (default <data dir>/relay.sqlite3)")
@@ -96,6 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = msub.add_parser("history", help="list every version of a memory seen here (own saves and other devices')")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
     p.add_argument("--json", action="store_true", help="print JSON (ids, times, origins, sizes, notes; no text)")
+    ident = sub.add_parser("identity", help="show, publish or adopt the agent's public profile, contacts and relays")
+    isub = ident.add_subparsers(dest="identity_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = isub.add_parser("show", help="what the relays hold, and any drift from config.toml (publishes nothing)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = isub.add_parser("publish", help="publish config.toml's fields merged into the relays' versions "
+                        "(fields it does not set are kept)")
+    p.add_argument("--json", action="store_true", help="print each kind's event id and relay verdicts as JSON")
+    p = isub.add_parser("adopt", help="take the relays' versions as ours: drift is no longer reported")
+    p.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -138,10 +149,12 @@ def _read_file(path: str, stdin: TextIO) -> str:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _service(config: Config, data: Path, env: Mapping[str, str], out: _Out) -> Any:
+def _service(config: Config, data: Path, env: Mapping[str, str], out: _Out, *, read_only: bool = False) -> Any:
+    """The service for one command; ``read_only`` commands publish nothing of their own (the outbox's waiting
+    saves are still delivered)."""
     from ..service import AppService, ServiceWarning
 
-    service = AppService(config, data_dir=data, env=env)
+    service = AppService(config, data_dir=data, env=env, read_only=read_only)
     service.add_listener(lambda ev: out.warn(ev.message) if isinstance(ev, ServiceWarning) else None)
     return service
 
@@ -181,16 +194,29 @@ def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> i
 
 
 def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
-    from ..service import serve_forever
+    """This data dir's shared relay in the foreground (every didactyl on the data dir finds and uses it);
+    exit 3 when one already serves it. Its limits and allow-list come from ``[relays.embedded]``."""
+    from ..service import ENV_NSEC, admin_pubkey_of, key_file_path, load_agent_key, run_relay_process
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")
-    db = Path(args.db).expanduser() if args.db else data_dir(dict(env)) / "relay.sqlite3"
+    config = load_config(args.config, dict(env))
+    data = data_dir(dict(env))
+    embedded = config.relays.embedded
+    if env.get(ENV_NSEC, "").strip() or key_file_path(data).exists():
+        agent = load_agent_key(data, env, create=False).key.public_key_hex
+        options = embedded.relay_options(agent, admin_pubkey_of(config))
+    elif embedded.allow_list:
+        raise CommandFailed(f"no agent key yet ({key_file_path(data)} does not exist): the relay's allow-list "
+                            "needs it; run `didactyl keygen` (or set [relays.embedded] allow_list = false)", "No key")
+    else:
+        options = {"limits": dataclasses.asdict(embedded.relay_limits())}
+    db = Path(args.db).expanduser() if args.db else None
     try:
-        asyncio.run(serve_forever(args.host, args.port, db))
-    except KeyboardInterrupt:
-        pass
-    return EXIT_OK
+        return asyncio.run(run_relay_process(data, db_path=db, host=args.host, port=args.port, idle_exit_s=0,
+                                             relay_options=options, announce=True))
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping
+        return EXIT_OK
 
 
 async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
@@ -252,7 +278,7 @@ def _render_prompt(assembly: Any) -> str:
 
 async def _prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
                   message: str | None) -> int:
-    async with _service(config, data, env, out) as service:
+    async with _service(config, data, env, out, read_only=True) as service:
         if args.session and not await service.has_session(args.session):
             raise UsageError(f"no conversation {args.session!r}")
         assembly = await service.dry_run(args.session or "dry-run", message)
@@ -349,4 +375,8 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
             return asyncio.run(memory.history(args, config, data, env, out))
         content = args.content if args.content is not None else _read_file(args.file, stdin)
         return asyncio.run(memory.save(args, config, data, env, out, content))
+    if command == "identity":
+        from . import identity
+
+        return asyncio.run(identity.run(args, config, data, env, out))
     raise UsageError(f"unknown command {command!r}")

@@ -34,7 +34,7 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     from ..service import MemoryType
 
     t = MemoryType.parse(args.memory_type)
-    async with _service(config, data, env, out) as service:
+    async with _service(config, data, env, out, read_only=True) as service:
         snap = service.memory(t)
         pending = await service.pending_publishes(t)
         unconfirmed = [p for p in pending if p.event_id == snap.event_id and not p.accepted_by]
@@ -107,7 +107,7 @@ async def history(args: argparse.Namespace, config: Config, data: Path, env: Map
     from ..service import MemoryType, when
 
     t = MemoryType.parse(args.memory_type)
-    async with _service(config, data, env, out) as service:
+    async with _service(config, data, env, out, read_only=True) as service:
         versions = await service.memory_history(t)
         rows = [v.to_json_dict() for v in versions]
     if args.json:

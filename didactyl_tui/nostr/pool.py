@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from ..errors import RelayError
 from .event import Event
 from .filters import validate_filter
 from .keys import SecretKey
@@ -70,6 +71,16 @@ class RelayPool:
 
     def client(self, url: str) -> RelayClient:
         return self._clients[url]
+
+    def retarget(self, old_url: str, new_url: str) -> None:
+        """The relay known as ``old_url`` now answers on ``new_url`` (same relay, same database): its client
+        is kept (subscriptions, unanswered publishes) and known by the new URL, in the same place."""
+        if old_url == new_url or old_url not in self._clients:
+            return
+        if new_url in self._clients:
+            raise RelayError(f"{new_url} is already in the pool")
+        self._clients[old_url].retarget(new_url)
+        self._clients = {(new_url if url == old_url else url): c for url, c in self._clients.items()}
 
     def _pick(self, urls: Iterable[str] | None) -> list[RelayClient]:
         if urls is None:

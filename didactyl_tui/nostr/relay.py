@@ -198,6 +198,7 @@ class RelayClient:
         self._pulse = asyncio.Event()  # set and replaced on every change waiters care about
         self._challenge: str | None = None
         self._auth_task: asyncio.Task[tuple[bool, str]] | None = None
+        self._moved = asyncio.Event()  # set by retarget(): skip the backoff wait, connect to the new URL
         self._authed = False
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -354,8 +355,20 @@ class RelayClient:
                 self._set_state(ConnectionState.DISCONNECTED)
                 return
             self._set_state(ConnectionState.BACKOFF)
-            await asyncio.sleep(max(self._backoff_delay(attempt), self._penalty_delay()))
-            attempt += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._moved.wait(), max(self._backoff_delay(attempt), self._penalty_delay()))
+            attempt = 0 if self._moved.is_set() else attempt + 1
+            self._moved.clear()
+
+    def retarget(self, url: str) -> None:
+        """Connect to ``url`` from now on (the same relay came back on another address, e.g. the shared
+        embedded relay restarted on a free port): at once if waiting to reconnect, else after the next drop.
+        Subscriptions and unanswered publishes are re-sent there as after any reconnect."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+            raise RelayError(f"not a relay URL (expected ws:// or wss://): {url!r}")
+        self.url = url
+        self._moved.set()
 
     async def _serve_connection(self, ws: ClientConnection) -> None:
         out: asyncio.Queue[str] = asyncio.Queue()

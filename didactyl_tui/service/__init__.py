@@ -29,7 +29,7 @@ from .events import (
     ServiceEvent,
     ServiceWarning,
 )
-from .labels import short_id, version_label, when
+from .labels import drift_lines, one_line, short_id, version_label, when
 from .state import read_state, remember, write_state
 
 if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
@@ -49,12 +49,13 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
     from ..agent.memory.sync import LOST_NOTE, REFUSED_NOTE, NewerVersionKnown
     from ..agent.prompt_record import PromptAssembly
+    from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
     from ..nostr.keys import SecretKey
     from ..nostr.nip19 import encode_npub
     from ..nostr.replaceable import is_newer
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
-    from .app import AppService
+    from .app import AppService, admin_pubkey_of
     from .runtime import ServiceToolContext
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
@@ -69,10 +70,11 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["LOST_NOTE", "REFUSED_NOTE", "NewerVersionKnown"], "..agent.memory.sync"),
     **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
     **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),
+    **dict.fromkeys(["run_relay_process"], "..nostr.embedded_relay.process"),
     **dict.fromkeys(["SecretKey"], "..nostr.keys"),
     **dict.fromkeys(["encode_npub"], "..nostr.nip19"),
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
-    **dict.fromkeys(["AppService"], ".app"),
+    **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["ServiceToolContext"], ".runtime"),
     **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
     **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
@@ -94,7 +96,8 @@ __all__ = [  # noqa: RUF022 (sorted)
     "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
     "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
     "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "TextDelta", "ToolCallFinished",
-    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "encode_npub", "ensure_data_dir",
-    "is_newer", "key_file_path", "load_agent_key", "read_state", "remember", "serve_forever", "short_id",
-    "version_label", "when", "write_key_file", "write_state",
+    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "admin_pubkey_of", "drift_lines",
+    "encode_npub", "ensure_data_dir", "is_newer", "key_file_path", "load_agent_key", "one_line", "read_state",
+    "remember", "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file",
+    "write_state",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..agent.conversations import SessionInfo
 from ..agent.events import AgentEvent, TurnFailed
-from ..agent.identity_cache import SelfContextSnapshot, pubkey_hex
+from ..agent.identity_cache import KindDrift, OwnIdentityDraft, SelfContextSnapshot, pubkey_hex
 from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
 from ..agent.memory.sync import RECONCILE_START_DELAY_S
 from ..agent.prompt_record import PromptAssembly
@@ -27,10 +27,10 @@ from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.registry import ToolOutcome
 from ..config import Config, config_error
 from ..errors import AgentError
-from ..nostr.results import ConnectionState
+from ..nostr.results import ConnectionState, PublishOutcome
 from . import state
 from .chat import ChatService, ModelChoice, preload_llm
-from .events import Listeners, ServiceEvent, ServiceWarning
+from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
 from .runtime import Runtime, start_runtime
@@ -44,6 +44,16 @@ class _Parts:
         self.rt, self.memory, self.chat, self.identity = rt, memory, chat, identity
 
 
+def admin_pubkey_of(config: Config) -> str | None:
+    """``[admin] pubkey`` as hex (None when unset); ConfigError naming the key when it is not a public key."""
+    if not config.admin.pubkey.strip():
+        return None
+    try:
+        return pubkey_hex(config.admin.pubkey)
+    except ValueError as exc:
+        raise config_error(config.path, "admin", "pubkey", str(exc)) from None
+
+
 class AppService:
     def __init__(
         self,
@@ -53,19 +63,16 @@ class AppService:
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
         relay_client_options: Mapping[str, Any] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.config = config
+        self.read_only = read_only  # the default for start(): see there
         self.data_dir = Path(data_dir)
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         self._clock = clock
         self._client_options = dict(relay_client_options or {})
         self._events: Listeners[ServiceEvent] = Listeners()
-        self.admin_pubkey: str | None = None
-        if config.admin.pubkey.strip():
-            try:
-                self.admin_pubkey = pubkey_hex(config.admin.pubkey)
-            except ValueError as exc:
-                raise config_error(config.path, "admin", "pubkey", str(exc)) from None
+        self.admin_pubkey = admin_pubkey_of(config)
         self.soul = load_soul_template(config.soul, config_path=config.path)
         self._model = ModelChoice(config, self.env, self.data_dir)
         self.registry = build_base_registry(admin=self.admin_pubkey is not None)
@@ -100,13 +107,16 @@ class AppService:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def start(self, *, publish_identity: bool | None = None) -> None:
+    async def start(self, *, publish_identity: bool | None = None, read_only: bool | None = None) -> None:
         """Key, embedded relay, pool, memories, caches, live subscriptions, own profile.
 
+        ``read_only`` (``prompt``, ``memory show``/``history``): nothing of its own is published — no profile,
+        no repair of lagging relays; only saves already waiting in the outbox are delivered.
         Relay trouble never raises (see ``relay_states()``); a bad key raises NostrError/ConfigError.
         """
         if self._parts is not None:
             return
+        read_only = self.read_only if read_only is None else read_only
         memory: MemoryService | None = None
         rt = await start_runtime(
             self.config, self.data_dir, self.env, admin_pubkey=self.admin_pubkey, clock=self._clock,
@@ -115,7 +125,9 @@ class AppService:
             on_outbox_change=lambda: memory.outbox_changed() if memory else None)
         try:
             memory = MemoryService(rt, self._events.emit, self._warn)
-            identity = IdentityService(rt, self.config, self._clock, self._warn)
+            identity = IdentityService(rt, self.config, self._clock, self._warn, self.data_dir,
+                                       emit_changed=lambda: self._events.emit(SelfContextChanged("agent")))
+            rt.sync.repairs = not read_only
             chat = ChatService(rt, self.config, self.env, self.soul, self.registry, self._model, self._clock,
                                self._events.emit, self._warn)
             self._parts = _Parts(rt, memory, chat, identity)
@@ -131,7 +143,7 @@ class AppService:
             rt.sync.ready = True
             rt.sync.schedule_reconcile(delay=RECONCILE_START_DELAY_S)
             wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
-            if wanted:
+            if wanted and not read_only:
                 identity.publish_own()
         except BaseException:
             await self.stop()  # a half-started service leaves no relay or socket behind
@@ -181,6 +193,23 @@ class AppService:
 
     def self_context(self) -> SelfContextSnapshot:
         return self.parts.identity.snapshot()
+
+    def identity_drift(self) -> list[KindDrift]:
+        """The agent's kinds the relays hold in a version published elsewhere that the config would change."""
+        return self.parts.identity.drift()
+
+    async def adopt_identity(self) -> list[int]:
+        """Take the relays' drifted versions as ours (nothing published); the kinds adopted."""
+        return await self.parts.identity.adopt()
+
+    async def republish_identity(self, *, only_drifted: bool = True) -> dict[int, PublishOutcome]:
+        """Publish the config's fields merged into the relays' drifted versions (no field deleted); with
+        ``only_drifted=False`` every kind the config would change."""
+        return await self.parts.identity.republish_merged(only_drifted=only_drifted)
+
+    def identity_drafts(self) -> list[OwnIdentityDraft]:
+        """What publishing the config would send now (the config merged into the relays' versions)."""
+        return self.parts.identity.drafts()
 
     # --- model and state.toml ----------------------------------------------------------------------
     @property

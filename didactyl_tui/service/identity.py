@@ -1,22 +1,52 @@
-"""The agent's public identity and the admin's: fetched into the caches at start, followed live, and the
-agent's configured profile, contacts and relay list published where they differ from the relays'."""
+"""The agent's public identity and the admin's: fetched into the caches at start, followed live.
+
+The relays are the reality for the agent's kinds 0 / 3 / 10002; ``config.toml`` is the intent for the first
+publish. A kind is published from the config only where the relays hold nothing, or hold the version this
+device published (or adopted) last — and then as the config's fields merged into it, never deleting a field.
+A version published elsewhere that the config would change is *identity drift*: nothing is published; the
+user sees a field-by-field diff and chooses :meth:`IdentityService.adopt` or
+:meth:`IdentityService.republish_merged`. The ids this device published or adopted are kept in state.toml.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
+from pathlib import Path
 
-from ..agent.identity_cache import IdentityCache, SelfContextSnapshot, own_identity_drafts, pubkey_hex
+from ..agent.identity_cache import (
+    IdentityCache,
+    KindDrift,
+    OwnIdentityDraft,
+    SelfContextSnapshot,
+    identity_drift,
+    own_identity_drafts,
+    pubkey_hex,
+)
 from ..config import Config, config_error
 from ..nostr.event import Event, sign_event
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
+from ..nostr.results import PublishOutcome
+from . import state
 from .runtime import Runtime
 
 WHAT = {METADATA: "profile", CONTACTS: "contact list", RELAY_LIST: "relay list"}
+KNOWN_KEY = "identity_known"  # state.toml: {kind: id} of the versions this device published or adopted
+INTENT_KEY = "identity_intent"  # state.toml: {kind: the config's fields for it} when published or adopted
+MAX_AHEAD_S = 5  # a new version is dated after the one it replaces, but never more than this ahead of now
 
 
 class IdentityService:
-    def __init__(self, rt: Runtime, config: Config, clock: Callable[[], float], warn: Callable[[str], None]) -> None:
+    def __init__(self, rt: Runtime, config: Config, clock: Callable[[], float], warn: Callable[[str], None],
+                 data_dir: Path | None = None, emit_changed: Callable[[], None] | None = None) -> None:
         self._rt, self._config, self._clock, self._warn = rt, config, clock, warn
+        self._data_dir = data_dir
+        self._emit_changed = emit_changed or (lambda: None)
+        saved = state.read_state(data_dir) if data_dir is not None else {}
+        self._known = _str_map(saved.get(KNOWN_KEY))
+        self._intent = _str_map(saved.get(INTENT_KEY))
+        self._contacts = self._configured_contacts()  # checked once: a bad entry is one warning, not one per redraw
 
     def snapshot(self) -> SelfContextSnapshot:
         rt = self._rt
@@ -40,36 +70,111 @@ class IdentityService:
             sub = rt.pool.subscribe(cache.filters(), cache.ingest)
             rt.closers.push_async_callback(sub.close)
 
+    # --- drift -----------------------------------------------------------------------------------
+    def drafts(self) -> list[OwnIdentityDraft]:
+        """The config's fields merged into the relays' versions, where that changes something."""
+        cfg = self._config
+        return own_identity_drafts(self._rt.agent_cache, name=cfg.agent.name, about=cfg.agent.about,
+                                   picture=cfg.agent.picture, contacts=self._contacts, relay_urls=cfg.relays.urls)
+
+    def _configured_contacts(self) -> list[str]:
+        cfg = self._config
+        try:
+            return [pubkey_hex(pk) for pk in cfg.agent.contacts]
+        except ValueError as exc:
+            self._warn(config_error(cfg.path, "agent", "contacts", f"{exc}; contacts not published").message)
+            return []
+
+    def drift(self) -> list[KindDrift]:
+        """Kinds the relays hold in a version published elsewhere that the config would change."""
+        if not self._rt.agent_cache.loaded:
+            return []
+        return identity_drift(self._rt.agent_cache.view(), self.drafts(), self._known.values())
+
+    def _config_intent(self, kind: int) -> str:
+        """The config's fields for one kind, as recorded when published or adopted (a change means new intent)."""
+        agent = self._config.agent
+        if kind == METADATA:
+            return json.dumps([agent.name, agent.about, agent.picture], ensure_ascii=False)
+        if kind == CONTACTS:
+            return json.dumps(sorted(self._contacts))
+        return json.dumps(sorted(self._config.relays.urls))
+
+    def _may_publish(self, draft: OwnIdentityDraft) -> bool:
+        """Config's first publish (the relays hold nothing), or the config changed since this device published or
+        adopted the relays' version. Never over a version published elsewhere (drift)."""
+        ev = self._rt.agent_cache.event(draft.kind)
+        if ev is None:
+            return True
+        return ev.id in self._known.values() and self._intent.get(str(draft.kind)) != self._config_intent(draft.kind)
+
+    # --- publishing ----------------------------------------------------------------------------------
     def publish_own(self) -> None:
-        """The cache shows the configured identity at once; the relays get it in the background."""
+        """At start: the config's first publish, or its changes over our own last version; never over drift.
+        The cache shows it at once; the relays get it in the background."""
         if not self._rt.agent_cache.loaded:
             return
-        own = self._own_events()  # three small signatures: not worth a thread
+        drifted = {d.kind for d in self.drift()}
+        own = [self._sign(d) for d in self.drafts() if self._may_publish(d)]
         for ev in own:
             self._rt.agent_cache.ingest(None, ev)
         if own:
             self._rt.tasks.spawn(self._publish(own))
+        if drifted:
+            self._emit_changed()
 
-    def _own_events(self) -> list[Event]:
-        """Kinds 0 / 3 / 10002 from the config, signed, where they differ from what the relays hold."""
-        cfg, cache = self._config, self._rt.agent_cache
-        try:
-            contacts = [pubkey_hex(pk) for pk in cfg.agent.contacts]
-        except ValueError as exc:
-            self._warn(config_error(cfg.path, "agent", "contacts", f"{exc}; contacts not published").message)
-            contacts = []
-        drafts = own_identity_drafts(cache, name=cfg.agent.name, about=cfg.agent.about, picture=cfg.agent.picture,
-                                     contacts=contacts, relay_urls=cfg.relays.urls)
-        events = []
-        for draft in drafts:
-            current = cache.event(draft.kind)
-            created_at = max(int(self._clock()), (current.created_at + 1) if current else 0)
-            events.append(sign_event(self._rt.key, kind=draft.kind, content=draft.content, created_at=created_at,
-                                     tags=draft.tags))
-        return events
+    async def republish_merged(self, *, only_drifted: bool = True) -> dict[int, PublishOutcome]:
+        """The config's fields merged into the relays' drifted versions (other fields kept), published;
+        with ``only_drifted=False`` every kind the config would change (``didactyl identity publish``)."""
+        drifted = {d.kind for d in self.drift()}
+        events = [self._sign(d) for d in self.drafts() if d.kind in drifted or not only_drifted]
+        for ev in events:
+            self._rt.agent_cache.ingest(None, ev)
+        outcomes = await self._publish(events)
+        self._emit_changed()
+        return outcomes
 
-    async def _publish(self, events: list[Event]) -> None:
+    async def adopt(self) -> list[int]:
+        """Take the relays' versions as ours: nothing is published, the drift is no longer reported."""
+        drifts = self.drift()
+        await self._remember({d.kind: d.event.id for d in drifts})  # with the config's intent: not re-sent
+        self._emit_changed()
+        return [d.kind for d in drifts]
+
+    def _sign(self, draft: OwnIdentityDraft) -> Event:
+        current = self._rt.agent_cache.event(draft.kind)
+        now = int(self._clock())
+        created_at = now if current is None or current.created_at < now else \
+            min(current.created_at + 1, now + MAX_AHEAD_S)
+        return sign_event(self._rt.key, kind=draft.kind, content=draft.content, created_at=created_at,
+                          tags=draft.tags)
+
+    async def _publish(self, events: list[Event]) -> dict[int, PublishOutcome]:
+        outcomes: dict[int, PublishOutcome] = {}
         for ev in events:
             outcome = await self._rt.pool.publish(ev, timeout=self._config.relays.timeout_s)
+            outcomes[ev.kind] = outcome
             if outcome.results and not outcome.any_accepted:
                 self._warn(f"the agent's {WHAT[ev.kind]} was not published: {outcome.summary()}")
+        await self._remember({ev.kind: ev.id for ev in events if outcomes[ev.kind].any_accepted})
+        return outcomes
+
+    async def _remember(self, ids: dict[int, str]) -> None:
+        if not ids:
+            return
+        self._known.update({str(kind): event_id for kind, event_id in ids.items()})
+        self._intent.update({str(kind): self._config_intent(kind) for kind in ids})
+        if self._data_dir is not None:
+            try:
+                await asyncio.to_thread(_record, self._data_dir, dict(self._known), dict(self._intent))
+            except Exception as exc:  # a preference file must not fail a publish
+                self._warn(f"could not record the published identity: {exc}")
+
+
+def _str_map(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _record(data_dir: Path, known: dict[str, str], intent: dict[str, str]) -> None:
+    state.remember(data_dir, KNOWN_KEY, known)
+    state.remember(data_dir, INTENT_KEY, intent)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.background import BackgroundTasks
 from ..agent.conversations import ConversationStore
@@ -29,6 +28,10 @@ from ..nostr.keys import SecretKey
 from ..nostr.pool import RelayPool
 from ..nostr.results import ConnectionState
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
+from .relay_keeper import EmbeddedRelayKeeper
+
+if TYPE_CHECKING:  # the relay code loads only when a relay is wanted
+    from ..nostr.embedded_relay.shared import SharedRelay
 
 RELAY_DB = "relay.sqlite3"
 CONVERSATIONS_DB = "conversations.sqlite3"
@@ -49,7 +52,7 @@ class ServiceToolContext(AgentToolContext):
 class Runtime:
     key: SecretKey
     pool: RelayPool
-    embedded_relay: Any  # nostr.embedded_relay.server.EmbeddedRelay | None
+    embedded_relay: SharedRelay | None  # its own process: outlives this runtime
     outbox: Outbox
     history: MemoryHistory
     publisher: MemoryPublisher
@@ -80,33 +83,21 @@ class Runtime:
         await self.closers.aclose()
 
 
-def _address_in_use(exc: BaseException) -> bool:
-    cause = exc.__cause__
-    return isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
+async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None],
+                               relay_options: Mapping[str, Any] | None = None) -> SharedRelay | None:
+    """The data dir's shared loopback relay, found or started as its own process (None when it cannot be:
+    the user is warned). It outlives this process and exits by itself when idle, so nothing stops it here."""
+    from ..nostr.embedded_relay.shared import ensure_shared_relay
 
-
-async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None]) -> Any:
-    """The loopback relay in the data dir (None when it cannot start: the user is warned). The one place it
-    starts, so how it runs can change here alone."""
-    from ..nostr.embedded_relay.server import EmbeddedRelay
-
-    db = data_dir / RELAY_DB
-    port = config.relays.embedded_port
     try:
-        relay = EmbeddedRelay(db, "127.0.0.1", port)
-        await relay.start()
+        relay = await ensure_shared_relay(data_dir, "127.0.0.1", config.relays.embedded_port,
+                                          idle_exit_s=config.relays.embedded_idle_exit_s,
+                                          relay_options=relay_options)
     except RelayError as exc:
-        if port == 0 or not _address_in_use(exc):
-            warn(f"the embedded relay did not start: {exc.message}")
-            return None
-        # Another instance (or program) has the port: run ours on a free one, same database.
-        try:
-            relay = EmbeddedRelay(db, "127.0.0.1", 0)
-            await relay.start()
-        except RelayError as again:
-            warn(f"the embedded relay did not start: {again.message}")
-            return None
-        warn(f"port {port} is busy (another didactyl?); the embedded relay runs on {relay.url}")
+        warn(f"the embedded relay is not available: {exc.message}")
+        return None
+    if relay.port_fallback and relay.started_by_us:
+        warn(f"port {relay.requested_port} is taken by another program; the embedded relay runs on {relay.url}")
     return relay
 
 
@@ -149,9 +140,13 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     key = (await asyncio.to_thread(load_agent_key, data_dir, env)).key
     urls: list[str] = []
-    relay = await start_embedded_relay(config, data_dir, warn) if config.relays.embedded else None
+    # The relay process's limits and allow-list (the agent's and the admin's keys may write); they apply when this
+    # process starts it — a relay already running keeps those it was started with.
+    relay = relay_options = None
+    if config.relays.embedded:
+        relay_options = config.relays.embedded.relay_options(key.public_key_hex, admin_pubkey)
+        relay = await start_embedded_relay(config, data_dir, warn, relay_options)
     if relay is not None:
-        closers.push_async_callback(_quietly, relay.stop)
         urls.append(relay.url)
     urls += [u for u in config.relays.urls if u not in urls]
     if not urls:
@@ -187,9 +182,12 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
     closers.push_async_callback(_quietly, manager.aclose)
+    rt = Runtime(key, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache, tool_context,
+                 conversations, manager, config.relays.timeout_s, closers)
+    if relay is not None:
+        pool.add_state_listener(EmbeddedRelayKeeper(rt, config, data_dir, warn, relay_options).state_changed)
     await pool.start()
-    return Runtime(key, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache, tool_context,
-                   conversations, manager, config.relays.timeout_s, closers)
+    return rt
 
 
 async def _quietly(close: Callable[[], Any]) -> None:

@@ -36,6 +36,7 @@ def write_state(data_dir: Path, values: Mapping[str, Any]) -> None:
     ensure_data_dir(path.parent)
     tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
+        tmp.touch(mode=0o600)  # every file we create is private (it records which identity events are ours)
         tmp.write_text(tomli_w.dumps(dict(values)), "utf-8")
         os.replace(tmp, path)
     except OSError as exc:

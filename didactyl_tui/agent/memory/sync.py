@@ -79,6 +79,7 @@ class MemorySync:
         self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
         self.ready = False  # relay (re)connects trigger checks only once start-up is done
         self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
+        self.repairs = True  # False for read-only commands: no consensus check republishes to lagging relays
         self._reconcile_lock = asyncio.Lock()
         self._reconcile_task: asyncio.Task[Any] | None = None
         self._reconcile_again = False
@@ -209,6 +210,8 @@ class MemorySync:
 
     def schedule_reconcile(self, delay: float = 0.0) -> None:
         """Check every relay's memory versions soon: at most once per ``reconcile_interval_s``."""
+        if not self.repairs:
+            return
         if self._reconcile_task is not None and not self._reconcile_task.done():
             self._reconcile_again = True
             return

@@ -27,7 +27,7 @@ from ...service.events import (
     ServiceEvent,
     ServiceWarning,
 )
-from ...service.labels import MINUTES, when
+from ...service.labels import MINUTES, drift_lines, when
 from ..actions import bindings
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
@@ -196,8 +196,10 @@ class MainScreen(SidebarActions, Screen[None]):
     def refresh_self(self) -> None:
         service = self.require_service()
         snapshot = service.self_context()
+        drift = drift_lines(service.identity_drift())
         for pane in self.self_panes():
             pane.show_identity(snapshot.agent, snapshot.admin, admin_configured=service.admin_pubkey is not None)
+            pane.show_drift(drift)
 
     def on_service_event(self, event: ServiceEvent) -> None:
         match event:

@@ -117,6 +117,27 @@ class SidebarActions:
             return
         self.app.push_screen(MemoryEditorScreen(snapshot))
 
+    # --- identity drift ----------------------------------------------------------------------------------------
+
+    def on_self_pane_adopt_requested(self) -> None:
+        self.resolve_identity_drift(adopt=True)
+
+    def on_self_pane_republish_requested(self) -> None:
+        self.resolve_identity_drift(adopt=False)
+
+    @work(exclusive=True, group="identity", exit_on_error=False)
+    async def resolve_identity_drift(self, adopt: bool) -> None:
+        service = self.require_service()
+        if adopt:
+            kinds = await service.adopt_identity()
+            self.notify(f"Kept the relays' version ({len(kinds)} kind{'s' if len(kinds) != 1 else ''}).",
+                        title="Identity")
+        else:
+            outcomes = await service.republish_identity()
+            summary = "; ".join(o.summary() for o in outcomes.values()) or "nothing to publish"
+            self.notify(f"Republished with config.toml's fields merged: {summary}", title="Identity")
+        self.refresh_self()
+
     # --- prompt inspector ----------------------------------------------------------------------------------------
 
     def action_dry_run(self) -> None:

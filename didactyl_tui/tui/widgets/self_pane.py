@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from textual import on
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.widgets import Static
+from textual.message import Message
+from textual.widgets import Button, Static
 
 from ...service.labels import MINUTES, when
 from .relay_list import RelayList
@@ -59,7 +61,14 @@ def identity_text(view: IdentityView, *, with_relays: bool) -> Content:
 
 
 class SelfPane(VerticalScroll):
-    """Attributes down: the screen calls :meth:`show_identity` and :meth:`show_relays`."""
+    """Attributes down: the screen calls :meth:`show_identity`, :meth:`show_drift` and :meth:`show_relays`;
+    the drift choices go up as messages."""
+
+    class AdoptRequested(Message):
+        """The user keeps the relays' identity versions as ours."""
+
+    class RepublishRequested(Message):
+        """The user publishes the config's fields merged into the relays' versions."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="self-pane")
@@ -68,6 +77,11 @@ class SelfPane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static("Agent", classes="section-title")
+        with Vertical(id="identity-drift"):
+            yield Static(Content(""), id="identity-drift-text", classes="identity")
+            with Horizontal(id="identity-drift-buttons"):
+                yield Button("Adopt", id="adopt-identity", variant="primary")
+                yield Button("Republish merged", id="republish-identity")
         yield Static(Content("starting…"), id="agent-identity", classes="identity")
         yield Static("Relays (live)", classes="section-title")
         yield RelayList(id="agent-relays")
@@ -85,6 +99,30 @@ class SelfPane(VerticalScroll):
             admin_view.update(identity_text(admin, with_relays=True))
         elif admin_configured:
             admin_view.update(Content("admin configured; nothing fetched yet"))
+
+    def on_mount(self) -> None:
+        self.query_one("#identity-drift").display = False
+
+    def show_drift(self, lines: list[str]) -> None:
+        """The identity drift notice (``lines`` from the service's ``drift_lines``, already one-line safe);
+        hidden when there is none."""
+        box = self.query_one("#identity-drift")
+        box.display = bool(lines)
+        if lines:
+            text = Content.assemble(("Identity drift", "bold $text-warning"),
+                                    ": the relays hold a version published elsewhere; nothing was overwritten.",
+                                    *[part for line in lines for part in ("\n", line)])
+            self.query_one("#identity-drift-text", Static).update(text)
+
+    @on(Button.Pressed, "#adopt-identity")
+    def _adopt(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.post_message(self.AdoptRequested())
+
+    @on(Button.Pressed, "#republish-identity")
+    def _republish(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.post_message(self.RepublishRequested())
 
     def show_relays(self, states: Mapping[str, object], dropped: Mapping[str, Mapping[str, int]],
                     labels: Mapping[str, str] | None = None) -> None:

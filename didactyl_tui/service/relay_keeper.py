@@ -1,0 +1,80 @@
+"""Keeps the shared embedded relay reachable while the app runs.
+
+The relay is a process of its own (see docs/embedded-relay.md): it can be stopped or die while the app is
+connected. When the pool loses its connection, :class:`EmbeddedRelayKeeper` asks
+:func:`ensure_shared_relay` again — which finds a relay another didactyl started meanwhile, or starts one —
+with a bounded number of attempts and a growing pause between them. A relay that comes back on another port
+(the configured one taken, or port 0) replaces the old URL in the pool; the client keeps its subscriptions
+and unanswered publishes and re-sends them there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import Config
+from ..errors import RelayError
+from ..nostr.results import ConnectionState
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+REVIVE_ATTEMPTS = 5  # per connection loss; then the client's own reconnect loop keeps trying the last URL
+REVIVE_FIRST_PAUSE_S = 0.5  # doubled after every failed attempt (0.5, 1, 2, 4: ~7.5 s in all)
+
+
+class EmbeddedRelayKeeper:
+    def __init__(self, rt: Runtime, config: Config, data_dir: Path, warn: Callable[[str], None],
+                 relay_options: Mapping[str, Any] | None = None, *, attempts: int = REVIVE_ATTEMPTS,
+                 first_pause_s: float = REVIVE_FIRST_PAUSE_S) -> None:
+        self._rt, self._config, self._data_dir, self._warn = rt, config, data_dir, warn
+        self._options = dict(relay_options or {})
+        self._attempts, self._first_pause_s = attempts, first_pause_s
+        self._reviving: asyncio.Task[None] | None = None
+        self.revivals = 0  # relays found or started again after a loss (for tests and the status)
+
+    def state_changed(self, url: str, state: ConnectionState) -> None:
+        """A pool state listener: the embedded relay's connection failed or was lost."""
+        relay = self._rt.embedded_relay
+        if relay is None or url != relay.url or state is not ConnectionState.BACKOFF:
+            return
+        if self._reviving is None or self._reviving.done():
+            self._reviving = self._rt.daemons.spawn(self.revive())
+
+    async def revive(self) -> None:
+        from ..nostr.embedded_relay.shared import ensure_shared_relay
+
+        pause = self._first_pause_s
+        last_error = ""
+        for attempt in range(self._attempts):
+            try:
+                relay = await ensure_shared_relay(
+                    self._data_dir, "127.0.0.1", self._config.relays.embedded_port,
+                    idle_exit_s=self._config.relays.embedded_idle_exit_s, relay_options=self._options)
+            except RelayError as exc:
+                last_error = exc.message
+            else:
+                self._point_pool_at(relay)
+                return
+            if attempt + 1 < self._attempts:
+                await asyncio.sleep(pause)
+                pause *= 2
+        self._warn(f"the embedded relay is not available: {last_error}")
+
+    def _point_pool_at(self, relay: Any) -> None:
+        old = self._rt.embedded_relay
+        pool = self._rt.pool
+        if old is None or old.url not in pool.urls:
+            return
+        self.revivals += 1
+        self._rt.embedded_relay = relay
+        if relay.url == old.url:
+            pool.client(old.url).retarget(old.url)  # same address: reconnect now, not after the backoff
+        else:
+            pool.retarget(old.url, relay.url)
+            if relay.port_fallback and relay.started_by_us:
+                self._warn(f"port {relay.requested_port} is taken by another program; "
+                           f"the embedded relay runs on {relay.url}")
