@@ -112,9 +112,13 @@ async def test_history_lists_every_version_with_origin_size_and_note(
         tmp_path: Path, relays: list[EmbeddedRelayUnderTest]) -> None:
     relay = relays[0]
     env = cli_env(tmp_path, relay_config(relay.url), DIDACTYL_NSEC=AGENT_KEY.nsec())
-    assert (await run_cli(env, "memory", "save", "--type", "long_term", "--content", "v1")).code == 0
+    first = await run_cli(env, "memory", "save", "--type", "long_term", "--content", "v1")
+    assert first.code == 0
+    v1_id = first.stdout.split(" as event ")[1].split(":")[0]
     assert (await run_cli(env, "memory", "save", "--type", "long_term", "--content", "v2 is longer")).code == 0
-    from_elsewhere = memory_event(AGENT_KEY, "from the phone", int(time.time()) + 60, d="long_term_memory")
+    # The phone edited v1, not v2 (its base tag says so): a concurrent edit, v2 lost.
+    from_elsewhere = memory_event(AGENT_KEY, "from the phone", int(time.time()) + 60, d="long_term_memory",
+                                  prev=v1_id)
     await put(relay.url, from_elsewhere)
 
     listed = await run_cli(env, "memory", "history", "--type", "long_term", "--json")

@@ -111,7 +111,7 @@ class AppService:
         rt = await start_runtime(
             self.config, self.data_dir, self.env, admin_pubkey=self.admin_pubkey, clock=self._clock,
             client_options=self._client_options, emit=self._events.emit, warn=self._warn,
-            on_lost=lambda t, event_id: memory.lost(t, event_id) if memory else None,
+            on_lost=lambda t, lost, winner: memory.lost(t, lost, winner) if memory else None,
             on_outbox_change=lambda: memory.outbox_changed() if memory else None)
         try:
             memory = MemoryService(rt, self._events.emit, self._warn)

@@ -32,10 +32,10 @@ class MemoryService:
             self._rt.tasks.spawn(manager.index_long_term(snap.content))  # recall indexes the long-term memory
         self._emit(MemoryChanged(snap.type, snap, "local" if origin == "local" else "remote"))
 
-    def lost(self, t: MemoryType, lost_event_id: str) -> None:
-        """This device's edit lost to another device's newer version (MemorySync found out)."""
+    def lost(self, t: MemoryType, lost_event_id: str, winner_event_id: str) -> None:
+        """This device's edit and another device's were concurrent; theirs won (MemorySync found out)."""
         self._emit(MemoryChanged(t, self._rt.store.snapshot(t), "remote", lost_local=True,
-                                 lost_event_id=lost_event_id))
+                                 lost_event_id=lost_event_id, winner_event_id=winner_event_id))
 
     def outbox_changed(self) -> None:
         error = self._rt.publisher.outbox_error

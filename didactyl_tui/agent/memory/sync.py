@@ -3,8 +3,11 @@
 - :meth:`MemorySync.save` is THE path that publishes a memory: the ``memory_save`` tool, the editor, the CLI
   and rollback all call it. A save refused because another device's newer version is known is noted in the
   history and the newer version is fetched, whoever saved.
-- Every version the store sees is kept in the history; when this device's own edit lost to another device's
-  newer version, ``on_lost`` is told (once) and the edit stays in the history.
+- Every version the store sees is kept in the history. A newer version built on this device's latest save
+  is a later edit (adopted quietly); one edited from an older version is a concurrent edit: ``on_lost`` is
+  told (once), the edit stays in the history (see :mod:`.lineage` and docs/sync.md).
+- A burst of saves (the clock would not allow a date after the last one without signing ahead of it) is
+  coalesced when the caller does not wait: the newest text is kept and signed as soon as the clock allows.
 - After start and after reconnects (rate-limited) each relay is asked which version it holds and lagging ones
   get the newest (:meth:`MemorySync.check`).
 
@@ -15,6 +18,7 @@ loop. Trouble is reported through ``warn``, never raised out of a background pat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -29,16 +33,18 @@ from ...nostr.replaceable import is_newer
 from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
 from .history import MemoryHistory, MemoryVersion
+from .lineage import Relation, relation
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
 from .publisher import MemoryPublisher, RelayHolding
-from .store import MemoryStore, MemoryType, SaveResult, VersionSeen
+from .store import DatedAheadError, MemoryStore, MemoryType, SaveResult, VersionSeen
 
 log = logging.getLogger("didactyl.memory.sync")
 
 RECONCILE_MIN_INTERVAL_S = 10.0  # at most one relay-consensus check per this many seconds after reconnects
 RECONCILE_START_DELAY_S = 1.0  # the first check waits for the outbox's first retries (and a CLI command's own)
 LOST_NOTE = "lost to a newer version from another device"
+UNREADABLE_NOTE = "does not decrypt with this key"
 REFUSED_NOTE = "not published: a newer version from another device already existed"
 
 R = TypeVar("R")
@@ -68,7 +74,7 @@ class MemorySync:
         history: MemoryHistory,
         *,
         warn: Callable[[str], None],
-        on_lost: Callable[[MemoryType, str], None],
+        on_lost: Callable[[MemoryType, str, str], None],
     ) -> None:
         self.store, self.publisher, self.outbox, self.history = store, publisher, outbox, history
         self._warn, self._on_lost = warn, on_lost
@@ -76,6 +82,8 @@ class MemorySync:
         self._history_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-history")
         self._history_error: str | None = None
         self._last_local: dict[MemoryType, str] = {}  # type -> the last version saved here
+        self._deferred: dict[MemoryType, str] = {}  # type -> the newest text of a burst, not signed yet
+        self._flushers: dict[MemoryType, asyncio.Task[Any]] = {}
         self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
         self.ready = False  # relay (re)connects trigger checks only once start-up is done
         self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
@@ -115,7 +123,7 @@ class MemorySync:
     # --- every version seen ------------------------------------------------------------------------
     def _version_seen(self, seen: VersionSeen) -> None:
         """(Store listener, on the loop.) Judge and keep ``seen`` on the history thread, in arrival order."""
-        if seen.origin == "local":
+        if seen.origin == "local" and seen.became_current:
             self._last_local[seen.type] = seen.event.id
         judge = seen.origin != "local" and seen.became_current
         self._history_thread.submit(self._judge_and_record, seen, judge)
@@ -124,14 +132,19 @@ class MemorySync:
 
     def _judge_and_record(self, seen: VersionSeen, judge: bool) -> None:
         lost = self._guarded(self._lost_local_edit, seen) if judge else None
-        self._guarded(self.history.record, seen.event, seen.origin)
+        note = UNREADABLE_NOTE if seen.unreadable else ""
+        self._guarded(self.history.record, seen.event, seen.origin, note)
+        if seen.origin == "remote" and not seen.unreadable:
+            self._guarded(self.history.mark_delivered, seen.event.id)  # a relay serves it: others can read it
         if lost is not None:
-            self._loop.call_soon_threadsafe(self._tell_lost, seen.type, lost)
+            self._loop.call_soon_threadsafe(self._tell_lost, seen.type, lost, seen.event.id)
 
-    def _tell_lost(self, t: MemoryType, lost_event_id: str) -> None:
-        self._warn(f"your edit of the {t.title.lower()} (event {lost_event_id[:8]}) lost to a newer version from "
-                   "another device; your text is kept in the memory history")
-        self._on_lost(t, lost_event_id)
+    def _tell_lost(self, t: MemoryType, lost_event_id: str, winner_id: str) -> None:
+        self._warn(f"concurrent edit of the {t.title.lower()}: your version {lost_event_id[:8]} and another "
+                   f"device's version {winner_id[:8]} were both edited from an older version; theirs (newer) is "
+                   "now the memory and yours is kept in the memory history: merge them in the editor, or see "
+                   f"`didactyl memory history --type {t.value}`")
+        self._on_lost(t, lost_event_id, winner_id)
 
     async def _note_remote(self, ev: Event) -> None:
         try:
@@ -139,27 +152,33 @@ class MemorySync:
         except Exception:  # the outbox reports its own trouble through on_change
             log.exception("noting a remote memory version failed")
 
+    def _latest_local(self, t: MemoryType) -> MemoryVersion | None:
+        """(On the history thread.) This device's latest save that went out (refused ones never did)."""
+        for v in self.history.versions(t.d_tag, self.store.pubkey):
+            if v.origin == "local" and not v.note.startswith("not published"):
+                return v
+        return None
+
     def _lost_local_edit(self, seen: VersionSeen) -> str | None:
-        """(On the history thread.) The id of this device's newest edit that ``seen`` (another device's newer
-        version) replaced, annotated as lost; None when nothing of ours was lost."""
+        """(On the history thread.) The id of this device's latest save when ``seen`` (a newer version that
+        replaced it) is a concurrent edit — annotated as lost; None for a later edit, or nothing of ours."""
         history, store = self.history, self.store
         if history.get(seen.event.id) is not None:
             return None  # seen before (our own save coming back, or judged when it first arrived)
-        previous = next((v for v in history.versions(seen.type.d_tag, store.pubkey)
-                         if v.event_id != seen.event.id), None)
-        if previous is None or previous.origin != "local":
-            return None  # not this device's edit
-        if LOST_NOTE in previous.note or REFUSED_NOTE in previous.note:
+        ours = self._latest_local(seen.type)
+        if ours is None or ours.event_id == seen.event.id or not is_newer(seen.event, ours.event):
+            return None
+        if LOST_NOTE in ours.note:
             return None  # the user was told already
-        if not is_newer(seen.event, previous.event):
+        if relation(history, seen.event, ours.event) is Relation.LATER_EDIT:
             return None
         try:
-            if store.decrypt(previous.event) == seen.content:
+            if store.decrypt(ours.event) == seen.content:
                 return None  # the other device wrote the same words: nothing was lost
         except NostrError:
             return None
-        history.annotate(previous.event_id, LOST_NOTE)
-        return previous.event_id
+        history.annotate(ours.event_id, LOST_NOTE)
+        return ours.event_id
 
     async def restore_newest_known(self) -> None:
         """The newest version this device knows — an edit the relays did not confirm before the last run
@@ -184,21 +203,79 @@ class MemorySync:
                 self.store.restore(best[0], origin=best[1])
 
     # --- the one save path --------------------------------------------------------------------------
-    async def save(self, t: MemoryType | str, content: str) -> SaveResult:
+    async def save(self, t: MemoryType | str, content: str, *, wait: bool = True) -> SaveResult:
         """Publish a new version of memory ``t``. Bad input raises AgentError before anything is published;
         a newer version from another device raises :class:`NewerVersionKnown` (nothing published, the text
-        kept in the history, the newer version fetched)."""
+        kept in the history, the newer version fetched).
+
+        In a burst of saves the next date would be more than the allowed seconds ahead of the clock: with
+        ``wait`` the save waits (briefly) for the clock; without it (the agent's tool) the text is kept and
+        shown at once, and the newest text of the burst is signed and sent as soon as the clock allows
+        (``SaveResult.deferred``)."""
         t = MemoryType.parse(t)
         content = self.store.validate(t, content)
+        if not wait and (t in self._deferred or self.store.sign_delay(t) > 0):
+            return self._defer(t, content)
+        self._deferred.pop(t, None)  # this newer text supersedes a burst's text not signed yet
+        return await self._save_now(t, content)
+
+    async def save_coalescing(self, t: MemoryType | str, content: str) -> SaveResult:
+        """The agent's ``memory_save``: never waits for the clock (a burst is coalesced)."""
+        return await self.save(t, content, wait=False)
+
+    async def _save_now(self, t: MemoryType, content: str) -> SaveResult:
+        before = self._last_local.get(t)
         try:
-            return await self.store.save(t, content)
+            result = await self.store.save(t, content)
+        except DatedAheadError as exc:
+            if exc.kept_event_id:
+                await self.annotate(exc.kept_event_id, f"not published: {exc.message}")
+            raise NewerVersionKnown(f"the {t.title.lower()} was not saved: {exc.message}; your text is kept in "
+                                    "the memory history", "Memory") from None
         except AgentError as exc:
-            refused = self._last_local.get(t)
-            if refused is not None:
+            refused = self._last_local.pop(t, None)
+            if before is not None:
+                self._last_local[t] = before
+            if refused is not None and refused != before:
                 await self.annotate(refused, REFUSED_NOTE)
             self._tasks.spawn(self.store.load([t]))  # fetch the newer version the publisher knows of
             raise NewerVersionKnown(f"the {t.title.lower()} was not saved: {exc.message}; your text is kept in "
                                     "the memory history", "Memory") from None
+        if result.any_accepted:
+            await self._history(self.history.mark_delivered, result.event_id)
+        return result
+
+    def _defer(self, t: MemoryType, content: str) -> SaveResult:
+        self._deferred[t] = content
+        self.store.show_deferred(t, content)
+        task = self._flushers.get(t)
+        if task is None or task.done():
+            self._flushers[t] = self._tasks.spawn(self._flush_deferred(t))
+        return SaveResult(t, "", PublishOutcome("", {}), 0, self.store.snapshot(t), deferred=True)
+
+    async def _flush_deferred(self, t: MemoryType) -> None:
+        """Sign and send the newest text of a burst as soon as the clock allows (no date ahead of it)."""
+        while t in self._deferred:
+            await asyncio.sleep(min(max(self.store.sign_delay(t), 0.05), 1.0))
+            if self.store.sign_delay(t) > 0:
+                continue
+            content = self._deferred.pop(t, None)
+            if content is None:
+                return
+            try:
+                await self._save_now(t, content)
+            except AgentError as exc:
+                self._warn(exc.message)
+
+    async def flush(self, timeout: float) -> None:
+        """Send what a burst left unsigned (at stop): waits for the clock, at most ``timeout`` seconds."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                for t in list(self._deferred):
+                    content = self._deferred.pop(t, None)
+                    if content is not None:
+                        with contextlib.suppress(AgentError):
+                            await self._save_now(t, content)
 
     # --- relay consensus ----------------------------------------------------------------------------
     def relay_state_changed(self, url: str, state: ConnectionState) -> None:
@@ -271,5 +348,6 @@ class MemorySync:
         """Cancel the retry loop's helpers and consensus checks (the outbox keeps what is unsent); let the
         history thread finish what it was given."""
         self.ready = False
+        await self.flush(min(timeout, self.store.sign_ahead_max_s + 2))
         await self._tasks.cancel(timeout)
         await asyncio.to_thread(self._history_thread.shutdown, True)
