@@ -92,7 +92,14 @@ async def test_status_names_the_lagging_relay_and_brings_it_up_to_date(
     await put(lagging.url, old)
     env = cli_env(tmp_path, relay_config(current.url, lagging.url), DIDACTYL_NSEC=AGENT_KEY.nsec())
 
-    result = await run_cli(env, "memory", "status", "--type", "short_term")
+    # Without --fix the report says what it would send.
+    looked = await run_cli(env, "memory", "status", "--type", "short_term")
+    assert looked.code == 0, looked.stderr
+    assert any(line.strip().startswith(lagging.url) and line.endswith(f": lagging (--fix would send {new.id[:8]})")
+               for line in looked.stdout.splitlines()), looked.stdout
+    assert "brought" not in looked.stdout
+
+    result = await run_cli(env, "memory", "status", "--type", "short_term", "--fix")
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"Short-Term Memory: newest {new.id[:8]} (")

@@ -122,7 +122,7 @@ async def test_status_finds_a_lagging_relay_and_brings_it_up_to_date(
         assert not by_url[lagging.url].reachable and by_url[lagging.url].describe() == "unreachable"
         await lagging.start()
         await wait_for(lambda: svc.relay_states()[lagging.url].value == "connected", timeout=10)
-        status = await svc.memory_status(ST)
+        status = await svc.memory_status(ST, bring_up_to_date=True)
         row = {r.url: r for r in status.relays}[lagging.url]
         assert row.reachable and row.lagging and row.event_id == old.id and row.current
         assert status.brought_up_to_date == [lagging.url]
@@ -287,7 +287,7 @@ async def test_a_version_the_relays_lost_is_restored_from_history_and_published_
     async with service_for(data, relay.url) as svc:
         snap = svc.memory(LT)
         assert (snap.event_id, snap.content) == (phone.id, "written on the phone")
-        status = await svc.memory_status(LT)
+        status = await svc.memory_status(LT, bring_up_to_date=True)
         assert status.brought_up_to_date == [relay.url] and status.relays[0].current
         assert [ev.id for ev in await held(relay, "long_term_memory")] == [phone.id]
         assert [v.origin for v in (await svc.memory_history(LT))] == ["remote"]

@@ -89,9 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--content", metavar="TEXT", help="the new text")
     src.add_argument("--file", metavar="PATH", help="read the new text from a file ('-' for stdin)")
     p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
-    p = msub.add_parser("status", help="which version of the memory each relay holds; lagging relays are "
-                        "brought up to date")
+    p = msub.add_parser("status", help="which version of the memory each relay holds (read back by id); "
+                        "--fix sends the newest to lagging relays")
     p.add_argument("--type", choices=MEMORY_TYPES, dest="memory_type", help="one memory (default: both)")
+    p.add_argument("--fix", action="store_true", help="send the newest version to relays that lag")
     p.add_argument("--json", action="store_true", help="print JSON")
     p = msub.add_parser("history", help="list every version of a memory seen here (own saves and other devices')")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")

@@ -69,6 +69,10 @@ async def save(args: argparse.Namespace, config: Config, data: Path, env: Mappin
         outcome = result.outcome
         out.print(f"saved the {t.title.lower()} ({len(content):,} chars) as event {result.event_id}: "
                   f"{outcome.summary()}")
+    if result.refused:
+        raise CommandFailed(f"every relay refused the {t.title.lower()} for good: {result.outcome.summary()}; it "
+                            "is not resent (your text is in `didactyl memory history`); later saves are not "
+                            "affected")
     if not result.any_accepted:
         raise CommandFailed(f"no relay accepted the {t.title.lower()}: {result.outcome.summary()}; it is kept "
                             "in the outbox and sent again whenever didactyl runs")
@@ -81,7 +85,7 @@ async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapp
 
     types = [MemoryType.parse(args.memory_type)] if args.memory_type else list(MemoryType)
     async with _service(config, data, env, out) as service:
-        statuses = [await service.memory_status(t) for t in types]
+        statuses = [await service.memory_status(t, bring_up_to_date=args.fix) for t in types]
     if args.json:
         out.json({s.type.value: s.to_json_dict() for s in statuses})
     else:
@@ -91,7 +95,10 @@ async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapp
             out.print(f"{status.type.title}: {newest}")
             width = max((len(r.url) for r in status.relays), default=0)
             for relay in status.relays:
-                out.print(f"  {relay.url.ljust(width)}  {relay.describe()}")
+                line = f"  {relay.url.ljust(width)}  {relay.describe()}"
+                if relay.lagging and relay.republished is None and status.newest_event_id:
+                    line += f" (--fix would send {status.newest_event_id[:8]})"
+                out.print(line)
             if status.brought_up_to_date:
                 n = len(status.brought_up_to_date)
                 out.print(f"  brought {n} lagging relay{'s' if n != 1 else ''} up to date")

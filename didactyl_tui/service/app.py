@@ -229,7 +229,7 @@ class AppService:
     async def memory_diff(self, t: MemoryType | str, older_id: str, newer_id: str) -> str:
         return await self.parts.memory.diff(t, older_id, newer_id)
 
-    async def memory_status(self, t: MemoryType | str, *, bring_up_to_date: bool = True) -> MemoryStatus:
+    async def memory_status(self, t: MemoryType | str, *, bring_up_to_date: bool = False) -> MemoryStatus:
         return await self.parts.memory.status(t, bring_up_to_date=bring_up_to_date)
 
     async def pending_publishes(self, t: MemoryType | str | None = None) -> list[PendingPublish]:

@@ -102,8 +102,9 @@ class MemoryService:
                                                             new_label=new.label))
 
     # --- relays and the outbox -------------------------------------------------------------------
-    async def status(self, t: MemoryType | str, *, bring_up_to_date: bool = True) -> MemoryStatus:
-        """Ask every relay which version of memory ``t`` it holds; lagging relays are offered the newest."""
+    async def status(self, t: MemoryType | str, *, bring_up_to_date: bool = False) -> MemoryStatus:
+        """Ask every relay which version of memory ``t`` it holds (and read the newest back by id from those
+        that acknowledged it); with ``bring_up_to_date`` lagging relays are sent the newest."""
         t = MemoryType.parse(t)
         check = await self._rt.sync.check(t, fix=bring_up_to_date)
         relays = tuple(_relay_status(h, check) for h in check.holdings)
@@ -140,4 +141,5 @@ def _relay_status(h: RelayHolding, check: ConsensusCheck) -> RelayMemoryStatus:
     newest_id, outcome = check.newest_event_id, check.outcome
     lagging = h.reachable and newest_id is not None and h.event_id != newest_id
     verdict = outcome.results.get(h.url) if outcome is not None and lagging else None
-    return RelayMemoryStatus(h.url, h.reachable, h.event_id, h.created_at, lagging, verdict)
+    return RelayMemoryStatus(h.url, h.reachable, h.event_id, h.created_at, lagging, verdict,
+                             acknowledged_not_serving=h.url in check.unserved)

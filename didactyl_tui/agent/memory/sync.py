@@ -63,6 +63,8 @@ class ConsensusCheck:
     newest_created_at: int | None
     holdings: tuple[RelayHolding, ...]
     outcome: PublishOutcome | None
+    # Relays that acknowledged the newest version (OK true) but do not serve it when asked by id.
+    unserved: tuple[str, ...] = ()
 
 
 class MemorySync:
@@ -333,15 +335,29 @@ class MemorySync:
         # A newer version the store refused (dated too far ahead, or not decryptable) is not overwritten.
         if fix and target is not None and (best is None or not is_newer(best, target)):
             outcome = await publisher.reconcile(target, holdings)
-        if fix:
-            # Whatever the outbox has due goes out now, so the pending list is settled, not mid-flight.
-            await publisher.retry_due()
+        # Whatever the outbox has due goes out now, so the pending list is settled, not mid-flight (finishing a
+        # save already waiting is not a new write: done with or without ``fix``).
+        await publisher.retry_due()
         newest_id = outcome.event_id if outcome is not None else (target.id if target else None)
         newest_at = target.created_at if target is not None and target.id == newest_id else None
         if newest_at is None and newest_id is not None:  # reconcile sent a newer save from the outbox
             entry = await asyncio.to_thread(publisher.outbox.get, newest_id)
             newest_at = entry.event.created_at if entry is not None else None
-        return ConsensusCheck(t, newest_id, newest_at, tuple(holdings), outcome)
+        unserved = await self._unserved(newest_id, holdings, outcome) if newest_id is not None else ()
+        return ConsensusCheck(t, newest_id, newest_at, tuple(holdings), outcome, unserved)
+
+    async def _unserved(self, newest_id: str, holdings: list[RelayHolding],
+                        outcome: PublishOutcome | None) -> tuple[str, ...]:
+        """Relays that said OK to the newest version but do not hold it: read it back from them by id."""
+        publisher = self.publisher
+        entry = await asyncio.to_thread(publisher.outbox.get, newest_id)
+        acked = set(entry.accepted_by if entry is not None else ())
+        if outcome is not None and outcome.event_id == newest_id:
+            acked |= set(outcome.accepted_by)
+        showing = {h.url for h in holdings if h.event_id == newest_id}
+        doubtful = [h.url for h in holdings if h.reachable and h.url in acked and h.url not in showing]
+        served = await publisher.served_by(newest_id, doubtful)
+        return tuple(u for u in doubtful if u not in served)
 
     # --- stop ---------------------------------------------------------------------------------------
     async def stop(self, timeout: float) -> None:
