@@ -228,6 +228,7 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
         assert [ev.id for ev in await held(relay)] == [theirs.event_id]
         await wait_for(lambda: nothing_pending(a, b), timeout=10)
         # A lost: told once (a warning and a MemoryChanged flagged lost_local), its text in its history.
+        await wait_for(lambda: any(isinstance(e, MemoryChanged) and e.lost_local for e in seen_a), timeout=5)
         lost = [e for e in seen_a if isinstance(e, MemoryChanged) and e.lost_local]
         assert [(e.origin, e.lost_event_id, e.snapshot.event_id) for e in lost] == [
             ("remote", mine.event_id, theirs.event_id)]

@@ -323,6 +323,9 @@ class MemorySync:
 
     async def _check(self, t: MemoryType, *, fix: bool) -> ConsensusCheck:
         store, publisher = self.store, self.publisher
+        # Whatever the outbox has due goes out first, so what the relays hold is looked at settled, not
+        # mid-flight (finishing a save already waiting is not a new write: done with or without ``fix``).
+        await publisher.retry_due()
         best, holdings = await publisher.relay_versions(store.pubkey, APP_DATA, t.d_tag)
         holdings = list(holdings)
         if best is not None and store.version_type(best) is t:  # (refused ones were counted when first seen)
@@ -335,9 +338,6 @@ class MemorySync:
         # A newer version the store refused (dated too far ahead, or not decryptable) is not overwritten.
         if fix and target is not None and (best is None or not is_newer(best, target)):
             outcome = await publisher.reconcile(target, holdings)
-        # Whatever the outbox has due goes out now, so the pending list is settled, not mid-flight (finishing a
-        # save already waiting is not a new write: done with or without ``fix``).
-        await publisher.retry_due()
         newest_id = outcome.event_id if outcome is not None else (target.id if target else None)
         newest_at = target.created_at if target is not None and target.id == newest_id else None
         if newest_at is None and newest_id is not None:  # reconcile sent a newer save from the outbox
