@@ -469,7 +469,10 @@ class MemoryStore:
         if t is None:
             return False
         slot = self._slots[t]
-        if ev.created_at < slot.floor_created_at or (slot.event is not None and not is_newer(ev, slot.event)):
+        # Older than a version known here is not restored, unless that version is unreadable (then the newest
+        # readable one we kept is the memory, never blank).
+        below_floor = ev.created_at < slot.floor_created_at and slot.unreadable is None
+        if below_floor or (slot.event is not None and not is_newer(ev, slot.event)):
             return False
         try:
             content = self.decrypt(ev)

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from ...errors import AgentError, NostrError
 from ...nostr.event import Event
 from ...nostr.kinds import APP_DATA
-from ...nostr.replaceable import is_newer
+from ...nostr.replaceable import is_newer, newest_first
 from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
 from .history import MemoryHistory, MemoryVersion
@@ -45,6 +45,7 @@ RECONCILE_MIN_INTERVAL_S = 10.0  # at most one relay-consensus check per this ma
 RECONCILE_START_DELAY_S = 1.0  # the first check waits for the outbox's first retries (and a CLI command's own)
 LOST_NOTE = "lost to a newer version from another device"
 UNREADABLE_NOTE = "does not decrypt with this key"
+RESTORE_CANDIDATES = 8  # versions from the history tried at start when the relays' newest does not decrypt
 REFUSED_NOTE = "not published: a newer version from another device already existed"
 
 R = TypeVar("R")
@@ -194,15 +195,13 @@ class MemorySync:
                 entry = None
             if entry is not None and entry.state != OUTBOX_REFUSED:
                 candidates.append((entry.event, "local"))
-            mine = next(iter(await self.versions(t)), None)
-            if mine is not None:
-                candidates.append((mine.event, mine.origin))
-            best: tuple[Event, str] | None = None
-            for ev, origin in candidates:
-                if best is None or is_newer(ev, best[0]):
-                    best = (ev, origin)
-            if best is not None:
-                self.store.restore(best[0], origin=best[1])
+            # The newest versions kept here that decrypt (an unreadable newer one never blanks the memory).
+            kept = [v for v in (await self.versions(t))[:RESTORE_CANDIDATES]
+                    if UNREADABLE_NOTE not in v.note and not v.note.startswith("not published")]
+            candidates += [(v.event, v.origin) for v in kept]
+            for ev, origin in sorted(candidates, key=lambda pair: newest_first(pair[0])):
+                if self.store.restore(ev, origin=origin):
+                    break
 
     # --- the one save path --------------------------------------------------------------------------
     async def save(self, t: MemoryType | str, content: str, *, wait: bool = True) -> SaveResult:
