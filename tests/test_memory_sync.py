@@ -230,3 +230,31 @@ async def test_a_relay_that_acknowledges_and_keeps_nothing_is_not_counted_as_hol
                 assert rows[void.url].describe().endswith("acknowledged but not serving the newest version")
                 assert void.url not in status.brought_up_to_date
                 assert status.to_json_dict()["relays"][void.url]["acknowledged_not_serving"] is True
+
+
+async def test_the_cli_names_both_versions_and_prints_the_lost_text_for_merging(
+        tmp_path: Path, relay: EmbeddedRelayUnderTest) -> None:
+    from bad_inputs_support import cli, cli_env
+
+    env = cli_env(tmp_path, f'[relays]\nembedded = false\nurls = ["{relay.url}"]\ntimeout_s = 1.0\n'
+                            '[memory]\nbackend = "none"\n[agent]\npublish_profile = false\n',
+                  DIDACTYL_NSEC=AGENT_KEY.nsec())
+    await put(relay.url, memory_event(AGENT_KEY, "base", int(time.time()) - 100))
+    base_id = (await held(relay))[0].id
+    # This device's save never reaches the relay (it is down); another device edits the base meanwhile.
+    await relay.stop()
+    saved = await asyncio.to_thread(cli, ["memory", "save", "--type", "short_term", "--content", "mine"], env)
+    assert saved.code == 1 and "kept in the outbox" in saved.line
+    await relay.start()
+    theirs = memory_event(AGENT_KEY, "theirs", int(time.time()) + 2, prev=base_id)
+    await put(relay.url, theirs)
+    shown = await asyncio.to_thread(cli, ["memory", "show", "--type", "short_term"], env)
+    assert shown.stdout == "theirs\n"
+    [line] = [w for w in shown.stderr.splitlines() if "concurrent edit" in w]
+    mine_id = next(v for v in (await asyncio.to_thread(cli, ["memory", "history", "--type", "short_term"], env))
+                   .stdout.splitlines() if "lost to a newer version" in v).split()[0]
+    assert line.startswith("warning: concurrent edit of the short-term memory: your version "
+                           f"{mine_id[:8]} and another device's version {theirs.id[:8]}")
+    assert f"didactyl memory show --type short_term --version {mine_id[:8]}" in line
+    old = await asyncio.to_thread(cli, ["memory", "show", "--type", "short_term", "--version", mine_id[:8]], env)
+    assert old.code == 0 and old.stdout == "mine\n"

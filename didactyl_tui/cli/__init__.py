@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = msub.add_parser("show", help="print a memory (decrypted)")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
+    p.add_argument("--version", metavar="EVENT_ID", help="print a past version from the history instead (an id "
+                   "or a prefix of at least 4 characters; e.g. your text that lost to a concurrent edit)")
     p.add_argument("--json", action="store_true",
                    help="print JSON with the event id, the relays and what is still pending in the outbox")
     p = msub.add_parser("save", help="replace a memory (encrypt, sign, publish to every relay)")

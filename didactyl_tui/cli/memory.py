@@ -34,6 +34,8 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     from ..service import MemoryType
 
     t = MemoryType.parse(args.memory_type)
+    if getattr(args, "version", None):
+        return await _show_version(args, config, data, env, out, t)
     async with _service(config, data, env, out) as service:
         snap = service.memory(t)
         pending = await service.pending_publishes(t)
@@ -48,6 +50,21 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
             raise CommandFailed(f"no relay answered: the {t.title.lower()} could not be read")
         if not args.json and not snap.content:
             out.stderr.write(f"(the {t.title.lower()} is empty)\n")
+    return EXIT_OK
+
+
+async def _show_version(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+                        t: Any) -> int:
+    async with _service(config, data, env, out) as service:
+        try:
+            version = await service.memory_version(t, args.version)
+            content = version.content
+        except AgentError as exc:
+            raise CommandFailed(exc.message, exc.title) from None
+    if args.json:
+        out.json({**version.to_json_dict(), "type": t.value, "content": content})
+    elif content:
+        out.print(content, end="" if content.endswith("\n") else "\n")
     return EXIT_OK
 
 

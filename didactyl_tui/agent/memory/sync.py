@@ -145,8 +145,9 @@ class MemorySync:
     def _tell_lost(self, t: MemoryType, lost_event_id: str, winner_id: str) -> None:
         self._warn(f"concurrent edit of the {t.title.lower()}: your version {lost_event_id[:8]} and another "
                    f"device's version {winner_id[:8]} were both edited from an older version; theirs (newer) is "
-                   "now the memory and yours is kept in the memory history: merge them in the editor, or see "
-                   f"`didactyl memory history --type {t.value}`")
+                   "now the memory and yours is kept in the memory history; to merge, open the merge view in the "
+                   f"app, or print yours with `didactyl memory show --type {t.value} --version {lost_event_id[:8]}` "
+                   "and save the merged text")
         self._on_lost(t, lost_event_id, winner_id)
 
     async def _note_remote(self, ev: Event) -> None:
