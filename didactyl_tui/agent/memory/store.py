@@ -440,12 +440,13 @@ class MemoryStore:
         self._seen(VersionSeen(t, ev, "local", None, False, None, None))
         return ev
 
-    async def save(self, t: MemoryType | str, content: str) -> SaveResult:
+    async def save(self, t: MemoryType | str, content: str, *, base: str | None = None) -> SaveResult:
         """Validate, encrypt to self, sign, cache, publish to every relay; per-relay verdicts back.
 
         The version names its base (``["prev", id]``: the version the store held) and is dated after every
         version known, never more than ``sign_ahead_max_s`` ahead of the clock (it waits up to
         ``BURST_WAIT_MAX_S`` for the clock; a version dated further ahead raises :class:`DatedAheadError`).
+        ``base``: the version the text was written on when not the one held now (a burst's deferred text).
         Raises AgentError for bad input before anything is published, and when the publisher already
         knows a newer version (another device's; nothing is sent and the cache is left as it was).
         Relay failures do not raise: they are in the outcome (``any_accepted`` False when no relay took it).
@@ -460,7 +461,7 @@ class MemoryStore:
                 exc.kept_event_id = self.sign_local(t, content).id
                 raise
             created_at = self._created_at(slot)
-            ev = self.build_event(t, content, created_at, slot.event.id if slot.event else None)
+            ev = self.build_event(t, content, created_at, base or (slot.event.id if slot.event else None))
             # Cache first: our own echo from the live subscription then finds nothing new.
             before = (slot.event, slot.content, slot.loaded)
             self._adopt(t, ev, content)

@@ -85,7 +85,8 @@ class MemorySync:
         self._history_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-history")
         self._history_error: str | None = None
         self._last_local: dict[MemoryType, str] = {}  # type -> the last version saved here
-        self._deferred: dict[MemoryType, str] = {}  # type -> the newest text of a burst, not signed yet
+        # type -> (the newest text of a burst, not signed yet; the version it was written on)
+        self._deferred: dict[MemoryType, tuple[str, str | None]] = {}
         self._flushers: dict[MemoryType, asyncio.Task[Any]] = {}
         self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
         self.ready = False  # relay (re)connects trigger checks only once start-up is done
@@ -172,6 +173,8 @@ class MemorySync:
         ours = self._latest_local(seen.type)
         if ours is None or ours.event_id == seen.event.id or not is_newer(seen.event, ours.event):
             return None
+        if seen.replaced is not None and seen.replaced.id != ours.event_id:
+            return None  # it replaced another device's version, not our edit (judged when that one arrived)
         if LOST_NOTE in ours.note:
             return None  # the user was told already
         if relation(history, seen.event, ours.event) is Relation.LATER_EDIT:
@@ -225,10 +228,10 @@ class MemorySync:
         """The agent's ``memory_save``: never waits for the clock (a burst is coalesced)."""
         return await self.save(t, content, wait=False)
 
-    async def _save_now(self, t: MemoryType, content: str) -> SaveResult:
+    async def _save_now(self, t: MemoryType, content: str, base: str | None = None) -> SaveResult:
         before = self._last_local.get(t)
         try:
-            result = await self.store.save(t, content)
+            result = await self.store.save(t, content, base=base)
         except DatedAheadError as exc:
             if exc.kept_event_id:
                 await self.annotate(exc.kept_event_id, f"not published: {exc.message}")
@@ -248,7 +251,11 @@ class MemorySync:
         return result
 
     def _defer(self, t: MemoryType, content: str) -> SaveResult:
-        self._deferred[t] = content
+        # Its base is the version held when the first text of the burst was given (a version arriving
+        # meanwhile was not seen by the writer: the flushed save must not claim it as its base).
+        held = self.store.current_event(t)
+        base = self._deferred[t][1] if t in self._deferred else (held.id if held else None)
+        self._deferred[t] = (content, base)
         self.store.show_deferred(t, content)
         task = self._flushers.get(t)
         if task is None or task.done():
@@ -261,11 +268,11 @@ class MemorySync:
             await asyncio.sleep(min(max(self.store.sign_delay(t), 0.05), 1.0))
             if self.store.sign_delay(t) > 0:
                 continue
-            content = self._deferred.pop(t, None)
-            if content is None:
+            deferred = self._deferred.pop(t, None)
+            if deferred is None:
                 return
             try:
-                await self._save_now(t, content)
+                await self._save_now(t, *deferred)
             except AgentError as exc:
                 self._warn(exc.message)
 
@@ -274,10 +281,10 @@ class MemorySync:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 for t in list(self._deferred):
-                    content = self._deferred.pop(t, None)
-                    if content is not None:
+                    deferred = self._deferred.pop(t, None)
+                    if deferred is not None:
                         with contextlib.suppress(AgentError):
-                            await self._save_now(t, content)
+                            await self._save_now(t, *deferred)
 
     # --- relay consensus ----------------------------------------------------------------------------
     def relay_state_changed(self, url: str, state: ConnectionState) -> None:
