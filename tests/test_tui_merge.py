@@ -62,3 +62,31 @@ async def test_a_concurrent_edit_opens_the_merge_view_and_saving_it_builds_on_th
             await wait_for(pilot, lambda: not isinstance(app.screen, MergeScreen), 5, "closed")
     finally:
         await relay.stop()
+
+
+async def test_the_memory_pane_keeps_saying_a_newer_version_does_not_decrypt(tmp_path: Path) -> None:
+    from didactyl_tui.nostr.event import sign_event
+
+    relay = EmbeddedRelayUnderTest(tmp_path / "relay.sqlite3")
+    await relay.start()
+    try:
+        cfg = make_config(urls=[relay.url], publish_profile=False)
+        cfg.relays.embedded = False
+        env = make_env()
+        service = AppService(cfg, data_dir=tmp_path / "d", env=env, clock=Clock(T0),
+                             relay_client_options=fast_client_kwargs())
+        app = DidactylApp(cfg, data_dir=tmp_path / "d", env=env, service=service)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            saved = await service.save_memory(ST, "readable words")
+            bad = sign_event(TEST_KEY, kind=30078, content="not nip-44", created_at=T0 + 3,
+                             tags=[["d", "short_term_memory"], ["app", "didactyl"]])
+            await put(relay.url, bad)
+            pane = app.screen.memory_pane(ST)  # type: ignore[attr-defined]
+            await wait_for(pilot, lambda: "does not decrypt" in str(pane.border_subtitle), 10, "the pane's notice")
+            assert bad.id[:8] in str(pane.border_subtitle)
+            assert "readable words" in screen_text(app) and service.memory(ST).event_id == saved.event_id
+            await service.save_memory(ST, "overwritten")
+            await wait_for(pilot, lambda: "does not decrypt" not in str(pane.border_subtitle), 10, "cleared")
+    finally:
+        await relay.stop()

@@ -423,8 +423,8 @@ class MemoryStore:
         ahead = floor - int(self._clock())
         raise DatedAheadError(
             f"the newest {t.title.lower()} version is dated {ahead} s ahead of this device's clock; a save now "
-            f"would have to be dated further ahead than the {self.sign_ahead_max_s:g} s allowed (is a clock "
-            "wrong?)", "Memory")
+            f"would have to be dated {ahead + 1} s ahead, more than the {self.sign_ahead_max_s:g} s allowed (is a "
+            "clock wrong?)", "Memory")
 
     def show_deferred(self, t: MemoryType, content: str) -> None:
         """A burst's newest text, not signed yet (MemorySync signs it within seconds): shown and used now."""
