@@ -15,7 +15,9 @@ a device whose edit lost to another device's newer one.
 
 An empty memory is sent as an event with empty content: NIP-44 cannot encrypt zero bytes, and an empty
 string reveals nothing. Everything runs on the event loop; the caches are only touched there, and saves
-are serialized by an ``asyncio.Lock`` so ``created_at`` always moves forward.
+are serialized by an ``asyncio.Lock`` so ``created_at`` always moves forward — but never more than
+``sign_ahead_max_s`` ahead of the clock, and every version names its base (``["prev", id]``): see
+docs/sync.md.
 """
 
 from __future__ import annotations
