@@ -258,3 +258,30 @@ async def test_the_cli_names_both_versions_and_prints_the_lost_text_for_merging(
     assert f"didactyl memory show --type short_term --version {mine_id[:8]}" in line
     old = await asyncio.to_thread(cli, ["memory", "show", "--type", "short_term", "--version", mine_id[:8]], env)
     assert old.code == 0 and old.stdout == "mine\n"
+
+
+async def test_a_save_refused_for_good_is_reported_refused_and_never_blocks_the_next(
+        tmp_path: Path, relay: EmbeddedRelayUnderTest) -> None:
+    from bad_inputs_support import cli, cli_env
+
+    proxy = FaultProxy(relay.url)
+    await proxy.start()
+    try:
+        async with service_for(tmp_path / "a", proxy.url) as a:
+            proxy.reject_next(1, "invalid: event creation date is too far off from the current time")
+            refused = await a.save_memory(ST, "refused")
+            assert refused.refused and not refused.any_accepted
+            assert refused.to_json_dict()["refused"] is True
+            assert await a.pending_publishes() == []  # nothing "will be resent"
+            later = await a.save_memory(ST, "the next one")
+            assert later.any_accepted and not later.refused
+            assert [text_of(ev) for ev in await held(relay)] == ["the next one"]
+        env = cli_env(tmp_path, f'[relays]\nembedded = false\nurls = ["{proxy.url}"]\ntimeout_s = 1.0\n'
+                                '[memory]\nbackend = "none"\n[agent]\npublish_profile = false\n',
+                      DIDACTYL_NSEC=AGENT_KEY.nsec())
+        proxy.reject_next(1, "blocked: not on the list")
+        result = await asyncio.to_thread(cli, ["memory", "save", "--type", "short_term", "--content", "x"], env)
+        assert result.code == 1 and "refused the short-term memory for good" in result.line
+        assert "not resent" in result.line and "sent again" not in result.line
+    finally:
+        await proxy.stop()
