@@ -17,7 +17,7 @@ from didactyl_tui.service import AppService, MemoryChanged, ServiceWarning
 
 def config_for(*urls: str) -> Config:
     cfg = Config()
-    cfg.relays.embedded = False
+    cfg.relays.embedded.enabled = False
     cfg.relays.urls = list(urls)
     cfg.relays.timeout_s = 1.0
     cfg.memory.backend = "none"
