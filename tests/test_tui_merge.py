@@ -31,7 +31,7 @@ async def test_a_concurrent_edit_opens_the_merge_view_and_saving_it_builds_on_th
     await relay.start()
     try:
         cfg = make_config(urls=[relay.url], publish_profile=False)
-        cfg.relays.embedded.enabled = False
+        cfg.relays.embedded = False
         env, clock = make_env(), Clock(T0)
         service = AppService(cfg, data_dir=tmp_path / "d", env=env, clock=clock,
                              relay_client_options=fast_client_kwargs())
@@ -71,7 +71,7 @@ async def test_the_memory_pane_keeps_saying_a_newer_version_does_not_decrypt(tmp
     await relay.start()
     try:
         cfg = make_config(urls=[relay.url], publish_profile=False)
-        cfg.relays.embedded.enabled = False
+        cfg.relays.embedded = False
         env = make_env()
         service = AppService(cfg, data_dir=tmp_path / "d", env=env, clock=Clock(T0),
                              relay_client_options=fast_client_kwargs())
