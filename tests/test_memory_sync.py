@@ -285,3 +285,27 @@ async def test_a_save_refused_for_good_is_reported_refused_and_never_blocks_the_
         assert "not resent" in result.line and "sent again" not in result.line
     finally:
         await proxy.stop()
+
+
+async def test_the_agent_is_told_at_once_when_a_fast_clock_elsewhere_blocks_its_save(
+        tmp_path: Path, relay: EmbeddedRelayUnderTest) -> None:
+    ahead = memory_event(AGENT_KEY, "from a fast clock", T0 + 600)
+    await put(relay.url, ahead)
+    async with service_for(tmp_path / "a", relay.url, clock=Clock(T0)) as a:
+        assert a.memory(ST).event_id == ahead.id
+        outcome = await a.dispatch_tool("memory_save", {"type": "short_term", "content": "the agent's words"})
+        assert outcome.is_error and "600 s ahead of this device's clock" in outcome.content
+        assert [ev.id for ev in await held(relay)] == [ahead.id]
+        kept = [v for v in await a.memory_history(ST) if v.note.startswith("not published")]
+        assert [v.content for v in kept] == ["the agent's words"]
+
+
+async def test_a_burst_still_waiting_at_stop_is_sent_before_the_service_ends(
+        tmp_path: Path, relay: EmbeddedRelayUnderTest) -> None:
+    async with service_for(tmp_path / "a", relay.url) as a:
+        for n in range(20):
+            await a.dispatch_tool("memory_save", {"type": "short_term", "content": f"burst {n}"})
+        assert a.memory(ST).content == "burst 19"
+    # Stopped right after the burst: the newest text went out, dated at most 5 s ahead.
+    [on_relay] = await held(relay)
+    assert text_of(on_relay) == "burst 19" and on_relay.created_at <= time.time() + 5

@@ -37,7 +37,7 @@ from .lineage import Relation, relation
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
 from .publisher import MemoryPublisher, RelayHolding
-from .store import DatedAheadError, MemoryStore, MemoryType, SaveResult, VersionSeen
+from .store import BURST_WAIT_MAX_S, DatedAheadError, MemoryStore, MemoryType, SaveResult, VersionSeen
 
 log = logging.getLogger("didactyl.memory.sync")
 
@@ -219,7 +219,9 @@ class MemorySync:
         (``SaveResult.deferred``)."""
         t = MemoryType.parse(t)
         content = self.store.validate(t, content)
-        if not wait and (t in self._deferred or self.store.sign_delay(t) > 0):
+        delay = self.store.sign_delay(t)
+        # Only a burst is coalesced: a version dated far ahead (a fast clock elsewhere) is refused now, below.
+        if not wait and (t in self._deferred or 0 < delay <= BURST_WAIT_MAX_S):
             return self._defer(t, content)
         self._deferred.pop(t, None)  # this newer text supersedes a burst's text not signed yet
         return await self._save_now(t, content)
@@ -266,8 +268,8 @@ class MemorySync:
         """Sign and send the newest text of a burst as soon as the clock allows (no date ahead of it)."""
         while t in self._deferred:
             await asyncio.sleep(min(max(self.store.sign_delay(t), 0.05), 1.0))
-            if self.store.sign_delay(t) > 0:
-                continue
+            if 0 < self.store.sign_delay(t) <= BURST_WAIT_MAX_S:
+                continue  # (further ahead: a version from a fast clock arrived; the save below is refused)
             deferred = self._deferred.pop(t, None)
             if deferred is None:
                 return
