@@ -200,6 +200,9 @@ class MemoryConfig:
                                   min=1, max=1_000_000)
     backend: str = _f("recall", "Memory backend: \"recall\" (local full-text index), \"honcho\", or \"none\".",
                       choices=("recall", "honcho", "none"))
+    sign_ahead_max_s: int = _f(5, "Most seconds a memory version we sign may be dated ahead of this clock (a "
+                               "burst of saves within one second is coalesced instead of dated ahead).",
+                               min=1, max=60)
     index_long_term: bool = _f(True, "Let the recall backend index the long-term memory (a plaintext copy in "
                                "recall.sqlite3, mode 0600, for search); false keeps only the encrypted copy on "
                                "relays, and chat turns are still indexed.")

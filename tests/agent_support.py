@@ -25,13 +25,14 @@ NOW = 1_750_000_000
 
 
 def memory_event(key: SecretKey, content: str, created_at: int, d: str = "short_term_memory",
-                 *, encrypt_to: SecretKey | None = None, kind: int = 30078) -> Event:
-    """A memory version as another device (or a stranger) would publish it."""
+                 *, encrypt_to: SecretKey | None = None, kind: int = 30078, prev: str | None = None) -> Event:
+    """A memory version as another device (or a stranger) would publish it (``prev``: its base, as didactyl
+    tags it; None: untagged, like another Nostr client)."""
     owner = encrypt_to or key
     conv = nip44.get_conversation_key(owner.secret_hex(), owner.public_key_hex)
     payload = nip44.encrypt(content, conv) if content else ""
-    return sign_event(key, kind=kind, content=payload, created_at=created_at,
-                      tags=[["d", d], ["app", "didactyl"]])
+    tags = [["d", d], ["app", "didactyl"]] + ([["prev", prev]] if prev else [])
+    return sign_event(key, kind=kind, content=payload, created_at=created_at, tags=tags)
 
 
 def profile_event(key: SecretKey, created_at: int = NOW, **fields: str) -> Event:

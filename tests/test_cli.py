@@ -73,7 +73,7 @@ def test_memory_save_and_show_round_trip_with_bad_input(tmp_path: Path) -> None:
     saved = didactyl(env, "memory", "save", "--type", "short_term", "--file", "-", "--json", stdin="Ada likes tea.\n")
     assert saved.returncode == 0, saved.stderr
     result = json.loads(saved.stdout)
-    assert set(result) == {"type", "event_id", "created_at", "accepted_by", "relays"}
+    assert set(result) == {"type", "event_id", "created_at", "accepted_by", "relays", "deferred", "refused"}
     [url] = result["accepted_by"]
     assert result["relays"][url] == {"verdict": "accepted", "message": ""}
 

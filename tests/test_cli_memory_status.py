@@ -92,7 +92,14 @@ async def test_status_names_the_lagging_relay_and_brings_it_up_to_date(
     await put(lagging.url, old)
     env = cli_env(tmp_path, relay_config(current.url, lagging.url), DIDACTYL_NSEC=AGENT_KEY.nsec())
 
-    result = await run_cli(env, "memory", "status", "--type", "short_term")
+    # Without --fix the report says what it would send.
+    looked = await run_cli(env, "memory", "status", "--type", "short_term")
+    assert looked.code == 0, looked.stderr
+    assert any(line.strip().startswith(lagging.url) and line.endswith(f": lagging (--fix would send {new.id[:8]})")
+               for line in looked.stdout.splitlines()), looked.stdout
+    assert "brought" not in looked.stdout
+
+    result = await run_cli(env, "memory", "status", "--type", "short_term", "--fix")
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"Short-Term Memory: newest {new.id[:8]} (")
@@ -112,9 +119,13 @@ async def test_history_lists_every_version_with_origin_size_and_note(
         tmp_path: Path, relays: list[EmbeddedRelayUnderTest]) -> None:
     relay = relays[0]
     env = cli_env(tmp_path, relay_config(relay.url), DIDACTYL_NSEC=AGENT_KEY.nsec())
-    assert (await run_cli(env, "memory", "save", "--type", "long_term", "--content", "v1")).code == 0
+    first = await run_cli(env, "memory", "save", "--type", "long_term", "--content", "v1")
+    assert first.code == 0
+    v1_id = first.stdout.split(" as event ")[1].split(":")[0]
     assert (await run_cli(env, "memory", "save", "--type", "long_term", "--content", "v2 is longer")).code == 0
-    from_elsewhere = memory_event(AGENT_KEY, "from the phone", int(time.time()) + 60, d="long_term_memory")
+    # The phone edited v1, not v2 (its base tag says so): a concurrent edit, v2 lost.
+    from_elsewhere = memory_event(AGENT_KEY, "from the phone", int(time.time()) + 60, d="long_term_memory",
+                                  prev=v1_id)
     await put(relay.url, from_elsewhere)
 
     listed = await run_cli(env, "memory", "history", "--type", "long_term", "--json")

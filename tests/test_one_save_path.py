@@ -30,9 +30,9 @@ def saves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = MemorySync.save
 
-    async def spy(self: MemorySync, t: MemoryType | str, content: str):  # type: ignore[no-untyped-def]
+    async def spy(self: MemorySync, t: MemoryType | str, content: str, **kw):  # type: ignore[no-untyped-def]
         seen.append(content)
-        return await real(self, t, content)
+        return await real(self, t, content, **kw)
 
     monkeypatch.setattr(MemorySync, "save", spy)
     return seen

@@ -122,7 +122,7 @@ async def test_status_finds_a_lagging_relay_and_brings_it_up_to_date(
         assert not by_url[lagging.url].reachable and by_url[lagging.url].describe() == "unreachable"
         await lagging.start()
         await wait_for(lambda: svc.relay_states()[lagging.url].value == "connected", timeout=10)
-        status = await svc.memory_status(ST)
+        status = await svc.memory_status(ST, bring_up_to_date=True)
         row = {r.url: r for r in status.relays}[lagging.url]
         assert row.reachable and row.lagging and row.event_id == old.id and row.current
         assert status.brought_up_to_date == [lagging.url]
@@ -228,12 +228,13 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
         assert [ev.id for ev in await held(relay)] == [theirs.event_id]
         await wait_for(lambda: nothing_pending(a, b), timeout=10)
         # A lost: told once (a warning and a MemoryChanged flagged lost_local), its text in its history.
+        await wait_for(lambda: any(isinstance(e, MemoryChanged) and e.lost_local for e in seen_a), timeout=5)
         lost = [e for e in seen_a if isinstance(e, MemoryChanged) and e.lost_local]
         assert [(e.origin, e.lost_event_id, e.snapshot.event_id) for e in lost] == [
             ("remote", mine.event_id, theirs.event_id)]
         warnings = [e.message for e in seen_a if isinstance(e, ServiceWarning)]
-        assert any(f"(event {mine.event_id[:8]}) lost to a newer version from another device" in w
-                   for w in warnings), warnings
+        assert any(f"concurrent edit of the short-term memory: your version {mine.event_id[:8]} and another "
+                   f"device's version {theirs.event_id[:8]}" in w for w in warnings), warnings
         kept = {v.event_id: v for v in (await a.memory_history(ST))}[mine.event_id]
         assert kept.origin == "local" and kept.note == LOST_NOTE and kept.content == "A's offline edit"
         # B won: nothing to tell it.
@@ -244,22 +245,31 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
         back = await a.rollback_memory(ST, mine.event_id)
         assert back.any_accepted
         await wait_for(lambda: b.memory(ST).content == "A's offline edit", timeout=5)
-        # B's edit was replaced by A's deliberate newer save: B is told too, and keeps its text.
-        assert {v.event_id: v for v in (await b.memory_history(ST))}[theirs.event_id].note == LOST_NOTE
+        # A's rollback was made on top of B's version (its base): a later edit, so B is not told.
+        await wait_for(lambda: b.memory(ST).event_id == back.event_id, timeout=5)
+        assert {v.event_id: v for v in (await b.memory_history(ST))}[theirs.event_id].note == ""
+        assert not any(isinstance(e, MemoryChanged) and e.lost_local for e in seen_b)
 
 
-async def test_a_save_after_a_version_from_a_fast_clock_is_dated_after_it(
+async def test_a_save_after_a_version_from_a_fast_clock_is_never_dated_far_ahead(
         tmp_path: Path, relays: list[EmbeddedRelayUnderTest]) -> None:
     relay = relays[0]
     clock = Clock(T0)
     async with service_for(tmp_path / "d", relay.url, clock=clock) as svc:
         await svc.save_memory(ST, "first")
-        # Another device's clock runs ahead (within the 15 minutes allowed): the consensus check adopts its
-        # version, and the next save here is dated after it rather than by this clock, so it still wins.
+        # Another device's clock runs ahead (within the 15 minutes accepted): its version is adopted, but a
+        # save here would have to be dated 601 s ahead of this clock: refused, the text kept, nothing sent.
         ahead = memory_event(AGENT_KEY, "from a fast clock", T0 + 600)
         await put(relay.url, ahead)
-        status = await svc.memory_status(ST)
-        assert status.newest_event_id == ahead.id and svc.memory(ST).content == "from a fast clock"
+        await wait_for(lambda: svc.memory(ST).event_id == ahead.id, timeout=5)
+        with pytest.raises(AgentError, match=r"not saved: the newest short-term memory version is dated 600 s "
+                                             r"ahead of this device's clock.*kept in the memory history"):
+            await svc.save_memory(ST, "after it")
+        kept = [v for v in await svc.memory_history(ST) if v.note.startswith("not published")]
+        assert [v.content for v in kept] == ["after it"] and kept[0].created_at == T0
+        assert [ev.id for ev in await held(relay)] == [ahead.id]
+        # Once this clock is within the bound, the save goes out, dated after it.
+        clock.t = T0 + 597
         later = await svc.save_memory(ST, "after it")
         assert later.created_at == T0 + 601 and later.any_accepted
 
@@ -278,7 +288,7 @@ async def test_a_version_the_relays_lost_is_restored_from_history_and_published_
     async with service_for(data, relay.url) as svc:
         snap = svc.memory(LT)
         assert (snap.event_id, snap.content) == (phone.id, "written on the phone")
-        status = await svc.memory_status(LT)
+        status = await svc.memory_status(LT, bring_up_to_date=True)
         assert status.brought_up_to_date == [relay.url] and status.relays[0].current
         assert [ev.id for ev in await held(relay, "long_term_memory")] == [phone.id]
         assert [v.origin for v in (await svc.memory_history(LT))] == ["remote"]

@@ -257,7 +257,8 @@ async def test_editor_conflict_never_overwrites_silently(tmp_path: Path) -> None
         editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen)
         editor.text_area.load_text("mine")
         url = app.service.embedded_relay_url
-        theirs_id = await _publish_from_other_device(url, "theirs", int(NOW) + 10)
+        # Dated 3 s ahead of this (frozen) clock: our overwrite can still be dated after it within the 5 s bound.
+        theirs_id = await _publish_from_other_device(url, "theirs", int(NOW) + 3)
 
         await wait_for(pilot, lambda: editor.theirs is not None, 10, "the conflict to show")
         await pilot.pause()
@@ -284,7 +285,7 @@ async def test_editor_conflict_never_overwrites_silently(tmp_path: Path) -> None
         await wait_for(pilot, lambda: "accepted by 1/1" in screen_text(app), 10, "the overwrite")
         events = await relay_memory(url)
         assert [decrypt_own(ev.content) for ev in events] == ["mine"]
-        assert events[0].created_at > int(NOW) + 10
+        assert int(NOW) + 3 < events[0].created_at <= int(NOW) + 5
 
 
 async def test_editor_conflict_keep_theirs(tmp_path: Path) -> None:

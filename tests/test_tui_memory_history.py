@@ -53,7 +53,9 @@ async def test_history_screen_lists_versions_diffs_two_and_rolls_back(tmp_path: 
         one = await service.save_memory(ST, "first line\n")
         clock.t += 10
         two = await service.save_memory(ST, "first line\nsecond line\n")
-        laptop = memory_event(TEST_KEY, "first line\nsecond line\nfrom the laptop\n", int(NOW) + 20)
+        # The laptop edited version one (its base), not two: a concurrent edit.
+        laptop = memory_event(TEST_KEY, "first line\nsecond line\nfrom the laptop\n", int(NOW) + 20,
+                              prev=one.event_id)
         await put(relay.url, laptop)
         await wait_for(pilot, lambda: service.memory(ST).event_id == laptop.id, 10, "the laptop's version")
 

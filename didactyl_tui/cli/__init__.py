@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = msub.add_parser("show", help="print a memory (decrypted)")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
+    p.add_argument("--version", metavar="EVENT_ID", help="print a past version from the history instead (an id "
+                   "or a prefix of at least 4 characters; e.g. your text that lost to a concurrent edit)")
     p.add_argument("--json", action="store_true",
                    help="print JSON with the event id, the relays and what is still pending in the outbox")
     p = msub.add_parser("save", help="replace a memory (encrypt, sign, publish to every relay)")
@@ -91,9 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--content", metavar="TEXT", help="the new text")
     src.add_argument("--file", metavar="PATH", help="read the new text from a file ('-' for stdin)")
     p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
-    p = msub.add_parser("status", help="which version of the memory each relay holds; lagging relays are "
-                        "brought up to date")
+    p = msub.add_parser("status", help="which version of the memory each relay holds (read back by id); "
+                        "--fix sends the newest to lagging relays")
     p.add_argument("--type", choices=MEMORY_TYPES, dest="memory_type", help="one memory (default: both)")
+    p.add_argument("--fix", action="store_true", help="send the newest version to relays that lag")
     p.add_argument("--json", action="store_true", help="print JSON")
     p = msub.add_parser("history", help="list every version of a memory seen here (own saves and other devices')")
     p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")

@@ -34,6 +34,8 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     from ..service import MemoryType
 
     t = MemoryType.parse(args.memory_type)
+    if getattr(args, "version", None):
+        return await _show_version(args, config, data, env, out, t)
     async with _service(config, data, env, out, read_only=True) as service:
         snap = service.memory(t)
         pending = await service.pending_publishes(t)
@@ -48,6 +50,21 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
             raise CommandFailed(f"no relay answered: the {t.title.lower()} could not be read")
         if not args.json and not snap.content:
             out.stderr.write(f"(the {t.title.lower()} is empty)\n")
+    return EXIT_OK
+
+
+async def _show_version(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+                        t: Any) -> int:
+    async with _service(config, data, env, out, read_only=True) as service:
+        try:
+            version = await service.memory_version(t, args.version)
+            content = version.content
+        except AgentError as exc:
+            raise CommandFailed(exc.message, exc.title) from None
+    if args.json:
+        out.json({**version.to_json_dict(), "type": t.value, "content": content})
+    elif content:
+        out.print(content, end="" if content.endswith("\n") else "\n")
     return EXIT_OK
 
 
@@ -69,6 +86,10 @@ async def save(args: argparse.Namespace, config: Config, data: Path, env: Mappin
         outcome = result.outcome
         out.print(f"saved the {t.title.lower()} ({len(content):,} chars) as event {result.event_id}: "
                   f"{outcome.summary()}")
+    if result.refused:
+        raise CommandFailed(f"every relay refused the {t.title.lower()} for good: {result.outcome.summary()}; it "
+                            "is not resent (your text is in `didactyl memory history`); later saves are not "
+                            "affected")
     if not result.any_accepted:
         raise CommandFailed(f"no relay accepted the {t.title.lower()}: {result.outcome.summary()}; it is kept "
                             "in the outbox and sent again whenever didactyl runs")
@@ -80,8 +101,9 @@ async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapp
     from ..service import MemoryType, when
 
     types = [MemoryType.parse(args.memory_type)] if args.memory_type else list(MemoryType)
-    async with _service(config, data, env, out) as service:
-        statuses = [await service.memory_status(t) for t in types]
+    # Without --fix the command only looks: no background repair, no profile publish.
+    async with _service(config, data, env, out, read_only=not args.fix) as service:
+        statuses = [await service.memory_status(t, bring_up_to_date=args.fix) for t in types]
     if args.json:
         out.json({s.type.value: s.to_json_dict() for s in statuses})
     else:
@@ -91,7 +113,10 @@ async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapp
             out.print(f"{status.type.title}: {newest}")
             width = max((len(r.url) for r in status.relays), default=0)
             for relay in status.relays:
-                out.print(f"  {relay.url.ljust(width)}  {relay.describe()}")
+                line = f"  {relay.url.ljust(width)}  {relay.describe()}"
+                if relay.lagging and relay.republished is None and status.newest_event_id:
+                    line += f" (--fix would send {status.newest_event_id[:8]})"
+                out.print(line)
             if status.brought_up_to_date:
                 n = len(status.brought_up_to_date)
                 out.print(f"  brought {n} lagging relay{'s' if n != 1 else ''} up to date")

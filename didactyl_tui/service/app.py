@@ -121,7 +121,7 @@ class AppService:
         rt = await start_runtime(
             self.config, self.data_dir, self.env, admin_pubkey=self.admin_pubkey, clock=self._clock,
             client_options=self._client_options, emit=self._events.emit, warn=self._warn,
-            on_lost=lambda t, event_id: memory.lost(t, event_id) if memory else None,
+            on_lost=lambda t, lost, winner: memory.lost(t, lost, winner) if memory else None,
             on_outbox_change=lambda: memory.outbox_changed() if memory else None)
         try:
             memory = MemoryService(rt, self._events.emit, self._warn)
@@ -258,7 +258,7 @@ class AppService:
     async def memory_diff(self, t: MemoryType | str, older_id: str, newer_id: str) -> str:
         return await self.parts.memory.diff(t, older_id, newer_id)
 
-    async def memory_status(self, t: MemoryType | str, *, bring_up_to_date: bool = True) -> MemoryStatus:
+    async def memory_status(self, t: MemoryType | str, *, bring_up_to_date: bool = False) -> MemoryStatus:
         return await self.parts.memory.status(t, bring_up_to_date=bring_up_to_date)
 
     async def pending_publishes(self, t: MemoryType | str | None = None) -> list[PendingPublish]:

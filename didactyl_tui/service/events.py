@@ -28,6 +28,7 @@ class MemoryChanged:
     # This device's own edit lost to a newer version from another device (its text is in memory_history).
     lost_local: bool = False
     lost_event_id: str | None = None
+    winner_event_id: str | None = None  # the concurrent version that is now the memory
 
 
 @dataclass(frozen=True, slots=True)

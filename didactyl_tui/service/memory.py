@@ -32,10 +32,10 @@ class MemoryService:
             self._rt.tasks.spawn(manager.index_long_term(snap.content))  # recall indexes the long-term memory
         self._emit(MemoryChanged(snap.type, snap, "local" if origin == "local" else "remote"))
 
-    def lost(self, t: MemoryType, lost_event_id: str) -> None:
-        """This device's edit lost to another device's newer version (MemorySync found out)."""
+    def lost(self, t: MemoryType, lost_event_id: str, winner_event_id: str) -> None:
+        """This device's edit and another device's were concurrent; theirs won (MemorySync found out)."""
         self._emit(MemoryChanged(t, self._rt.store.snapshot(t), "remote", lost_local=True,
-                                 lost_event_id=lost_event_id))
+                                 lost_event_id=lost_event_id, winner_event_id=winner_event_id))
 
     def outbox_changed(self) -> None:
         error = self._rt.publisher.outbox_error
@@ -102,8 +102,9 @@ class MemoryService:
                                                             new_label=new.label))
 
     # --- relays and the outbox -------------------------------------------------------------------
-    async def status(self, t: MemoryType | str, *, bring_up_to_date: bool = True) -> MemoryStatus:
-        """Ask every relay which version of memory ``t`` it holds; lagging relays are offered the newest."""
+    async def status(self, t: MemoryType | str, *, bring_up_to_date: bool = False) -> MemoryStatus:
+        """Ask every relay which version of memory ``t`` it holds (and read the newest back by id from those
+        that acknowledged it); with ``bring_up_to_date`` lagging relays are sent the newest."""
         t = MemoryType.parse(t)
         check = await self._rt.sync.check(t, fix=bring_up_to_date)
         relays = tuple(_relay_status(h, check) for h in check.holdings)
@@ -140,4 +141,5 @@ def _relay_status(h: RelayHolding, check: ConsensusCheck) -> RelayMemoryStatus:
     newest_id, outcome = check.newest_event_id, check.outcome
     lagging = h.reachable and newest_id is not None and h.event_id != newest_id
     verdict = outcome.results.get(h.url) if outcome is not None and lagging else None
-    return RelayMemoryStatus(h.url, h.reachable, h.event_id, h.created_at, lagging, verdict)
+    return RelayMemoryStatus(h.url, h.reachable, h.event_id, h.created_at, lagging, verdict,
+                             acknowledged_not_serving=h.url in check.unserved)

@@ -119,7 +119,7 @@ async def start_runtime(
     client_options: Mapping[str, Any],
     emit: Callable[[ServiceEvent], None],
     warn: Callable[[str], None],
-    on_lost: Callable[[MemoryType, str], None],
+    on_lost: Callable[[MemoryType, str, str], None],
     on_outbox_change: Callable[[], None],
 ) -> Runtime:
     """Open everything (no fetching yet). Files and SQLite open on worker threads, off the event loop."""
@@ -136,7 +136,7 @@ async def start_runtime(
 async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers: contextlib.AsyncExitStack, *,
                 admin_pubkey: str | None, clock: Callable[[], float], client_options: Mapping[str, Any],
                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
-                on_lost: Callable[[MemoryType, str], None], on_outbox_change: Callable[[], None]) -> Runtime:
+                on_lost: Callable[[MemoryType, str, str], None], on_outbox_change: Callable[[], None]) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     key = (await asyncio.to_thread(load_agent_key, data_dir, env)).key
     urls: list[str] = []
@@ -163,7 +163,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     limits = {MemoryType.SHORT_TERM: config.memory.short_term_max_chars,
               MemoryType.LONG_TERM: config.memory.long_term_max_chars}
     store = MemoryStore(key, pool, limits=limits, relay_timeout=config.relays.timeout_s, clock=clock,
-                        publisher=publisher.publish)
+                        publisher=publisher.publish, sign_ahead_max_s=config.memory.sign_ahead_max_s)
     closers.push_async_callback(_quietly, store.stop_live)
     store.add_warning_listener(warn)
     sync = MemorySync(store, publisher, outbox, history, warn=warn, on_lost=on_lost)
@@ -176,7 +176,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         admin_cache = IdentityCache(admin_pubkey, clock=clock)
         admin_cache.add_listener(lambda: emit(SelfContextChanged("admin")))
     tool_context = ServiceToolContext(memory=store, agent=agent_cache, admin=admin_cache,
-                                      files_root=data_dir / MEMORY_FOLDER, save_memory=sync.save,
+                                      files_root=data_dir / MEMORY_FOLDER, save_memory=sync.save_coalescing,
                                       config=config, data_dir=data_dir)
     conversations = await asyncio.to_thread(ConversationStore, data_dir / CONVERSATIONS_DB)
     closers.callback(_quietly_sync, conversations.close)

@@ -96,11 +96,12 @@ class RelayMemoryStatus:
     created_at: int | None
     lagging: bool  # reachable, and held an older version or none
     republished: RelayVerdict | None  # the answer to bringing it up to date (None: not needed or not tried)
+    acknowledged_not_serving: bool = False  # said OK to the newest version, but does not serve it by id
 
     @property
     def current(self) -> bool:
         """Holds the newest version now (held it already, or took it just now)."""
-        if not self.reachable:
+        if not self.reachable or self.acknowledged_not_serving:
             return False
         if not self.lagging:
             return True
@@ -111,6 +112,8 @@ class RelayMemoryStatus:
         if not self.reachable:
             return "unreachable"
         held = f"{short_id(self.event_id)} ({when(self.created_at)})" if self.event_id else "no version"
+        if self.acknowledged_not_serving:
+            return f"{held}: acknowledged but not serving the newest version"
         if not self.lagging:
             return f"{held}: current" if self.event_id else held
         if self.republished is None:
@@ -124,6 +127,7 @@ class RelayMemoryStatus:
         return {
             "reachable": self.reachable, "event_id": self.event_id, "created_at": self.created_at,
             "lagging": self.lagging, "current": self.current,
+            "acknowledged_not_serving": self.acknowledged_not_serving,
             "republished": None if self.republished is None else {
                 "verdict": self.republished.verdict.value, "message": self.republished.message},
         }

@@ -31,6 +31,10 @@ CREATE TABLE IF NOT EXISTS memory_versions (
     note TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS memory_versions_d ON memory_versions(d, created_at);
+CREATE TABLE IF NOT EXISTS memory_delivered (
+    event_id TEXT PRIMARY KEY,
+    at REAL NOT NULL
+);
 """
 
 
@@ -84,6 +88,17 @@ class MemoryHistory:
     def annotate(self, event_id: str, note: str) -> None:
         with self._lock:
             self._db.execute("UPDATE memory_versions SET note=? WHERE event_id=?", (note, event_id))
+
+    def mark_delivered(self, event_id: str) -> None:
+        """A relay acknowledged or served this version: from now on other writers could have read it."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO memory_delivered(event_id, at) VALUES (?,?)",
+                             (event_id, self._clock()))
+
+    def delivered_at(self, event_id: str) -> float | None:
+        with self._lock:
+            row = self._db.execute("SELECT at FROM memory_delivered WHERE event_id=?", (event_id,)).fetchone()
+        return float(row[0]) if row else None
 
     def versions(self, d: str, author: str | None = None) -> list[MemoryVersion]:
         """Newest first (NIP-01 order: created_at desc, then lowest id); only ``author``'s when given

@@ -45,6 +45,10 @@ class PoolLike(Protocol):
 
     async def query_by_relay(self, filters: list[dict[str, Any]], timeout: float = ...) -> dict[str, Any]: ...
 
+    async def query_results(
+        self, filters: list[dict[str, Any]], timeout: float = ..., *, urls: Iterable[str] | None = None
+    ) -> dict[str, Any]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class RelayHolding:
@@ -361,6 +365,14 @@ class MemoryPublisher:
                 )
             )
         return best, holdings
+
+    async def served_by(self, event_id: str, urls: Iterable[str]) -> set[str]:
+        """Which of ``urls`` serve ``event_id`` when asked for it by id (delivery verified, not assumed)."""
+        wanted = list(urls)
+        if not wanted:
+            return set()
+        results = await self.pool.query_results([{"ids": [event_id]}], timeout=self.timeout, urls=wanted)
+        return {url for url, r in results.items() if any(ev.id == event_id for ev in r.events)}
 
     async def reconcile(self, best: Event | None, holdings: Iterable[RelayHolding]) -> PublishOutcome | None:
         """Bring every reachable relay up to the newest version: ``best`` (from ``relay_versions``)

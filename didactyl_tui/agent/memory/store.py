@@ -15,7 +15,9 @@ a device whose edit lost to another device's newer one.
 
 An empty memory is sent as an event with empty content: NIP-44 cannot encrypt zero bytes, and an empty
 string reveals nothing. Everything runs on the event loop; the caches are only touched there, and saves
-are serialized by an ``asyncio.Lock`` so ``created_at`` always moves forward.
+are serialized by an ``asyncio.Lock`` so ``created_at`` always moves forward — but never more than
+``sign_ahead_max_s`` ahead of the clock, and every version names its base (``["prev", id]``): see
+docs/sync.md.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol
 
 from ...errors import AgentError, NostrError
@@ -34,94 +35,28 @@ from ...nostr import nip44
 from ...nostr.event import Event, sign_event
 from ...nostr.keys import SecretKey
 from ...nostr.kinds import APP_DATA
-from ...nostr.replaceable import is_newer, is_newer_version
+from ...nostr.replaceable import is_newer, is_newer_version, newest_first
 from ...nostr.results import PublishOutcome
+from .versions import (  # re-exported: the store's callers import them from here
+    NIP44_MAX_BYTES,
+    DatedAheadError,
+    MemorySnapshot,
+    MemoryType,
+    SaveResult,
+    VersionSeen,
+    validate_memory_content,
+)
 
 log = logging.getLogger(__name__)
 
 APP_TAG = ("app", "didactyl")
+PREV_TAG = "prev"  # ["prev", <event id>]: the version this one was edited from (docs/sync.md)
 MAX_FUTURE_SECONDS = 15 * 60  # a version dated further ahead is refused (it would win forever)
-NIP44_MAX_BYTES = nip44.MAX_PLAINTEXT_BYTES
+SIGN_AHEAD_MAX_S = 5  # we never sign a memory version dated more than this ahead of our clock
+BURST_WAIT_MAX_S = 2.0  # a save waits at most this long for the clock to allow its date (a burst)
 
-
-class MemoryType(str, Enum):
-    SHORT_TERM = "short_term"
-    LONG_TERM = "long_term"
-
-    @property
-    def d_tag(self) -> str:
-        return f"{self.value}_memory"
-
-    @property
-    def title(self) -> str:
-        return "Short-Term Memory" if self is MemoryType.SHORT_TERM else "Long-Term Memory"
-
-    @classmethod
-    def parse(cls, value: Any) -> MemoryType:
-        """``"short_term"``/``"long_term"`` (or the d tag) → MemoryType; anything else is an AgentError."""
-        if isinstance(value, MemoryType):
-            return value
-        for t in cls:
-            if value in (t.value, t.d_tag):
-                return t
-        raise AgentError(f"memory type must be 'short_term' or 'long_term', not {value!r}", "Memory")
-
-    @classmethod
-    def from_d_tag(cls, d: str) -> MemoryType | None:
-        for t in cls:
-            if t.d_tag == d:
-                return t
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class MemorySnapshot:
-    """One memory as the app knows it now. ``relays``: the relays known to hold this exact version."""
-
-    type: MemoryType
-    content: str
-    limit_chars: int
-    event_id: str | None
-    created_at: int | None
-    relays: tuple[str, ...]
-    loaded: bool  # filled from the relays (or by a save); False: not fetched yet, or no relay answered
-
-    @property
-    def chars(self) -> int:
-        return len(self.content)
-
-    @property
-    def utf8_bytes(self) -> int:
-        return len(self.content.encode("utf-8", "surrogatepass"))
-
-    @property
-    def over_limit(self) -> bool:
-        return self.chars > self.limit_chars or self.utf8_bytes > NIP44_MAX_BYTES
-
-
-@dataclass(frozen=True, slots=True)
-class SaveResult:
-    type: MemoryType
-    event_id: str
-    outcome: PublishOutcome
-    created_at: int = 0
-    snapshot: MemorySnapshot | None = None
-
-    @property
-    def any_accepted(self) -> bool:
-        return self.outcome.any_accepted
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """The ``didactyl memory save --json`` shape (and the memory_save tool's result)."""
-        return {
-            "type": self.type.value,
-            "event_id": self.event_id,
-            "created_at": self.created_at,
-            "accepted_by": self.outcome.accepted_by,
-            "relays": {
-                url: {"verdict": v.verdict.value, "message": v.message} for url, v in self.outcome.results.items()
-            },
-        }
+__all__ = ["NIP44_MAX_BYTES", "DatedAheadError", "MemorySnapshot", "MemoryStore", "MemoryType", "SaveResult",
+           "VersionSeen", "validate_memory_content"]
 
 
 class MemoryPool(Protocol):
@@ -132,19 +67,6 @@ class MemoryPool(Protocol):
     async def query_by_relay(self, filters: list[dict[str, Any]], timeout: float = ...) -> dict[str, Any]: ...
 
     def subscribe(self, filters: list[dict[str, Any]], on_event: Callable[[str, Event], None]) -> Any: ...
-
-
-@dataclass(frozen=True, slots=True)
-class VersionSeen:
-    """One version of a memory the store has seen: from a relay (``remote``) or saved here (``local``)."""
-
-    type: MemoryType
-    event: Event
-    origin: str  # "local" | "remote"
-    url: str | None  # the relay it came from (None: a local save, or no relay named)
-    became_current: bool  # the store now shows this version
-    replaced: Event | None  # the version it replaced, when it became current
-    content: str | None  # the decrypted text when it became current (never stored by the store)
 
 
 ChangeListener = Callable[[MemorySnapshot, str], None]  # (snapshot, origin "local" | "remote")
@@ -160,29 +82,7 @@ class _Slot:
     loaded: bool = False
     floor_created_at: int = 0  # newest created_at seen for this memory, even if unreadable
     relay_versions: dict[str, tuple[str, int]] = field(default_factory=dict)  # url -> (event id, created_at)
-
-
-def validate_memory_content(t: MemoryType, content: Any, limit_chars: int) -> str:
-    """The checks before anything is signed. Returns the content; raises AgentError with a clear reason."""
-    if not isinstance(content, str):
-        raise AgentError(f"{t.title} content must be text", "Memory")
-    if len(content) > limit_chars:
-        raise AgentError(
-            f"{t.title} is {len(content):,} characters; the limit is {limit_chars:,}. "
-            "Shorten it and save again (nothing was published).",
-            "Memory over limit",
-        )
-    try:
-        size = len(content.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise AgentError(f"{t.title} holds characters that cannot be encoded as UTF-8", "Memory") from None
-    if size > NIP44_MAX_BYTES:
-        raise AgentError(
-            f"{t.title} is {size:,} UTF-8 bytes; NIP-44 allows at most {NIP44_MAX_BYTES:,}. "
-            "Shorten it and save again (nothing was published).",
-            "Memory over limit",
-        )
-    return content
+    unreadable: tuple[Event, str] | None = None  # the newest version newer than ``event`` that does not decrypt
 
 
 class MemoryStore:
@@ -195,6 +95,7 @@ class MemoryStore:
         relay_timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
         publisher: Publisher | None = None,
+        sign_ahead_max_s: float = SIGN_AHEAD_MAX_S,
     ) -> None:
         self._key = key
         self.pubkey = key.public_key_hex
@@ -203,6 +104,7 @@ class MemoryStore:
         self._timeout = relay_timeout
         self._clock = clock
         self._publisher = publisher
+        self.sign_ahead_max_s = float(sign_ahead_max_s)
         self._conversation_key = nip44.get_conversation_key(key.secret_hex(), self.pubkey)
         self._slots = {t: _Slot() for t in MemoryType}
         self._lock = asyncio.Lock()
@@ -271,6 +173,7 @@ class MemoryStore:
             created_at=ev.created_at if ev else None,
             relays=holders,
             loaded=slot.loaded,
+            unreadable=(slot.unreadable[0].id, slot.unreadable[1]) if slot.unreadable else None,
         )
 
     def current_event(self, t: MemoryType) -> Event | None:
@@ -345,17 +248,37 @@ class MemoryStore:
             return False
         try:
             content = self.decrypt(ev)
-        except NostrError:
-            self._undecryptable.add(ev.id)
-            self.dropped["undecryptable"] += 1
-            self._warn(f"ignored a {t.title.lower()} version {ev.id[:12]}… that does not decrypt with this key")
+        except NostrError as exc:
+            self._unreadable(t, ev, url, exc)
             return False
         self._note_relay(slot, url, ev)
-        slot.event, slot.content, slot.loaded = ev, content, True
-        slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
+        self._adopt(t, ev, content)
         self._seen(VersionSeen(t, ev, "remote", url, True, cur, content))
         self._notify(t, "remote")
         return True
+
+    def _adopt(self, t: MemoryType, ev: Event, content: str) -> None:
+        slot = self._slots[t]
+        slot.event, slot.content, slot.loaded = ev, content, True
+        slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
+        if slot.unreadable is not None and not is_newer(slot.unreadable[0], ev):
+            slot.unreadable = None  # superseded: nothing unreadable is newer than the memory any more
+
+    def _unreadable(self, t: MemoryType, ev: Event, url: str | None, exc: NostrError) -> None:
+        """A valid, newer version that does not decrypt: the memory keeps the newest one that does; the bad
+        one is remembered (floor, warning, history) so our next save supersedes it."""
+        slot = self._slots[t]
+        self._undecryptable.add(ev.id)
+        self.dropped["undecryptable"] += 1
+        self._note_relay(slot, url, ev)
+        slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
+        if slot.unreadable is None or is_newer(ev, slot.unreadable[0]):
+            slot.unreadable = (ev, url or "")
+        where = f" on {url}" if url else ""
+        self._warn(f"the newest {t.title.lower()} version (event {ev.id[:12]}…{where}) does not decrypt with this "
+                   f"key ({exc.message}); keeping the previous version; your next save replaces it")
+        self._seen(VersionSeen(t, ev, "remote", url, False, None, None, unreadable=True))
+        self._notify(t, "remote")
 
     # --- fetching -------------------------------------------------------------------------
     async def load(self, types: Iterable[MemoryType] = tuple(MemoryType)) -> dict[MemoryType, MemorySnapshot]:
@@ -371,50 +294,50 @@ class MemoryStore:
             self._warn(f"could not fetch memory from the relays: {exc}")
             by_relay = {}
         answered = any(events is not None for events in by_relay.values())
-        best: dict[MemoryType, Event] = {}
-        seen: dict[str, tuple[MemoryType, Event, str]] = {}  # event id -> (type, event, first relay)
+        found: dict[MemoryType, dict[str, tuple[Event, str]]] = {t: {} for t in wanted}  # id -> (event, relay)
         for url, events in by_relay.items():
             for ev in events or ():
                 t = self._screen(ev)
                 if t is None or t not in wanted:
                     continue
                 self._note_relay(self._slots[t], url, ev)
-                seen.setdefault(ev.id, (t, ev, url))
-                if t not in best or is_newer(ev, best[t]):
-                    best[t] = ev
+                found[t].setdefault(ev.id, (ev, url))
         changed: list[MemoryType] = []
-        current: dict[str, VersionSeen] = {}
         for t in wanted:
-            slot = self._slots[t]
-            ev = best.get(t)
-            if ev is None or (slot.event is not None and not is_newer(ev, slot.event)):
-                if answered and not slot.loaded:
-                    slot.loaded = True
-                    changed.append(t)
-                continue
-            slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
-            try:
-                content = self.decrypt(ev)
-            except NostrError as exc:
-                if ev.id not in self._undecryptable:  # a reload finds it again: counted and told once
-                    self._undecryptable.add(ev.id)
-                    self.dropped["undecryptable"] += 1
-                    self._warn(
-                        f"the {t.title.lower()} on the relays (event {ev.id[:12]}…) does not decrypt with this key "
-                        f"({exc.message}); starting with it blank"
-                    )
-                slot.event, slot.content, slot.loaded = None, "", True
+            if self._load_one(t, found[t], answered):
                 changed.append(t)
-                seen.pop(ev.id, None)  # not a version we can keep
-                continue
-            current[ev.id] = VersionSeen(t, ev, "remote", seen[ev.id][2], True, slot.event, content)
-            slot.event, slot.content, slot.loaded = ev, content, True
-            changed.append(t)
-        for event_id, (t, ev, url) in seen.items():
-            self._seen(current.get(event_id) or VersionSeen(t, ev, "remote", url, False, None, None))
         for t in changed:
             self._notify(t, "remote")
         return {t: self.snapshot(t) for t in wanted}
+
+    def _load_one(self, t: MemoryType, found: dict[str, tuple[Event, str]], answered: bool) -> bool:
+        """Adopt the newest fetched version of ``t`` that decrypts (newer ones that do not are warned about
+        and recorded, never adopted as blank). Returns True when the memory changed."""
+        slot = self._slots[t]
+        became: VersionSeen | None = None
+        for ev, url in sorted(found.values(), key=lambda pair: newest_first(pair[0])):
+            if slot.event is not None and not is_newer(ev, slot.event):
+                break
+            if ev.id in self._undecryptable:
+                continue
+            try:
+                content = self.decrypt(ev)
+            except NostrError as exc:
+                self._unreadable(t, ev, url, exc)
+                continue
+            became = VersionSeen(t, ev, "remote", url, True, slot.event, content)
+            self._adopt(t, ev, content)
+            break
+        for ev, url in found.values():
+            if (became is None or ev.id != became.event.id) and ev.id not in self._undecryptable:
+                self._seen(VersionSeen(t, ev, "remote", url, False, None, None))
+        if became is not None:
+            self._seen(became)
+            return True
+        if answered and not slot.loaded:
+            slot.loaded = True
+            return True
+        return False
 
     def restore(self, ev: Event, *, origin: str = "local") -> bool:
         """A version this device kept (an unconfirmed save from the outbox, or one from its history) that
@@ -424,15 +347,17 @@ class MemoryStore:
         if t is None:
             return False
         slot = self._slots[t]
-        if ev.created_at < slot.floor_created_at or (slot.event is not None and not is_newer(ev, slot.event)):
+        # Older than a version known here is not restored, unless that version is unreadable (then the newest
+        # readable one we kept is the memory, never blank).
+        below_floor = ev.created_at < slot.floor_created_at and slot.unreadable is None
+        if below_floor or (slot.event is not None and not is_newer(ev, slot.event)):
             return False
         try:
             content = self.decrypt(ev)
         except NostrError:
             return False
         replaced = slot.event
-        slot.event, slot.content, slot.loaded = ev, content, True
-        slot.floor_created_at = max(slot.floor_created_at, ev.created_at)
+        self._adopt(t, ev, content)
         self._seen(VersionSeen(t, ev, origin, None, True, replaced, content))
         self._notify(t, origin)
         return True
@@ -460,16 +385,24 @@ class MemoryStore:
         t = MemoryType.parse(t)
         return validate_memory_content(t, content, self._limits[t])
 
-    def build_event(self, t: MemoryType, content: str, created_at: int) -> Event:
-        """Encrypt to ourselves and sign (no I/O)."""
+    def build_event(self, t: MemoryType, content: str, created_at: int, base: str | None = None) -> Event:
+        """Encrypt to ourselves and sign (no I/O). ``base``: the id of the version this edit started from."""
         payload = nip44.encrypt(content, self._conversation_key) if content else ""
-        return sign_event(
-            self._key,
-            kind=APP_DATA,
-            content=payload,
-            created_at=created_at,
-            tags=[["d", t.d_tag], list(APP_TAG)],
-        )
+        tags = [["d", t.d_tag], list(APP_TAG)]
+        if base:
+            tags.append([PREV_TAG, base])
+        return sign_event(self._key, kind=APP_DATA, content=payload, created_at=created_at, tags=tags)
+
+    def sign_delay(self, t: MemoryType) -> float:
+        """Seconds until a new version of ``t`` can be dated after every version we know without being dated
+        more than ``sign_ahead_max_s`` ahead of the clock (0: now)."""
+        slot = self._slots[MemoryType.parse(t)]
+        floor = max(slot.floor_created_at, slot.event.created_at if slot.event else 0)
+        return max(0.0, (floor + 1) - (self._clock() + self.sign_ahead_max_s))
+
+    def _created_at(self, slot: _Slot) -> int:
+        floor = max(slot.floor_created_at, slot.event.created_at if slot.event else 0)
+        return max(int(self._clock()), floor + 1)
 
     async def _publish(self, ev: Event) -> PublishOutcome:
         """The one place an event leaves the store (an outbox wraps this)."""
@@ -477,9 +410,45 @@ class MemoryStore:
             return await self._publisher(ev)
         return await self._pool.publish(ev, timeout=self._timeout)
 
-    async def save(self, t: MemoryType | str, content: str) -> SaveResult:
+    async def _wait_for_clock(self, t: MemoryType) -> None:
+        """(Under the save lock.) Wait, briefly, until the clock allows the next version's date; a version
+        dated further ahead than a burst can explain (another device's fast clock) is refused."""
+        for _ in range(int(BURST_WAIT_MAX_S * 4) + 2):  # bounded whatever the clock does
+            delay = self.sign_delay(t)
+            if delay <= 0:
+                return
+            if delay > BURST_WAIT_MAX_S:
+                break
+            await asyncio.sleep(min(delay, 0.25))
+        slot = self._slots[t]
+        floor = max(slot.floor_created_at, slot.event.created_at if slot.event else 0)
+        ahead = floor - int(self._clock())
+        raise DatedAheadError(
+            f"the newest {t.title.lower()} version is dated {ahead} s ahead of this device's clock; a save now "
+            f"would have to be dated {ahead + 1} s ahead, more than the {self.sign_ahead_max_s:g} s allowed (is a "
+            "clock wrong?)", "Memory")
+
+    def show_deferred(self, t: MemoryType, content: str) -> None:
+        """A burst's newest text, not signed yet (MemorySync signs it within seconds): shown and used now."""
+        slot = self._slots[MemoryType.parse(t)]
+        slot.content, slot.loaded = content, True
+        self._notify(MemoryType.parse(t), "local")
+
+    def sign_local(self, t: MemoryType, content: str) -> Event:
+        """A version dated now, based on the current one, that is never published (kept in the history when a
+        save is refused before publishing)."""
+        slot = self._slots[t]
+        ev = self.build_event(t, content, int(self._clock()), slot.event.id if slot.event else None)
+        self._seen(VersionSeen(t, ev, "local", None, False, None, None))
+        return ev
+
+    async def save(self, t: MemoryType | str, content: str, *, base: str | None = None) -> SaveResult:
         """Validate, encrypt to self, sign, cache, publish to every relay; per-relay verdicts back.
 
+        The version names its base (``["prev", id]``: the version the store held) and is dated after every
+        version known, never more than ``sign_ahead_max_s`` ahead of the clock (it waits up to
+        ``BURST_WAIT_MAX_S`` for the clock; a version dated further ahead raises :class:`DatedAheadError`).
+        ``base``: the version the text was written on when not the one held now (a burst's deferred text).
         Raises AgentError for bad input before anything is published, and when the publisher already
         knows a newer version (another device's; nothing is sent and the cache is left as it was).
         Relay failures do not raise: they are in the outcome (``any_accepted`` False when no relay took it).
@@ -488,14 +457,16 @@ class MemoryStore:
         content = self.validate(t, content)
         async with self._lock:
             slot = self._slots[t]
-            floor = max(slot.floor_created_at, slot.event.created_at if slot.event else 0)
-            # Strictly newer than any version we know, even if the clock has not moved (or went back).
-            created_at = max(int(self._clock()), floor + 1)
-            ev = self.build_event(t, content, created_at)
+            try:
+                await self._wait_for_clock(t)
+            except DatedAheadError as exc:
+                exc.kept_event_id = self.sign_local(t, content).id
+                raise
+            created_at = self._created_at(slot)
+            ev = self.build_event(t, content, created_at, base or (slot.event.id if slot.event else None))
             # Cache first: our own echo from the live subscription then finds nothing new.
             before = (slot.event, slot.content, slot.loaded)
-            slot.event, slot.content, slot.loaded = ev, content, True
-            slot.floor_created_at = created_at
+            self._adopt(t, ev, content)
             self._seen(VersionSeen(t, ev, "local", None, True, before[0], content))
             try:
                 outcome = await self._publish(ev)

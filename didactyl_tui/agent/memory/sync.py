@@ -3,8 +3,11 @@
 - :meth:`MemorySync.save` is THE path that publishes a memory: the ``memory_save`` tool, the editor, the CLI
   and rollback all call it. A save refused because another device's newer version is known is noted in the
   history and the newer version is fetched, whoever saved.
-- Every version the store sees is kept in the history; when this device's own edit lost to another device's
-  newer version, ``on_lost`` is told (once) and the edit stays in the history.
+- Every version the store sees is kept in the history. A newer version built on this device's latest save
+  is a later edit (adopted quietly); one edited from an older version is a concurrent edit: ``on_lost`` is
+  told (once), the edit stays in the history (see :mod:`.lineage` and docs/sync.md).
+- A burst of saves (the clock would not allow a date after the last one without signing ahead of it) is
+  coalesced when the caller does not wait: the newest text is kept and signed as soon as the clock allows.
 - After start and after reconnects (rate-limited) each relay is asked which version it holds and lagging ones
   get the newest (:meth:`MemorySync.check`).
 
@@ -15,6 +18,7 @@ loop. Trouble is reported through ``warn``, never raised out of a background pat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -25,20 +29,23 @@ from typing import Any, TypeVar
 from ...errors import AgentError, NostrError
 from ...nostr.event import Event
 from ...nostr.kinds import APP_DATA
-from ...nostr.replaceable import is_newer
+from ...nostr.replaceable import is_newer, newest_first
 from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
 from .history import MemoryHistory, MemoryVersion
+from .lineage import Relation, relation
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
 from .publisher import MemoryPublisher, RelayHolding
-from .store import MemoryStore, MemoryType, SaveResult, VersionSeen
+from .store import BURST_WAIT_MAX_S, DatedAheadError, MemoryStore, MemoryType, SaveResult, VersionSeen
 
 log = logging.getLogger("didactyl.memory.sync")
 
 RECONCILE_MIN_INTERVAL_S = 10.0  # at most one relay-consensus check per this many seconds after reconnects
 RECONCILE_START_DELAY_S = 1.0  # the first check waits for the outbox's first retries (and a CLI command's own)
 LOST_NOTE = "lost to a newer version from another device"
+UNREADABLE_NOTE = "does not decrypt with this key"
+RESTORE_CANDIDATES = 8  # versions from the history tried at start when the relays' newest does not decrypt
 REFUSED_NOTE = "not published: a newer version from another device already existed"
 
 R = TypeVar("R")
@@ -57,6 +64,8 @@ class ConsensusCheck:
     newest_created_at: int | None
     holdings: tuple[RelayHolding, ...]
     outcome: PublishOutcome | None
+    # Relays that acknowledged the newest version (OK true) but do not serve it when asked by id.
+    unserved: tuple[str, ...] = ()
 
 
 class MemorySync:
@@ -68,7 +77,7 @@ class MemorySync:
         history: MemoryHistory,
         *,
         warn: Callable[[str], None],
-        on_lost: Callable[[MemoryType, str], None],
+        on_lost: Callable[[MemoryType, str, str], None],
     ) -> None:
         self.store, self.publisher, self.outbox, self.history = store, publisher, outbox, history
         self._warn, self._on_lost = warn, on_lost
@@ -76,6 +85,9 @@ class MemorySync:
         self._history_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-history")
         self._history_error: str | None = None
         self._last_local: dict[MemoryType, str] = {}  # type -> the last version saved here
+        # type -> (the newest text of a burst, not signed yet; the version it was written on)
+        self._deferred: dict[MemoryType, tuple[str, str | None]] = {}
+        self._flushers: dict[MemoryType, asyncio.Task[Any]] = {}
         self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
         self.ready = False  # relay (re)connects trigger checks only once start-up is done
         self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
@@ -116,7 +128,7 @@ class MemorySync:
     # --- every version seen ------------------------------------------------------------------------
     def _version_seen(self, seen: VersionSeen) -> None:
         """(Store listener, on the loop.) Judge and keep ``seen`` on the history thread, in arrival order."""
-        if seen.origin == "local":
+        if seen.origin == "local" and seen.became_current:
             self._last_local[seen.type] = seen.event.id
         judge = seen.origin != "local" and seen.became_current
         self._history_thread.submit(self._judge_and_record, seen, judge)
@@ -125,14 +137,20 @@ class MemorySync:
 
     def _judge_and_record(self, seen: VersionSeen, judge: bool) -> None:
         lost = self._guarded(self._lost_local_edit, seen) if judge else None
-        self._guarded(self.history.record, seen.event, seen.origin)
+        note = UNREADABLE_NOTE if seen.unreadable else ""
+        self._guarded(self.history.record, seen.event, seen.origin, note)
+        if seen.origin == "remote" and not seen.unreadable:
+            self._guarded(self.history.mark_delivered, seen.event.id)  # a relay serves it: others can read it
         if lost is not None:
-            self._loop.call_soon_threadsafe(self._tell_lost, seen.type, lost)
+            self._loop.call_soon_threadsafe(self._tell_lost, seen.type, lost, seen.event.id)
 
-    def _tell_lost(self, t: MemoryType, lost_event_id: str) -> None:
-        self._warn(f"your edit of the {t.title.lower()} (event {lost_event_id[:8]}) lost to a newer version from "
-                   "another device; your text is kept in the memory history")
-        self._on_lost(t, lost_event_id)
+    def _tell_lost(self, t: MemoryType, lost_event_id: str, winner_id: str) -> None:
+        self._warn(f"concurrent edit of the {t.title.lower()}: your version {lost_event_id[:8]} and another "
+                   f"device's version {winner_id[:8]} were both edited from an older version; theirs (newer) is "
+                   "now the memory and yours is kept in the memory history; to merge, open the merge view in the "
+                   f"app, or print yours with `didactyl memory show --type {t.value} --version {lost_event_id[:8]}` "
+                   "and save the merged text")
+        self._on_lost(t, lost_event_id, winner_id)
 
     async def _note_remote(self, ev: Event) -> None:
         try:
@@ -140,27 +158,35 @@ class MemorySync:
         except Exception:  # the outbox reports its own trouble through on_change
             log.exception("noting a remote memory version failed")
 
+    def _latest_local(self, t: MemoryType) -> MemoryVersion | None:
+        """(On the history thread.) This device's latest save that went out (refused ones never did)."""
+        for v in self.history.versions(t.d_tag, self.store.pubkey):
+            if v.origin == "local" and not v.note.startswith("not published"):
+                return v
+        return None
+
     def _lost_local_edit(self, seen: VersionSeen) -> str | None:
-        """(On the history thread.) The id of this device's newest edit that ``seen`` (another device's newer
-        version) replaced, annotated as lost; None when nothing of ours was lost."""
+        """(On the history thread.) The id of this device's latest save when ``seen`` (a newer version that
+        replaced it) is a concurrent edit — annotated as lost; None for a later edit, or nothing of ours."""
         history, store = self.history, self.store
         if history.get(seen.event.id) is not None:
             return None  # seen before (our own save coming back, or judged when it first arrived)
-        previous = next((v for v in history.versions(seen.type.d_tag, store.pubkey)
-                         if v.event_id != seen.event.id), None)
-        if previous is None or previous.origin != "local":
-            return None  # not this device's edit
-        if LOST_NOTE in previous.note or REFUSED_NOTE in previous.note:
+        ours = self._latest_local(seen.type)
+        if ours is None or ours.event_id == seen.event.id or not is_newer(seen.event, ours.event):
+            return None
+        if seen.replaced is not None and seen.replaced.id != ours.event_id:
+            return None  # it replaced another device's version, not our edit (judged when that one arrived)
+        if LOST_NOTE in ours.note:
             return None  # the user was told already
-        if not is_newer(seen.event, previous.event):
+        if relation(history, seen.event, ours.event) is Relation.LATER_EDIT:
             return None
         try:
-            if store.decrypt(previous.event) == seen.content:
+            if store.decrypt(ours.event) == seen.content:
                 return None  # the other device wrote the same words: nothing was lost
         except NostrError:
             return None
-        history.annotate(previous.event_id, LOST_NOTE)
-        return previous.event_id
+        history.annotate(ours.event_id, LOST_NOTE)
+        return ours.event_id
 
     async def restore_newest_known(self) -> None:
         """The newest version this device knows — an edit the relays did not confirm before the last run
@@ -174,32 +200,94 @@ class MemorySync:
                 entry = None
             if entry is not None and entry.state != OUTBOX_REFUSED:
                 candidates.append((entry.event, "local"))
-            mine = next(iter(await self.versions(t)), None)
-            if mine is not None:
-                candidates.append((mine.event, mine.origin))
-            best: tuple[Event, str] | None = None
-            for ev, origin in candidates:
-                if best is None or is_newer(ev, best[0]):
-                    best = (ev, origin)
-            if best is not None:
-                self.store.restore(best[0], origin=best[1])
+            # The newest versions kept here that decrypt (an unreadable newer one never blanks the memory).
+            kept = [v for v in (await self.versions(t))[:RESTORE_CANDIDATES]
+                    if UNREADABLE_NOTE not in v.note and not v.note.startswith("not published")]
+            candidates += [(v.event, v.origin) for v in kept]
+            for ev, origin in sorted(candidates, key=lambda pair: newest_first(pair[0])):
+                if self.store.restore(ev, origin=origin):
+                    break
 
     # --- the one save path --------------------------------------------------------------------------
-    async def save(self, t: MemoryType | str, content: str) -> SaveResult:
+    async def save(self, t: MemoryType | str, content: str, *, wait: bool = True) -> SaveResult:
         """Publish a new version of memory ``t``. Bad input raises AgentError before anything is published;
         a newer version from another device raises :class:`NewerVersionKnown` (nothing published, the text
-        kept in the history, the newer version fetched)."""
+        kept in the history, the newer version fetched).
+
+        In a burst of saves the next date would be more than the allowed seconds ahead of the clock: with
+        ``wait`` the save waits (briefly) for the clock; without it (the agent's tool) the text is kept and
+        shown at once, and the newest text of the burst is signed and sent as soon as the clock allows
+        (``SaveResult.deferred``)."""
         t = MemoryType.parse(t)
         content = self.store.validate(t, content)
+        delay = self.store.sign_delay(t)
+        # Only a burst is coalesced: a version dated far ahead (a fast clock elsewhere) is refused now, below.
+        if not wait and (t in self._deferred or 0 < delay <= BURST_WAIT_MAX_S):
+            return self._defer(t, content)
+        self._deferred.pop(t, None)  # this newer text supersedes a burst's text not signed yet
+        return await self._save_now(t, content)
+
+    async def save_coalescing(self, t: MemoryType | str, content: str) -> SaveResult:
+        """The agent's ``memory_save``: never waits for the clock (a burst is coalesced)."""
+        return await self.save(t, content, wait=False)
+
+    async def _save_now(self, t: MemoryType, content: str, base: str | None = None) -> SaveResult:
+        before = self._last_local.get(t)
         try:
-            return await self.store.save(t, content)
+            result = await self.store.save(t, content, base=base)
+        except DatedAheadError as exc:
+            if exc.kept_event_id:
+                await self.annotate(exc.kept_event_id, f"not published: {exc.message}")
+            raise NewerVersionKnown(f"the {t.title.lower()} was not saved: {exc.message}; your text is kept in "
+                                    "the memory history", "Memory") from None
         except AgentError as exc:
-            refused = self._last_local.get(t)
-            if refused is not None:
+            refused = self._last_local.pop(t, None)
+            if before is not None:
+                self._last_local[t] = before
+            if refused is not None and refused != before:
                 await self.annotate(refused, REFUSED_NOTE)
             self._tasks.spawn(self.store.load([t]))  # fetch the newer version the publisher knows of
             raise NewerVersionKnown(f"the {t.title.lower()} was not saved: {exc.message}; your text is kept in "
                                     "the memory history", "Memory") from None
+        if result.any_accepted:
+            await self._history(self.history.mark_delivered, result.event_id)
+        return result
+
+    def _defer(self, t: MemoryType, content: str) -> SaveResult:
+        # Its base is the version held when the first text of the burst was given (a version arriving
+        # meanwhile was not seen by the writer: the flushed save must not claim it as its base).
+        held = self.store.current_event(t)
+        base = self._deferred[t][1] if t in self._deferred else (held.id if held else None)
+        self._deferred[t] = (content, base)
+        self.store.show_deferred(t, content)
+        task = self._flushers.get(t)
+        if task is None or task.done():
+            self._flushers[t] = self._tasks.spawn(self._flush_deferred(t))
+        return SaveResult(t, "", PublishOutcome("", {}), 0, self.store.snapshot(t), deferred=True)
+
+    async def _flush_deferred(self, t: MemoryType) -> None:
+        """Sign and send the newest text of a burst as soon as the clock allows (no date ahead of it)."""
+        while t in self._deferred:
+            await asyncio.sleep(min(max(self.store.sign_delay(t), 0.05), 1.0))
+            if 0 < self.store.sign_delay(t) <= BURST_WAIT_MAX_S:
+                continue  # (further ahead: a version from a fast clock arrived; the save below is refused)
+            deferred = self._deferred.pop(t, None)
+            if deferred is None:
+                return
+            try:
+                await self._save_now(t, *deferred)
+            except AgentError as exc:
+                self._warn(exc.message)
+
+    async def flush(self, timeout: float) -> None:
+        """Send what a burst left unsigned (at stop): waits for the clock, at most ``timeout`` seconds."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                for t in list(self._deferred):
+                    deferred = self._deferred.pop(t, None)
+                    if deferred is not None:
+                        with contextlib.suppress(AgentError):
+                            await self._save_now(t, *deferred)
 
     # --- relay consensus ----------------------------------------------------------------------------
     def relay_state_changed(self, url: str, state: ConnectionState) -> None:
@@ -247,6 +335,9 @@ class MemorySync:
 
     async def _check(self, t: MemoryType, *, fix: bool) -> ConsensusCheck:
         store, publisher = self.store, self.publisher
+        # Whatever the outbox has due goes out first, so what the relays hold is looked at settled, not
+        # mid-flight (finishing a save already waiting is not a new write: done with or without ``fix``).
+        await publisher.retry_due()
         best, holdings = await publisher.relay_versions(store.pubkey, APP_DATA, t.d_tag)
         holdings = list(holdings)
         if best is not None and store.version_type(best) is t:  # (refused ones were counted when first seen)
@@ -259,20 +350,32 @@ class MemorySync:
         # A newer version the store refused (dated too far ahead, or not decryptable) is not overwritten.
         if fix and target is not None and (best is None or not is_newer(best, target)):
             outcome = await publisher.reconcile(target, holdings)
-        if fix:
-            # Whatever the outbox has due goes out now, so the pending list is settled, not mid-flight.
-            await publisher.retry_due()
         newest_id = outcome.event_id if outcome is not None else (target.id if target else None)
         newest_at = target.created_at if target is not None and target.id == newest_id else None
         if newest_at is None and newest_id is not None:  # reconcile sent a newer save from the outbox
             entry = await asyncio.to_thread(publisher.outbox.get, newest_id)
             newest_at = entry.event.created_at if entry is not None else None
-        return ConsensusCheck(t, newest_id, newest_at, tuple(holdings), outcome)
+        unserved = await self._unserved(newest_id, holdings, outcome) if newest_id is not None else ()
+        return ConsensusCheck(t, newest_id, newest_at, tuple(holdings), outcome, unserved)
+
+    async def _unserved(self, newest_id: str, holdings: list[RelayHolding],
+                        outcome: PublishOutcome | None) -> tuple[str, ...]:
+        """Relays that said OK to the newest version but do not hold it: read it back from them by id."""
+        publisher = self.publisher
+        entry = await asyncio.to_thread(publisher.outbox.get, newest_id)
+        acked = set(entry.accepted_by if entry is not None else ())
+        if outcome is not None and outcome.event_id == newest_id:
+            acked |= set(outcome.accepted_by)
+        showing = {h.url for h in holdings if h.event_id == newest_id}
+        doubtful = [h.url for h in holdings if h.reachable and h.url in acked and h.url not in showing]
+        served = await publisher.served_by(newest_id, doubtful)
+        return tuple(u for u in doubtful if u not in served)
 
     # --- stop ---------------------------------------------------------------------------------------
     async def stop(self, timeout: float) -> None:
         """Cancel the retry loop's helpers and consensus checks (the outbox keeps what is unsent); let the
         history thread finish what it was given."""
         self.ready = False
+        await self.flush(min(timeout, self.store.sign_ahead_max_s + 2))
         await self._tasks.cancel(timeout)
         await asyncio.to_thread(self._history_thread.shutdown, True)

@@ -45,7 +45,12 @@ async def memory_save(type: Literal["short_term", "long_term"], content: str, ct
     out = result.to_json_dict()
     out["chars"] = len(content)
     out["limit_chars"] = ctx.memory.limit(t)
-    if not result.any_accepted:
+    if result.deferred:
+        out["note"] = ("saved here; many saves in a row: only the newest text is published, within a few "
+                       "seconds")
+    elif result.refused:
+        out["warning"] = "every relay refused this save for good; it is not resent (later saves are not affected)"
+    elif not result.any_accepted:
         out["warning"] = "no relay accepted the save yet; it is kept locally and will show as not published"
     return out
 

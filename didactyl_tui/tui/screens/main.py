@@ -206,6 +206,10 @@ class MainScreen(SidebarActions, Screen[None]):
             case MemoryChanged(type=memory_type, snapshot=snapshot):
                 self.memory_pane(memory_type).show_snapshot(snapshot)
                 self.refresh_relays()
+                if event.lost_local:  # a concurrent edit: offer the merge view
+                    from .merge import offer_merge
+
+                    offer_merge(self, event)
             case RelayStateChanged():
                 self.refresh_relays()
             case SelfContextChanged():

@@ -29,6 +29,8 @@ def describe_source(snapshot: MemorySnapshot) -> str:
         parts.append(when(snapshot.created_at, MINUTES))
     n = len(snapshot.relays)
     parts.append(f"on {n} relay{'s' if n != 1 else ''}")
+    if snapshot.unreadable is not None:  # persistent until a newer readable version (e.g. our save) replaces it
+        parts.append(f"newer {short_id(snapshot.unreadable[0])} does not decrypt: save to overwrite")
     return " · ".join(parts)
 
 
