@@ -17,6 +17,7 @@ from didactyl_tui.service import AppService
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.screens.diff import DiffScreen
 from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
+from didactyl_tui.tui.screens.merge import MergeScreen
 
 SIZE = (130, 40)
 ST = MemoryType.SHORT_TERM
@@ -58,6 +59,10 @@ async def test_history_screen_lists_versions_diffs_two_and_rolls_back(tmp_path: 
                               prev=one.event_id)
         await put(relay.url, laptop)
         await wait_for(pilot, lambda: service.memory(ST).event_id == laptop.id, 10, "the laptop's version")
+        # A concurrent edit offers the merge view (once the history has judged it); keep theirs here.
+        merge = await wait_for(pilot, lambda: isinstance(app.screen, MergeScreen) and app.screen, 10, "the merge view")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is not merge, 10, "the merge view closed")
 
         await pilot.click("#short-term #history")
         screen = await wait_for(pilot, lambda: history_screen(app), 5, "the history screen")
