@@ -77,6 +77,7 @@ class LlmSettings:
     model: str
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None  # the variable the key came from (named in a "no key" error)
     timeout_s: float = 60.0
     max_retries: int = 2
     retry_backoff_s: float = 0.5  # first backoff for 5xx / connection errors; doubles each retry
@@ -98,6 +99,7 @@ class LlmSettings:
             model=(llm.model or "").strip(),
             api_base=(llm.api_base or "").strip() or None,
             api_key=api_key or None,
+            api_key_env=key_var or None,
             timeout_s=float(llm.timeout_s),
             max_retries=int(getattr(llm, "max_retries", 2)),
             max_tokens=int(getattr(llm, "max_tokens", 0) or 0) or None,
@@ -253,6 +255,35 @@ def _where(settings: LlmSettings) -> str:
     return provider
 
 
+# litellm's and the providers' words for "no key was given at all" (not "the key was wrong").
+_MISSING_KEY = re.compile(r"missing credentials|missing \w+ api key|no (?:api )?key is set|api_key client option "
+                          r"must be set", re.IGNORECASE)
+_KEY_VAR = re.compile(r"\b([A-Z][A-Z0-9_]*_API_KEY)\b")
+
+
+def key_variable(settings: LlmSettings, detail: str = "") -> str:
+    """The environment variable that should hold the key: [llm] api_key_env, else the one the provider's
+    error names, else <PROVIDER>_API_KEY."""
+    if settings.api_key_env:
+        return settings.api_key_env
+    named = _KEY_VAR.search(detail)
+    if named:
+        return named.group(1)
+    provider = settings.model.split("/", 1)[0] if "/" in settings.model else "openai"
+    return re.sub(r"[^A-Z0-9]", "_", provider.upper()) + "_API_KEY"
+
+
+def missing_key_message(settings: LlmSettings, detail: str = "") -> str:
+    """The one-line fix for a call made without any key."""
+    var = key_variable(settings, detail)
+    if settings.api_key_env:
+        return (f"No API key for {_where(settings)}: ${var} (named by [llm] api_key_env) is empty. "
+                f"Fix: export {var}=<your key> and restart.")
+    local = " (a local server that needs no key accepts any value, e.g. sk-local)" if settings.api_base else ""
+    return (f"No API key for {_where(settings)}. Fix: export {var}=<your key>{local} and restart, or name "
+            "another variable in [llm] api_key_env.")
+
+
 def map_error(exc: BaseException, settings: LlmSettings) -> LlmError:
     """Turn anything a model call raised into an :class:`LlmError` with one readable line."""
     if isinstance(exc, LlmError):
@@ -267,6 +298,8 @@ def map_error(exc: BaseException, settings: LlmSettings) -> LlmError:
         return isinstance(cls, type) and isinstance(exc, cls)
 
     text = detail.lower()
+    if _MISSING_KEY.search(detail):
+        return LlmError(missing_key_message(settings, detail), "auth", status=status)
     if is_("ContextWindowExceededError") or "context_length_exceeded" in text or "maximum context length" in text:
         return LlmError(
             f"The conversation is too long for {settings.model}'s context window ({detail}). "
