@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="one turn with the agent; prints the reply")
     p.add_argument("--message", "-m", required=True, metavar="TEXT", help="the message ('-' reads stdin)")
     p.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
-    p.add_argument("--json", action="store_true", help='print {"reply", "tool_calls", "prompt"}')
+    p.add_argument("--json", action="store_true", help='print {"session_id", "reply", "tool_calls", "prompt"}')
 
     p = sub.add_parser("prompt", help="assemble the next prompt without calling the model (a dry run)")
     p.add_argument("--message", "-m", metavar="TEXT", help="the user's message to include ('-' reads stdin)")
@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print each kind's event id and relay verdicts as JSON")
     p = isub.add_parser("adopt", help="take the relays' versions as ours: drift is no longer reported")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    from . import sessions
+
+    sessions.add_parser(sub, _Parser)
     return parser
 
 
@@ -227,9 +231,7 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
     from ..service import TextDelta, TurnFailed, TurnFinished, TurnStarted
 
     async with _service(config, data, env, out) as service:
-        if args.session and not await service.has_session(args.session):
-            raise UsageError(f"no conversation {args.session!r}")
-        session = args.session or await service.new_session()
+        session = await _resolve_session(service, args.session) if args.session else await service.new_session()
         assembly = None
         finished: TurnFinished | None = None
         streamed = False
@@ -247,6 +249,7 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
             raise CommandFailed("the turn ended without a reply")
         if args.json:
             out.json({
+                "session_id": session,
                 "reply": finished.reply,
                 "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result}
                                for c in finished.tool_calls],
@@ -257,6 +260,15 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
         else:
             out.print(finished.reply)
     return EXIT_OK
+
+
+async def _resolve_session(service: Any, id_or_prefix: str) -> str:
+    from ..errors import AgentError
+
+    try:
+        return str(await service.sessions.resolve(id_or_prefix))
+    except AgentError as exc:
+        raise UsageError(exc.message, exc.title) from None
 
 
 def _render_prompt(assembly: Any) -> str:
@@ -282,9 +294,8 @@ def _render_prompt(assembly: Any) -> str:
 async def _prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
                   message: str | None) -> int:
     async with _service(config, data, env, out, read_only=True) as service:
-        if args.session and not await service.has_session(args.session):
-            raise UsageError(f"no conversation {args.session!r}")
-        assembly = await service.dry_run(args.session or "dry-run", message)
+        session = await _resolve_session(service, args.session) if args.session else "dry-run"
+        assembly = await service.dry_run(session, message)
         if args.json:
             out.json(assembly.to_json_dict())
         else:
@@ -367,6 +378,10 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
     if command == "prompt":
         message = _read_text(args.message, stdin) if args.message is not None else None
         return asyncio.run(_prompt(args, config, data, env, out, message))
+    if command == "sessions":
+        from . import sessions
+
+        return asyncio.run(sessions.run(args, data, out))
     if command == "memory":
         from . import memory
 

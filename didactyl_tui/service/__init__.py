@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.replaceable import is_newer
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
+    from .chat import Sessions, open_sessions
     from .runtime import ServiceToolContext
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
@@ -75,6 +76,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["encode_npub"], "..nostr.nip19"),
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
+    **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
     **dict.fromkeys(["ServiceToolContext"], ".runtime"),
     **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
     **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
@@ -95,9 +97,9 @@ __all__ = [  # noqa: RUF022 (sorted)
     "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "NewerVersionKnown", "OutboxChanged",
     "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
     "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
-    "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "TextDelta", "ToolCallFinished",
+    "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "Sessions", "TextDelta", "ToolCallFinished",
     "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "admin_pubkey_of", "drift_lines",
-    "encode_npub", "ensure_data_dir", "is_newer", "key_file_path", "load_agent_key", "one_line", "read_state",
-    "remember", "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file",
-    "write_state",
+    "encode_npub", "ensure_data_dir", "is_newer", "key_file_path", "load_agent_key", "one_line", "open_sessions",
+    "read_state", "remember", "run_relay_process", "serve_forever", "short_id", "version_label", "when",
+    "write_key_file", "write_state",
 ]

@@ -29,7 +29,7 @@ from ..config import Config, config_error
 from ..errors import AgentError
 from ..nostr.results import ConnectionState, PublishOutcome
 from . import state
-from .chat import ChatService, ModelChoice, preload_llm
+from .chat import ChatService, ModelChoice, Sessions, preload_llm
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
@@ -273,6 +273,11 @@ class AppService:
         self.parts.rt.sync.reconcile_interval_s = seconds
 
     # --- chat: the parts' API ------------------------------------------------------------------------
+    @property
+    def sessions(self) -> Sessions:
+        """The saved chats: list, resolve, rename, delete, export."""
+        return self.parts.chat.sessions
+
     async def new_session(self) -> str:
         return await self.parts.chat.new_session()
 

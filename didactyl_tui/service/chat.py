@@ -11,14 +11,14 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from ..agent.conversations import SessionInfo
+from ..agent.conversations import ConversationStore, SessionInfo
 from ..agent.events import AgentEvent, TurnFailed, TurnFinished
 from ..agent.memory.store import MemoryType
 from ..agent.prompt_record import PromptAssembly, SourceEvent
 from ..agent.soul import SoulTemplate, assemble
 from ..agent.tools.registry import Tool, ToolOutcome, ToolRegistry
 from ..config import Config
-from ..errors import ConfigError, DidactylError
+from ..errors import AgentError, ConfigError, DidactylError
 from ..nostr.event import Event
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
 from . import state
@@ -49,12 +49,71 @@ class ModelChoice:
         state.remember(self._data_dir, "model", name)
 
 
+MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
+
+
+class Sessions:
+    """The saved chats: list, show, rename, delete, export. SQLite, so every call runs on a worker thread.
+    Needs no relay or key: the CLI's ``sessions`` commands use it without starting the service."""
+
+    def __init__(self, store: ConversationStore) -> None:
+        self.store = store
+
+    async def list(self, *, include_empty: bool = False) -> list[SessionInfo]:
+        """Newest activity first; chats with no message at all are left out unless asked for."""
+        sessions = await asyncio.to_thread(self.store.list_sessions)
+        return sessions if include_empty else [s for s in sessions if s.message_count > 0]
+
+    async def resolve(self, id_or_prefix: str) -> str:
+        """A full session id from an id or a unique prefix of one; AgentError when none or several match."""
+        wanted = id_or_prefix.strip().lower()
+        if await asyncio.to_thread(self.store.has_session, wanted):
+            return wanted
+        if len(wanted) >= MIN_ID_PREFIX:
+            matches = [s.id for s in await self.list(include_empty=True) if s.id.startswith(wanted)]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                raise AgentError(f"{id_or_prefix!r} matches {len(matches)} conversations: give more of the id",
+                                 "Conversations")
+        raise AgentError(f"no conversation {id_or_prefix!r} (see: didactyl sessions list)", "Conversations")
+
+    async def info(self, session_id: str) -> SessionInfo:
+        return await asyncio.to_thread(self.store.session, session_id)
+
+    async def messages(self, session_id: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.store.messages, session_id)
+
+    async def rename(self, session_id: str, title: str) -> None:
+        if not title.strip():
+            raise AgentError("a chat's title cannot be empty", "Rename")
+        await asyncio.to_thread(self.store.rename_session, session_id, title)
+
+    async def delete(self, session_id: str) -> bool:
+        return await asyncio.to_thread(self.store.delete_session, session_id)
+
+    async def export_markdown(self, session_id: str) -> str:
+        return await asyncio.to_thread(self.store.export_markdown, session_id)
+
+
+def open_sessions(data_dir: Any) -> Sessions:
+    """The saved chats of a data dir, without starting the service (the database opens on first use)."""
+    from pathlib import Path
+
+    from ..agent.keystore import ensure_data_dir
+    from .runtime import CONVERSATIONS_DB
+
+    ensure_data_dir(Path(data_dir))
+    return Sessions(ConversationStore(Path(data_dir) / CONVERSATIONS_DB))
+
+
 class ChatService:
     def __init__(self, rt: Runtime, config: Config, env: Mapping[str, str], soul: SoulTemplate,
                  registry: ToolRegistry, model: ModelChoice, clock: Callable[[], float],
                  emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
         self._rt, self._config, self._env, self._soul = rt, config, env, soul
         self._registry, self._model, self._clock, self._emit, self._warn = registry, model, clock, emit, warn
+        self.sessions = Sessions(rt.conversations)
 
     # --- sessions (SQLite: on worker threads) -------------------------------------------------------
     async def new_session(self) -> str:
