@@ -199,7 +199,9 @@ async def test_no_model_configured_fails_the_turn_cleanly(service: AppService) -
     events = [e async for e in service.run_turn(session, "hello")]
     assert len(events) == 1 and isinstance(events[0], TurnFailed) and not events[0].retryable
     assert "DIDACTYL_MODEL" in events[0].message
-    assert (await service.session_messages(session)) == []
+    # The message stays in the chat, marked; it is never sent to a model again.
+    assert (await service.session_messages(session)) == [{"role": "user", "content": "hello", "status": "failed"}]
+    assert (await service.dry_run(session, "again")).history == ()
 
 
 async def test_chat_turn_with_a_memory_save_tool_call(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS messages (
     tool_call_id TEXT,
     name TEXT,
     created_at REAL NOT NULL,
+    status TEXT,  -- NULL: part of the chat; else why not (a failed or cancelled turn's message, kept to show)
     UNIQUE (session_id, ordinal)
 );
 CREATE TABLE IF NOT EXISTS tool_calls (
@@ -136,6 +137,7 @@ class ConversationStore:
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
+            _add_status_column(db)
         except (sqlite3.Error, OSError) as exc:
             if db is not None:
                 db.close()
@@ -215,7 +217,10 @@ class ConversationStore:
     # --- messages ---------------------------------------------------------------------------------
 
     def append(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> int:
-        """Append OpenAI-format messages in one transaction (all or nothing); returns how many."""
+        """Append OpenAI-format messages in one transaction (all or nothing); returns how many.
+
+        A message may carry a ``status`` (e.g. "failed: …", "cancelled"): it is kept and shown, never sent to
+        the model again (``history_for_prompt`` leaves it out)."""
         batch = [dict(m) for m in messages]
         for message in batch:
             _check_message(message)
@@ -237,10 +242,10 @@ class ConversationStore:
                 calls = [_bounded_call(c, self.max_argument_chars) for c in message.get("tool_calls") or ()] or None
                 cur = db.execute(
                     "INSERT INTO messages (session_id, ordinal, role, content, content_is_json, tool_calls, "
-                    "tool_call_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tool_call_id, name, created_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (session_id, n, message["role"], content, int(is_json),
                      json.dumps(calls, ensure_ascii=False) if calls else None,
-                     message.get("tool_call_id"), message.get("name"), now),
+                     message.get("tool_call_id"), message.get("name"), now, message.get("status") or None),
                 )
                 for call in calls or ():
                     fn = call.get("function", {})
@@ -264,11 +269,24 @@ class ConversationStore:
         """The whole conversation in OpenAI format, oldest first."""
         with self._lock:
             rows = self._conn().execute(
-                "SELECT role, content, content_is_json, tool_calls, tool_call_id, name FROM messages "
+                "SELECT role, content, content_is_json, tool_calls, tool_call_id, name, status FROM messages "
                 "WHERE session_id = ? "
                 "ORDER BY ordinal", (session_id,)
             ).fetchall()
-        return [_row_to_message(r) for r in rows]
+        return [_row_to_message(r, with_status=True) for r in rows]
+
+    def pop_last_turn(self, session_id: str) -> str | None:
+        """Delete the last turn (the newest user message and everything after it); returns that message's
+        text, or None when the chat has no user message. For "regenerate" and "edit and resend"."""
+        with self._tx() as db:
+            row = db.execute("SELECT ordinal, content, content_is_json FROM messages WHERE session_id = ? AND "
+                             "role = 'user' ORDER BY ordinal DESC LIMIT 1", (session_id,)).fetchone()
+            if row is None:
+                return None
+            db.execute("DELETE FROM messages WHERE session_id = ? AND ordinal >= ?", (session_id, row["ordinal"]))
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (self._clock(), session_id))
+        content = row["content"]
+        return json.dumps(json.loads(content), ensure_ascii=False) if row["content_is_json"] else (content or "")
 
     def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
         with self._lock:
@@ -296,6 +314,7 @@ class ConversationStore:
         total = 0  # ordinals run 0..n-1 in a session (appends only), so the newest one gives the count
         before: int | None = None
         full = False
+        skipped = 0
         while not full:
             rows = self._history_page(session_id, before)
             if not rows:
@@ -304,6 +323,9 @@ class ConversationStore:
                 total = rows[0]["ordinal"] + 1
             before = rows[-1]["ordinal"]
             for row in rows:
+                if row["status"] is not None:  # a failed or cancelled turn's message: shown, never sent again
+                    skipped += 1
+                    continue
                 message = _row_to_message(row)
                 pending.append(message)
                 if message["role"] != "user":
@@ -323,10 +345,10 @@ class ConversationStore:
         # Messages older than the oldest user message (e.g. an old system note) never open a history.
         kept.reverse()
         chosen = [m for turn in kept for m in turn]
-        return chosen, total - len(chosen)
+        return chosen, max(0, total - len(chosen) - skipped)
 
     def _history_page(self, session_id: str, before: int | None) -> list[sqlite3.Row]:
-        columns = "ordinal, role, content, content_is_json, tool_calls, tool_call_id, name"
+        columns = "ordinal, role, content, content_is_json, tool_calls, tool_call_id, name, status"
         with self._lock:
             if before is None:
                 return self._conn().execute(
@@ -386,6 +408,13 @@ class _Transaction:
                              "Conversations") from None
 
 
+def _add_status_column(db: sqlite3.Connection) -> None:
+    """Databases made before messages had a status get the column (NULL: every old message is a sent one)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+    if "status" not in columns:
+        db.execute("ALTER TABLE messages ADD COLUMN status TEXT")
+
+
 def _bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
     """A tool call as stored: arguments over ``max_chars`` become a short placeholder (the loop refuses such a
     call before it runs; this keeps any other caller from storing megabytes either)."""
@@ -399,7 +428,7 @@ def _bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
     return out
 
 
-def _row_to_message(row: sqlite3.Row) -> dict[str, Any]:
+def _row_to_message(row: sqlite3.Row, *, with_status: bool = False) -> dict[str, Any]:
     message: dict[str, Any] = {"role": row["role"]}
     content: Any = row["content"]
     if row["content_is_json"] and content is not None:
@@ -411,4 +440,6 @@ def _row_to_message(row: sqlite3.Row) -> dict[str, Any]:
         message["tool_call_id"] = row["tool_call_id"]
     if row["name"]:
         message["name"] = row["name"]
+    if with_status and row["status"]:
+        message["status"] = row["status"]
     return message

@@ -152,6 +152,7 @@ class AppService:
     async def stop(self) -> None:
         parts, self._parts = self._parts, None
         if parts is not None:
+            await parts.chat.settle()  # a cancelled turn's message is saved before the database closes
             await parts.rt.stop()
 
     # --- identity and relays -----------------------------------------------------------------------
@@ -300,7 +301,8 @@ class AppService:
         return await self.parts.chat.dispatch_tool(name, arguments)
 
     async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
-        """One interactive turn. LLM errors end it with TurnFailed (never raised); nothing is persisted then."""
+        """One interactive turn. LLM errors end it with TurnFailed (never raised); a failed or cancelled turn keeps
+        only the user's message in the chat, marked (see ChatService.run_turn)."""
         try:
             chat = self.parts.chat
         except AgentError as exc:
