@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
     from .chat import Sessions, open_sessions
+    from .model import ModelCheck, ModelSettings
     from .runtime import ServiceToolContext
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
@@ -77,6 +78,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
+    **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext"], ".runtime"),
     **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
     **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
@@ -94,7 +96,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [  # noqa: RUF022 (sorted)
     "AgentEvent", "AppService", "ConnectionState", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MemoryChanged",
-    "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "NewerVersionKnown", "OutboxChanged",
+    "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck", "ModelSettings",
+    "NewerVersionKnown", "OutboxChanged",
     "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
     "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
     "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "Sessions", "TextDelta", "ToolCallFinished",

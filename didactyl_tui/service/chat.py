@@ -5,7 +5,6 @@ here (``preload_llm`` starts it in a thread, off the UI path)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -19,35 +18,16 @@ from ..agent.prompt_record import PromptAssembly, SourceEvent
 from ..agent.soul import SoulTemplate, assemble
 from ..agent.tools.registry import Tool, ToolOutcome, ToolRegistry
 from ..config import Config
-from ..errors import AgentError, ConfigError, DidactylError
+from ..errors import AgentError, DidactylError
 from ..nostr.event import Event
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
-from . import state
 from .events import PromptAssembled, ServiceEvent
+from .model import ModelChoice, llm_settings_for
 from .runtime import Runtime
 
 log = logging.getLogger("didactyl.service")
 
 NO_MODEL = "set $DIDACTYL_MODEL or [llm] model in the config (e.g. openai/gpt-4o-mini)"
-
-
-class ModelChoice:
-    """The model in use: $DIDACTYL_MODEL, else the one switched to at runtime (state.toml), else config.toml."""
-
-    def __init__(self, config: Config, env: Mapping[str, str], data_dir: Any) -> None:
-        self._data_dir = data_dir
-        self.name = config.llm.model
-        if not env.get("DIDACTYL_MODEL", "").strip():
-            remembered = state.read_state(data_dir).get("model")
-            if isinstance(remembered, str) and remembered.strip():
-                self.name = remembered.strip()
-
-    def set(self, name: str) -> None:
-        name = name.strip()
-        if not name:
-            raise ConfigError("a model name cannot be empty", "Model")
-        self.name = name
-        state.remember(self._data_dir, "model", name)
 
 
 MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
@@ -197,8 +177,8 @@ class ChatService:
     def _llm_settings(self) -> Any:
         from ..agent.llm import LlmSettings
 
-        # Every [llm] setting flows through; only the model is this service's choice.
-        return dataclasses.replace(LlmSettings.from_config(self._config.llm, self._env), model=self._model.name)
+        # Every [llm] setting flows through; the model, its server and its key variable are the choice's.
+        return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self._model.settings, self._env)
 
     async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
         """One interactive turn. LLM errors end it with TurnFailed (never raised). A finished turn is saved
