@@ -91,13 +91,21 @@ class ModelChoice:
         settings = ModelSettings(settings.model.strip(), settings.api_base.strip(), settings.api_key_env.strip())
         if not settings.model:
             raise ConfigError("a model name cannot be empty", "Model")
-        if settings.api_key_env and not settings.api_key_env.replace("_", "").isalnum():
-            # Not echoed: what was typed there may be the key itself.
-            raise ConfigError("the key variable must be an environment variable's name (letters, digits, _), "
-                              "e.g. OPENAI_API_KEY: never the key itself", "Model")
+        problem = key_env_problem(settings.api_key_env)
+        if problem:
+            raise ConfigError(problem, "Model")
         state.remember_many(self._data_dir, {STATE_MODEL: settings.model, STATE_API_BASE: settings.api_base,
                                              STATE_KEY_ENV: settings.api_key_env})
         self.settings, self.remembered, self.source = settings, settings.model, "state"
+
+
+def key_env_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the key's variable name, or None. Never echoes it: it may be the key itself."""
+    name = name.strip()
+    if not name or (name.replace("_", "").isalnum() and name.isascii() and not name[0].isdigit()):
+        return None
+    return ("the key variable must be an environment variable's name (letters, digits, _), e.g. OPENAI_API_KEY: "
+            "never the key itself")
 
 
 def _text(value: Any, default: str) -> str:

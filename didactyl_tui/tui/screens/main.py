@@ -145,7 +145,7 @@ class MainScreen(SidebarActions, Screen[None]):
     def service_attached(self, service: AppService) -> None:
         """The service object exists (not started yet): show what it knows without I/O."""
         self.didactyl.follow_service(self, self.on_service_event)
-        self.status.model = service.model
+        self.show_model(service)
         self.status.activity = "connecting…"
         if not service.model_configured:
             from .first_run import FirstRunScreen
@@ -162,7 +162,10 @@ class MainScreen(SidebarActions, Screen[None]):
     def service_started(self) -> None:
         service = self.require_service()
         self.status.activity = ""
-        self.status.model = service.model
+        self.show_model(service)
+        shadowed = service.model_shadowed()
+        if shadowed:  # a model chosen in the app, hidden by the environment: never silently
+            self.notify(shadowed, title="Model", severity="warning", timeout=12)
         for t in (SHORT, LONG):
             self.memory_pane(t).show_snapshot(service.memory(t))
         self.refresh_self()
@@ -324,19 +327,34 @@ class MainScreen(SidebarActions, Screen[None]):
     def action_switch_model(self) -> None:
         from .model_switch import ModelSwitchScreen
 
-        current = self.didactyl.service.model if self.didactyl.service else self.config.llm.model
-        self.app.push_screen(ModelSwitchScreen(current), self._model_chosen)
+        service = self.didactyl.service
+        if service is None:
+            self.app.push_screen(ModelSwitchScreen(self.config.llm.model), self._model_chosen)
+            return
+        self.app.push_screen(ModelSwitchScreen(service.model_settings, explanation=service.model_explanation(),
+                                               shadowed=service.model_shadowed(), check=service.check_model),
+                             self._model_chosen)
 
-    def _model_chosen(self, name: str | None) -> None:
-        if name is not None and self._service_or_notify() is not None:
-            self._set_model(name)
+    def _model_chosen(self, chosen: Any) -> None:
+        if chosen is not None and self._service_or_notify() is not None:
+            self._set_model(chosen)
 
     @work(exclusive=True, group="model", exit_on_error=False)
-    async def _set_model(self, name: str) -> None:
+    async def _set_model(self, chosen: Any) -> None:
         service = self.require_service()
-        await asyncio.to_thread(service.set_model, name)  # writes state.toml: off the UI loop
+        await asyncio.to_thread(service.set_model, chosen)  # writes state.toml: off the UI loop
+        self.show_model(service)
+        shadowed = service.model_shadowed()
+        if shadowed:
+            self.notify(shadowed, title=f"Model: {service.model}", severity="warning", timeout=12)
+        else:
+            self.notify(f"Model: {service.model}", title="Model switched")
+
+    def show_model(self, service: AppService) -> None:
+        """The model in the status bar, marked when $DIDACTYL_MODEL decides it or hides a choice."""
         self.status.model = service.model
-        self.notify(f"Model: {service.model}", title="Model switched")
+        self.status.model_note = "$DIDACTYL_MODEL" if service.model_source == "env" else ""
+        self.status.model_warning = service.model_shadowed() is not None
 
     def action_change_theme(self) -> None:
         self.app.search_themes()
