@@ -33,6 +33,7 @@ from .labels import drift_lines, one_line, short_id, version_label, when
 from .state import read_state, remember, write_state
 
 if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
+    from ..agent.assembly_log import SavedAssembly
     from ..agent.conversations import SessionInfo
     from ..agent.events import (
         AgentEvent,
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(["SessionInfo"], "..agent.conversations"),
+    **dict.fromkeys(["SavedAssembly"], "..agent.assembly_log"),
     **dict.fromkeys(["AgentEvent", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
                      "TurnStarted", "Usage"], "..agent.events"),
     **dict.fromkeys(["IdentityView", "SelfContextSnapshot"], "..agent.identity_cache"),
@@ -97,7 +99,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [  # noqa: RUF022 (sorted)
     "AgentEvent", "AppService", "ConnectionState", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MemoryChanged",
     "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck", "ModelSettings",
-    "NewerVersionKnown", "OutboxChanged",
+    "NewerVersionKnown", "OutboxChanged", "SavedAssembly",
     "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
     "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
     "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "Sessions", "TextDelta", "ToolCallFinished",

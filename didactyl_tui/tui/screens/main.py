@@ -32,6 +32,7 @@ from ..actions import bindings
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
+from .chat_actions import ChatActions, palette_line
 from .main_sidebar import LONG, SHORT, SidebarActions
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
 
 
-class MainScreen(SidebarActions, Screen[None]):
+class MainScreen(SidebarActions, ChatActions, Screen[None]):
     AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
     BINDINGS = bindings("main")
@@ -258,6 +259,7 @@ class MainScreen(SidebarActions, Screen[None]):
                 await turn.show(event)
         except asyncio.CancelledError:
             await turn.end_reply("cancelled")
+            turn.mark_unanswered("cancelled")
             raise
         finally:
             self.streaming = False
@@ -299,7 +301,7 @@ class MainScreen(SidebarActions, Screen[None]):
     @work(exclusive=True, group="sessions", exit_on_error=False)
     async def _offer_sessions(self) -> None:
         service = self.require_service()
-        sessions = await service.list_sessions()  # SQLite: on a worker thread
+        sessions = await service.sessions.list()  # SQLite: on a worker thread; chats with no message left out
         if not sessions:
             self.notify("No saved chats yet.", title="Resume")
             return
@@ -307,7 +309,7 @@ class MainScreen(SidebarActions, Screen[None]):
 
         commands = [
             SimpleCommand(
-                f"{s.title or '(untitled)'}",
+                palette_line(s.title) or "(untitled)",
                 lambda sid=s.id: self.resume(sid),
                 f"{when(s.updated_at, MINUTES)} · {s.message_count} messages",
             )
@@ -321,6 +323,7 @@ class MainScreen(SidebarActions, Screen[None]):
         messages = await service.session_messages(session_id)
         self.session_id = session_id
         await self.conversation.load_history(messages)
+        await self.restore_assemblies(service, session_id)
 
     # --- model and theme --------------------------------------------------------------------------------
 
