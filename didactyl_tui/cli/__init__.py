@@ -268,7 +268,7 @@ async def _resolve_session(service: Any, id_or_prefix: str) -> str:
     try:
         return str(await service.sessions.resolve(id_or_prefix))
     except AgentError as exc:
-        raise UsageError(exc.message, exc.title) from None
+        raise UsageError(exc.message) from None
 
 
 def _render_prompt(assembly: Any) -> str:

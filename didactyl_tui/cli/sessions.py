@@ -71,7 +71,7 @@ async def run(args: argparse.Namespace, data: Path, out: _Out) -> int:
         return await _run(args, sessions, out)
     except AgentError as exc:  # an unknown id is bad input (exit 2); a database problem a failure (exit 1)
         error = UsageError if exc.message.startswith(("no conversation", "a chat's title")) else CommandFailed
-        raise error(exc.message, exc.title) from None
+        raise error(exc.message) if error is UsageError else error(exc.message, exc.title) from None
     finally:
         sessions.store.close()
 

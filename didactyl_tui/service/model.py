@@ -54,18 +54,26 @@ class ModelChoice:
     """The model in use and why (see the module docstring for the order)."""
 
     def __init__(self, config: Config, env: Mapping[str, str], data_dir: Any) -> None:
-        self._data_dir = data_dir
+        self._config, self._data_dir = config, data_dir
         self.env_model = env.get(ENV_MODEL, "").strip()
         remembered = state.read_state(data_dir)
         chosen = remembered.get(STATE_MODEL)
         self.remembered = chosen.strip() if isinstance(chosen, str) else ""
-        base, key_env = config.llm.api_base, config.llm.api_key_env
-        self.settings = ModelSettings(config.llm.model.strip(), base.strip(), key_env.strip())
-        self.source = "env" if self.env_model else "config" if self.settings.model else "none"
+        self._chosen: ModelSettings | None = None  # set when the state's (or this run's) choice is in use
+        self.source = "env" if self.env_model else "config" if config.llm.model.strip() else "none"
         if not self.env_model and self.remembered:
-            self.settings = ModelSettings(self.remembered, _text(remembered.get(STATE_API_BASE), base),
-                                          _text(remembered.get(STATE_KEY_ENV), key_env))
+            llm = config.llm
+            self._chosen = ModelSettings(self.remembered, _text(remembered.get(STATE_API_BASE), llm.api_base),
+                                         _text(remembered.get(STATE_KEY_ENV), llm.api_key_env))
             self.source = "state"
+
+    @property
+    def settings(self) -> ModelSettings:
+        """The model in use with its server and key variable (from the config, read live, unless chosen)."""
+        if self._chosen is not None:
+            return self._chosen
+        llm = self._config.llm
+        return ModelSettings(llm.model.strip(), llm.api_base.strip(), llm.api_key_env.strip())
 
     @property
     def name(self) -> str:
@@ -87,7 +95,8 @@ class ModelChoice:
 
     def set(self, chosen: ModelSettings | str) -> None:
         """Use ``chosen`` now and remember it in state.toml (a file write: call it from a thread in a UI)."""
-        settings = ModelSettings(chosen) if isinstance(chosen, str) else chosen
+        # A bare name changes the model only: the server and key variable in use stay.
+        settings = replace(self.settings, model=chosen) if isinstance(chosen, str) else chosen
         settings = ModelSettings(settings.model.strip(), settings.api_base.strip(), settings.api_key_env.strip())
         if not settings.model:
             raise ConfigError("a model name cannot be empty", "Model")
@@ -96,7 +105,7 @@ class ModelChoice:
             raise ConfigError(problem, "Model")
         state.remember_many(self._data_dir, {STATE_MODEL: settings.model, STATE_API_BASE: settings.api_base,
                                              STATE_KEY_ENV: settings.api_key_env})
-        self.settings, self.remembered, self.source = settings, settings.model, "state"
+        self._chosen, self.remembered, self.source = settings, settings.model, "state"
 
 
 def key_env_problem(name: str) -> str | None:
