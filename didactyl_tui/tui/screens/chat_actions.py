@@ -74,8 +74,8 @@ class ChatActions:
 
         service, session_id = self.require_service(), self.session_id
         info = await service.sessions.info(session_id)
-        question = (f"Delete “{_printable(info.title) or '(untitled)'}” and its {info.message_count} messages? "
-                    "This cannot be undone.")
+        count = f"{info.message_count} message{'s' if info.message_count != 1 else ''}"
+        question = f"Delete “{_printable(info.title) or '(untitled)'}” and its {count}? This cannot be undone."
         if not await self.app.push_screen_wait(ConfirmScreen(question, title="Delete chat", confirm_label="Delete")):
             return
         await service.sessions.delete(session_id)

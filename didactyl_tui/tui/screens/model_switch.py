@@ -117,6 +117,9 @@ class ModelSwitchScreen(ModalScreen[ModelSettings | None]):
         listing.display = bool(models)
         if models:
             listing.border_title = f"{len(models)} models on the server: Enter picks one"
+            listing.highlighted = 0
+            if not self.query_one("#model-name", Input).value.strip():
+                listing.focus()  # no model typed yet: ready to pick one with the arrows and Enter
 
     @on(OptionList.OptionSelected, "#model-list")
     def _picked(self, event: OptionList.OptionSelected) -> None:
