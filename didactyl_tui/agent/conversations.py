@@ -8,7 +8,6 @@ such a history.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import threading
@@ -21,9 +20,9 @@ from typing import Any
 
 from ..errors import AgentError
 from . import tokens
+from .conversation_db import Transaction, add_status_column, bounded_call, row_to_message
 from .conversation_markdown import render_markdown
-from .limits import omitted_arguments
-from .private_files import is_disk_full, open_private_wal, storage_error_message
+from .private_files import is_disk_full, open_private_wal
 from .turns import group_turns, repair_tool_pairs
 
 __all__ = ["ConversationStore", "SessionInfo", "ToolCallRecord", "group_turns", "repair_tool_pairs"]
@@ -137,7 +136,7 @@ class ConversationStore:
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
-            _add_status_column(db)
+            add_status_column(db)
         except (sqlite3.Error, OSError) as exc:
             if db is not None:
                 db.close()
@@ -153,8 +152,8 @@ class ConversationStore:
                 self._db.close()
                 self._db = None
 
-    def _tx(self) -> _Transaction:
-        return _Transaction(self)
+    def _tx(self) -> Transaction:
+        return Transaction(self)
 
     # --- sessions ---------------------------------------------------------------------------------
 
@@ -239,7 +238,7 @@ class ConversationStore:
                 is_json = isinstance(content, list)
                 if is_json:
                     content = json.dumps(content, ensure_ascii=False)
-                calls = [_bounded_call(c, self.max_argument_chars) for c in message.get("tool_calls") or ()] or None
+                calls = [bounded_call(c, self.max_argument_chars) for c in message.get("tool_calls") or ()] or None
                 cur = db.execute(
                     "INSERT INTO messages (session_id, ordinal, role, content, content_is_json, tool_calls, "
                     "tool_call_id, name, created_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -273,7 +272,7 @@ class ConversationStore:
                 "WHERE session_id = ? "
                 "ORDER BY ordinal", (session_id,)
             ).fetchall()
-        return [_row_to_message(r, with_status=True) for r in rows]
+        return [row_to_message(r, with_status=True) for r in rows]
 
     def pop_last_turn(self, session_id: str) -> str | None:
         """Delete the last turn (the newest user message and everything after it); returns that message's
@@ -326,7 +325,7 @@ class ConversationStore:
                 if row["status"] is not None:  # a failed or cancelled turn's message: shown, never sent again
                     skipped += 1
                     continue
-                message = _row_to_message(row)
+                message = row_to_message(row)
                 pending.append(message)
                 if message["role"] != "user":
                     continue
@@ -362,84 +361,3 @@ class ConversationStore:
 
     def export_markdown(self, session_id: str) -> str:
         return render_markdown(self.session(session_id), self.messages(session_id))
-
-
-class _Transaction:
-    """``with store._tx() as db:`` — the lock plus BEGIN IMMEDIATE / COMMIT / ROLLBACK."""
-
-    def __init__(self, store: ConversationStore) -> None:
-        self.store = store
-        self.db: sqlite3.Connection
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.store._lock.acquire()
-        try:
-            db = self.store._conn()
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            self.store._lock.release()
-            if is_disk_full(exc):
-                raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
-                                 "Conversations") from None
-            raise AgentError(f"the conversation database is busy or locked: {exc}", "Conversations") from None
-        except BaseException:
-            self.store._lock.release()
-            raise
-        self.db = db
-        return db
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        db = self.db
-        try:
-            if exc is None:
-                try:
-                    db.execute("COMMIT")
-                    return
-                except sqlite3.Error as commit_exc:
-                    exc = commit_exc
-            if db.in_transaction:
-                # SQLite may have rolled back already (e.g. disk full): a failing ROLLBACK must not hide why.
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-        finally:
-            self.store._lock.release()
-        if isinstance(exc, sqlite3.Error):
-            raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
-                             "Conversations") from None
-
-
-def _add_status_column(db: sqlite3.Connection) -> None:
-    """Databases made before messages had a status get the column (NULL: every old message is a sent one)."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
-    if "status" not in columns:
-        db.execute("ALTER TABLE messages ADD COLUMN status TEXT")
-
-
-def _bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
-    """A tool call as stored: arguments over ``max_chars`` become a short placeholder (the loop refuses such a
-    call before it runs; this keeps any other caller from storing megabytes either)."""
-    out = dict(call)
-    fn = dict(out.get("function") or {})
-    args = fn.get("arguments", "")
-    text = args if isinstance(args, str) else json.dumps(args)
-    if len(text) > max_chars:
-        fn["arguments"] = omitted_arguments(len(text))
-        out["function"] = fn
-    return out
-
-
-def _row_to_message(row: sqlite3.Row, *, with_status: bool = False) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": row["role"]}
-    content: Any = row["content"]
-    if row["content_is_json"] and content is not None:
-        content = json.loads(content)
-    message["content"] = content
-    if row["tool_calls"]:
-        message["tool_calls"] = json.loads(row["tool_calls"])
-    if row["tool_call_id"]:
-        message["tool_call_id"] = row["tool_call_id"]
-    if row["name"]:
-        message["name"] = row["name"]
-    if with_status and row["status"]:
-        message["status"] = row["status"]
-    return message
