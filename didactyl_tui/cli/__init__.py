@@ -110,11 +110,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print each kind's event id and relay verdicts as JSON")
     p = isub.add_parser("adopt", help="take the relays' versions as ours: drift is no longer reported")
     p.add_argument("--json", action="store_true", help="print JSON")
-
-    from . import sessions
-
-    sessions.add_parser(sub, _Parser)
+    _add_sessions_parser(sub)
     return parser
+
+
+def _add_sessions_parser(sub: Any) -> None:
+    """``sessions list|show|export|rename|delete`` (run by cli/sessions.py; defined here: the parser is built
+    before the TUI's first frame, which must not import the command modules)."""
+    ses = sub.add_parser("sessions", help="list, show, export, rename or delete saved chats")
+    ssub = ses.add_subparsers(dest="sessions_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = ssub.add_parser("list", help="the saved chats, newest first (id, time, messages, title)")
+    p.add_argument("--all", action="store_true", help="include chats with no message")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = ssub.add_parser("show", help="print a chat's messages")
+    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
+    p.add_argument("--json", action="store_true", help="print JSON: the session and its messages (OpenAI format)")
+    p = ssub.add_parser("export", help="print a chat as markdown (or JSON)")
+    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    p.add_argument("--output", "-o", metavar="PATH", help="write to this file (mode 0600) instead of stdout")
+    p = ssub.add_parser("rename", help="give a chat a new title")
+    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
+    p.add_argument("title", help="the new title")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = ssub.add_parser("delete", help="delete a chat with its messages (cannot be undone)")
+    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 # --- helpers ------------------------------------------------------------------------------------

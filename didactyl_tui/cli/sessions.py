@@ -15,28 +15,6 @@ from ..errors import AgentError
 from . import EXIT_OK, CommandFailed, UsageError, _Out
 
 
-def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    ses = sub.add_parser("sessions", help="list, show, export, rename or delete saved chats")
-    ssub = ses.add_subparsers(dest="sessions_command", metavar="ACTION", parser_class=parser_class, required=True)
-    p = ssub.add_parser("list", help="the saved chats, newest first (id, time, messages, title)")
-    p.add_argument("--all", action="store_true", help="include chats with no message")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = ssub.add_parser("show", help="print a chat's messages")
-    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
-    p.add_argument("--json", action="store_true", help="print JSON: the session and its messages (OpenAI format)")
-    p = ssub.add_parser("export", help="print a chat as markdown (or JSON)")
-    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
-    p.add_argument("--output", "-o", metavar="PATH", help="write to this file (mode 0600) instead of stdout")
-    p = ssub.add_parser("rename", help="give a chat a new title")
-    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
-    p.add_argument("title", help="the new title")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = ssub.add_parser("delete", help="delete a chat with its messages (cannot be undone)")
-    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
 def _info_json(info: Any) -> dict[str, Any]:
     return {"id": info.id, "title": info.title, "created_at": info.created_at, "updated_at": info.updated_at,
             "message_count": info.message_count}
