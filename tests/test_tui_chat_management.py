@@ -107,3 +107,20 @@ async def test_a_failed_turn_stays_marked_and_comes_back_with_its_assemblies(tmp
             await wait_for(pilot, lambda: [e.assembly.user_message for e in inspector.entries] == ["works", "fails"],
                            10, "the restored assemblies")
             assert inspector.entries[0].reply == "fine" and inspector.entries[1].failure
+
+
+async def test_a_cancelled_reply_keeps_the_message_marked_cancelled(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        stub.script(Reply.hang(30))
+        app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+            await send(pilot, "too slow")
+            await wait_for(pilot, lambda: main.streaming and stub.requests, 30, "the request")
+            await pilot.press("escape")
+            entry = main.conversation.query(MessageEntry)[0]
+            await wait_for(pilot, lambda: "cancelled" in str(entry.border_subtitle), 10, "the mark")
+            await app.service.parts.chat.settle()
+            assert await app.service.session_messages(main.session_id) == [
+                {"role": "user", "content": "too slow", "status": "cancelled"}]
