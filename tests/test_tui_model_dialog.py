@@ -22,6 +22,13 @@ def litellm_loaded(warm_litellm: None) -> None:
     llm.preload()
 
 
+async def press_button(pilot, dialog, selector: str) -> None:
+    """Focus and Enter, as a keyboard user does (a click could land where the growing dialog was a frame ago)."""
+    dialog.query_one(selector).focus()
+    await pilot.pause()
+    await pilot.press("enter")
+
+
 async def test_first_run_dialog_sets_server_key_variable_and_picks_from_the_model_list(tmp_path: Path) -> None:
     app = make_app(tmp_path, make_config(model=""), env=make_env(LOCAL_KEY="sk-local"))
     async with LlmStub() as stub, app.run_test(size=SIZE) as pilot:
@@ -33,18 +40,19 @@ async def test_first_run_dialog_sets_server_key_variable_and_picks_from_the_mode
         assert "no model" in screen_text(app)  # which source decides, even when there is none
         dialog.query_one("#model-api-base").value = stub.base_url
         dialog.query_one("#model-key-env").value = "LOCAL_KEY"
-        await pilot.click("#test")  # no model typed: the server's list is offered
+        await press_button(pilot, dialog, "#test")  # no model typed: the server's list is offered
         listing = dialog.query_one("#model-list")
         await wait_for(pilot, lambda: listing.display and listing.option_count == 2, 20, "the model list")
         listing.focus()
         listing.highlighted = 1  # "stub-model" (sorted after "stub-large")
         await pilot.press("enter")
         assert dialog.query_one("#model-name").value == "openai/stub-model"
-        await pilot.click("#test")
+        await press_button(pilot, dialog, "#test")
         result = dialog.query_one("#model-check-result")
-        await wait_for(pilot, lambda: "answered" in str(result.render()), 30, "the connection test")
+        await wait_for(pilot, lambda: "answered" in str(result.render()), 60,
+                       lambda: f"the connection test: {result.render()!s}")
         assert stub.requests[-1].headers["Authorization"] == "Bearer sk-local"
-        await pilot.click("#use")
+        await press_button(pilot, dialog, "#use")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         await wait_for(pilot, lambda: app.service.model == "openai/stub-model", 10, "the model to switch")
         assert app.service.model_settings.api_base == stub.base_url
