@@ -292,38 +292,6 @@ async def _resolve_session(service: Any, id_or_prefix: str) -> str:
         raise UsageError(exc.message) from None
 
 
-def _render_prompt(assembly: Any) -> str:
-    lines = [f"model: {assembly.model or '(none configured)'}", ""]
-    for layer in assembly.layers:
-        source = f"tool {layer.tool}" if layer.tool else "static"
-        if layer.skipped:
-            lines.append(f"- {layer.section} [{layer.role}, {source}] skipped: {layer.skip_reason}")
-        else:
-            lines.append(f"- {layer.section} [{layer.role}, {source}] {layer.tokens} tokens")
-    lines.append(f"- history: {len(assembly.history)} messages ({assembly.history_dropped} older left out)")
-    if assembly.backend_id:
-        lines.append(f"- memory backend {assembly.backend_id}: {assembly.backend_tokens} tokens")
-    lines.append(f"- tools offered: {', '.join(assembly.tool_names)}")
-    lines.append(f"- total: {assembly.total_tokens} tokens")
-    lines.append("")
-    for message in assembly.messages:
-        lines.append(f"===== {message['role']} =====")
-        lines.append(str(message.get("content") or ""))
-    return "\n".join(lines)
-
-
-async def _prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
-                  message: str | None) -> int:
-    async with _service(config, data, env, out, read_only=True) as service:
-        session = await _resolve_session(service, args.session) if args.session else "dry-run"
-        assembly = await service.dry_run(session, message)
-        if args.json:
-            out.json(assembly.to_json_dict())
-        else:
-            out.print(_render_prompt(assembly))
-    return EXIT_OK
-
-
 # --- entry --------------------------------------------------------------------------------------
 
 
@@ -398,7 +366,9 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
         return asyncio.run(_chat(args, config, data, env, out, message))
     if command == "prompt":
         message = _read_text(args.message, stdin) if args.message is not None else None
-        return asyncio.run(_prompt(args, config, data, env, out, message))
+        from .prompt import prompt
+
+        return asyncio.run(prompt(args, config, data, env, out, message))
     if command == "sessions":
         from . import sessions
 
