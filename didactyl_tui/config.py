@@ -53,6 +53,9 @@ class LlmConfig:
                           min=0, max=10)
     history_tokens: int = _f(8000, "Token budget for past conversation turns carried in each prompt.",
                              min=0, max=2_000_000)
+    saved_assemblies: int = _f(20, "Prompt assemblies kept per chat (compressed, in the conversation database), so "
+                               "a resumed chat's prompt inspector shows its last turns. 0: none kept.",
+                               min=0, max=1000)
     max_tokens: int = _f(0, "Most tokens the model may generate per reply, sent to the provider as max_tokens. "
                          "0: not sent (the provider's default). A value above the model's own ceiling makes "
                          "some providers refuse the request.", min=0, max=1_000_000)

@@ -8,7 +8,8 @@ A test scripts the replies in order (one per request), points litellm at ``stub.
 
 Replies: streamed or whole text, tool calls (several per round, malformed arguments, unknown names), a
 final usage chunk when the request asks for it, HTTP errors (429 + Retry-After, 500, 401, 400
-context_length_exceeded) and a hang. A request with nothing scripted gets a 500 whose message says so.
+context_length_exceeded) and a hang. ``GET /v1/models`` lists ``stub.models`` (None: a 404).
+A request with nothing scripted gets a 500 whose message says so.
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ class LlmStub:
 
     def __init__(self) -> None:
         self.requests: list[ReceivedRequest] = []
+        # What GET /v1/models lists (None: 404, as servers without a list answer); the headers of each such GET.
+        self.models: list[str] | None = [self.model_id, "stub-large"]
+        self.model_list_requests: list[dict[str, str]] = []
         self._script: deque[Reply] = deque()
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -148,6 +152,7 @@ class LlmStub:
         app = web.Application(client_max_size=64 * 1024 * 1024)  # requests carrying big tool arguments
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -168,7 +173,15 @@ class LlmStub:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    # --- the endpoint ------------------------------------------------------------------------------
+    # --- the endpoints -----------------------------------------------------------------------------
+
+    async def _models(self, request: web.Request) -> web.Response:
+        self.model_list_requests.append(dict(request.headers))
+        if self.models is None:
+            return web.json_response({"error": {"message": "stub: no model list"}}, status=404)
+        created = int(time.time())
+        return web.json_response({"object": "list", "data": [
+            {"id": name, "object": "model", "created": created, "owned_by": "stub"} for name in self.models]})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:

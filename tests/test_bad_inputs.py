@@ -86,6 +86,7 @@ CLI_ROWS = [
     row("cli-over-nip44-bytes", ["memory", "save", "--type", "long_term", "--content", "€" * 25000], 2),
     row("cli-empty-message", ["chat", "--message", "   "], 2),
     row("cli-unknown-session", ["prompt", "--session", "no-such-chat"], 2),
+    row("cli-sessions-unknown-id", ["sessions", "show", "feedface"], 2),
     row("cli-bad-port", ["relay", "--port", "70000"], 2),
     row("cli-config-path-missing", ["--config", "{tmp}/nope.toml", "prompt"], 2),
     row("cli-config-path-folder", ["--config", "{tmp}/a-folder", "prompt"], 2),
@@ -291,6 +292,7 @@ LLM_FAILURE_ROWS = [
                                          fail_after_chunks=3)], {}),
     row("llm-unreachable", [], {"api_base": "unreachable"}),
     row("llm-no-model", [], {"model": ""}),
+    row("llm-missing-key", [], {"api_key_env": "DIDACTYL_TEST_MISSING_KEY"}),
 ]
 
 
@@ -305,7 +307,7 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
         env = make_env(DIDACTYL_NSEC=NSEC, DIDACTYL_TEST_LLM_KEY="sk-stub-secret-123456")
         async with AppService(config, data_dir=tmp_path, env=env) as service:
             session = await service.new_session()
-            if row_id != "llm-no-model" and row_id != "llm-unreachable":
+            if row_id not in ("llm-no-model", "llm-unreachable", "llm-missing-key"):
                 stub.script(Reply.text_reply("Hello."))
                 assert isinstance((await _turn(service, session, "hi"))[-1], TurnFinished)
             before = await service.session_messages(session)
@@ -314,19 +316,26 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
             line = _failed_line(failed)
             assert "sk-stub-secret-123456" not in line  # the API key is never shown either
             matches_catalogue(row_id, line, {stub.base_url: "<llm>", dead_base: "<llm>"})
-            # The conversation is intact: the failed turn left nothing half-written.
-            assert (await service.session_messages(session)) == before
+            # The conversation is intact: the failed turn left nothing half-written, only the user's message,
+            # marked (shown, never sent to the model again).
+            assert (await service.session_messages(session)) == [
+                *before, {"role": "user", "content": "tell me more", "status": "failed"}]
             # Retry works: the same message again, once the cause is gone.
             if row_id == "llm-no-model":
                 service.set_model("openai/stub-model")
             elif row_id == "llm-unreachable":
                 config.llm.api_base = stub.base_url
+            elif row_id == "llm-missing-key":
+                config.llm.api_key_env = "DIDACTYL_TEST_LLM_KEY"
             stub.script(Reply.text_reply("Here is more."))
             retried = await _turn(service, session, "tell me more")
             assert isinstance(retried[-1], TurnFinished) and retried[-1].reply == "Here is more."
             messages = await service.session_messages(session)
             assert messages[:len(before)] == before
-            assert [m["content"] for m in messages[len(before):]] == ["tell me more", "Here is more."]
+            assert [(m["content"], m.get("status")) for m in messages[len(before):]] == [
+                ("tell me more", "failed"), ("tell me more", None), ("Here is more.", None)]
+            # The model saw the message once: the failed one is never sent again.
+            assert [m["content"] for m in stub.requests[-1].messages].count("tell me more") == 1
 
 
 LLM_TOOL_ROWS = [

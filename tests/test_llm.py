@@ -206,3 +206,25 @@ async def test_errors_print_nothing_and_an_unprefixed_model_gets_a_hint(stub: Ll
     assert "provider prefix" in info.value.message and '"openai/mystery-model"' in info.value.message
     out = capsys.readouterr()
     assert out.out == ""  # litellm's "Provider List..." / feedback banners would corrupt the TUI
+
+
+async def test_a_missing_key_is_one_line_naming_the_variable_to_set(stub: LlmStub, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(LlmError) as info:
+        await chunks_of(settings_for(stub, api_key=None, max_retries=0))
+    err = info.value
+    assert err.kind == "auth" and not err.retryable  # not a "server error 500" worth retrying
+    assert "export OPENAI_API_KEY=" in err.message and "\n" not in err.message
+    assert "api_key_env" in err.message and stub.requests == []  # litellm refused before any request
+    # With [llm] api_key_env set, that variable is the one named.
+    with pytest.raises(LlmError) as info:
+        await chunks_of(settings_for(stub, api_key=None, api_key_env="MY_LLM_KEY", max_retries=0))
+    assert "export MY_LLM_KEY=" in info.value.message and "OPENAI_API_KEY" not in info.value.message
+
+
+def test_missing_key_variable_for_other_providers() -> None:
+    anthropic = LlmSettings(model="anthropic/claude-sonnet-4-5")
+    err = map_error(RuntimeError("Missing Anthropic API Key - no key is set. Please set `ANTHROPIC_API_KEY`"),
+                    anthropic)
+    assert err.kind == "auth" and "export ANTHROPIC_API_KEY=" in err.message
+    assert llm.key_variable(LlmSettings(model="groq/llama3")) == "GROQ_API_KEY"

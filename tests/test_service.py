@@ -18,11 +18,12 @@ from relay_servers import fast_client_kwargs
 from didactyl_tui.agent.events import TextDelta, ToolCallFinished, TurnFailed, TurnFinished, TurnStarted
 from didactyl_tui.agent.memory.store import MemoryType
 from didactyl_tui.config import Config
-from didactyl_tui.errors import AgentError
+from didactyl_tui.errors import AgentError, ConfigError
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service import (
     AppService,
     MemoryChanged,
+    ModelSettings,
     PromptAssembled,
     SelfContextChanged,
     ServiceWarning,
@@ -182,15 +183,30 @@ async def test_a_busy_port_falls_back_so_a_second_instance_works(tmp_path: Path)
 async def test_model_choice_is_remembered_and_env_wins(tmp_path: Path) -> None:
     data = tmp_path / "d"
     cfg = make_config()
-    cfg.llm.model = "openai/from-config"
+    cfg.llm.model, cfg.llm.api_base, cfg.llm.api_key_env = "openai/from-config", "http://cfg/v1", "CFG_KEY"
     svc = AppService(cfg, data_dir=data, env=env_for())
-    assert svc.model == "openai/from-config" and svc.model_configured
-    svc.set_model("openai/switched")
-    assert read_state(data) == {"model": "openai/switched"}
-    assert AppService(cfg, data_dir=data, env=env_for()).model == "openai/switched"
+    assert svc.model == "openai/from-config" and svc.model_configured and svc.model_source == "config"
+    assert svc.model_settings == ModelSettings("openai/from-config", "http://cfg/v1", "CFG_KEY")
+    svc.set_model(ModelSettings("openai/switched", "http://local:8080/v1", "LOCAL_KEY"))
+    assert read_state(data) == {"model": "openai/switched", "model_api_base": "http://local:8080/v1",
+                                "model_api_key_env": "LOCAL_KEY"}
+    again = AppService(cfg, data_dir=data, env=env_for())
+    assert again.model_settings == ModelSettings("openai/switched", "http://local:8080/v1", "LOCAL_KEY")
+    assert again.model_source == "state" and "state.toml" in again.model_explanation()
+    assert again.model_shadowed() is None
     cfg_env = make_config()
     cfg_env.llm.model = "openai/from-env"  # what load_config does with $DIDACTYL_MODEL
-    assert AppService(cfg_env, data_dir=data, env=env_for(DIDACTYL_MODEL="openai/from-env")).model == "openai/from-env"
+    shadowed = AppService(cfg_env, data_dir=data, env=env_for(DIDACTYL_MODEL="openai/from-env"))
+    assert shadowed.model == "openai/from-env" and shadowed.model_source == "env"
+    # The model chosen in the app is not silently lost: the service says what hides it and how to undo that.
+    assert "DIDACTYL_MODEL" in shadowed.model_explanation()
+    warning = shadowed.model_shadowed()
+    assert warning is not None and "openai/switched" in warning and "unset $DIDACTYL_MODEL" in warning
+    shadowed.set_model("openai/chosen-now")  # used now; the variable wins again at the next start
+    assert shadowed.model == "openai/chosen-now" and "next start" in (shadowed.model_shadowed() or "")
+    with pytest.raises(ConfigError) as refused:
+        shadowed.set_model(ModelSettings("openai/x", "", "sk-live-this-is-a-key!"))
+    assert "sk-live" not in refused.value.message  # a key pasted in the wrong field is never echoed
     assert not AppService(make_config(), data_dir=tmp_path / "fresh", env=env_for()).model_configured
 
 
@@ -199,7 +215,9 @@ async def test_no_model_configured_fails_the_turn_cleanly(service: AppService) -
     events = [e async for e in service.run_turn(session, "hello")]
     assert len(events) == 1 and isinstance(events[0], TurnFailed) and not events[0].retryable
     assert "DIDACTYL_MODEL" in events[0].message
-    assert (await service.session_messages(session)) == []
+    # The message stays in the chat, marked; it is never sent to a model again.
+    assert (await service.session_messages(session)) == [{"role": "user", "content": "hello", "status": "failed"}]
+    assert (await service.dry_run(session, "again")).history == ()
 
 
 async def test_chat_turn_with_a_memory_save_tool_call(tmp_path: Path) -> None:

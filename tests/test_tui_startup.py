@@ -29,6 +29,7 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.tui.actions",
     "didactyl_tui.tui.screens",
     "didactyl_tui.tui.screens.main",
+    "didactyl_tui.tui.screens.chat_actions",  # a part of the main screen's class, like main_sidebar
     "didactyl_tui.tui.screens.main_sidebar",
     "didactyl_tui.tui.theme_files",
     "didactyl_tui.tui.widgets",

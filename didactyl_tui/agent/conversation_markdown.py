@@ -19,7 +19,8 @@ def render_markdown(info: SessionInfo, messages: list[dict[str, Any]]) -> str:
         content = message.get("content")
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""
         if role == "user":
-            out += ["## You", "", text, ""]
+            status = message.get("status")
+            out += [f"## You ({status}: not answered)" if status else "## You", "", text, ""]
         elif role == "assistant":
             out += ["## Agent", ""]
             if text:

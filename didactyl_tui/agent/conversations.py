@@ -8,7 +8,6 @@ such a history.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import threading
@@ -21,9 +20,9 @@ from typing import Any
 
 from ..errors import AgentError
 from . import tokens
+from .conversation_db import Transaction, add_status_column, bounded_call, row_to_message
 from .conversation_markdown import render_markdown
-from .limits import omitted_arguments
-from .private_files import is_disk_full, open_private_wal, storage_error_message
+from .private_files import is_disk_full, open_private_wal
 from .turns import group_turns, repair_tool_pairs
 
 __all__ = ["ConversationStore", "SessionInfo", "ToolCallRecord", "group_turns", "repair_tool_pairs"]
@@ -52,6 +51,7 @@ CREATE TABLE IF NOT EXISTS messages (
     tool_call_id TEXT,
     name TEXT,
     created_at REAL NOT NULL,
+    status TEXT,  -- NULL: part of the chat; else why not (a failed or cancelled turn's message, kept to show)
     UNIQUE (session_id, ordinal)
 );
 CREATE TABLE IF NOT EXISTS tool_calls (
@@ -136,6 +136,7 @@ class ConversationStore:
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
+            add_status_column(db)
         except (sqlite3.Error, OSError) as exc:
             if db is not None:
                 db.close()
@@ -151,8 +152,8 @@ class ConversationStore:
                 self._db.close()
                 self._db = None
 
-    def _tx(self) -> _Transaction:
-        return _Transaction(self)
+    def _tx(self) -> Transaction:
+        return Transaction(self)
 
     # --- sessions ---------------------------------------------------------------------------------
 
@@ -215,7 +216,10 @@ class ConversationStore:
     # --- messages ---------------------------------------------------------------------------------
 
     def append(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> int:
-        """Append OpenAI-format messages in one transaction (all or nothing); returns how many."""
+        """Append OpenAI-format messages in one transaction (all or nothing); returns how many.
+
+        A message may carry a ``status`` (e.g. "failed: …", "cancelled"): it is kept and shown, never sent to
+        the model again (``history_for_prompt`` leaves it out)."""
         batch = [dict(m) for m in messages]
         for message in batch:
             _check_message(message)
@@ -234,13 +238,13 @@ class ConversationStore:
                 is_json = isinstance(content, list)
                 if is_json:
                     content = json.dumps(content, ensure_ascii=False)
-                calls = [_bounded_call(c, self.max_argument_chars) for c in message.get("tool_calls") or ()] or None
+                calls = [bounded_call(c, self.max_argument_chars) for c in message.get("tool_calls") or ()] or None
                 cur = db.execute(
                     "INSERT INTO messages (session_id, ordinal, role, content, content_is_json, tool_calls, "
-                    "tool_call_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tool_call_id, name, created_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (session_id, n, message["role"], content, int(is_json),
                      json.dumps(calls, ensure_ascii=False) if calls else None,
-                     message.get("tool_call_id"), message.get("name"), now),
+                     message.get("tool_call_id"), message.get("name"), now, message.get("status") or None),
                 )
                 for call in calls or ():
                     fn = call.get("function", {})
@@ -264,11 +268,24 @@ class ConversationStore:
         """The whole conversation in OpenAI format, oldest first."""
         with self._lock:
             rows = self._conn().execute(
-                "SELECT role, content, content_is_json, tool_calls, tool_call_id, name FROM messages "
+                "SELECT role, content, content_is_json, tool_calls, tool_call_id, name, status FROM messages "
                 "WHERE session_id = ? "
                 "ORDER BY ordinal", (session_id,)
             ).fetchall()
-        return [_row_to_message(r) for r in rows]
+        return [row_to_message(r, with_status=True) for r in rows]
+
+    def pop_last_turn(self, session_id: str) -> str | None:
+        """Delete the last turn (the newest user message and everything after it); returns that message's
+        text, or None when the chat has no user message. For "regenerate" and "edit and resend"."""
+        with self._tx() as db:
+            row = db.execute("SELECT ordinal, content, content_is_json FROM messages WHERE session_id = ? AND "
+                             "role = 'user' ORDER BY ordinal DESC LIMIT 1", (session_id,)).fetchone()
+            if row is None:
+                return None
+            db.execute("DELETE FROM messages WHERE session_id = ? AND ordinal >= ?", (session_id, row["ordinal"]))
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (self._clock(), session_id))
+        content = row["content"]
+        return json.dumps(json.loads(content), ensure_ascii=False) if row["content_is_json"] else (content or "")
 
     def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
         with self._lock:
@@ -296,6 +313,7 @@ class ConversationStore:
         total = 0  # ordinals run 0..n-1 in a session (appends only), so the newest one gives the count
         before: int | None = None
         full = False
+        skipped = 0
         while not full:
             rows = self._history_page(session_id, before)
             if not rows:
@@ -304,7 +322,10 @@ class ConversationStore:
                 total = rows[0]["ordinal"] + 1
             before = rows[-1]["ordinal"]
             for row in rows:
-                message = _row_to_message(row)
+                if row["status"] is not None:  # a failed or cancelled turn's message: shown, never sent again
+                    skipped += 1
+                    continue
+                message = row_to_message(row)
                 pending.append(message)
                 if message["role"] != "user":
                     continue
@@ -323,10 +344,10 @@ class ConversationStore:
         # Messages older than the oldest user message (e.g. an old system note) never open a history.
         kept.reverse()
         chosen = [m for turn in kept for m in turn]
-        return chosen, total - len(chosen)
+        return chosen, max(0, total - len(chosen) - skipped)
 
     def _history_page(self, session_id: str, before: int | None) -> list[sqlite3.Row]:
-        columns = "ordinal, role, content, content_is_json, tool_calls, tool_call_id, name"
+        columns = "ordinal, role, content, content_is_json, tool_calls, tool_call_id, name, status"
         with self._lock:
             if before is None:
                 return self._conn().execute(
@@ -340,75 +361,3 @@ class ConversationStore:
 
     def export_markdown(self, session_id: str) -> str:
         return render_markdown(self.session(session_id), self.messages(session_id))
-
-
-class _Transaction:
-    """``with store._tx() as db:`` — the lock plus BEGIN IMMEDIATE / COMMIT / ROLLBACK."""
-
-    def __init__(self, store: ConversationStore) -> None:
-        self.store = store
-        self.db: sqlite3.Connection
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.store._lock.acquire()
-        try:
-            db = self.store._conn()
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            self.store._lock.release()
-            if is_disk_full(exc):
-                raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
-                                 "Conversations") from None
-            raise AgentError(f"the conversation database is busy or locked: {exc}", "Conversations") from None
-        except BaseException:
-            self.store._lock.release()
-            raise
-        self.db = db
-        return db
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        db = self.db
-        try:
-            if exc is None:
-                try:
-                    db.execute("COMMIT")
-                    return
-                except sqlite3.Error as commit_exc:
-                    exc = commit_exc
-            if db.in_transaction:
-                # SQLite may have rolled back already (e.g. disk full): a failing ROLLBACK must not hide why.
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-        finally:
-            self.store._lock.release()
-        if isinstance(exc, sqlite3.Error):
-            raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
-                             "Conversations") from None
-
-
-def _bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
-    """A tool call as stored: arguments over ``max_chars`` become a short placeholder (the loop refuses such a
-    call before it runs; this keeps any other caller from storing megabytes either)."""
-    out = dict(call)
-    fn = dict(out.get("function") or {})
-    args = fn.get("arguments", "")
-    text = args if isinstance(args, str) else json.dumps(args)
-    if len(text) > max_chars:
-        fn["arguments"] = omitted_arguments(len(text))
-        out["function"] = fn
-    return out
-
-
-def _row_to_message(row: sqlite3.Row) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": row["role"]}
-    content: Any = row["content"]
-    if row["content_is_json"] and content is not None:
-        content = json.loads(content)
-    message["content"] = content
-    if row["tool_calls"]:
-        message["tool_calls"] = json.loads(row["tool_calls"])
-    if row["tool_call_id"]:
-        message["tool_call_id"] = row["tool_call_id"]
-    if row["name"]:
-        message["name"] = row["name"]
-    return message

@@ -75,3 +75,24 @@ class PromptAssembly:
             "messages": list(self.messages),
             "total_tokens": self.total_tokens,
         }
+
+
+def assembly_to_record(assembly: PromptAssembly) -> dict[str, Any]:
+    """Everything in an assembly as plain JSON data (stored with its chat; :func:`assembly_from_record` inverts)."""
+    return asdict(assembly)
+
+
+def assembly_from_record(record: dict[str, Any]) -> PromptAssembly:
+    """The assembly :func:`assembly_to_record` saved. Raises KeyError/TypeError/ValueError on a malformed one."""
+    layers = []
+    for raw in record["layers"]:
+        layer = dict(raw)
+        source = layer.get("source_event")
+        if source is not None:
+            layer["source_event"] = SourceEvent(str(source["event_id"]), int(source["created_at"]),
+                                                tuple(source.get("relays") or ()))
+        layers.append(PromptLayer(**layer))
+    fields = dict(record)
+    fields.update(layers=tuple(layers), history=tuple(record["history"]), tools=tuple(record["tools"]),
+                  messages=tuple(record["messages"]), extra=dict(record.get("extra") or {}))
+    return PromptAssembly(**fields)

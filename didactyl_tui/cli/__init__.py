@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="one turn with the agent; prints the reply")
     p.add_argument("--message", "-m", required=True, metavar="TEXT", help="the message ('-' reads stdin)")
     p.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
-    p.add_argument("--json", action="store_true", help='print {"reply", "tool_calls", "prompt"}')
+    p.add_argument("--json", action="store_true", help='print {"session_id", "reply", "tool_calls", "prompt"}')
 
     p = sub.add_parser("prompt", help="assemble the next prompt without calling the model (a dry run)")
     p.add_argument("--message", "-m", metavar="TEXT", help="the user's message to include ('-' reads stdin)")
@@ -110,7 +110,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print each kind's event id and relay verdicts as JSON")
     p = isub.add_parser("adopt", help="take the relays' versions as ours: drift is no longer reported")
     p.add_argument("--json", action="store_true", help="print JSON")
+    _add_sessions_parser(sub)
     return parser
+
+
+def _add_sessions_parser(sub: Any) -> None:
+    """``sessions list|show|export|rename|delete`` (run by cli/sessions.py; defined here: the parser is built
+    before the TUI's first frame, which must not import the command modules)."""
+    ses = sub.add_parser("sessions", help="list, show, export, rename or delete saved chats")
+    ssub = ses.add_subparsers(dest="sessions_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = ssub.add_parser("list", help="the saved chats, newest first (id, time, messages, title)")
+    p.add_argument("--all", action="store_true", help="include chats with no message")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = ssub.add_parser("show", help="print a chat's messages")
+    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
+    p.add_argument("--json", action="store_true", help="print JSON: the session and its messages (OpenAI format)")
+    p = ssub.add_parser("export", help="print a chat as markdown (or JSON)")
+    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    p.add_argument("--output", "-o", metavar="PATH", help="write to this file (mode 0600) instead of stdout")
+    p = ssub.add_parser("rename", help="give a chat a new title")
+    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
+    p.add_argument("title", help="the new title")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = ssub.add_parser("delete", help="delete a chat with its messages (cannot be undone)")
+    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -227,9 +252,7 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
     from ..service import TextDelta, TurnFailed, TurnFinished, TurnStarted
 
     async with _service(config, data, env, out) as service:
-        if args.session and not await service.has_session(args.session):
-            raise UsageError(f"no conversation {args.session!r}")
-        session = args.session or await service.new_session()
+        session = await _resolve_session(service, args.session) if args.session else await service.new_session()
         assembly = None
         finished: TurnFinished | None = None
         streamed = False
@@ -247,6 +270,7 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
             raise CommandFailed("the turn ended without a reply")
         if args.json:
             out.json({
+                "session_id": session,
                 "reply": finished.reply,
                 "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result}
                                for c in finished.tool_calls],
@@ -259,37 +283,13 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
     return EXIT_OK
 
 
-def _render_prompt(assembly: Any) -> str:
-    lines = [f"model: {assembly.model or '(none configured)'}", ""]
-    for layer in assembly.layers:
-        source = f"tool {layer.tool}" if layer.tool else "static"
-        if layer.skipped:
-            lines.append(f"- {layer.section} [{layer.role}, {source}] skipped: {layer.skip_reason}")
-        else:
-            lines.append(f"- {layer.section} [{layer.role}, {source}] {layer.tokens} tokens")
-    lines.append(f"- history: {len(assembly.history)} messages ({assembly.history_dropped} older left out)")
-    if assembly.backend_id:
-        lines.append(f"- memory backend {assembly.backend_id}: {assembly.backend_tokens} tokens")
-    lines.append(f"- tools offered: {', '.join(assembly.tool_names)}")
-    lines.append(f"- total: {assembly.total_tokens} tokens")
-    lines.append("")
-    for message in assembly.messages:
-        lines.append(f"===== {message['role']} =====")
-        lines.append(str(message.get("content") or ""))
-    return "\n".join(lines)
+async def _resolve_session(service: Any, id_or_prefix: str) -> str:
+    from ..errors import AgentError
 
-
-async def _prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
-                  message: str | None) -> int:
-    async with _service(config, data, env, out, read_only=True) as service:
-        if args.session and not await service.has_session(args.session):
-            raise UsageError(f"no conversation {args.session!r}")
-        assembly = await service.dry_run(args.session or "dry-run", message)
-        if args.json:
-            out.json(assembly.to_json_dict())
-        else:
-            out.print(_render_prompt(assembly))
-    return EXIT_OK
+    try:
+        return str(await service.sessions.resolve(id_or_prefix))
+    except AgentError as exc:
+        raise UsageError(exc.message) from None
 
 
 # --- entry --------------------------------------------------------------------------------------
@@ -366,7 +366,13 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
         return asyncio.run(_chat(args, config, data, env, out, message))
     if command == "prompt":
         message = _read_text(args.message, stdin) if args.message is not None else None
-        return asyncio.run(_prompt(args, config, data, env, out, message))
+        from .prompt import prompt
+
+        return asyncio.run(prompt(args, config, data, env, out, message))
+    if command == "sessions":
+        from . import sessions
+
+        return asyncio.run(sessions.run(args, data, out))
     if command == "memory":
         from . import memory
 

@@ -33,6 +33,7 @@ from .labels import drift_lines, one_line, short_id, version_label, when
 from .state import read_state, remember, write_state
 
 if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
+    from ..agent.assembly_log import SavedAssembly
     from ..agent.conversations import SessionInfo
     from ..agent.events import (
         AgentEvent,
@@ -56,11 +57,14 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.replaceable import is_newer
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
+    from .chat import Sessions, open_sessions
+    from .model import ModelCheck, ModelSettings
     from .runtime import ServiceToolContext
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(["SessionInfo"], "..agent.conversations"),
+    **dict.fromkeys(["SavedAssembly"], "..agent.assembly_log"),
     **dict.fromkeys(["AgentEvent", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
                      "TurnStarted", "Usage"], "..agent.events"),
     **dict.fromkeys(["IdentityView", "SelfContextSnapshot"], "..agent.identity_cache"),
@@ -75,6 +79,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["encode_npub"], "..nostr.nip19"),
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
+    **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
+    **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext"], ".runtime"),
     **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
     **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
@@ -92,12 +98,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [  # noqa: RUF022 (sorted)
     "AgentEvent", "AppService", "ConnectionState", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MemoryChanged",
-    "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "NewerVersionKnown", "OutboxChanged",
+    "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck", "ModelSettings",
+    "NewerVersionKnown", "OutboxChanged", "SavedAssembly",
     "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
     "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
-    "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "TextDelta", "ToolCallFinished",
+    "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "Sessions", "TextDelta", "ToolCallFinished",
     "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "admin_pubkey_of", "drift_lines",
-    "encode_npub", "ensure_data_dir", "is_newer", "key_file_path", "load_agent_key", "one_line", "read_state",
-    "remember", "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file",
-    "write_state",
+    "encode_npub", "ensure_data_dir", "is_newer", "key_file_path", "load_agent_key", "one_line", "open_sessions",
+    "read_state", "remember", "run_relay_process", "serve_forever", "short_id", "version_label", "when",
+    "write_key_file", "write_state",
 ]

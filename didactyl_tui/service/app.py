@@ -29,10 +29,11 @@ from ..config import Config, config_error
 from ..errors import AgentError
 from ..nostr.results import ConnectionState, PublishOutcome
 from . import state
-from .chat import ChatService, ModelChoice, preload_llm
+from .chat import ChatService, Sessions, preload_llm
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
+from .model import ModelCheck, ModelChoice, ModelSettings
 from .runtime import Runtime, start_runtime
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
 
@@ -152,6 +153,7 @@ class AppService:
     async def stop(self) -> None:
         parts, self._parts = self._parts, None
         if parts is not None:
+            await parts.chat.settle()  # a cancelled turn's message is saved before the database closes
             await parts.rt.stop()
 
     # --- identity and relays -----------------------------------------------------------------------
@@ -220,9 +222,36 @@ class AppService:
     def model_configured(self) -> bool:
         return bool(self._model.name.strip())
 
-    def set_model(self, name: str) -> None:
-        """Switch the model and remember it (writes state.toml: call it from a thread in a UI)."""
-        self._model.set(name)
+    @property
+    def model_settings(self) -> ModelSettings:
+        """The model in use with its api_base and key variable (what the model dialog starts from)."""
+        return self._model.settings
+
+    @property
+    def model_source(self) -> str:
+        """Where the model comes from: "env" ($DIDACTYL_MODEL), "state" (chosen in the app), "config", "none"."""
+        return self._model.source
+
+    def model_explanation(self) -> str:
+        """One line: which source wins and why."""
+        return self._model.explain()
+
+    def model_shadowed(self) -> str | None:
+        """A warning when $DIDACTYL_MODEL hides the model chosen in the app (now, or at the next start)."""
+        return self._model.shadowed()
+
+    def set_model(self, chosen: ModelSettings | str) -> None:
+        """Switch the model (with its server and key variable) and remember it (writes state.toml: call it from a
+        thread in a UI)."""
+        self._model.set(chosen)
+
+    async def check_model(self, chosen: ModelSettings) -> ModelCheck:
+        """A bounded connection test (a one-token completion; the server's /models list when it has an api_base).
+        Works before the service has started (no relay needed)."""
+        from ..agent.llm import LlmSettings
+        from .model import check_model
+
+        return await check_model(LlmSettings.from_config(self.config.llm, self.env), chosen, self.env)
 
     def remember(self, key: str, value: Any) -> None:
         """Keep a runtime choice (model, theme...) in <data dir>/state.toml."""
@@ -273,6 +302,11 @@ class AppService:
         self.parts.rt.sync.reconcile_interval_s = seconds
 
     # --- chat: the parts' API ------------------------------------------------------------------------
+    @property
+    def sessions(self) -> Sessions:
+        """The saved chats: list, resolve, rename, delete, export."""
+        return self.parts.chat.sessions
+
     async def new_session(self) -> str:
         return await self.parts.chat.new_session()
 
@@ -295,7 +329,8 @@ class AppService:
         return await self.parts.chat.dispatch_tool(name, arguments)
 
     async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
-        """One interactive turn. LLM errors end it with TurnFailed (never raised); nothing is persisted then."""
+        """One interactive turn. LLM errors end it with TurnFailed (never raised); a failed or cancelled turn keeps
+        only the user's message in the chat, marked (see ChatService.run_turn)."""
         try:
             chat = self.parts.chat
         except AgentError as exc:

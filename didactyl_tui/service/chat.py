@@ -5,24 +5,24 @@ here (``preload_llm`` starts it in a thread, off the UI path)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from ..agent.conversations import SessionInfo
+from ..agent.assembly_log import AssemblyLog, SavedAssembly
+from ..agent.conversations import ConversationStore, SessionInfo
 from ..agent.events import AgentEvent, TurnFailed, TurnFinished
 from ..agent.memory.store import MemoryType
 from ..agent.prompt_record import PromptAssembly, SourceEvent
 from ..agent.soul import SoulTemplate, assemble
 from ..agent.tools.registry import Tool, ToolOutcome, ToolRegistry
 from ..config import Config
-from ..errors import ConfigError, DidactylError
+from ..errors import AgentError, DidactylError
 from ..nostr.event import Event
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
-from . import state
 from .events import PromptAssembled, ServiceEvent
+from .model import ModelChoice, llm_settings_for
 from .runtime import Runtime
 
 log = logging.getLogger("didactyl.service")
@@ -30,23 +30,71 @@ log = logging.getLogger("didactyl.service")
 NO_MODEL = "set $DIDACTYL_MODEL or [llm] model in the config (e.g. openai/gpt-4o-mini)"
 
 
-class ModelChoice:
-    """The model in use: $DIDACTYL_MODEL, else the one switched to at runtime (state.toml), else config.toml."""
+MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
 
-    def __init__(self, config: Config, env: Mapping[str, str], data_dir: Any) -> None:
-        self._data_dir = data_dir
-        self.name = config.llm.model
-        if not env.get("DIDACTYL_MODEL", "").strip():
-            remembered = state.read_state(data_dir).get("model")
-            if isinstance(remembered, str) and remembered.strip():
-                self.name = remembered.strip()
 
-    def set(self, name: str) -> None:
-        name = name.strip()
-        if not name:
-            raise ConfigError("a model name cannot be empty", "Model")
-        self.name = name
-        state.remember(self._data_dir, "model", name)
+class Sessions:
+    """The saved chats: list, show, rename, delete, export. SQLite, so every call runs on a worker thread.
+    Needs no relay or key: the CLI's ``sessions`` commands use it without starting the service."""
+
+    def __init__(self, store: ConversationStore, *, keep_assemblies: int = 20) -> None:
+        self.store = store
+        self.assembly_log = AssemblyLog(store, keep=keep_assemblies)
+
+    async def list(self, *, include_empty: bool = False) -> list[SessionInfo]:
+        """Newest activity first; chats with no message at all are left out unless asked for."""
+        sessions = await asyncio.to_thread(self.store.list_sessions)
+        return sessions if include_empty else [s for s in sessions if s.message_count > 0]
+
+    async def resolve(self, id_or_prefix: str) -> str:
+        """A full session id from an id or a unique prefix of one; AgentError when none or several match."""
+        wanted = id_or_prefix.strip().lower()
+        if await asyncio.to_thread(self.store.has_session, wanted):
+            return wanted
+        if len(wanted) >= MIN_ID_PREFIX:
+            matches = [s.id for s in await self.list(include_empty=True) if s.id.startswith(wanted)]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                raise AgentError(f"{id_or_prefix!r} matches {len(matches)} conversations: give more of the id",
+                                 "Conversations")
+        raise AgentError(f"no conversation {id_or_prefix!r} (see: didactyl sessions list)", "Conversations")
+
+    async def info(self, session_id: str) -> SessionInfo:
+        return await asyncio.to_thread(self.store.session, session_id)
+
+    async def messages(self, session_id: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.store.messages, session_id)
+
+    async def rename(self, session_id: str, title: str) -> None:
+        if not title.strip():
+            raise AgentError("a chat's title cannot be empty", "Rename")
+        await asyncio.to_thread(self.store.rename_session, session_id, title)
+
+    async def delete(self, session_id: str) -> bool:
+        return await asyncio.to_thread(self.store.delete_session, session_id)
+
+    async def export_markdown(self, session_id: str) -> str:
+        return await asyncio.to_thread(self.store.export_markdown, session_id)
+
+    async def assemblies(self, session_id: str) -> list[SavedAssembly]:
+        """The prompts of the chat's last turns (for a resumed chat's inspector), oldest first."""
+        return await asyncio.to_thread(self.assembly_log.load, session_id)
+
+    async def pop_last_turn(self, session_id: str) -> str | None:
+        """Remove the last turn (to regenerate it, or to edit and resend its message); returns its message."""
+        return await asyncio.to_thread(self.store.pop_last_turn, session_id)
+
+
+def open_sessions(data_dir: Any) -> Sessions:
+    """The saved chats of a data dir, without starting the service (the database opens on first use)."""
+    from pathlib import Path
+
+    from ..agent.keystore import ensure_data_dir
+    from .runtime import CONVERSATIONS_DB
+
+    ensure_data_dir(Path(data_dir))
+    return Sessions(ConversationStore(Path(data_dir) / CONVERSATIONS_DB))
 
 
 class ChatService:
@@ -55,6 +103,8 @@ class ChatService:
                  emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
         self._rt, self._config, self._env, self._soul = rt, config, env, soul
         self._registry, self._model, self._clock, self._emit, self._warn = registry, model, clock, emit, warn
+        self.sessions = Sessions(rt.conversations, keep_assemblies=config.llm.saved_assemblies)
+        self._background: set[asyncio.Future[Any]] = set()  # saves started while a turn was being cancelled
 
     # --- sessions (SQLite: on worker threads) -------------------------------------------------------
     async def new_session(self) -> str:
@@ -127,27 +177,46 @@ class ChatService:
     def _llm_settings(self) -> Any:
         from ..agent.llm import LlmSettings
 
-        # Every [llm] setting flows through; only the model is this service's choice.
-        return dataclasses.replace(LlmSettings.from_config(self._config.llm, self._env), model=self._model.name)
+        # Every [llm] setting flows through; the model, its server and its key variable are the choice's.
+        return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self._model.settings, self._env)
 
     async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
-        """One interactive turn. LLM errors end it with TurnFailed (never raised); nothing is persisted then."""
+        """One interactive turn. LLM errors end it with TurnFailed (never raised). A finished turn is saved
+        whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again)."""
         from ..agent import loop
 
         if not self._model.name.strip():
+            await self._persist_unanswered(session_id, message, "failed")
             yield TurnFailed(session_id, NO_MODEL, title="No model configured", retryable=False)
             return
         try:
             assembly = await self._assemble(session_id, message, dry_run=False)
         except DidactylError as exc:
+            await self._persist_unanswered(session_id, message, "failed")
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
-        async for event in loop.run_turn(settings=self._llm_settings(), assembly=assembly,
-                                         dispatch=self.dispatch_tool, session_id=session_id,
-                                         max_tool_rounds=self._config.llm.max_tool_rounds):
-            if isinstance(event, TurnFinished):
-                await self._persist_turn(session_id, message, event)
-            yield event
+        ended = False
+        try:
+            async for event in loop.run_turn(settings=self._llm_settings(), assembly=assembly,
+                                             dispatch=self.dispatch_tool, session_id=session_id,
+                                             max_tool_rounds=self._config.llm.max_tool_rounds):
+                if isinstance(event, TurnFinished):
+                    ended = True
+                    await self._persist_turn(session_id, message, event)
+                    usage = event.usage
+                    await self._log_assembly(session_id, SavedAssembly(
+                        assembly, reply=event.reply, prompt_tokens=usage.prompt_tokens,
+                        completion_tokens=usage.completion_tokens, cost_usd=usage.cost_usd))
+                elif isinstance(event, TurnFailed):
+                    ended = True
+                    await self._persist_unanswered(session_id, message, "failed")
+                    await self._log_assembly(session_id, SavedAssembly(assembly, failure=event.message))
+                yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            if not ended:  # cancelled: the save cannot be awaited any more; a worker thread finishes it
+                self._save_in_background(session_id, message, "cancelled",
+                                         SavedAssembly(assembly, failure="cancelled"))
+            raise
 
     async def _persist_turn(self, session_id: str, message: str, event: TurnFinished) -> None:
         try:
@@ -156,6 +225,42 @@ class ChatService:
         except DidactylError as exc:
             self._warn(f"the conversation was not saved: {exc.message}")
         await self._rt.memory_manager.record_turn(session_id, message, event.reply)
+
+    def _save_unanswered(self, session_id: str, message: str, status: str) -> None:
+        try:
+            self._rt.conversations.append(session_id, [{"role": "user", "content": message, "status": status}])
+        except DidactylError as exc:
+            self._warn(f"the {status} message was not saved: {exc.message}")
+
+    def _save_assembly(self, session_id: str, saved: SavedAssembly) -> None:
+        try:
+            self.sessions.assembly_log.add(session_id, saved)
+        except DidactylError as exc:  # the inspector's record only: the chat itself is saved
+            log.warning("a prompt assembly was not kept: %s", exc.message)
+
+    async def _persist_unanswered(self, session_id: str, message: str, status: str) -> None:
+        await asyncio.to_thread(self._save_unanswered, session_id, message, status)
+
+    async def _log_assembly(self, session_id: str, saved: SavedAssembly) -> None:
+        await asyncio.to_thread(self._save_assembly, session_id, saved)
+
+    def _save_in_background(self, session_id: str, message: str, status: str, saved: SavedAssembly) -> None:
+        def save() -> None:
+            self._save_unanswered(session_id, message, status)
+            self._save_assembly(session_id, saved)
+
+        try:
+            future = asyncio.get_running_loop().run_in_executor(None, save)
+        except RuntimeError:  # no loop any more (the generator closed at shutdown): save here, once
+            save()
+            return
+        self._background.add(future)
+        future.add_done_callback(self._background.discard)
+
+    async def settle(self) -> None:
+        """Wait for saves started while a turn was being cancelled (tests; the service's stop)."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
 
 _preload: list[threading.Thread] = []  # the one litellm import of this process

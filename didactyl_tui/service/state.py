@@ -50,3 +50,11 @@ def remember(data_dir: Path, key: str, value: Any) -> None:
         state = read_state(data_dir)
         state[key] = value
         write_state(data_dir, state)
+
+
+def remember_many(data_dir: Path, values: Mapping[str, Any]) -> None:
+    """Keep several runtime choices in one write (e.g. a model with its server and key variable)."""
+    with _lock:
+        state = read_state(data_dir)
+        state.update(values)
+        write_state(data_dir, state)

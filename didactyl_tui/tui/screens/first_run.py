@@ -35,7 +35,9 @@ api_base = ""     # a self-hosted or OpenAI-compatible server
 api_key_env = ""  # the variable holding the key, not the key
 ```
 
-**Right now** — press *Set model now* (remembered in the app's state file, not in your config).
+**Right now** — press *Set model now*: model, server and key variable, a connection test, and the server's
+model list when it has one (remembered in the app's state file, not in your config). Which wins:
+`$DIDACTYL_MODEL`, then the model set here, then the config file.
 """
 
 

@@ -32,6 +32,7 @@ from ..actions import bindings
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
+from .chat_actions import ChatActions, palette_line
 from .main_sidebar import LONG, SHORT, SidebarActions
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
 
 
-class MainScreen(SidebarActions, Screen[None]):
+class MainScreen(SidebarActions, ChatActions, Screen[None]):
     AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
     BINDINGS = bindings("main")
@@ -145,7 +146,7 @@ class MainScreen(SidebarActions, Screen[None]):
     def service_attached(self, service: AppService) -> None:
         """The service object exists (not started yet): show what it knows without I/O."""
         self.didactyl.follow_service(self, self.on_service_event)
-        self.status.model = service.model
+        self.show_model(service)
         self.status.activity = "connecting…"
         if not service.model_configured:
             from .first_run import FirstRunScreen
@@ -162,7 +163,10 @@ class MainScreen(SidebarActions, Screen[None]):
     def service_started(self) -> None:
         service = self.require_service()
         self.status.activity = ""
-        self.status.model = service.model
+        self.show_model(service)
+        shadowed = service.model_shadowed()
+        if shadowed:  # a model chosen in the app, hidden by the environment: never silently
+            self.notify(shadowed, title="Model", severity="warning", timeout=12)
         for t in (SHORT, LONG):
             self.memory_pane(t).show_snapshot(service.memory(t))
         self.refresh_self()
@@ -255,6 +259,7 @@ class MainScreen(SidebarActions, Screen[None]):
                 await turn.show(event)
         except asyncio.CancelledError:
             await turn.end_reply("cancelled")
+            turn.mark_unanswered("cancelled")
             raise
         finally:
             self.streaming = False
@@ -296,7 +301,7 @@ class MainScreen(SidebarActions, Screen[None]):
     @work(exclusive=True, group="sessions", exit_on_error=False)
     async def _offer_sessions(self) -> None:
         service = self.require_service()
-        sessions = await service.list_sessions()  # SQLite: on a worker thread
+        sessions = await service.sessions.list()  # SQLite: on a worker thread; chats with no message left out
         if not sessions:
             self.notify("No saved chats yet.", title="Resume")
             return
@@ -304,7 +309,7 @@ class MainScreen(SidebarActions, Screen[None]):
 
         commands = [
             SimpleCommand(
-                f"{s.title or '(untitled)'}",
+                palette_line(s.title) or "(untitled)",
                 lambda sid=s.id: self.resume(sid),
                 f"{when(s.updated_at, MINUTES)} · {s.message_count} messages",
             )
@@ -318,25 +323,41 @@ class MainScreen(SidebarActions, Screen[None]):
         messages = await service.session_messages(session_id)
         self.session_id = session_id
         await self.conversation.load_history(messages)
+        await self.restore_assemblies(service, session_id)
 
     # --- model and theme --------------------------------------------------------------------------------
 
     def action_switch_model(self) -> None:
         from .model_switch import ModelSwitchScreen
 
-        current = self.didactyl.service.model if self.didactyl.service else self.config.llm.model
-        self.app.push_screen(ModelSwitchScreen(current), self._model_chosen)
+        service = self.didactyl.service
+        if service is None:
+            self.app.push_screen(ModelSwitchScreen(self.config.llm.model), self._model_chosen)
+            return
+        self.app.push_screen(ModelSwitchScreen(service.model_settings, explanation=service.model_explanation(),
+                                               shadowed=service.model_shadowed(), check=service.check_model),
+                             self._model_chosen)
 
-    def _model_chosen(self, name: str | None) -> None:
-        if name is not None and self._service_or_notify() is not None:
-            self._set_model(name)
+    def _model_chosen(self, chosen: Any) -> None:
+        if chosen is not None and self._service_or_notify() is not None:
+            self._set_model(chosen)
 
     @work(exclusive=True, group="model", exit_on_error=False)
-    async def _set_model(self, name: str) -> None:
+    async def _set_model(self, chosen: Any) -> None:
         service = self.require_service()
-        await asyncio.to_thread(service.set_model, name)  # writes state.toml: off the UI loop
+        await asyncio.to_thread(service.set_model, chosen)  # writes state.toml: off the UI loop
+        self.show_model(service)
+        shadowed = service.model_shadowed()
+        if shadowed:
+            self.notify(shadowed, title=f"Model: {service.model}", severity="warning", timeout=12)
+        else:
+            self.notify(f"Model: {service.model}", title="Model switched")
+
+    def show_model(self, service: AppService) -> None:
+        """The model in the status bar, marked when $DIDACTYL_MODEL decides it or hides a choice."""
         self.status.model = service.model
-        self.notify(f"Model: {service.model}", title="Model switched")
+        self.status.model_note = "$DIDACTYL_MODEL" if service.model_source == "env" else ""
+        self.status.model_warning = service.model_shadowed() is not None
 
     def action_change_theme(self) -> None:
         self.app.search_themes()

@@ -1,39 +1,137 @@
-"""Switch the model at runtime (the service remembers it in state.toml)."""
+"""The model dialog: model, server and key variable together, which source wins and why, a connection test
+that also offers the server's model list. The service remembers the choice in state.toml."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
+from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ...service.model import ModelCheck, ModelSettings, key_env_problem
+
+CheckModel = Callable[[ModelSettings], Awaitable[ModelCheck]]
 
 
-class ModelSwitchScreen(ModalScreen[str | None]):
-    """Dismissed with the new model name, or ``None`` on cancel."""
+def _clean(text: str) -> str:
+    """Words from outside (a server's error, a model id) reach the terminal without control characters."""
+    return "".join(ch if ch.isprintable() else " " for ch in text)
+
+
+class ModelSwitchScreen(ModalScreen[ModelSettings | None]):
+    """Dismissed with the chosen :class:`ModelSettings`, or ``None`` on cancel."""
 
     CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, current: str) -> None:
+    def __init__(self, current: ModelSettings | str, *, explanation: str = "", shadowed: str | None = None,
+                 check: CheckModel | None = None) -> None:
         super().__init__(classes="dialog-screen")
-        self.current = current
+        self.current = ModelSettings(current) if isinstance(current, str) else current
+        self.explanation, self.shadowed, self._check = explanation, shadowed, check
 
     def compose(self) -> ComposeResult:
+        cur = self.current
         with Vertical(id="model-switch", classes="dialog"):
-            yield Static("Model (a litellm name, e.g. openai/gpt-4o-mini, ollama/llama3)", classes="dialog-title")
-            yield Input(self.current, placeholder="provider/model", id="model-name")
+            yield Static("Model", classes="dialog-title")
+            in_use = Text(f"In use: {cur.model or '(none)'}", style="bold")
+            if self.explanation:
+                in_use.append(f" — {self.explanation}", style="")
+            yield Static(in_use, id="model-source")
+            if self.shadowed:
+                yield Static(Text(f"⚠ {self.shadowed}"), id="model-shadowed", classes="dialog-warning")
+            yield Label("Model: provider/name, a litellm name (openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, "
+                        "ollama/llama3; openai/<name> for any OpenAI-compatible server)")
+            yield Input(cur.model, placeholder="provider/model", id="model-name")
+            yield Label("API base: an OpenAI-compatible or local server (empty: the provider's own)")
+            yield Input(cur.api_base, placeholder="e.g. http://127.0.0.1:8080/v1", id="model-api-base")
+            yield Label("Key variable: the NAME of the environment variable holding the key, never the key "
+                        "(empty: the provider's usual one)")
+            yield Input(cur.api_key_env, placeholder="e.g. OPENAI_API_KEY", id="model-key-env")
+            yield Static("", id="model-check-result")
+            yield OptionList(id="model-list")
             with Horizontal(classes="dialog-actions"):
+                yield Button("Test connection", id="test", disabled=self._check is None)
                 yield Button("Use this model", id="use", variant="primary")
                 yield Button("Cancel", id="cancel")
 
+    def on_mount(self) -> None:
+        self.query_one("#model-list", OptionList).display = False
+        self.query_one("#model-name", Input).focus()
+
+    def settings(self) -> ModelSettings:
+        return ModelSettings(self.query_one("#model-name", Input).value.strip(),
+                             self.query_one("#model-api-base", Input).value.strip(),
+                             self.query_one("#model-key-env", Input).value.strip())
+
+    def _problem(self, settings: ModelSettings, *, need_model: bool = True) -> str | None:
+        if need_model and not settings.model:
+            return "Type a model name (or test the connection to list the server's models)."
+        if settings.api_base and not settings.api_base.startswith(("http://", "https://")):
+            return "The API base must start with http:// or https://."
+        return key_env_problem(settings.api_key_env)
+
+    def _show_result(self, line: str, *, ok: bool | None = None) -> None:
+        result = self.query_one("#model-check-result", Static)
+        result.set_class(ok is True, "-ok")
+        result.set_class(ok is False, "-failed")
+        result.update(Text(_clean(line)))
+
     def _choose(self) -> None:
-        name = self.query_one("#model-name", Input).value.strip()
-        if not name:
-            self.notify("Type a model name.", title="Model", severity="warning")
+        settings = self.settings()
+        problem = self._problem(settings)
+        if problem:
+            self._show_result(problem, ok=False)
             return
-        self.dismiss(name)
+        self.dismiss(settings)
+
+    # --- the connection test (a worker: the service bounds it in time) ----------------------------
+
+    @work(exclusive=True, group="model-check", exit_on_error=False)
+    async def run_check(self) -> None:
+        settings = self.settings()
+        problem = self._problem(settings, need_model=not settings.api_base)
+        if problem or self._check is None:
+            self._show_result(problem or "The service is still starting.", ok=False)
+            return
+        self._show_result("Testing the connection…")
+        self.query_one("#test", Button).disabled = True
+        try:
+            check = await self._check(settings)
+        finally:
+            self.query_one("#test", Button).disabled = False
+        self._show_result(("✓ " if check.ok else "✗ ") + check.line, ok=check.ok)
+        self._offer(check.models)
+
+    def _offer(self, models: tuple[str, ...]) -> None:
+        listing = self.query_one("#model-list", OptionList)
+        listing.clear_options()
+        listing.add_options([Option(Text(_clean(name)), id=name) for name in models])
+        listing.display = bool(models)
+        if models:
+            listing.border_title = f"{len(models)} models on the server: Enter picks one"
+            listing.highlighted = 0
+            if not self.query_one("#model-name", Input).value.strip():
+                listing.focus()  # no model typed yet: ready to pick one with the arrows and Enter
+
+    @on(OptionList.OptionSelected, "#model-list")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        name = event.option.id or ""
+        typed = self.query_one("#model-name", Input).value.strip()
+        # litellm needs a provider prefix; an OpenAI-compatible server is "openai/" unless another was typed.
+        prefix = typed.split("/", 1)[0] if "/" in typed else "openai"
+        self.query_one("#model-name", Input).value = f"{prefix}/{name}"
+        self.query_one("#model-name", Input).focus()
+
+    # --- buttons and keys -----------------------------------------------------------------------
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -43,6 +141,8 @@ class ModelSwitchScreen(ModalScreen[str | None]):
         event.stop()
         if event.button.id == "use":
             self._choose()
+        elif event.button.id == "test":
+            self.run_check()
         else:
             self.dismiss(None)
 

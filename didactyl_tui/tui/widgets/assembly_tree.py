@@ -103,6 +103,11 @@ class AssemblyTree(Tree[NodeInfo]):
         self.root.expand()
         return node
 
+    def clear_entries(self) -> None:
+        self.entries.clear()
+        self._entry_nodes.clear()
+        self.root.remove_children()
+
     def refresh_entry(self, entry: InspectorEntry) -> None:
         node = self._entry_nodes.get(entry.number)
         if node is None:

@@ -135,7 +135,11 @@ class Conversation(VerticalScroll):
             return entry
         from .message_entry import MessageEntry
 
-        return MessageEntry(spec.role, spec.text)
+        entry = MessageEntry(spec.role, spec.text)
+        if spec.status:  # a failed or cancelled turn's message: kept, marked, never resent
+            entry.add_class("-failed")
+            entry.border_subtitle = f"{spec.status}: not answered"
+        return entry
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)

@@ -33,6 +33,7 @@ class EntrySpec:
     name: str = ""
     arguments: Any = None  # the parsed JSON arguments, as the live entry shows them
     result: str | None = None
+    status: str = ""  # a failed or cancelled turn's user message: why it got no answer
 
 
 def specs_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[EntrySpec]:
@@ -44,7 +45,7 @@ def specs_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[EntrySpec
         content = msg.get("content")
         text = content if isinstance(content, str) else ""
         if role == "user":
-            specs.append(EntrySpec("user", text))
+            specs.append(EntrySpec("user", text, status=str(msg.get("status") or "")))
         elif role == "assistant":
             if text:
                 specs.append(EntrySpec("assistant", text))

@@ -14,7 +14,7 @@ from ..actions import bindings
 from .assembly_tree import AssemblyTree, InspectorEntry
 
 if TYPE_CHECKING:
-    from ...service import PromptAssembly, TurnFinished
+    from ...service import PromptAssembly, SavedAssembly, TurnFinished
 
 
 class PromptInspector(Vertical):
@@ -70,6 +70,19 @@ class PromptInspector(Vertical):
         # The tree lays out its lines on the next refresh; the cursor can only land there after it.
         tree.call_after_refresh(tree.move_cursor, node)
         return entry
+
+    def load_saved(self, saved: list[SavedAssembly]) -> None:
+        """A resumed chat's kept assemblies replace what is shown (each with its reply or why it failed)."""
+        from ...service import Usage
+
+        self.entries.clear()
+        self.assembly_tree.clear_entries()
+        for item in saved:
+            entry = self.add_assembly(item.assembly)
+            entry.reply, entry.failure = item.reply, item.failure
+            if item.prompt_tokens is not None or item.cost_usd is not None:
+                entry.usage = Usage(item.prompt_tokens, item.completion_tokens, item.cost_usd)
+            self.assembly_tree.refresh_entry(entry)
 
     def last_turn_entry(self) -> InspectorEntry | None:
         for entry in reversed(self.entries):

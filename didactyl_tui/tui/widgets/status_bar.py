@@ -11,6 +11,8 @@ class StatusBar(Widget):
     """One line. Attributes down: the screen sets the reactives."""
 
     model: reactive[str] = reactive("")
+    model_note: reactive[str] = reactive("")  # where the model comes from, when that matters ($DIDACTYL_MODEL)
+    model_warning: reactive[bool] = reactive(False)  # the environment hides a model chosen in the app
     relays_connected: reactive[int] = reactive(0)
     relays_total: reactive[int] = reactive(0)
     prompt_tokens: reactive[int | None] = reactive(None)
@@ -23,6 +25,8 @@ class StatusBar(Widget):
         sep = ("  │  ", "$text-muted")
         model = self.model or "no model set"
         parts: list[str | tuple[str, str]] = [("model ", "$text-muted"), (model, "" if self.model else "$text-warning")]
+        if self.model_note:
+            parts.append((f" ({self.model_note})", "$text-warning" if self.model_warning else "$text-muted"))
         relay_style = ("$text-success" if self.relays_total and self.relays_connected == self.relays_total
                        else "$text-warning" if self.relays_connected else "$text-error")
         parts += [sep, ("relays ", "$text-muted"), (f"{self.relays_connected}/{self.relays_total}", relay_style)]

@@ -1,0 +1,98 @@
+"""The conversation database's plumbing: the transaction helper, the schema's one migration, and how a
+message row is stored and read back. Used by ``conversations`` (the store) and ``assembly_log``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AgentError
+from .limits import omitted_arguments
+from .private_files import is_disk_full, storage_error_message
+
+if TYPE_CHECKING:
+    from .conversations import ConversationStore
+
+
+class Transaction:
+    """``with store._tx() as db:`` — the lock plus BEGIN IMMEDIATE / COMMIT / ROLLBACK."""
+
+    def __init__(self, store: ConversationStore) -> None:
+        self.store = store
+        self.db: sqlite3.Connection
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.store._lock.acquire()
+        try:
+            db = self.store._conn()
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.store._lock.release()
+            if is_disk_full(exc):
+                raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
+                                 "Conversations") from None
+            raise AgentError(f"the conversation database is busy or locked: {exc}", "Conversations") from None
+        except BaseException:
+            self.store._lock.release()
+            raise
+        self.db = db
+        return db
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        db = self.db
+        try:
+            if exc is None:
+                try:
+                    db.execute("COMMIT")
+                    return
+                except sqlite3.Error as commit_exc:
+                    exc = commit_exc
+            if db.in_transaction:
+                # SQLite may have rolled back already (e.g. disk full): a failing ROLLBACK must not hide why.
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+        finally:
+            self.store._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
+                             "Conversations") from None
+
+
+def add_status_column(db: sqlite3.Connection) -> None:
+    """Databases made before messages had a status get the column (NULL: every old message is a sent one)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+    if "status" not in columns:
+        db.execute("ALTER TABLE messages ADD COLUMN status TEXT")
+
+
+def bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
+    """A tool call as stored: arguments over ``max_chars`` become a short placeholder (the loop refuses such a
+    call before it runs; this keeps any other caller from storing megabytes either)."""
+    out = dict(call)
+    fn = dict(out.get("function") or {})
+    args = fn.get("arguments", "")
+    text = args if isinstance(args, str) else json.dumps(args)
+    if len(text) > max_chars:
+        fn["arguments"] = omitted_arguments(len(text))
+        out["function"] = fn
+    return out
+
+
+def row_to_message(row: sqlite3.Row, *, with_status: bool = False) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": row["role"]}
+    content: Any = row["content"]
+    if row["content_is_json"] and content is not None:
+        content = json.loads(content)
+    message["content"] = content
+    if row["tool_calls"]:
+        message["tool_calls"] = json.loads(row["tool_calls"])
+    if row["tool_call_id"]:
+        message["tool_call_id"] = row["tool_call_id"]
+    if row["name"]:
+        message["name"] = row["name"]
+    if with_status and row["status"]:
+        message["status"] = row["status"]
+    return message

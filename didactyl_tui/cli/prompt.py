@@ -1,0 +1,43 @@
+"""``didactyl prompt``: the next prompt, assembled without calling the model (a dry run)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from . import EXIT_OK, _Out, _resolve_session, _service
+
+
+def _render_prompt(assembly: Any) -> str:
+    lines = [f"model: {assembly.model or '(none configured)'}", ""]
+    for layer in assembly.layers:
+        source = f"tool {layer.tool}" if layer.tool else "static"
+        if layer.skipped:
+            lines.append(f"- {layer.section} [{layer.role}, {source}] skipped: {layer.skip_reason}")
+        else:
+            lines.append(f"- {layer.section} [{layer.role}, {source}] {layer.tokens} tokens")
+    lines.append(f"- history: {len(assembly.history)} messages ({assembly.history_dropped} older left out)")
+    if assembly.backend_id:
+        lines.append(f"- memory backend {assembly.backend_id}: {assembly.backend_tokens} tokens")
+    lines.append(f"- tools offered: {', '.join(assembly.tool_names)}")
+    lines.append(f"- total: {assembly.total_tokens} tokens")
+    lines.append("")
+    for message in assembly.messages:
+        lines.append(f"===== {message['role']} =====")
+        lines.append(str(message.get("content") or ""))
+    return "\n".join(lines)
+
+
+async def prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+                  message: str | None) -> int:
+    async with _service(config, data, env, out, read_only=True) as service:
+        session = await _resolve_session(service, args.session) if args.session else "dry-run"
+        assembly = await service.dry_run(session, message)
+        if args.json:
+            out.json(assembly.to_json_dict())
+        else:
+            out.print(_render_prompt(assembly))
+    return EXIT_OK

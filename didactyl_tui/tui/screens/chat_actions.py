@@ -1,0 +1,150 @@
+"""The main screen's chat management: rename, delete, regenerate the last reply, edit and resend the last
+message, copy any message, and a resumed chat's prompt assemblies back in the inspector.
+
+A part of :class:`MainScreen` (it inherits this), kept apart so each file reads in one sitting. Every database
+call goes through the service on a worker (SQLite never runs on the UI loop).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import work
+
+from ...errors import AgentError
+
+if TYPE_CHECKING:
+    from ...service import AppService
+
+PREVIEW_CHARS = 70  # a message's line in the "copy a message" list
+
+
+def _printable(text: str) -> str:
+    """Stored text (a title, a message) shown in a list: one line, no control characters."""
+    return "".join(ch for ch in " ".join(text.split()) if ch.isprintable())
+
+
+def palette_line(text: str) -> str:
+    """Stored text as a command-palette line: printable, and never read as markup (the palette parses it)."""
+    from textual.markup import escape
+
+    return escape(_printable(text))
+
+
+class ChatActions:
+    """Needs what MainScreen has: app, notify, conversation, chat_input, inspectors, status, streaming,
+    session_id, require_service, _service_or_notify, send."""
+
+    def _chat_or_notify(self, what: str) -> tuple[AppService, str] | None:
+        service = self._service_or_notify()
+        if service is None:
+            return None
+        if self.session_id is None:
+            self.notify(f"No chat to {what} yet: send a message or resume a chat first.", title="Chat")
+            return None
+        if self.streaming:
+            self.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
+            return None
+        return service, self.session_id
+
+    # --- rename and delete ------------------------------------------------------------------------------
+
+    def action_rename_chat(self) -> None:
+        if self._chat_or_notify("rename") is not None:
+            self._ask_title()
+
+    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    async def _ask_title(self) -> None:
+        from .rename import RenameScreen
+
+        service, session_id = self.require_service(), self.session_id
+        info = await service.sessions.info(session_id)
+        title = await self.app.push_screen_wait(RenameScreen(_printable(info.title)))
+        if title is not None:
+            await service.sessions.rename(session_id, title)
+            self.notify(title, title="Chat renamed")
+
+    def action_delete_chat(self) -> None:
+        if self._chat_or_notify("delete") is not None:
+            self._confirm_delete()
+
+    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    async def _confirm_delete(self) -> None:
+        from .confirm import ConfirmScreen
+
+        service, session_id = self.require_service(), self.session_id
+        info = await service.sessions.info(session_id)
+        count = f"{info.message_count} message{'s' if info.message_count != 1 else ''}"
+        question = f"Delete “{_printable(info.title) or '(untitled)'}” and its {count}? This cannot be undone."
+        if not await self.app.push_screen_wait(ConfirmScreen(question, title="Delete chat", confirm_label="Delete")):
+            return
+        await service.sessions.delete(session_id)
+        await self.action_new_chat()
+        self.notify("The chat was deleted.", title="Deleted")
+
+    # --- take back the last turn ----------------------------------------------------------------------
+
+    def action_regenerate(self) -> None:
+        if self._chat_or_notify("regenerate") is not None:
+            self._take_back_last_turn(resend=True)
+
+    def action_edit_last(self) -> None:
+        if self._chat_or_notify("edit") is not None:
+            self._take_back_last_turn(resend=False)
+
+    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    async def _take_back_last_turn(self, resend: bool) -> None:
+        service, session_id = self.require_service(), self.session_id
+        if not resend and self.chat_input.text.strip():
+            # The words in the box are never overwritten: send or clear them first.
+            raise AgentError("the message box is not empty: send or clear it first", "Edit")
+        text = await service.sessions.pop_last_turn(session_id)
+        if text is None:
+            self.notify("This chat has no message yet.", title="Chat")
+            return
+        await self.conversation.load_history(await service.session_messages(session_id))
+        if resend:
+            self.send(text)
+        else:
+            self.chat_input.restore(text)
+            self.chat_input.focus()
+            self.notify("Edit the message and press Enter to send it again.", title="Edit and resend")
+
+    # --- copy any message --------------------------------------------------------------------------------
+
+    def action_copy_message(self) -> None:
+        if self._service_or_notify() is not None and self.session_id is not None:
+            self._offer_messages()
+        elif self.session_id is None:
+            self.notify("No message to copy yet.", title="Copy")
+
+    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    async def _offer_messages(self) -> None:
+        from textual.command import SimpleCommand
+
+        messages = await self.require_service().session_messages(self.session_id)
+        commands = []
+        for n, message in enumerate(messages, start=1):
+            text = message.get("content")
+            if message.get("role") not in ("user", "assistant") or not isinstance(text, str) or not text:
+                continue
+            who = "You" if message["role"] == "user" else "Agent"
+            preview = _printable(text)
+            preview = preview if len(preview) <= PREVIEW_CHARS else preview[: PREVIEW_CHARS - 1] + "…"
+            commands.append(SimpleCommand(palette_line(f"{n}. {who}: {preview}"), lambda t=text: self._copy(t),
+                                          f"{len(text):,} characters"))
+        if not commands:
+            self.notify("No message to copy yet.", title="Copy")
+            return
+        self.app.search_commands(commands[::-1], placeholder="Copy a message…")
+
+    def _copy(self, text: str) -> None:
+        self.app.copy_to_clipboard(text)
+        self.notify(f"Copied {len(text):,} characters.", title="Copy")
+
+    # --- a resumed chat's inspector --------------------------------------------------------------------
+
+    async def restore_assemblies(self, service: AppService, session_id: str) -> None:
+        saved = await service.sessions.assemblies(session_id)
+        for inspector in self.inspectors():
+            inspector.load_saved(saved)
