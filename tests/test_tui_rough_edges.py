@@ -1,0 +1,111 @@
+"""Pilot tests of the everyday rough edges of issue #11: keys in a burst, Enter while starting, line breaks in
+the user's bubble, F2/F3 from the inspector tree, the token gauge, the palette's keys, a narrow terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llm_stub import LlmStub, Reply
+from textual import events
+from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
+
+from didactyl_tui.agent import llm
+from didactyl_tui.tui.widgets.message_entry import MessageEntry
+
+
+@pytest.fixture(scope="module", autouse=True)
+def litellm_loaded(warm_litellm: None) -> None:
+    llm.preload()
+
+
+@pytest.fixture
+async def stub(warm_litellm: None):
+    async with LlmStub() as server:
+        yield server
+
+
+def burst(app, text: str, *then: str) -> None:
+    """Keys as a terminal delivers a paste without bracketed paste, or `tmux send-keys 'hi' Enter`: all in
+    one read, none waited for (Pilot's press waits after each key, so it never shows the race)."""
+    for ch in text:
+        key = {" ": "space", "\n": "enter"}.get(ch, ch)
+        app._driver.send_message(events.Key(key, ch if ch != "\n" else "\r"))
+    for key in then:
+        app._driver.send_message(events.Key(key, "\r" if key == "enter" else None))
+
+
+# --- 1. Enter never loses a message ---------------------------------------------------------------------
+
+
+async def test_enter_in_a_burst_sends_the_whole_line(tmp_path: Path, stub: LlmStub) -> None:
+    stub.script(Reply.text_reply("one"), Reply.text_reply("two"))
+    app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        main = app.main_screen
+        main.chat_input.focus()
+        await pilot.pause()
+        burst(app, "hi there", "enter")
+        await wait_for(pilot, lambda: main.conversation.last_reply() == "one" and not main.streaming, 30, "reply")
+        assert stub.requests[0].messages[-1] == {"role": "user", "content": "hi there"}
+        assert main.chat_input.text == ""
+        # Keys typed right after Enter belong to the next message, not this one.
+        burst(app, "second", "enter")
+        burst(app, "draft")
+        await wait_for(pilot, lambda: main.conversation.last_reply() == "two" and not main.streaming, 30, "reply 2")
+        assert stub.requests[1].messages[-1] == {"role": "user", "content": "second"}
+        await wait_for(pilot, lambda: main.chat_input.text == "draft", 5, "the draft")
+
+
+async def test_enter_while_starting_queues_and_sends_when_ready(tmp_path: Path, stub: LlmStub) -> None:
+    stub.script(Reply.text_reply("hello early bird"))
+    app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        assert not app.service_ready  # the service starts after the first frame
+        main.chat_input.focus()
+        burst(app, "early bird", "enter")
+        await wait_for(pilot, lambda: main._queued or app.service_ready, 10, "the queue")
+        if not app.service_ready:  # the usual case; on a fast machine the service may beat the keys
+            assert any("will send when the agent is ready" in n.message for n in app._notifications)
+        await wait_for(pilot, lambda: main.conversation.last_reply() == "hello early bird", 30, "the queued send")
+        assert stub.requests[0].messages[-1] == {"role": "user", "content": "early bird"}
+        assert main._queued == [] and main.chat_input.text == ""
+
+
+async def test_a_message_queued_when_the_start_fails_goes_back_to_the_input(tmp_path: Path) -> None:
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        main._queued.append("do not lose me")
+        main.service_failed("the key file is unreadable")
+        await pilot.pause()
+        assert main.chat_input.text == "do not lose me" and main._queued == []
+        await pilot.press("enter")
+        await pilot.pause()
+        assert main.chat_input.text == "do not lose me"  # refused, said so, kept
+        assert any("unreadable" in n.message for n in app._notifications)
+
+
+# --- 4. the user's line breaks stay in the "you" bubble ----------------------------------------------------
+
+
+async def test_line_breaks_in_your_own_message_are_shown(tmp_path: Path, stub: LlmStub) -> None:
+    stub.script(Reply.text_reply("a reply\nthat wraps in markdown"))
+    app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        main = app.main_screen
+        main.chat_input.focus()
+        await pilot.press(*"roses are red", "ctrl+j", *"violets are blue", "enter")
+        await wait_for(pilot, lambda: main.conversation.last_reply() and not main.streaming, 30, "the reply")
+        await pilot.pause(0.2)
+        (you,) = [e for e in main.conversation.query(MessageEntry) if e.role == "user"]
+        assert you.text == "roses are red\nviolets are blue"
+        lines = screen_text(app).splitlines()
+        (first,) = [line for line in lines if "roses are red" in line]
+        assert "violets" not in first  # two lines, not one
+        assert any("violets are blue" in line for line in lines)
+        assert "a reply that wraps in markdown" in " ".join(screen_text(app).split())  # replies: markdown as before
+        assert stub.requests[0].messages[-1]["content"] == "roses are red\nviolets are blue"
