@@ -109,3 +109,33 @@ async def test_line_breaks_in_your_own_message_are_shown(tmp_path: Path, stub: L
         assert any("violets are blue" in line for line in lines)
         assert "a reply that wraps in markdown" in " ".join(screen_text(app).split())  # replies: markdown as before
         assert stub.requests[0].messages[-1]["content"] == "roses are red\nviolets are blue"
+
+
+# --- 3. F2/F3 work wherever the focus is ------------------------------------------------------------------
+
+
+async def test_f2_f3_switch_panes_with_focus_in_the_inspector(tmp_path: Path) -> None:
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        main = app.main_screen
+        await pilot.press("f5")  # a dry run: the inspector opens with an entry
+        await wait_for(pilot, lambda: main.inspectors() and main.inspector.entries, 10, "the dry run")
+        for key, pane in (("f2", "memory"), ("f3", "self")):
+            for target in (main.inspector.assembly_tree, main.inspector.query_one("#open")):
+                await pilot.press("f4")
+                await wait_for(pilot, lambda: main.sidebar.active == "inspector")
+                main.set_focus(target)
+                await pilot.pause()
+                assert app.focused is target
+                await pilot.press(key)
+                await pilot.pause(0.1)
+                assert main.sidebar.active == pane, (key, target)
+                assert main.query_one("#sidebar-slot").display
+        # Hiding the whole sidebar from inside it leaves the focus in the input, not on a hidden widget.
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: main.sidebar.active == "inspector")
+        main.set_focus(main.inspector.assembly_tree)
+        await pilot.press("ctrl+b")
+        await pilot.pause()
+        assert not main.query_one("#sidebar-slot").display and app.focused is main.chat_input
