@@ -61,6 +61,8 @@ class MainScreen(SidebarActions, Screen[None]):
         self.config = config
         self.session_id: str | None = None
         self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
+        self._queued: list[str] = []  # sent before the agent was ready: sent, in order, once it is
+        self._start_failed: str | None = None
 
     # --- layout ---------------------------------------------------------------------------------
 
@@ -158,6 +160,11 @@ class MainScreen(SidebarActions, Screen[None]):
 
     def service_failed(self, line: str) -> None:
         self.status.activity = "not started: " + line
+        self._start_failed = line
+        if self._queued:  # never lost: back into the input, to send once the problem is fixed
+            queued, self._queued = "\n\n".join(self._queued), []
+            self.chat_input.restore(f"{queued}\n\n{self.chat_input.text}".strip() if self.chat_input.text
+                                    else queued)
 
     def service_started(self) -> None:
         service = self.require_service()
@@ -168,6 +175,11 @@ class MainScreen(SidebarActions, Screen[None]):
         self.refresh_self()
         self.refresh_relays()
         self.set_interval(POLL_S, self.refresh_relays)
+        self._send_queued()
+
+    def _send_queued(self) -> None:
+        if self._queued and not self.streaming and self.didactyl.service_ready:
+            self.run_turn(self._queued.pop(0))
 
     def refresh_relays(self) -> None:
         service = self.didactyl.service
@@ -230,11 +242,27 @@ class MainScreen(SidebarActions, Screen[None]):
         self.send(message.text)
 
     def send(self, text: str) -> None:
+        if self._start_failed is not None:
+            self.notify(self._start_failed, title="Not started", severity="error")
+            self.chat_input.restore(text)
+            return
+        if not self.didactyl.service_ready or self._queued:
+            self._queue(text)
+            return
         if self.streaming:
             self.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
             self.chat_input.restore(text)
             return
         self.run_turn(text)
+
+    def _queue(self, text: str) -> None:
+        """Sent before the agent is ready (Enter while the app starts): kept, and sent the moment it is."""
+        self._queued.append(text)
+        waiting = len(self._queued)
+        self.notify(f"{waiting} message{'s' if waiting > 1 else ''} will send when the agent is ready.",
+                    title="Queued")
+        self.status.activity = f"{waiting} queued · will send when the agent is ready"
+        self._send_queued()
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:
@@ -259,6 +287,7 @@ class MainScreen(SidebarActions, Screen[None]):
         finally:
             self.streaming = False
             self.status.activity = ""
+            self.call_later(self._send_queued)
 
     def turn_failed(self, error: ErrorEntry, user_entry: MessageEntry) -> None:
         """A failed turn's error entry, remembered with the message that failed (for a retry)."""
