@@ -3,6 +3,8 @@ the user's bubble, F2/F3 from the inspector tree, the token gauge, the palette's
 
 from __future__ import annotations
 
+import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,10 @@ from textual import events
 from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent import llm
+from didactyl_tui.agent.memory.store import MemoryType
+from didactyl_tui.service.drafts import Draft, draft_path, read_draft, write_draft
+from didactyl_tui.tui.screens.confirm import UnsavedChangesScreen
+from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
 
 
@@ -139,3 +145,104 @@ async def test_f2_f3_switch_panes_with_focus_in_the_inspector(tmp_path: Path) ->
         await pilot.press("ctrl+b")
         await pilot.pause()
         assert not main.query_one("#sidebar-slot").display and app.focused is main.chat_input
+
+
+# --- 2. the memory editor never drops unsaved text ------------------------------------------------------
+
+
+async def open_editor(pilot) -> MemoryEditorScreen:
+    await pilot.press("f6")
+    return await wait_for(pilot, lambda: isinstance(pilot.app.screen, MemoryEditorScreen) and pilot.app.screen,
+                          10, "the editor")
+
+
+async def test_editor_esc_asks_before_discarding_and_keeps_a_draft(tmp_path: Path) -> None:
+    draft = draft_path(tmp_path, "short_term")
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        editor = await open_editor(pilot)
+        await pilot.press(*"unsaved thought")
+        await wait_for(pilot, draft.exists, 10, "the draft file")
+        assert stat.S_IMODE(draft.stat().st_mode) == 0o600
+        assert json.loads(draft.read_text())["text"] == "unsaved thought"
+
+        await pilot.press("escape")  # ONE press: the question, not a silent close
+        dialog = await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen) and app.screen)
+        assert "not saved" in screen_text(app)
+        await pilot.click("#keep")
+        await wait_for(pilot, lambda: app.screen is editor)
+        assert editor.text_area.text == "unsaved thought"
+
+        await pilot.press("escape")
+        dialog = await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen) and app.screen)
+        await pilot.click("#discard")
+        await wait_for(pilot, lambda: app.screen is app.main_screen and not draft.exists(), 10, "the discard")
+        assert app.service.memory(MemoryType.SHORT_TERM).content == ""  # nothing published
+        assert dialog is not None
+
+        # Unchanged text closes at once, no question.
+        await open_editor(pilot)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.main_screen, 5, "a plain close")
+
+
+async def test_editor_save_from_the_question_publishes_and_closes(tmp_path: Path) -> None:
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        editor = await open_editor(pilot)
+        editor.text_area.load_text("keep this")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen))
+        await pilot.click("#save")
+        await wait_for(pilot, lambda: app.screen is app.main_screen, 10, "save and close")
+        assert app.service.memory(MemoryType.SHORT_TERM).content == "keep this"
+        await wait_for(pilot, lambda: not draft_path(tmp_path, "short_term").exists(), 5, "the draft removed")
+
+
+async def test_editor_draft_survives_a_quit_and_comes_back(tmp_path: Path) -> None:
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await open_editor(pilot)
+        await pilot.press(*"half a thought")
+        await wait_for(pilot, draft_path(tmp_path, "short_term").exists, 10, "the draft file")
+        await pilot.press("ctrl+q")  # quit with the editor open: no question, the draft stays
+
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        editor = await open_editor(pilot)
+        await wait_for(pilot, lambda: editor.text_area.text == "half a thought", 10, "the draft restored")
+        assert "Restored your unsaved draft" in screen_text(app)
+        assert editor.theirs is None  # begun on the version that is still current: nothing to resolve
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.service.memory(MemoryType.SHORT_TERM).content == "half a thought", 10)
+        await wait_for(pilot, lambda: not draft_path(tmp_path, "short_term").exists(), 5, "the draft removed")
+
+
+async def test_a_draft_begun_on_an_older_version_is_not_saved_over_the_newer(tmp_path: Path) -> None:
+    write_draft(tmp_path, "short_term", "my old draft", "0" * 64, 8000)
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        editor = await open_editor(pilot)
+        await wait_for(pilot, lambda: editor.text_area.text == "my old draft", 10, "the draft restored")
+        assert editor.theirs is not None and editor.query_one("#editor-conflict").display
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "Not saved: a newer version arrived" in screen_text(app), 10)
+        assert app.service.memory(MemoryType.SHORT_TERM).content == ""
+
+
+def test_draft_file_bounds_and_bad_files(tmp_path: Path) -> None:
+    assert not write_draft(tmp_path, "short_term", "x" * 41, None, 20)  # over twice the limit: not kept
+    assert read_draft(tmp_path, "short_term", 20) is None
+    path = draft_path(tmp_path, "short_term")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for junk in ("", "{", "[]", '{"text": 3}', json.dumps({"text": "y" * 41})):
+        path.write_text(junk)
+        assert read_draft(tmp_path, "short_term", 20) is None, junk
+    assert write_draft(tmp_path, "short_term", "fine", None, 20, now=5.0)
+    assert read_draft(tmp_path, "short_term", 20) == Draft("fine", None, 5.0)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
