@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from llm_stub import LlmStub, Reply
+from llm_stub import LlmStub, Reply, ToolCall
 from textual import events
 from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
 
@@ -246,3 +246,60 @@ def test_draft_file_bounds_and_bad_files(tmp_path: Path) -> None:
     assert write_draft(tmp_path, "short_term", "fine", None, 20, now=5.0)
     assert read_draft(tmp_path, "short_term", 20) == Draft("fine", None, 5.0)
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+# --- 5. token figures: one request against the window, the session's cost ---------------------------------
+
+
+def status_line(app) -> str:
+    return next(line for line in screen_text(app).splitlines() if "relays" in line and "model" in line)
+
+
+async def test_status_shows_the_last_request_against_the_window_and_the_session_cost(tmp_path: Path,
+                                                                                     stub: LlmStub) -> None:
+    stub.script(Reply.tools(ToolCall("my_memory", "{}"), usage=(1600, 5)), Reply.text_reply("done", usage=(1700, 7)),
+                Reply.text_reply("again", usage=(1800, 9)))
+    app = make_app(tmp_path, make_config(llm_base_url=stub.base_url, model="openai/gpt-4o-mini"))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await started(pilot)
+        main, status = app.main_screen, app.main_screen.status
+        main.chat_input.focus()
+        await pilot.press(*"look it up", "enter")
+        await wait_for(pilot, lambda: main.conversation.last_reply() == "done" and not main.streaming, 30, "turn 1")
+        assert status.prompt_tokens == 1700 and not status.tokens_estimated  # the last request, not 1600 + 1700
+        assert status.context_window == 128_000  # litellm's table for a known model
+        one_turn = llm.cost_usd("openai/gpt-4o-mini", 1600, 5) + llm.cost_usd("openai/gpt-4o-mini", 1700, 7)
+        assert status.session_cost_usd == pytest.approx(one_turn)
+        await pilot.pause()
+        line = status_line(app)
+        assert "last prompt 1,700/128,000 tok ▰▱▱▱▱▱▱▱▱▱" in line and "session cost $" in line
+
+        await pilot.press(*"and again", "enter")
+        await wait_for(pilot, lambda: main.conversation.last_reply() == "again" and not main.streaming, 30, "turn 2")
+        assert status.prompt_tokens == 1800
+        assert status.session_cost_usd == pytest.approx(one_turn + llm.cost_usd("openai/gpt-4o-mini", 1800, 9))
+
+        await pilot.press("ctrl+n")  # a new chat starts from nothing
+        await pilot.pause()
+        assert status.prompt_tokens is None and status.session_cost_usd is None
+        assert "session cost" not in status_line(app) and "last prompt" not in status_line(app)
+
+
+async def test_context_window_from_config_and_no_gauge_for_an_unknown_model(tmp_path: Path, stub: LlmStub) -> None:
+    stub.script(Reply.text_reply("one", usage=(3900, 7)))
+    config = make_config(llm_base_url=stub.base_url)  # openai/stub-model: unknown to litellm
+    app = make_app(tmp_path, config)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await started(pilot)
+        main = app.main_screen
+        assert app.service.context_window() is None
+        main.chat_input.focus()
+        await pilot.press(*"hi", "enter")
+        await wait_for(pilot, lambda: main.conversation.last_reply() == "one" and not main.streaming, 30, "turn")
+        await pilot.pause()
+        line = status_line(app)
+        assert "last prompt 3,900 tok" in line and "▰" not in line and "session cost" not in line  # no price
+        config.llm.context_window = 4000  # [llm] context_window overrides (litellm does not know this model)
+        main.status.context_window = app.service.context_window()
+        await pilot.pause()
+        assert "last prompt 3,900/4,000 tok ▰▰▰▰▰▰▰▰▰▰" in status_line(app)

@@ -220,6 +220,12 @@ class AppService:
     def model_configured(self) -> bool:
         return bool(self._model.name.strip())
 
+    def context_window(self) -> int | None:
+        """Prompt tokens the model accepts: ``[llm] context_window``, else litellm's table (None: unknown)."""
+        from ..agent.llm import context_window  # litellm itself only when loaded already
+
+        return self.config.llm.context_window or context_window(self.model)
+
     def set_model(self, name: str) -> None:
         """Switch the model and remember it (writes state.toml: call it from a thread in a UI)."""
         self._model.set(name)

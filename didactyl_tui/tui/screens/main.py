@@ -315,8 +315,13 @@ class MainScreen(SidebarActions, Screen[None]):
     async def action_new_chat(self) -> None:
         self.workers.cancel_group(self, "turn")
         self.session_id = None
+        self.reset_figures()
         await self.conversation.clear()
         self.chat_input.focus()
+
+    def reset_figures(self) -> None:
+        """A new (or resumed) chat: no prompt yet, no cost yet (a resumed chat's earlier cost is not known)."""
+        self.status.prompt_tokens = self.status.session_cost_usd = None
 
     def action_resume_chat(self) -> None:
         if self._service_or_notify() is not None:
@@ -346,6 +351,7 @@ class MainScreen(SidebarActions, Screen[None]):
         service = self.require_service()
         messages = await service.session_messages(session_id)
         self.session_id = session_id
+        self.reset_figures()
         await self.conversation.load_history(messages)
 
     # --- model and theme --------------------------------------------------------------------------------

@@ -164,6 +164,7 @@ class SidebarActions:
         self.show_pane("inspector")
         self.status.prompt_tokens = assembly.total_tokens
         self.status.tokens_estimated = True
+        self.status.context_window = service.context_window()
 
     def on_prompt_inspector_open_requested(self, message: PromptInspector.OpenRequested) -> None:
         from .inspector_detail import InspectorDetailScreen
