@@ -246,6 +246,9 @@ class UiConfig:
     theme: str = _f("didactyl-dark", "Theme name (themes/*.toml or a Textual built-in). A runtime switch is "
                     "remembered in state.toml, never written here.")
     themes_dir: str = _f("", "Extra folder of theme .toml files.")
+    sidebar_below_columns: int = _f(100, "A terminal narrower than this many columns hides the sidebar, leaving "
+                                    "the chat the width (F2/F3/F4 or ctrl+b show it). 0: never hide it.",
+                                    min=0, max=1000)
 
 
 @dataclass

@@ -303,3 +303,58 @@ async def test_context_window_from_config_and_no_gauge_for_an_unknown_model(tmp_
         main.status.context_window = app.service.context_window()
         await pilot.pause()
         assert "last prompt 3,900/4,000 tok ▰▰▰▰▰▰▰▰▰▰" in status_line(app)
+
+
+# --- 9. palette keys, a narrow terminal, [keys] in the inspector detail --------------------------------------
+
+
+async def test_the_sidebar_steps_aside_on_a_narrow_terminal(tmp_path: Path) -> None:
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=(80, 30)) as pilot:
+        await started(pilot)
+        main, slot = app.main_screen, app.main_screen.query_one("#sidebar-slot")
+        assert not slot.display and main.chat_input.size.width > 70  # the chat has the width
+        await pilot.press("f2")  # still there on demand
+        await pilot.pause()
+        assert slot.display and main.sidebar.active == "memory"
+        await pilot.resize_terminal(140, 30)  # wide again: the sidebar comes back by itself
+        await pilot.pause()
+        assert slot.display
+        await pilot.resize_terminal(90, 30)
+        await pilot.pause()
+        assert not slot.display
+
+
+async def test_the_palette_shows_each_actions_key_with_remaps(tmp_path: Path) -> None:
+    config = make_config()
+    config.keys = {"toggle_memory": "f10"}
+    app = make_app(tmp_path, config)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.5)
+        await pilot.press(*"memory pane")
+        await pilot.pause(0.5)
+        text = " ".join(screen_text(app).split())
+        assert "Toggle memory pane" in text and "(f10)" in text
+
+
+async def test_inspector_detail_honours_keys(tmp_path: Path) -> None:
+    config = make_config()
+    config.keys = {"detail_expand": "x", "detail_close": "q", "inspector_open": "p"}
+    app = make_app(tmp_path, config)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        main = app.main_screen
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: main.inspectors() and main.inspector.entries, 10, "the dry run")
+        main.set_focus(main.inspector.assembly_tree)
+        await pilot.pause()
+        await pilot.press("p")
+        detail = await wait_for(pilot, lambda: type(app.screen).__name__ == "InspectorDetailScreen" and app.screen)
+        tree = detail.query_one("#detail-tree")
+        await pilot.press("x")
+        await pilot.pause()
+        assert all(node.is_expanded for node in tree.root.children[0].children if node.children)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.screen is main, 5, "q closes the detail")

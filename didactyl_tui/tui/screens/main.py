@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, cast
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
@@ -63,6 +63,7 @@ class MainScreen(SidebarActions, Screen[None]):
         self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
         self._queued: list[str] = []  # sent before the agent was ready: sent, in order, once it is
         self._start_failed: str | None = None
+        self._narrow: bool | None = None  # the terminal is under [ui] sidebar_below_columns (None: not yet seen)
 
     # --- layout ---------------------------------------------------------------------------------
 
@@ -85,9 +86,13 @@ class MainScreen(SidebarActions, Screen[None]):
         await self.query_one("#sidebar-slot").mount(build_sidebar(self.config))
 
     def on_mount(self) -> None:
+        self.fit_sidebar(self.app.size.width)
         self.status.model = self.config.llm.model
         self.chat_input.focus()
         self.call_after_refresh(self.didactyl.first_painted)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_sidebar(event.size.width)
 
     @property
     def conversation(self) -> Conversation:

@@ -55,6 +55,18 @@ class SidebarActions:
     def action_toggle_inspector(self) -> None:
         self._toggle_pane("inspector")
 
+    def fit_sidebar(self, width: int) -> None:
+        """Hide the sidebar when the terminal becomes narrow, show it again when it becomes wide; in between,
+        the user's F2/F3/F4/ctrl+b choices stand."""
+        narrow = width < self.config.ui.sidebar_below_columns
+        if narrow == self._narrow:
+            return
+        self._narrow = narrow
+        slot = self.query_one("#sidebar-slot")
+        if narrow and self.focused is not None and slot in self.focused.ancestors:
+            self.set_focus(self.chat_input)
+        slot.display = not narrow
+
     def action_toggle_sidebar(self) -> None:
         slot = self.query_one("#sidebar-slot")
         if slot.display and self.focused is not None and slot in self.focused.ancestors:
