@@ -34,9 +34,11 @@ def _main(id: str, keys: str, label: str, doc: str, title: str, *, show: bool = 
 
 
 ACTIONS: tuple[Action, ...] = (
-    Action("send", "chat_input", "enter", "Send", "send the message", priority=True),
-    Action("newline", "chat_input", "shift+enter,ctrl+j", "Newline", "new line in the message", show=False,
-           priority=True),
+    # Not priority: a priority binding runs as the app reads the key, before the chat input has inserted the
+    # characters typed just before it (a burst: a paste, `tmux send-keys 'hi' Enter`); ChatInput runs these two
+    # in its own key order instead.
+    Action("send", "chat_input", "enter", "Send", "send the message"),
+    Action("newline", "chat_input", "shift+enter,ctrl+j", "Newline", "new line in the message", show=False),
     Action("cancel", "main", "escape", "Cancel reply", "stop a streaming reply", "Cancel the streaming reply"),
     _main("new_chat", "ctrl+n", "New chat", "start a new chat", "New chat"),
     _main("resume_chat", "ctrl+r", "Resume", "resume a past chat", "Resume a past chat", show=False),
@@ -77,7 +79,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("detail_expand", "inspector_detail", "e", "Expand all", "assembly detail: expand every node",
            action="expand_all"),
     Action("editor_save", "editor", "ctrl+s", "Save", "save in the memory editor", action="save", priority=True),
-    Action("editor_close", "editor", "escape", "Close", "close the memory editor", action="close"),
+    Action("editor_close", "editor", "escape", "Close", "close the memory editor (asks if unsaved)",
+           action="close", priority=True),  # one press: the text area would take the first Esc
     Action("history_diff", "history", "d", "Diff", "memory history: diff the selected version", action="diff"),
     Action("history_mark", "history", "m,space", "Mark", "memory history: mark a version to compare with",
            action="mark"),

@@ -51,6 +51,9 @@ class LlmConfig:
     max_tool_rounds: int = _f(8, "Most tool-call rounds in one turn before the agent must answer.", min=1, max=100)
     max_retries: int = _f(2, "Retries after a rate limit (429, honouring Retry-After) or a server error.",
                           min=0, max=10)
+    context_window: int = _f(0, "Prompt tokens the model accepts, the scale of the status bar's context gauge. 0: "
+                             "litellm's figure for a known model; for an unknown one the tokens show without a "
+                             "gauge.", min=0, max=100_000_000)
     history_tokens: int = _f(8000, "Token budget for past conversation turns carried in each prompt.",
                              min=0, max=2_000_000)
     saved_assemblies: int = _f(20, "Prompt assemblies kept per chat (compressed, in the conversation database), so "
@@ -246,6 +249,9 @@ class UiConfig:
     theme: str = _f("didactyl-dark", "Theme name (themes/*.toml or a Textual built-in). A runtime switch is "
                     "remembered in state.toml, never written here.")
     themes_dir: str = _f("", "Extra folder of theme .toml files.")
+    sidebar_below_columns: int = _f(100, "A terminal narrower than this many columns hides the sidebar, leaving "
+                                    "the chat the width (F2/F3/F4 or ctrl+b show it). 0: never hide it.",
+                                    min=0, max=1000)
 
 
 @dataclass

@@ -489,6 +489,50 @@ async def test_tui_early_rows(row_id: str, key: str, tmp_path: Path) -> None:
     matches_catalogue(row_id, line)
 
 
+TUI_SEND_EARLY_ROWS = [row("tui-send-before-ready", "hello early")]
+
+
+@pytest.mark.parametrize(("row_id", "text"), TUI_SEND_EARLY_ROWS)
+async def test_tui_send_early_rows(row_id: str, text: str, tmp_path: Path) -> None:
+    async with SilentServer() as silent:  # a relay that never answers keeps the service starting for a while
+        config = make_config(urls=[silent.url], publish_profile=False)
+        config.relays.timeout_s = 3.0
+        app = recording_app(tmp_path, config, make_env(DIDACTYL_NSEC=NSEC))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.2)
+            assert not app.service_ready
+            app.main_screen.chat_input.focus()
+            await pilot.press(*text, "enter")
+            line = await _notified(pilot, app, "Queued")
+            assert app.main_screen._queued == [text]  # kept, not dropped
+            await started(pilot)
+            await wait_for(pilot, lambda: not app.main_screen._queued, 10, "the queued message to go")
+            assert app.main_screen.conversation.query("MessageEntry").first().text == text
+    matches_catalogue(row_id, line)
+
+
+TUI_EDITOR_CLOSE_ROWS = [row("editor-close-unsaved", "a thought not saved")]
+
+
+@pytest.mark.parametrize(("row_id", "text"), TUI_EDITOR_CLOSE_ROWS)
+async def test_editor_close_rows(row_id: str, text: str, tmp_path: Path) -> None:
+    from didactyl_tui.tui.screens.confirm import UnsavedChangesScreen
+
+    app = recording_app(tmp_path, make_config(publish_profile=False), make_env(DIDACTYL_NSEC=NSEC))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("f6")
+        editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen)
+        editor.text_area.load_text(text)
+        await pilot.press("escape")
+        dialog = await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen) and app.screen)
+        line = check_one_line(str(dialog.query_one("#unsaved-question").render()), SCAN)
+        await pilot.press("escape")  # keep editing: nothing lost
+        await wait_for(pilot, lambda: app.screen is editor)
+        assert editor.text_area.text == text
+    matches_catalogue(row_id, line)
+
+
 # --- the table and the tests agree ----------------------------------------------------------------------------------
 
 

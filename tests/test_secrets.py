@@ -415,7 +415,10 @@ async def test_tui_screens_notifications_and_files_hold_no_secret(tmp_path: Path
             await wait_for(pilot, lambda: "Not saved" in screen_text(app), 10, "the refusal")
             await pilot.pause(0.3)
             snap("memory editor refusing")
-            await pilot.click("#close")
+            await pilot.click("#close")  # the refused text is unsaved: the editor asks first
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "UnsavedChangesScreen")
+            snap("unsaved changes question")
+            await pilot.click("#discard")
             await wait_for(pilot, lambda: app.screen is main)
 
             app.theme = "didactyl-light"  # remembered in state.toml

@@ -41,9 +41,10 @@ class ToolCallFinished:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None  # every request of the turn together (what was billed)
     completion_tokens: int | None = None
     cost_usd: float | None = None
+    last_prompt_tokens: int | None = None  # the turn's last request alone: what it took of the context window
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,6 +182,18 @@ def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | Non
     return total
 
 
+def context_window(model: str) -> int | None:
+    """How many prompt tokens ``model`` takes, by litellm's model table; None when unknown (or not loaded)."""
+    if _litellm is None or not model:
+        return None
+    try:
+        info = _litellm.get_model_info(model)
+    except Exception:  # unknown model: no window, not an error
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if isinstance(window, int | float) and window > 0 else None
+
+
 def map_error(exc: BaseException, settings: LlmSettings) -> LlmError:
     """Turn anything a model call raised into an :class:`LlmError` with one readable line."""
     return classify(exc, settings, _litellm)

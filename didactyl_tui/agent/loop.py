@@ -75,7 +75,8 @@ def _add_usage(total: Usage, more: Usage | None) -> Usage:
         return a + b
 
     return Usage(plus(total.prompt_tokens, more.prompt_tokens), plus(total.completion_tokens, more.completion_tokens),
-                 plus(total.cost_usd, more.cost_usd))
+                 plus(total.cost_usd, more.cost_usd),
+                 more.prompt_tokens if more.prompt_tokens is not None else total.last_prompt_tokens)
 
 
 def _history_arguments(raw: str) -> str:

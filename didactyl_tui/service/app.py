@@ -253,6 +253,12 @@ class AppService:
 
         return await check_model(LlmSettings.from_config(self.config.llm, self.env), chosen, self.env)
 
+    def context_window(self) -> int | None:
+        """Prompt tokens the model accepts: ``[llm] context_window``, else litellm's table (None: unknown)."""
+        from ..agent.llm import context_window  # litellm itself only when loaded already
+
+        return self.config.llm.context_window or context_window(self.model)
+
     def remember(self, key: str, value: Any) -> None:
         """Keep a runtime choice (model, theme...) in <data dir>/state.toml."""
         state.remember(self.data_dir, key, value)

@@ -1,4 +1,5 @@
-"""A yes/no question before something that publishes (a rollback)."""
+"""Questions before something that cannot be undone: a yes/no before publishing (a rollback), and save /
+discard / keep editing before closing an editor with unsaved text."""
 
 from __future__ import annotations
 
@@ -40,3 +41,34 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+class UnsavedChangesScreen(ModalScreen[str]):
+    """Closing an editor with unsaved text: dismissed with "save", "discard" or "keep" (Esc: keep editing)."""
+
+    CSS_PATH = "dialogs.tcss"
+
+    BINDINGS = [Binding("escape", "keep", "Keep editing")]
+
+    def __init__(self, what: str) -> None:
+        super().__init__(classes="dialog-screen")
+        self.what = what
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="unsaved-dialog", classes="dialog") as box:
+            box.border_title = "Unsaved changes"
+            yield Static(Content(f"Your changes to {self.what} are not saved."), id="unsaved-question")
+            with Horizontal(classes="dialog-actions"):
+                yield Button("Save", id="save", variant="primary")
+                yield Button("Discard", id="discard", variant="error")
+                yield Button("Keep editing", id="keep")
+
+    def on_mount(self) -> None:
+        self.query_one("#keep", Button).focus()  # the harmless choice under Enter
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id or "keep")
+
+    def action_keep(self) -> None:
+        self.dismiss("keep")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, cast
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
@@ -62,6 +62,9 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         self.config = config
         self.session_id: str | None = None
         self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
+        self._queued: list[str] = []  # sent before the agent was ready: sent, in order, once it is
+        self._start_failed: str | None = None
+        self._narrow: bool | None = None  # the terminal is under [ui] sidebar_below_columns (None: not yet seen)
 
     # --- layout ---------------------------------------------------------------------------------
 
@@ -84,9 +87,13 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         await self.query_one("#sidebar-slot").mount(build_sidebar(self.config))
 
     def on_mount(self) -> None:
+        self.fit_sidebar(self.app.size.width)
         self.status.model = self.config.llm.model
         self.chat_input.focus()
         self.call_after_refresh(self.didactyl.first_painted)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_sidebar(event.size.width)
 
     @property
     def conversation(self) -> Conversation:
@@ -159,6 +166,11 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     def service_failed(self, line: str) -> None:
         self.status.activity = "not started: " + line
+        self._start_failed = line
+        if self._queued:  # never lost: back into the input, to send once the problem is fixed
+            queued, self._queued = "\n\n".join(self._queued), []
+            self.chat_input.restore(f"{queued}\n\n{self.chat_input.text}".strip() if self.chat_input.text
+                                    else queued)
 
     def service_started(self) -> None:
         service = self.require_service()
@@ -172,6 +184,11 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         self.refresh_self()
         self.refresh_relays()
         self.set_interval(POLL_S, self.refresh_relays)
+        self._send_queued()
+
+    def _send_queued(self) -> None:
+        if self._queued and not self.streaming and self.didactyl.service_ready:
+            self.run_turn(self._queued.pop(0))
 
     def refresh_relays(self) -> None:
         service = self.didactyl.service
@@ -234,11 +251,27 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         self.send(message.text)
 
     def send(self, text: str) -> None:
+        if self._start_failed is not None:
+            self.notify(self._start_failed, title="Not started", severity="error")
+            self.chat_input.restore(text)
+            return
+        if not self.didactyl.service_ready or self._queued:
+            self._queue(text)
+            return
         if self.streaming:
             self.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
             self.chat_input.restore(text)
             return
         self.run_turn(text)
+
+    def _queue(self, text: str) -> None:
+        """Sent before the agent is ready (Enter while the app starts): kept, and sent the moment it is."""
+        self._queued.append(text)
+        waiting = len(self._queued)
+        self.notify(f"{waiting} message{'s' if waiting > 1 else ''} will send when the agent is ready.",
+                    title="Queued")
+        self.status.activity = f"{waiting} queued · will send when the agent is ready"
+        self._send_queued()
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:
@@ -264,6 +297,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         finally:
             self.streaming = False
             self.status.activity = ""
+            self.call_later(self._send_queued)
 
     def turn_failed(self, error: ErrorEntry, user_entry: MessageEntry) -> None:
         """A failed turn's error entry, remembered with the message that failed (for a retry)."""
@@ -291,8 +325,13 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     async def action_new_chat(self) -> None:
         self.workers.cancel_group(self, "turn")
         self.session_id = None
+        self.reset_figures()
         await self.conversation.clear()
         self.chat_input.focus()
+
+    def reset_figures(self) -> None:
+        """A new (or resumed) chat: no prompt yet, no cost yet (a resumed chat's earlier cost is not known)."""
+        self.status.prompt_tokens = self.status.session_cost_usd = None
 
     def action_resume_chat(self) -> None:
         if self._service_or_notify() is not None:
@@ -322,6 +361,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         service = self.require_service()
         messages = await service.session_messages(session_id)
         self.session_id = session_id
+        self.reset_figures()
         await self.conversation.load_history(messages)
         await self.restore_assemblies(service, session_id)
 

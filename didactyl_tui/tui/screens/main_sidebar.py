@@ -30,15 +30,21 @@ class SidebarActions:
         if not self.query("#sidebar"):
             return  # not mounted yet (the first instants)
         if slot.display and self.sidebar.active == pane_id:
+            self.set_focus(self.chat_input)
             slot.display = False
-            self.chat_input.focus()
         else:
             self.show_pane(pane_id)
 
     def show_pane(self, pane_id: str) -> None:
         self.query_one("#sidebar-slot").display = True
-        if self.query("#sidebar"):
-            self.sidebar.active = pane_id
+        if not self.query("#sidebar"):
+            return
+        focused = self.focused
+        if focused is not None and self.sidebar in focused.ancestors and self.sidebar.active != pane_id:
+            # Focus inside the pane being hidden would move to its next widget, and the tabs bring back the
+            # pane that holds the focus (F2/F3 from the inspector tree did nothing): focus the input first.
+            self.set_focus(self.chat_input)
+        self.sidebar.active = pane_id
 
     def action_toggle_memory(self) -> None:
         self._toggle_pane("memory")
@@ -49,8 +55,22 @@ class SidebarActions:
     def action_toggle_inspector(self) -> None:
         self._toggle_pane("inspector")
 
+    def fit_sidebar(self, width: int) -> None:
+        """Hide the sidebar when the terminal becomes narrow, show it again when it becomes wide; in between,
+        the user's F2/F3/F4/ctrl+b choices stand."""
+        narrow = width < self.config.ui.sidebar_below_columns
+        if narrow == self._narrow:
+            return
+        self._narrow = narrow
+        slot = self.query_one("#sidebar-slot")
+        if narrow and self.focused is not None and slot in self.focused.ancestors:
+            self.set_focus(self.chat_input)
+        slot.display = not narrow
+
     def action_toggle_sidebar(self) -> None:
         slot = self.query_one("#sidebar-slot")
+        if slot.display and self.focused is not None and slot in self.focused.ancestors:
+            self.set_focus(self.chat_input)
         slot.display = not slot.display
 
     # --- memory ------------------------------------------------------------------------------------------------
@@ -156,6 +176,7 @@ class SidebarActions:
         self.show_pane("inspector")
         self.status.prompt_tokens = assembly.total_tokens
         self.status.tokens_estimated = True
+        self.status.context_window = service.context_window()
 
     def on_prompt_inspector_open_requested(self, message: PromptInspector.OpenRequested) -> None:
         from .inspector_detail import InspectorDetailScreen

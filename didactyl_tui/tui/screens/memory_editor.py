@@ -2,11 +2,14 @@
 
 It never silently overwrites: if a newer version arrives while editing (another device, or the agent's own
 ``memory_save``), it says so and offers to view the difference, keep theirs, or overwrite. Over the limit,
-the save is refused and the text stays. Closing without saving leaves memory untouched.
+the save is refused and the text stays. Closing with unsaved text asks first (save / discard / keep editing),
+and the text is kept as a draft file while typing (service/drafts.py), so a crash or a quit loses nothing: the
+editor opens with it next time.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
@@ -18,14 +21,16 @@ from textual.widgets import Button, Footer, Static, TextArea
 from textual.widgets.text_area import LanguageDoesNotExist
 
 from ...errors import AgentError
+from ...service.drafts import read_draft, remove_draft, write_draft
 from ...service.events import MemoryChanged, ServiceEvent
-from ...service.labels import version_label
+from ...service.labels import CLOCK, version_label, when
 from ..actions import bindings
 from ..widgets.memory_gauge import MemoryGauge
 from ..widgets.publish_verdicts import verdict_lines
 from .diff import DiffScreen
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
     from textual.worker import Worker
 
     from ...service import MemorySnapshot, PublishOutcome
@@ -55,6 +60,9 @@ class MemoryEditorScreen(Screen[None]):
         self.base = snapshot  # the version this edit started from (or last agreed with)
         self.theirs: MemorySnapshot | None = None  # a newer version that arrived while editing
         self._saving_text: str | None = None
+        self._draft_timer: Timer | None = None
+
+    DRAFT_DELAY_S = 0.5  # typing pauses this long before the draft is written
 
     @property
     def title_text(self) -> str:
@@ -86,10 +94,54 @@ class MemoryEditorScreen(Screen[None]):
         self.query_one(MemoryGauge).show_text(self.base.content, self.base.limit_chars)
         self.text_area.focus()
         cast("DidactylApp", self.app).follow_service(self, self.on_service_event)
+        self.restore_draft()
 
     @on(TextArea.Changed, "#editor-text")
     def _text_changed(self) -> None:
         self.query_one(MemoryGauge).show_text(self.text_area.text)
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+        self._draft_timer = self.set_timer(self.DRAFT_DELAY_S, self.keep_draft)
+
+    @property
+    def unsaved(self) -> bool:
+        return self.text_area.text != self.base.content
+
+    # --- the draft: kept while typing, restored on reopening ------------------------------------------
+
+    @property
+    def _data_dir(self) -> Any:
+        return cast("DidactylApp", self.app).data_dir
+
+    @work(exclusive=True, group="editor-draft", exit_on_error=False)
+    async def keep_draft(self) -> None:
+        """The text as a 0600 draft file (a file: written off the UI loop); no draft once nothing is unsaved."""
+        kind, limit = self.memory_type.value, self.base.limit_chars
+        if self.unsaved:
+            kept = await asyncio.to_thread(write_draft, self._data_dir, kind, self.text_area.text,
+                                           self.base.event_id, limit)
+            if not kept:
+                self._show_result(Content.styled(
+                    "Too long to keep as a draft (over twice the limit): save or shorten it.", "$text-warning"))
+        else:
+            await asyncio.to_thread(remove_draft, self._data_dir, kind)
+
+    @work(group="editor-draft-read", exit_on_error=False)
+    async def restore_draft(self) -> None:
+        draft = await asyncio.to_thread(read_draft, self._data_dir, self.memory_type.value, self.base.limit_chars)
+        if draft is None or draft.text == self.base.content or self.unsaved:
+            return  # nothing to restore (or the user already typed: theirs wins)
+        self.text_area.load_text(draft.text)
+        self._show_result(Content.styled(
+            f"Restored your unsaved draft from {when(draft.saved_at, CLOCK)}: save it, or Esc to discard it.",
+            "$text-warning"))
+        if draft.base_event_id != self.base.event_id:
+            self.theirs = self.base  # the draft began from an older version: never overwrite the newer silently
+            self.query_one("#conflict-text", Static).update(Content.assemble(
+                ("Your draft was begun on an older version; the current one is ", "$text-warning"),
+                f"{_version(self.base)}.",
+            ))
+            self.query_one("#editor-conflict").display = True
 
     # --- newer versions while editing ----------------------------------------------------------
 
@@ -146,7 +198,7 @@ class MemoryEditorScreen(Screen[None]):
         self.save()
 
     @work(exclusive=True, group="editor-save", exit_on_error=False)
-    async def save(self) -> None:
+    async def save(self, close_after: bool = False) -> None:
         app = cast("DidactylApp", self.app)
         if app.service is None or not app.service_ready:
             raise AgentError("still starting: cannot save yet", "Not ready")
@@ -175,6 +227,10 @@ class MemoryEditorScreen(Screen[None]):
             self._saving_text = None
         self._rebase(result.snapshot)
         self._show_result(self._verdicts(result.outcome))
+        if not self.unsaved:
+            await asyncio.to_thread(remove_draft, self._data_dir, self.memory_type.value)
+            if close_after:
+                self.dismiss(None)
 
     def _verdicts(self, outcome: PublishOutcome) -> Content:
         return verdict_lines(outcome, cast("DidactylApp", self.app).relay_label)
@@ -191,7 +247,27 @@ class MemoryEditorScreen(Screen[None]):
         actions.get(event.button.id or "", lambda: None)()
 
     def action_close(self) -> None:
+        if not self.unsaved:
+            self._discard()
+            return
+        from .confirm import UnsavedChangesScreen
+
+        self.app.push_screen(UnsavedChangesScreen(self.title_text.lower()), self._close_answered)
+
+    def _close_answered(self, choice: str | None) -> None:
+        if choice == "save":
+            self.save(close_after=True)
+        elif choice == "discard":
+            self._discard()
+
+    def _discard(self) -> None:
+        """Close, leaving memory as it is; the draft goes (written off the UI loop, after this screen)."""
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+        app, data_dir, kind = self.app, self._data_dir, self.memory_type.value
         self.dismiss(None)
+        app.run_worker(asyncio.to_thread(remove_draft, data_dir, kind), group="editor-draft-remove",
+                       exit_on_error=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Worker.StateChanged does not bubble: hand this screen's worker errors to the app's one handler.

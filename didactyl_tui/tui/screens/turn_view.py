@@ -33,6 +33,7 @@ class TurnView:
         match event:
             case TurnStarted(assembly=assembly):  # the inspector gets it from the service's PromptAssembled
                 status.prompt_tokens, status.tokens_estimated = assembly.total_tokens, True
+                status.context_window = self.screen.require_service().context_window()
             case TextDelta(text=text):
                 if self.reply is None:
                     self.reply = await conversation.start_reply()
@@ -59,10 +60,12 @@ class TurnView:
         for inspector in screen.inspectors():
             inspector.finish_turn(event)
         usage: Any = event.usage
-        if usage.prompt_tokens is not None:
-            screen.status.prompt_tokens, screen.status.tokens_estimated = usage.prompt_tokens, False
+        last_request = usage.last_prompt_tokens if usage.last_prompt_tokens is not None else usage.prompt_tokens
+        if last_request is not None:  # the last request's prompt, not the rounds added up
+            screen.status.prompt_tokens, screen.status.tokens_estimated = last_request, False
+        screen.status.context_window = screen.require_service().context_window()
         if usage.cost_usd is not None:
-            screen.status.cost_usd = usage.cost_usd
+            screen.status.session_cost_usd = (screen.status.session_cost_usd or 0.0) + usage.cost_usd
 
     async def _failed(self, event: TurnFailed) -> None:
         screen = self.screen

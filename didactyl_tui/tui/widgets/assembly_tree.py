@@ -227,6 +227,9 @@ class AssemblyTree(Tree[NodeInfo]):
             counted = f"model counted {entry.usage.prompt_tokens:,} in"
             if entry.usage.completion_tokens is not None:
                 counted += f", {entry.usage.completion_tokens:,} out"
+            last = entry.usage.last_prompt_tokens
+            if last is not None and last != entry.usage.prompt_tokens:  # several requests (tool rounds)
+                counted += f" over the turn's requests; the last took {last:,} in"
             totals.add_leaf(Text(counted), data=NodeInfo(n, "line"))
         if entry.usage is not None and entry.usage.cost_usd is not None:
-            totals.add_leaf(Text(f"cost ${entry.usage.cost_usd:.4f}"), data=NodeInfo(n, "line"))
+            totals.add_leaf(Text(f"turn cost ${entry.usage.cost_usd:.4f}"), data=NodeInfo(n, "line"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
@@ -86,6 +87,19 @@ class ChatInput(TextArea):
         self._show_sent(nxt if nxt < len(self._sent) else None)
 
     # --- sending ----------------------------------------------------------------------------
+
+    async def _on_key(self, event: events.Key) -> None:
+        """Send and newline run here, in the order the keys arrived, not as priority bindings: in a burst
+        ("hi there" + Enter in one read of the terminal) the app reads Enter before this widget has inserted
+        the characters queued ahead of it, so a priority binding would send an empty box."""
+        if not event.is_printable:
+            active = self.screen.active_bindings.get(event.key)  # with the [keys] remaps applied
+            if active is not None and active.node is self and active.binding.action in ("send", "newline"):
+                event.stop()
+                event.prevent_default()
+                await self.run_action(active.binding.action)
+                return
+        await super()._on_key(event)
 
     def action_send(self) -> None:
         text = self.text

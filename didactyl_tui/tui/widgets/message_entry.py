@@ -18,6 +18,8 @@ from textual.containers import Vertical
 from textual.timer import Timer
 
 if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_core import StateCore
     from textual.widgets import Markdown
 
 MIN_PAINT_GAP_S = 0.04  # at most ~25 paints a second
@@ -58,7 +60,10 @@ class MessageEntry(Vertical):
     def compose(self) -> ComposeResult:
         from textual.widgets import Markdown  # markdown-it is not needed for the first (empty) frame
 
-        yield Markdown(self._text if not self.streaming else "", classes="message-body")
+        # The user's own line breaks are kept (a single newline is only a space in markdown); replies stay
+        # plain markdown.
+        factory = _user_parser if self.role == "user" else None
+        yield Markdown(self._text if not self.streaming else "", classes="message-body", parser_factory=factory)
 
     @property
     def markdown(self) -> Markdown:
@@ -180,3 +185,19 @@ class ReplySegment(Vertical):
         from textual.widgets import Markdown
 
         yield Markdown(self.text, classes="message-body")
+
+
+def _user_parser() -> MarkdownIt:
+    """Markdown where a newline is a line break (as typed), not a space."""
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("gfm-like")
+    parser.core.ruler.push("hard_breaks", _hard_breaks)
+    return parser
+
+
+def _hard_breaks(state: StateCore) -> None:
+    for token in state.tokens:
+        for child in token.children or ():
+            if child.type == "softbreak":
+                child.type = "hardbreak"

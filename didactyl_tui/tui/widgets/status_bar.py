@@ -1,10 +1,13 @@
-"""The status bar: model, relays connected N/M, last prompt's tokens, cost when known, publishes pending."""
+"""The status bar: model, relays connected N/M, the last request's prompt tokens against the model's context
+window (a gauge when the window is known), the session's cost so far when known, publishes pending."""
 
 from __future__ import annotations
 
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
+
+GAUGE_CELLS = 10
 
 
 class StatusBar(Widget):
@@ -15,9 +18,10 @@ class StatusBar(Widget):
     model_warning: reactive[bool] = reactive(False)  # the environment hides a model chosen in the app
     relays_connected: reactive[int] = reactive(0)
     relays_total: reactive[int] = reactive(0)
-    prompt_tokens: reactive[int | None] = reactive(None)
+    prompt_tokens: reactive[int | None] = reactive(None)  # one request's, never a turn's rounds added up
     tokens_estimated: reactive[bool] = reactive(False)
-    cost_usd: reactive[float | None] = reactive(None)
+    context_window: reactive[int | None] = reactive(None)
+    session_cost_usd: reactive[float | None] = reactive(None)
     pending_publishes: reactive[int] = reactive(0)
     activity: reactive[str] = reactive("starting…")
 
@@ -31,13 +35,24 @@ class StatusBar(Widget):
                        else "$text-warning" if self.relays_connected else "$text-error")
         parts += [sep, ("relays ", "$text-muted"), (f"{self.relays_connected}/{self.relays_total}", relay_style)]
         if self.prompt_tokens is not None:
-            approx = "~" if self.tokens_estimated else ""
-            parts += [sep, ("last prompt ", "$text-muted"), f"{approx}{self.prompt_tokens:,} tok"]
-        if self.cost_usd is not None:
-            parts += [sep, ("cost ", "$text-muted"), f"${self.cost_usd:.4f}"]
+            parts += [sep, *self._prompt_parts()]
+        if self.session_cost_usd is not None:
+            parts += [sep, ("session cost ", "$text-muted"), f"${self.session_cost_usd:.4f}"]
         pending_style = "$text-warning" if self.pending_publishes else "$text-muted"
         parts += [sep, (f"{self.pending_publishes} publish{'es' if self.pending_publishes != 1 else ''} pending",
                         pending_style)]
         if self.activity:
             parts += [sep, (self.activity, "$text-accent")]
         return Content.assemble(*parts)
+
+    def _prompt_parts(self) -> list[str | tuple[str, str]]:
+        """``last prompt 1,600/128,000 tok ▰▱▱▱▱▱▱▱▱▱``; without a known window, just the tokens."""
+        tokens = self.prompt_tokens or 0
+        approx = "~" if self.tokens_estimated else ""
+        if not self.context_window:
+            return [("last prompt ", "$text-muted"), f"{approx}{tokens:,} tok"]
+        share = tokens / self.context_window
+        style = "$text-error" if share >= 0.95 else "$text-warning" if share >= 0.8 else "$text-success"
+        filled = min(GAUGE_CELLS, max(1 if tokens else 0, round(share * GAUGE_CELLS)))
+        return [("last prompt ", "$text-muted"), f"{approx}{tokens:,}/{self.context_window:,} tok ",
+                ("▰" * filled, style), ("▱" * (GAUGE_CELLS - filled), "$text-muted")]
