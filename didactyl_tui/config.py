@@ -191,6 +191,28 @@ class AdminConfig:
 
 
 @dataclass
+class DmConfig:
+    """Direct messages to the agent (NIP-17): who may talk to it besides the admin."""
+
+    allow: list[str] = _f([], "Pubkeys (hex or npub) whose NIP-17 direct messages the agent answers, besides "
+                          "[admin] pubkey. Everyone else's are counted and dropped, never shown to the model.")
+    max_queued: int = _f(64, "Most incoming gift wraps waiting to be opened and answered; past it new ones are "
+                         "dropped (counted) until the queue drains.", min=1, max=10_000)
+
+
+@dataclass
+class ToolsConfig:
+    """Which tools the model is offered."""
+
+    offer_aliases: bool = _f(True, "Offer the self-context aliases (my_kind0_profile, my_contacts, my_relays, "
+                             "my_notes) as tools of their own, as the self-context design says; false keeps the "
+                             "tool list short for small-context models.")
+    post_notes_without_asking: bool = _f(False, "Let the agent publish a public kind 1 note (post_note) without "
+                                         "asking; false asks the person at the terminal first, and a DM or "
+                                         "`serve` turn (nobody to ask) is refused.")
+
+
+@dataclass
 class MemoryConfig:
     """Short- and long-term memory limits, and the pluggable memory backend."""
 
@@ -251,6 +273,8 @@ class Config:
     relays: RelaysConfig = field(default_factory=RelaysConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    dm: DmConfig = field(default_factory=DmConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     honcho: HonchoConfig = field(default_factory=HonchoConfig)
     soul: SoulConfig = field(default_factory=SoulConfig)
@@ -266,6 +290,8 @@ SECTIONS: dict[str, type] = {
     "relays": RelaysConfig,
     "agent": AgentConfig,
     "admin": AdminConfig,
+    "dm": DmConfig,
+    "tools": ToolsConfig,
     "memory": MemoryConfig,
     "honcho": HonchoConfig,
     "soul": SoulConfig,

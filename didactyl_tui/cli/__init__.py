@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="ID", help="include this conversation's history")
     p.add_argument("--json", action="store_true", help="print the prompt record as JSON")
 
+    sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
+                   "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
+
     mem = sub.add_parser("memory", help="show or save the agent's memory")
     msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = msub.add_parser("show", help="print a memory (decrypted)")
@@ -224,7 +227,7 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> in
 
 async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
                 message: str) -> int:
-    from ..service import TextDelta, TurnFailed, TurnFinished, TurnStarted
+    from ..service import SessionKind, TextDelta, TurnFailed, TurnFinished, TurnStarted
 
     async with _service(config, data, env, out) as service:
         if args.session and not await service.has_session(args.session):
@@ -233,7 +236,7 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
         assembly = None
         finished: TurnFinished | None = None
         streamed = False
-        async for event in service.run_turn(session, message):
+        async for event in service.run_turn(session, message, SessionKind.HEADLESS_CHAT):
             if isinstance(event, TurnStarted):
                 assembly = event.assembly
             elif isinstance(event, TextDelta) and not args.json:
@@ -367,6 +370,10 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
     if command == "prompt":
         message = _read_text(args.message, stdin) if args.message is not None else None
         return asyncio.run(_prompt(args, config, data, env, out, message))
+    if command == "serve":
+        from .serve import serve
+
+        return asyncio.run(serve(config, data, env, debug=bool(env.get(DEBUG_ENV))))
     if command == "memory":
         from . import memory
 

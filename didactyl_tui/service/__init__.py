@@ -21,6 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .events import (
+    DmSessionChanged,
     MemoryChanged,
     OutboxChanged,
     PromptAssembled,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
     from ..agent.memory.sync import LOST_NOTE, REFUSED_NOTE, NewerVersionKnown
     from ..agent.prompt_record import PromptAssembly
+    from ..agent.session_kind import SessionKind
     from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
     from ..nostr.keys import SecretKey
@@ -69,6 +71,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["MemorySnapshot", "MemoryType", "SaveResult"], "..agent.memory.store"),
     **dict.fromkeys(["LOST_NOTE", "REFUSED_NOTE", "NewerVersionKnown"], "..agent.memory.sync"),
     **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
+    **dict.fromkeys(["SessionKind"], "..agent.session_kind"),
     **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),
     **dict.fromkeys(["run_relay_process"], "..nostr.embedded_relay.process"),
     **dict.fromkeys(["SecretKey"], "..nostr.keys"),
@@ -91,13 +94,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [  # noqa: RUF022 (sorted)
-    "AgentEvent", "AppService", "ConnectionState", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MemoryChanged",
-    "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "NewerVersionKnown", "OutboxChanged",
-    "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
-    "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
-    "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "TextDelta", "ToolCallFinished",
-    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "admin_pubkey_of", "drift_lines",
-    "encode_npub", "ensure_data_dir", "is_newer", "key_file_path", "load_agent_key", "one_line", "read_state",
-    "remember", "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file",
-    "write_state",
+    "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "ENV_NSEC", "IdentityView", "LOST_NOTE",
+    "MemoryChanged", "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "NewerVersionKnown",
+    "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE",
+    "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged",
+    "SelfContextSnapshot", "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind",
+    "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage",
+    "admin_pubkey_of", "drift_lines", "encode_npub", "ensure_data_dir", "is_newer", "key_file_path",
+    "load_agent_key", "one_line", "read_state", "remember", "run_relay_process", "serve_forever", "short_id",
+    "version_label", "when", "write_key_file", "write_state",
 ]

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.conversations import SessionInfo
+from ..agent.dm_inbox import DmPolicy
 from ..agent.events import AgentEvent, TurnFailed
 from ..agent.identity_cache import KindDrift, OwnIdentityDraft, SelfContextSnapshot, pubkey_hex
 from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
 from ..agent.memory.sync import RECONCILE_START_DELAY_S
 from ..agent.prompt_record import PromptAssembly
+from ..agent.session_kind import SessionKind
 from ..agent.soul import load_soul_template
 from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.registry import ToolOutcome
@@ -30,6 +32,7 @@ from ..errors import AgentError
 from ..nostr.results import ConnectionState, PublishOutcome
 from . import state
 from .chat import ChatService, ModelChoice, preload_llm
+from .dm import DmService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
@@ -42,6 +45,7 @@ class _Parts:
 
     def __init__(self, rt: Runtime, memory: MemoryService, chat: ChatService, identity: IdentityService) -> None:
         self.rt, self.memory, self.chat, self.identity = rt, memory, chat, identity
+        self.dm: DmService | None = None  # only when this service answers direct messages
 
 
 def admin_pubkey_of(config: Config) -> str | None:
@@ -64,18 +68,24 @@ class AppService:
         clock: Callable[[], float] = time.time,
         relay_client_options: Mapping[str, Any] | None = None,
         read_only: bool = False,
+        answer_dms: bool = False,
     ) -> None:
+        """``answer_dms``: answer NIP-17 direct messages while started (the TUI and ``serve``; not the
+        one-shot commands)."""
         self.config = config
         self.read_only = read_only  # the default for start(): see there
+        self.answer_dms = answer_dms
         self.data_dir = Path(data_dir)
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         self._clock = clock
         self._client_options = dict(relay_client_options or {})
         self._events: Listeners[ServiceEvent] = Listeners()
         self.admin_pubkey = admin_pubkey_of(config)
+        self.dm_policy = _dm_policy(config, self.admin_pubkey)
         self.soul = load_soul_template(config.soul, config_path=config.path)
         self._model = ModelChoice(config, self.env, self.data_dir)
-        self.registry = build_base_registry(admin=self.admin_pubkey is not None)
+        self.registry = build_base_registry(admin=self.admin_pubkey is not None,
+                                            offer_aliases=config.tools.offer_aliases)
         self._parts: _Parts | None = None
 
     # --- the one event stream ----------------------------------------------------------------------
@@ -142,6 +152,10 @@ class AppService:
             rt.daemons.spawn(rt.publisher.run())
             rt.sync.ready = True
             rt.sync.schedule_reconcile(delay=RECONCILE_START_DELAY_S)
+            if self.answer_dms:
+                self._parts.dm = DmService(rt, self.config, chat, self.dm_policy, self.data_dir, self._clock,
+                                           self._events.emit, self._warn)
+                await self._parts.dm.start()
             wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
             if wanted and not read_only:
                 identity.publish_own()
@@ -152,6 +166,8 @@ class AppService:
     async def stop(self) -> None:
         parts, self._parts = self._parts, None
         if parts is not None:
+            if parts.dm is not None:  # the DM being answered finishes first
+                await parts.dm.stop(self.config.llm.turn_timeout_s + 3 * self.config.relays.timeout_s)
             await parts.rt.stop()
 
     # --- identity and relays -----------------------------------------------------------------------
@@ -190,6 +206,11 @@ class AppService:
             for reason, n in counter.items():
                 total[reason] = total.get(reason, 0) + n
         return total
+
+    def dm_counts(self) -> dict[str, int]:
+        """Direct messages seen by verdict (answer, duplicate, stranger, own_copy, unreadable, dropped)."""
+        dm = self._parts.dm if self._parts is not None else None
+        return dm.counts if dm is not None else {}
 
     def self_context(self) -> SelfContextSnapshot:
         return self.parts.identity.snapshot()
@@ -294,12 +315,24 @@ class AppService:
     async def dispatch_tool(self, name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
         return await self.parts.chat.dispatch_tool(name, arguments)
 
-    async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
-        """One interactive turn. LLM errors end it with TurnFailed (never raised); nothing is persisted then."""
+    async def run_turn(self, session_id: str, message: str,
+                       kind: SessionKind = SessionKind.TERMINAL) -> AsyncIterator[AgentEvent]:
+        """One turn (a terminal one unless ``kind`` says otherwise). LLM errors end it with TurnFailed (never
+        raised); nothing is persisted then."""
         try:
             chat = self.parts.chat
         except AgentError as exc:
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
-        async for event in chat.run_turn(session_id, message):
+        async for event in chat.run_turn(session_id, message, kind):
             yield event
+
+
+def _dm_policy(config: Config, admin: str | None) -> DmPolicy:
+    allow = []
+    for text in config.dm.allow:
+        try:
+            allow.append(pubkey_hex(text))
+        except ValueError as exc:
+            raise config_error(config.path, "dm", "allow", f"{text[:70]!r}: {exc}") from None
+    return DmPolicy.of(admin, allow)

@@ -15,6 +15,7 @@ from ..agent.conversations import SessionInfo
 from ..agent.events import AgentEvent, TurnFailed, TurnFinished
 from ..agent.memory.store import MemoryType
 from ..agent.prompt_record import PromptAssembly, SourceEvent
+from ..agent.session_kind import SessionKind
 from ..agent.soul import SoulTemplate, assemble
 from ..agent.tools.registry import Tool, ToolOutcome, ToolRegistry
 from ..config import Config
@@ -130,8 +131,10 @@ class ChatService:
         # Every [llm] setting flows through; only the model is this service's choice.
         return dataclasses.replace(LlmSettings.from_config(self._config.llm, self._env), model=self._model.name)
 
-    async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
-        """One interactive turn. LLM errors end it with TurnFailed (never raised); nothing is persisted then."""
+    async def run_turn(self, session_id: str, message: str,
+                       kind: SessionKind = SessionKind.TERMINAL) -> AsyncIterator[AgentEvent]:
+        """One turn of a ``kind`` session. LLM errors end it with TurnFailed (never raised); nothing is persisted
+        then. The memory backend learns from it only for terminal and DM sessions (``kind.records_turns``)."""
         from ..agent import loop
 
         if not self._model.name.strip():
@@ -146,16 +149,17 @@ class ChatService:
                                          dispatch=self.dispatch_tool, session_id=session_id,
                                          max_tool_rounds=self._config.llm.max_tool_rounds):
             if isinstance(event, TurnFinished):
-                await self._persist_turn(session_id, message, event)
+                await self._persist_turn(session_id, message, event, kind)
             yield event
 
-    async def _persist_turn(self, session_id: str, message: str, event: TurnFinished) -> None:
+    async def _persist_turn(self, session_id: str, message: str, event: TurnFinished, kind: SessionKind) -> None:
         try:
             await asyncio.to_thread(self._rt.conversations.append, session_id,
                                     [{"role": "user", "content": message}, *event.new_messages])
         except DidactylError as exc:
             self._warn(f"the conversation was not saved: {exc.message}")
-        await self._rt.memory_manager.record_turn(session_id, message, event.reply)
+        if kind.records_turns:
+            await self._rt.memory_manager.record_turn(session_id, message, event.reply)
 
 
 _preload: list[threading.Thread] = []  # the one litellm import of this process

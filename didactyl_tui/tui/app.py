@@ -160,7 +160,7 @@ class DidactylApp(App[None]):
             if self.service is None:
                 # Imported off the UI thread: the service pulls in crypto and the relay code.
                 service_class = await asyncio.to_thread(_service_class)
-                self.service = service_class(self.config, data_dir=self.data_dir, env=self.env)
+                self.service = service_class(self.config, data_dir=self.data_dir, env=self.env, answer_dms=True)
             service = self.service
             self._unsubscribe = service.add_listener(self._on_service_event)
             main.service_attached(service)
