@@ -20,8 +20,6 @@ from ..agent.soul import SoulTemplate, assemble
 from ..agent.tools.registry import Tool, ToolOutcome, ToolRegistry
 from ..config import Config
 from ..errors import ConfigError, DidactylError
-from ..nostr.event import Event
-from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
 from . import state
 from .events import PromptAssembled, ServiceEvent
 from .runtime import Runtime
@@ -78,18 +76,15 @@ class ChatService:
         return [t.name for t in self._registry.visible()] + [t.name for t in self._backend_tools() if t.visible]
 
     def _source_events(self) -> dict[str, SourceEvent]:
+        """Provenance of every injected section: memory, and each identity section (event, time, relays)."""
         rt = self._rt
         out: dict[str, SourceEvent] = {}
         snap = rt.store.snapshot(MemoryType.SHORT_TERM)
         if snap.event_id is not None and snap.created_at is not None:
             out["memory_short_term_read"] = SourceEvent(snap.event_id, snap.created_at, snap.relays)
-        for cache, prefix in ((rt.agent_cache, "nostr_agent"), (rt.admin_cache, "nostr_admin")):
-            if cache is None:
-                continue
-            for kind, suffix in ((METADATA, "profile"), (CONTACTS, "contacts"), (RELAY_LIST, "relays")):
-                ev: Event | None = cache.event(kind)
-                if ev is not None:
-                    out[f"{prefix}_{suffix}"] = SourceEvent(ev.id, ev.created_at)
+        out.update(rt.agent_cache.source_events("nostr_agent", "agent_identity"))
+        if rt.admin_cache is not None:
+            out.update(rt.admin_cache.source_events("nostr_admin", "admin_identity"))
         return out
 
     async def _backend_context(self, session_id: str, message: str | None) -> tuple[str | None, str | None]:

@@ -177,7 +177,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         admin_cache.add_listener(lambda: emit(SelfContextChanged("admin")))
     tool_context = ServiceToolContext(memory=store, agent=agent_cache, admin=admin_cache,
                                       files_root=data_dir / MEMORY_FOLDER, save_memory=sync.save_coalescing,
-                                      config=config, data_dir=data_dir)
+                                      config=config, data_dir=data_dir, relays_in_use=tuple(pool.urls),
+                                      embedded_relay=relay.url if relay is not None else None)
     conversations = await asyncio.to_thread(ConversationStore, data_dir / CONVERSATIONS_DB)
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
