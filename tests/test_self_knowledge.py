@@ -3,11 +3,12 @@ memory backend (session kinds). Real embedded relay, real litellm against the HT
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from agent_support import AGENT_KEY, wait_for
-from llm_stub import LlmStub, Reply
+from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs
 
 from didactyl_tui.agent.events import TurnFinished
@@ -92,3 +93,19 @@ async def test_only_terminal_and_dm_turns_teach_the_memory_backend(tmp_path: Pat
         await svc.dry_run("dry-run", "I grow turnip")
         found = {w for w in ("aubergine", "kohlrabi", "parsnip", "turnip") if recall.search(w, 5)}
     assert found == {"aubergine", "kohlrabi"}
+
+
+async def test_task_add_saves_through_the_outbox_and_renders_in_the_prompt(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        async with service(stub_config(stub.base_url), tmp_path) as svc:
+            assert layer(await svc.dry_run("dry-run"), "tasks").skipped  # no tasks yet: skipped
+            stub.script(Reply.tools(ToolCall("task_add", json.dumps({"title": "call Ana", "note": "about the van"}))),
+                        Reply.text_reply("Added."))
+            await _turn(svc, "remind me to call Ana", SessionKind.TERMINAL)
+            tasks = layer(await svc.dry_run("dry-run"), "tasks")
+            assert not tasks.skipped and "- [ ] #1 call Ana — about the van" in tasks.content
+            assert [p.event_id for p in await svc.pending_publishes()] == []  # sent, through the outbox
+        # A new run reads the list back from the relay.
+        async with service(stub_config(stub.base_url), tmp_path) as again:
+            assert [t.title for t in again.tasks().tasks] == ["call Ana"]
+            assert "#1 call Ana" in layer(await again.dry_run("dry-run"), "tasks").content

@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
 
+    p = sub.add_parser("tasks", help="list the agent's tasks (open, in progress, done, cancelled)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
     mem = sub.add_parser("memory", help="show or save the agent's memory")
     msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = msub.add_parser("show", help="print a memory (decrypted)")
@@ -374,6 +377,10 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
         from .serve import serve
 
         return asyncio.run(serve(config, data, env, debug=bool(env.get(DEBUG_ENV))))
+    if command == "tasks":
+        from . import tasks
+
+        return asyncio.run(tasks.show(args, config, data, env, out))
     if command == "memory":
         from . import memory
 

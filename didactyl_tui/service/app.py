@@ -25,6 +25,7 @@ from ..agent.memory.sync import RECONCILE_START_DELAY_S
 from ..agent.prompt_record import PromptAssembly
 from ..agent.session_kind import SessionKind
 from ..agent.soul import load_soul_template
+from ..agent.tasks import TaskList
 from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.registry import ToolOutcome
 from ..config import Config, config_error
@@ -37,6 +38,7 @@ from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
 from .runtime import Runtime, start_runtime
+from .tasks import build_task_book, load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
 
 
@@ -84,7 +86,7 @@ class AppService:
         self.dm_policy = _dm_policy(config, self.admin_pubkey)
         self.soul = load_soul_template(config.soul, config_path=config.path)
         self._model = ModelChoice(config, self.env, self.data_dir)
-        self.registry = build_base_registry(admin=self.admin_pubkey is not None,
+        self.registry = build_base_registry(admin=self.admin_pubkey is not None, tasks=True,
                                             offer_aliases=config.tools.offer_aliases)
         self._parts: _Parts | None = None
 
@@ -141,8 +143,10 @@ class AppService:
             chat = ChatService(rt, self.config, self.env, self.soul, self.registry, self._model, self._clock,
                                self._events.emit, self._warn)
             self._parts = _Parts(rt, memory, chat, identity)
+            rt.tool_context.tasks = build_task_book(rt, self._clock)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
+                tg.create_task(load_tasks(rt.tool_context.tasks, self._warn))
                 for cache in rt.caches:
                     tg.create_task(identity.load(cache))
             await rt.sync.restore_newest_known()
@@ -292,6 +296,12 @@ class AppService:
     @reconcile_interval_s.setter
     def reconcile_interval_s(self, seconds: float) -> None:
         self.parts.rt.sync.reconcile_interval_s = seconds
+
+    # --- tasks ----------------------------------------------------------------------------------------
+    def tasks(self) -> TaskList:
+        """The agent's task list as last loaded or saved."""
+        book = self.parts.rt.tool_context.tasks
+        return book.current if book is not None else TaskList()
 
     # --- chat: the parts' API ------------------------------------------------------------------------
     async def new_session(self) -> str:
