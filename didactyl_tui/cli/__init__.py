@@ -82,6 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
 
+    soul = sub.add_parser("soul", help="show or publish the agent's soul (its kind 31120 event)")
+    ssub = soul.add_subparsers(dest="soul_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = ssub.add_parser("show", help="the soul in use (read from the relays at start) and its event")
+    p.add_argument("--json", action="store_true", help="print JSON (the event id and the soul document)")
+    p = ssub.add_parser("publish", help="check the soul, then publish it as a new version (default: the soul "
+                        "in the config or soul file)")
+    p.add_argument("--file", metavar="PATH", help="a soul document (didactyl-soul/1 JSON) or a soul file in the "
+                   "list format ('-' reads stdin)")
+    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
+    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
+
     p = sub.add_parser("tasks", help="list the agent's tasks (open, in progress, done, cancelled)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -377,6 +388,12 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
         from .serve import serve
 
         return asyncio.run(serve(config, data, env, debug=bool(env.get(DEBUG_ENV))))
+    if command == "soul":
+        from . import soul
+
+        if args.soul_command == "show":
+            return asyncio.run(soul.show(args, config, data, env, out))
+        return asyncio.run(soul.publish(args, config, data, env, out, stdin))
     if command == "tasks":
         from . import tasks
 

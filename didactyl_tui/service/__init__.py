@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
     from .runtime import ServiceToolContext
+    from .soul import SoulLintError, SoulView, read_soul_text
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
 _LAZY: dict[str, str] = {
@@ -79,6 +80,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["ServiceToolContext"], ".runtime"),
+    **dict.fromkeys(["SoulLintError", "SoulView", "read_soul_text"], ".soul"),
     **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
     **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
 }
@@ -99,8 +101,8 @@ __all__ = [  # noqa: RUF022 (sorted)
     "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE",
     "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged",
     "SelfContextSnapshot", "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind",
-    "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage",
-    "admin_pubkey_of", "drift_lines", "encode_npub", "ensure_data_dir", "is_newer", "key_file_path",
-    "load_agent_key", "one_line", "read_state", "remember", "run_relay_process", "serve_forever", "short_id",
-    "version_label", "when", "write_key_file", "write_state",
+    "SoulLintError", "SoulView", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
+    "TurnStarted", "Usage", "admin_pubkey_of", "drift_lines", "encode_npub", "ensure_data_dir", "is_newer",
+    "key_file_path", "load_agent_key", "one_line", "read_soul_text", "read_state", "remember", "run_relay_process",
+    "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
 ]

@@ -24,7 +24,7 @@ from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
 from ..agent.memory.sync import RECONCILE_START_DELAY_S
 from ..agent.prompt_record import PromptAssembly
 from ..agent.session_kind import SessionKind
-from ..agent.soul import load_soul_template
+from ..agent.soul import SoulTemplate, load_soul_template
 from ..agent.tasks import TaskList
 from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.registry import ToolOutcome
@@ -38,6 +38,7 @@ from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
 from .runtime import Runtime, start_runtime
+from .soul import SoulService, SoulView
 from .tasks import build_task_book, load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
 
@@ -45,8 +46,9 @@ from .views import MemoryStatus, MemoryVersionView, PendingPublish
 class _Parts:
     """What exists only while started: never Optional inside."""
 
-    def __init__(self, rt: Runtime, memory: MemoryService, chat: ChatService, identity: IdentityService) -> None:
-        self.rt, self.memory, self.chat, self.identity = rt, memory, chat, identity
+    def __init__(self, rt: Runtime, memory: MemoryService, chat: ChatService, identity: IdentityService,
+                 soul: SoulService) -> None:
+        self.rt, self.memory, self.chat, self.identity, self.soul = rt, memory, chat, identity, soul
         self.dm: DmService | None = None  # only when this service answers direct messages
 
 
@@ -142,10 +144,12 @@ class AppService:
             rt.sync.repairs = not read_only
             chat = ChatService(rt, self.config, self.env, self.soul, self.registry, self._model, self._clock,
                                self._events.emit, self._warn)
-            self._parts = _Parts(rt, memory, chat, identity)
+            soul = SoulService(rt, chat, self.soul, self.registry, self._clock, self._warn)
+            self._parts = _Parts(rt, memory, chat, identity, soul)
             rt.tool_context.tasks = build_task_book(rt, self._clock)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
+                tg.create_task(soul.load())
                 tg.create_task(load_tasks(rt.tool_context.tasks, self._warn))
                 for cache in rt.caches:
                     tg.create_task(identity.load(cache))
@@ -296,6 +300,15 @@ class AppService:
     @reconcile_interval_s.setter
     def reconcile_interval_s(self, seconds: float) -> None:
         self.parts.rt.sync.reconcile_interval_s = seconds
+
+    # --- the soul (kind 31120) ---------------------------------------------------------------------
+    def soul_view(self) -> SoulView:
+        """The soul in use, and the event it came from."""
+        return self.parts.soul.view()
+
+    async def publish_soul(self, template: SoulTemplate | None = None, *, encrypt: bool = True) -> PublishOutcome:
+        """Lint and publish ``template`` (default: the configured soul) as the agent's kind 31120."""
+        return await self.parts.soul.publish(template or self.soul, encrypt=encrypt)
 
     # --- tasks ----------------------------------------------------------------------------------------
     def tasks(self) -> TaskList:

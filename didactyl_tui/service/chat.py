@@ -52,7 +52,7 @@ class ChatService:
     def __init__(self, rt: Runtime, config: Config, env: Mapping[str, str], soul: SoulTemplate,
                  registry: ToolRegistry, model: ModelChoice, clock: Callable[[], float],
                  emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
-        self._rt, self._config, self._env, self._soul = rt, config, env, soul
+        self._rt, self._config, self._env, self.soul = rt, config, env, soul
         self._registry, self._model, self._clock, self._emit, self._warn = registry, model, clock, emit, warn
 
     # --- sessions (SQLite: on worker threads) -------------------------------------------------------
@@ -100,7 +100,7 @@ class ChatService:
                                                    self._model.name, self._config.llm.history_tokens)
         backend_id, context = await self._backend_context(session_id, message)
         assembly = assemble(
-            self._soul, model=self._model.name, registry=self._registry, ctx=self._rt.tool_context,
+            self.soul, model=self._model.name, registry=self._registry, ctx=self._rt.tool_context,
             created_at=self._clock(), history=list(history), history_dropped=int(dropped), user_message=message,
             backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(),
             source_events=self._source_events(), dry_run=dry_run,
