@@ -180,7 +180,8 @@ class AgentConfig:
     about: str = _f("An AI agent whose memory lives on Nostr.", "About text in the agent's kind 0 profile.")
     picture: str = _f("", "Picture URL in the agent's kind 0 profile.")
     contacts: list[str] = _f([], "Pubkeys (hex or npub) the agent follows, published as its kind 3 contact list.")
-    publish_profile: bool = _f(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start.")
+    publish_profile: bool = _f(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start, and "
+                               "the configured soul (kind 31120) when the relays have none yet.")
 
 
 @dataclass

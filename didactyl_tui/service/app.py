@@ -144,12 +144,14 @@ class AppService:
             rt.sync.repairs = not read_only
             chat = ChatService(rt, self.config, self.env, self.soul, self.registry, self._model, self._clock,
                                self._events.emit, self._warn)
+            wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
+            wanted = wanted and not read_only  # a read-only command publishes nothing of its own
             soul = SoulService(rt, chat, self.soul, self.registry, self._clock, self._warn)
             self._parts = _Parts(rt, memory, chat, identity, soul)
             rt.tool_context.tasks = build_task_book(rt, self._clock)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
-                tg.create_task(soul.load())
+                tg.create_task(soul.load(publish_initial=wanted))
                 tg.create_task(load_tasks(rt.tool_context.tasks, self._warn))
                 for cache in rt.caches:
                     tg.create_task(identity.load(cache))
@@ -164,8 +166,7 @@ class AppService:
                 self._parts.dm = DmService(rt, self.config, chat, self.dm_policy, self.data_dir, self._clock,
                                            self._events.emit, self._warn)
                 await self._parts.dm.start()
-            wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
-            if wanted and not read_only:
+            if wanted:
                 identity.publish_own()
         except BaseException:
             await self.stop()  # a half-started service leaves no relay or socket behind

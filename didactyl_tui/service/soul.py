@@ -51,14 +51,16 @@ class SoulService:
         self._rt, self._chat, self._initial, self._registry = rt, chat, initial, registry
         self._clock, self._warn = clock, warn
         self._event: Event | None = None
+        self._last_created_at = 0  # of the newest version signed or read here (a new one is always newer)
 
     def view(self) -> SoulView:
         ev = self._event
         return SoulView(self._chat.soul, ev.id if ev else None, ev.created_at if ev else None,
                         bool(ev and ("encrypted", "nip44") in ev.tags))
 
-    async def load(self) -> None:
-        """Read the relays' souls and use the newest good one; publish the initial soul if there is none."""
+    async def load(self, *, publish_initial: bool = True) -> None:
+        """Read the relays' souls and use the newest good one; publish the initial soul if there is none
+        (and ``publish_initial``: ``[agent] publish_profile``, the switch for publishing the intent at start)."""
         me = self._rt.key.public_key_hex
         try:
             by_relay = await self._rt.pool.query_by_relay([soul_filter(me)], timeout=self._rt.timeout_s)
@@ -74,18 +76,22 @@ class SoulService:
         for warning in choice.warnings:
             self._warn(f"a soul on the relays was refused: {warning}")
         self._chat.soul, self._event = choice.template, choice.event
+        if choice.event is not None:
+            self._last_created_at = max(self._last_created_at, choice.event.created_at)
         answered = any(evs is not None for evs in by_relay.values())
-        if choice.publish_initial and answered:
+        if choice.publish_initial and answered and publish_initial:
             self._rt.tasks.spawn(self._publish_quietly(choice.template))
 
     async def publish(self, template: SoulTemplate, *, encrypt: bool = True) -> PublishOutcome:
         """Lint, sign (newer than the soul in use), publish through the outbox; the soul in use from then on.
         Raises SoulLintError naming each bad section, AgentError when a newer soul is already known."""
         check_soul(template, self._registry)
-        last = self._event.created_at if self._event is not None else 0
-        ev = build_soul_event(self._rt.key, template, created_at=max(int(self._clock()), last + 1), encrypt=encrypt)
+        # Claimed before any await: a publish under way (the initial soul at start) is never tied.
+        self._last_created_at = max(int(self._clock()), self._last_created_at + 1)
+        ev = build_soul_event(self._rt.key, template, created_at=self._last_created_at, encrypt=encrypt)
         outcome = await self._rt.publisher.publish(ev)
-        self._chat.soul, self._event = template, ev
+        if self._event is None or ev.created_at >= self._event.created_at:  # a later publish may have won
+            self._chat.soul, self._event = template, ev
         return outcome
 
     async def _publish_quietly(self, template: SoulTemplate) -> None:
