@@ -93,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
     p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
 
+    bundle = sub.add_parser("bundle", help="back up or restore the agent (signed events and conversations)")
+    bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = bsub.add_parser("export", help="write memory, soul, tasks, identity and conversations to FILE (0600)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = bsub.add_parser("import", help="verify every signature in FILE, then republish its events through the "
+                        "outbox and restore its conversations")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
     p = sub.add_parser("tasks", help="list the agent's tasks (open, in progress, done, cancelled)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -394,6 +404,11 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
         if args.soul_command == "show":
             return asyncio.run(soul.show(args, config, data, env, out))
         return asyncio.run(soul.publish(args, config, data, env, out, stdin))
+    if command == "bundle":
+        from . import bundle
+
+        run_bundle = bundle.export if args.bundle_command == "export" else bundle.import_
+        return asyncio.run(run_bundle(args, config, data, env, out))
     if command == "tasks":
         from . import tasks
 

@@ -32,6 +32,7 @@ from ..config import Config, config_error
 from ..errors import AgentError
 from ..nostr.results import ConnectionState, PublishOutcome
 from . import state
+from .bundle import BundleReport, BundleService
 from .chat import ChatService, ModelChoice, preload_llm
 from .dm import DmService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
@@ -310,6 +311,15 @@ class AppService:
     async def publish_soul(self, template: SoulTemplate | None = None, *, encrypt: bool = True) -> PublishOutcome:
         """Lint and publish ``template`` (default: the configured soul) as the agent's kind 31120."""
         return await self.parts.soul.publish(template or self.soul, encrypt=encrypt)
+
+    # --- backup bundles ---------------------------------------------------------------------------
+    async def export_bundle(self, path: Path) -> BundleReport:
+        """Write the agent's signed events and its conversations to ``path`` (0600)."""
+        return await BundleService(self.parts.rt, self._clock).export(path)
+
+    async def import_bundle(self, path: Path) -> BundleReport:
+        """Verify ``path`` whole (BundleError names what failed), then republish and restore the sessions."""
+        return await BundleService(self.parts.rt, self._clock).import_(path)
 
     # --- tasks ----------------------------------------------------------------------------------------
     def tasks(self) -> TaskList:
