@@ -173,6 +173,16 @@ class RelaysConfig:
 
 
 @dataclass
+class StartupEventConfig:
+    """One event the agent should have ([[agent.startup_events]]): published once, never duplicated."""
+
+    kind: int = _f(1, "Event kind: 1 (a note), 0 (profile), 3 (contacts), 10002 (relay list) or another regular or "
+                   "replaceable kind.", min=0, max=65535)
+    content: str = _f("", "The event's content (a kind 0's is a JSON object).")
+    tags: list[list[str]] = _f([], "Tags, e.g. [[\"t\", \"nostr\"]].")
+
+
+@dataclass
 class AgentConfig:
     """The agent's public identity (its kind 0 profile, kind 3 contacts)."""
 
@@ -180,8 +190,13 @@ class AgentConfig:
     about: str = _f("An AI agent whose memory lives on Nostr.", "About text in the agent's kind 0 profile.")
     picture: str = _f("", "Picture URL in the agent's kind 0 profile.")
     contacts: list[str] = _f([], "Pubkeys (hex or npub) the agent follows, published as its kind 3 contact list.")
-    publish_profile: bool = _f(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start, and "
-                               "the configured soul (kind 31120) when the relays have none yet.")
+    publish_profile: bool = _f(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start, the "
+                               "startup events below, and the configured soul (kind 31120) when the relays have "
+                               "none yet.")
+    startup_events: list[StartupEventConfig] = _f(
+        [], "[[agent.startup_events]]: the events the agent should have (\"startup events are the intent\"). Each is "
+        "published once and never again on later starts; a replaceable one is published again only when its "
+        "declaration changes, and one declared here replaces the name/about/contacts-managed event of that kind.")
 
 
 @dataclass
@@ -384,6 +399,9 @@ class _Loader:
                     raise self.fail(section, key, "must be a list of strings")
             elif dataclasses.is_dataclass(item):
                 value = [self.build(f"{section}.{key}", item, v) for v in value]
+            elif get_origin(item) is list and not all(
+                    isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value):
+                raise self.fail(section, key, "must be a list of lists of strings")
         if "min" in meta and value < meta["min"]:
             raise self.fail(section, key, f"must be at least {meta['min']}, not {value!r}")
         if "max" in meta and value > meta["max"]:
@@ -542,7 +560,7 @@ def _render_table(name: str, cls: type) -> list[str]:
             subtables.append((f"{name}.{f.name}", type(default)))
             continue
         out.append(f"# {doc}")
-        if f.name != "sections":
+        if f.name not in ("sections", "startup_events"):  # table arrays: a commented example block below
             out.append(f"{f.name} = {_toml_value(default)}")
     out.append("")
     for sub_name, sub_cls in subtables:
@@ -575,6 +593,12 @@ def render_example() -> str:
         '# section = "short_term_memory"',
         '# role = "system"',
         '# tool = "memory_short_term_read"',
+        "",
+        "# Startup events, in order (none by default). Example:",
+        "# [[agent.startup_events]]",
+        "# kind = 1",
+        '# content = "Hello, Nostr: I am an AI agent (didactyl)."',
+        '# tags = [["t", "introductions"]]',
         "",
         "# [keys]: remap key bindings, action = \"key\" (several keys: \"f5,f12\"); terminals swallow some keys.",
         "# Actions and their default keys (from didactyl_tui/actions.py, the one table of actions):",

@@ -40,6 +40,7 @@ from .identity import IdentityService
 from .memory import MemoryService
 from .runtime import Runtime, start_runtime
 from .soul import SoulService, SoulView
+from .startup import publish_startup_events, startup_intents
 from .tasks import build_task_book, load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
 
@@ -168,7 +169,10 @@ class AppService:
                                            self._events.emit, self._warn)
                 await self._parts.dm.start()
             if wanted:
-                identity.publish_own()
+                intents = startup_intents(self.config)
+                identity.publish_own(skip_kinds=frozenset(i.kind for i in intents))
+                if intents:
+                    rt.tasks.spawn(publish_startup_events(rt, intents, self._clock, self._warn))
         except BaseException:
             await self.stop()  # a half-started service leaves no relay or socket behind
             raise
