@@ -109,3 +109,39 @@ async def test_task_add_saves_through_the_outbox_and_renders_in_the_prompt(tmp_p
         async with service(stub_config(stub.base_url), tmp_path) as again:
             assert [t.title for t in again.tasks().tasks] == ["call Ana"]
             assert "#1 call Ana" in layer(await again.dry_run("dry-run"), "tasks").content
+
+
+async def _note_turn(svc: AppService, stub: LlmStub, text: str, kind: SessionKind) -> dict | str:
+    stub.script(Reply.tools(ToolCall("post_note", json.dumps({"text": text}))), Reply.text_reply("ok"))
+    session = await svc.new_session()
+    events = [e async for e in svc.run_turn(session, "post something", kind)]
+    [call] = events[-1].tool_calls
+    return call.result if call.result.startswith("Error:") else json.loads(call.result)
+
+
+async def test_post_note_asks_at_the_terminal_and_is_refused_where_nobody_can_confirm(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def ask(text: str) -> bool:
+        asked.append(text)
+        return text.startswith("yes")
+
+    async with LlmStub() as stub, service(stub_config(stub.base_url), tmp_path) as svc:
+        assert "post_note" in svc.tool_names_offered()
+        svc.set_note_asker(ask)
+        refused = await _note_turn(svc, stub, "yes from a DM", SessionKind.DM)
+        assert refused.startswith("Error:") and "nobody can confirm" in refused and asked == []
+        declined = await _note_turn(svc, stub, "no thanks", SessionKind.TERMINAL)
+        assert declined == {"posted": False, "reason": "the user declined to publish this note"}
+        posted = await _note_turn(svc, stub, "yes, hello Nostr", SessionKind.TERMINAL)
+        assert posted["posted"] and posted["accepted_by"] == [svc.embedded_relay_url]
+        assert asked == ["no thanks", "yes, hello Nostr"]
+
+
+async def test_post_note_without_asking_when_config_allows(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        cfg = stub_config(stub.base_url)
+        cfg.tools.post_notes_without_asking = True
+        async with service(cfg, tmp_path) as svc:
+            posted = await _note_turn(svc, stub, "posted from a script", SessionKind.HEADLESS_CHAT)
+    assert posted["posted"] and posted["accepted_by"]

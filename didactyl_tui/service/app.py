@@ -12,7 +12,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from ..agent.session_kind import SessionKind
 from ..agent.soul import SoulTemplate, load_soul_template
 from ..agent.tasks import TaskList
 from ..agent.tools.builtin import build_base_registry
+from ..agent.tools.notes import NotePoster
 from ..agent.tools.registry import ToolOutcome
 from ..config import Config, config_error
 from ..errors import AgentError
@@ -38,6 +39,7 @@ from .dm import DmService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
+from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
 from .soul import SoulService, SoulView
 from .startup import publish_startup_events, startup_intents
@@ -90,7 +92,8 @@ class AppService:
         self.dm_policy = _dm_policy(config, self.admin_pubkey)
         self.soul = load_soul_template(config.soul, config_path=config.path)
         self._model = ModelChoice(config, self.env, self.data_dir)
-        self.registry = build_base_registry(admin=self.admin_pubkey is not None, tasks=True,
+        self.note_confirmation = NoteConfirmation()
+        self.registry = build_base_registry(admin=self.admin_pubkey is not None, tasks=True, notes=True,
                                             offer_aliases=config.tools.offer_aliases)
         self._parts: _Parts | None = None
 
@@ -151,6 +154,9 @@ class AppService:
             soul = SoulService(rt, chat, self.soul, self.registry, self._clock, self._warn)
             self._parts = _Parts(rt, memory, chat, identity, soul)
             rt.tool_context.tasks = build_task_book(rt, self._clock)
+            rt.tool_context.notes = NotePoster(
+                rt.key, lambda ev: rt.pool.publish(ev, rt.timeout_s),
+                None if self.config.tools.post_notes_without_asking else self.note_confirmation, self._clock)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
                 tg.create_task(soul.load(publish_initial=wanted))
@@ -315,6 +321,10 @@ class AppService:
     async def publish_soul(self, template: SoulTemplate | None = None, *, encrypt: bool = True) -> PublishOutcome:
         """Lint and publish ``template`` (default: the configured soul) as the agent's kind 31120."""
         return await self.parts.soul.publish(template or self.soul, encrypt=encrypt)
+
+    def set_note_asker(self, ask: Callable[[str], Awaitable[bool]] | None) -> None:
+        """How a terminal turn asks the user before the agent posts a public note (the TUI's dialog)."""
+        self.note_confirmation.ask = ask
 
     # --- backup bundles ---------------------------------------------------------------------------
     async def export_bundle(self, path: Path) -> BundleReport:

@@ -22,6 +22,7 @@ from ..config import Config
 from ..errors import ConfigError, DidactylError
 from . import state
 from .events import PromptAssembled, ServiceEvent
+from .notes import current_session_kind
 from .runtime import Runtime
 
 log = logging.getLogger("didactyl.service")
@@ -140,12 +141,16 @@ class ChatService:
         except DidactylError as exc:
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
-        async for event in loop.run_turn(settings=self._llm_settings(), assembly=assembly,
-                                         dispatch=self.dispatch_tool, session_id=session_id,
-                                         max_tool_rounds=self._config.llm.max_tool_rounds):
-            if isinstance(event, TurnFinished):
-                await self._persist_turn(session_id, message, event, kind)
-            yield event
+        token = current_session_kind.set(kind)  # who may confirm a note (post_note) in this turn
+        try:
+            async for event in loop.run_turn(settings=self._llm_settings(), assembly=assembly,
+                                             dispatch=self.dispatch_tool, session_id=session_id,
+                                             max_tool_rounds=self._config.llm.max_tool_rounds):
+                if isinstance(event, TurnFinished):
+                    await self._persist_turn(session_id, message, event, kind)
+                yield event
+        finally:
+            current_session_kind.reset(token)
 
     async def _persist_turn(self, session_id: str, message: str, event: TurnFinished, kind: SessionKind) -> None:
         try:
