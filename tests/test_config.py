@@ -32,8 +32,10 @@ def test_every_key_is_documented_and_in_the_example() -> None:
     for name, cls in [*SECTIONS.items(), ("soul.sections", SoulSection), ("relays.embedded", EmbeddedRelayConfig)]:
         for f in dataclasses.fields(cls):
             assert f.metadata.get("doc"), f"[{name}] {f.name} has no documentation"
-            if name != "soul.sections" and f.name not in ("sections", "embedded"):  # embedded: a table
+            if name != "soul.sections" and f.name not in ("sections", "embedded", "startup_events"):  # tables
                 assert f"\n{f.name} = " in example, f"[{name}] {f.name} missing from the example"
+    # Table arrays are shown as a commented example block instead.
+    assert "# [[soul.sections]]" in example and "# [[agent.startup_events]]" in example
     for key in ("model", "api_base", "api_key_env", "timeout_s", "max_tool_rounds", "urls", "enabled",
                 "embedded_port", "name", "about", "picture", "pubkey", "short_term_max_chars",
                 "long_term_max_chars", "backend"):
