@@ -108,3 +108,12 @@ def test_environment_overrides_and_lookup_order(tmp_path: Path) -> None:
     assert config_path(None, {"XDG_CONFIG_HOME": "/x"}) == Path("/x/didactyl/config.toml")
     assert data_dir({"XDG_DATA_HOME": "/d"}) == Path("/d/didactyl")
     assert data_dir({"DIDACTYL_DATA_DIR": "/e", "XDG_DATA_HOME": "/d"}) == Path("/e")
+
+
+def test_startup_events_are_a_table_array_of_checked_entries(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, '[[agent.startup_events]]\nkind = 1\ncontent = "hi"\ntags = [["t", "x"]]\n'), {})
+    assert [(e.kind, e.content, e.tags) for e in cfg.agent.startup_events] == [(1, "hi", [["t", "x"]])]
+    with pytest.raises(ConfigError, match=r"line 3: \[agent\.startup_events\.tags\] must be a list of lists"):
+        load_config(write(tmp_path, '[[agent.startup_events]]\nkind = 1\ntags = ["t", "x"]\n'), {})
+    with pytest.raises(ConfigError, match=r"\[agent\.startup_events\.kind\] must be at most 65535"):
+        load_config(write(tmp_path, '[[agent.startup_events]]\nkind = 70000\n'), {})
