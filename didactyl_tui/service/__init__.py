@@ -5,7 +5,10 @@ Parts, each owning its state:
 - ``runtime``: the started objects (key, relays, stores, caches, conversations, backend); never None once built
 - ``memory``: snapshots, the one save path, rollback, history, relay status, the outbox count
 - ``chat``: the model in use, sessions, prompt assembly, turns
-- ``identity``: the agent's and admin's public identity, fetched, followed and published
+- ``identity``: the agent's and admin's public identity, fetched, followed and published (startup events too)
+- ``dm``: NIP-17 direct messages answered in DM sessions (TUI and ``serve``)
+- ``soul``: the soul as a kind 31120 event; ``tasks``: the task book; ``bundle``: backup export/import
+- ``notes``: who may confirm a ``post_note`` (the turn's session kind)
 - ``events``: the typed events views receive (light: importable before the first frame)
 - ``state``: <data dir>/state.toml, the one reader and writer (light)
 - ``views``: how the views see outbox entries, versions and relay consensus; shared formatting

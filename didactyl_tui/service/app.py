@@ -1,9 +1,10 @@
 """AppService: the one API the TUI and the CLI call. It owns the configuration, the event stream and the
 parts; each part owns its state (see the package docstring for the map).
 
-Start-up: key → embedded relay → relay pool → memories, self- and admin-context fetched (relay trouble
-never raises: it shows in ``relay_states()`` and as :class:`ServiceWarning`) → live subscriptions → the
-agent's configured profile, contacts and relay list published when they differ from the relays'.
+Start-up: key → embedded relay → relay pool → memories, soul, tasks, self- and admin-context fetched (relay
+trouble never raises: it shows in ``relay_states()`` and as :class:`ServiceWarning`) → live subscriptions →
+the DM inbox (``answer_dms``) → the agent's configured profile, contacts, relay list and startup events
+published when they differ from the relays'.
 """
 
 from __future__ import annotations
