@@ -127,7 +127,7 @@ class DmService:
                 decision = await asyncio.to_thread(self._inbox.receive, wrap)
                 log.info("dm %s: %s", decision.verdict.value, decision.reason)
                 if decision.verdict is Verdict.ANSWER and decision.message is not None:
-                    await self._answer(decision.message)
+                    await self._answer_or_release(decision.message)
             except DidactylError as exc:
                 self._warn(f"a direct message was not handled: {exc.message}")
             except Exception:  # one bad message must not stop the inbox
@@ -141,8 +141,10 @@ class DmService:
         rt = self._rt
         if rt.admin_cache is not None and pubkey == rt.admin_cache.pubkey:
             name = rt.admin_cache.view().profile.get("name")
-            if isinstance(name, str) and name.strip():
-                return " ".join(name.split())[:64]
+            # Text from the relays: one line, no control characters (it reaches logs, titles, notifications).
+            name = "".join(ch for ch in " ".join(str(name).split()) if ch.isprintable())[:64] if name else ""
+            if name.strip():
+                return name
         return encode_npub(pubkey)[:16] + "…"
 
     async def _session_for(self, sender: str, name: str) -> str:
@@ -153,6 +155,16 @@ class DmService:
             session = await asyncio.to_thread(conversations.new_session, f"DM: {name}")
             await asyncio.to_thread(ledger.bind_session, sender, session)
         return session
+
+    async def _answer_or_release(self, dm: DirectMessage) -> None:
+        """Answer; on any failure give the claim up, so a later delivery (or run) may answer it."""
+        assert self._inbox is not None
+        try:
+            await self._answer(dm)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._inbox.failed, dm)
+            raise
 
     async def _answer(self, dm: DirectMessage) -> None:
         assert self._inbox is not None
