@@ -67,6 +67,32 @@ async def test_soul_publish_then_a_newer_soul_from_rust_nostr_changes_the_prompt
         ("persona", "You are Relay Didactyl."), ("agent_npub", AGENT_KEY.npub)]
     shown = json.loads(didactyl(env, "soul", "show", "--json").stdout)
     assert shown["event_id"] == newer.id and not shown["encrypted"]
+    history = json.loads(didactyl(env, "soul", "history", "--json").stdout)["versions"]
+    rows = [(v["event_id"], v["origin"], v["current"], v["sections"]) for v in history]
+    assert rows[0] == (newer.id, "relay", True, ["persona", "agent_npub"])
+    # Older: ours (the start of `soul publish` published the configured soul too: none was on the relay).
+    assert (first["event_id"], "own", False, ["persona", "agent_identity"]) in rows[1:]
+    assert {r[1] for r in rows[1:]} == {"own"} and not any(r[2] for r in rows[1:])
+
+
+def test_soul_edit_publishes_a_changed_soul_and_keeps_a_refused_edit(
+        rust_relay: RelayUnderTest, tmp_path: Path) -> None:
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nsed -i "s/$FROM/$TO/" "$1"\n')
+    editor.chmod(0o700)
+    env = cli_env(tmp_path, CONFIG.format(url=rust_relay.url), DIDACTYL_NSEC=AGENT_KEY.nsec(),
+                  DIDACTYL_MODEL="openai/some-model", EDITOR=str(editor), FROM="Config", TO="Edited")
+    edited = didactyl(env, "soul", "edit")
+    assert edited.returncode == 0, edited.stderr
+    prompt = json.loads(didactyl(env, "prompt", "--json").stdout)
+    assert prompt["sections"][0]["content"] == "You are Edited Didactyl."
+    bad = didactyl({**env, "FROM": '"tool": "agent_identity"', "TO": '"tool": "no_such_tool"'}, "soul", "edit")
+    line = one_line(bad.stderr)
+    assert bad.returncode == 2 and "agent_identity" in line and "no_such_tool" in line
+    kept = Path(line.rsplit("your edit is kept in ", 1)[1].rstrip(")"))
+    assert "no_such_tool" in kept.read_text() and oct(kept.stat().st_mode & 0o777) == "0o600"
+    unchanged = didactyl({**env, "FROM": "nothing-matches", "TO": "x"}, "soul", "edit")
+    assert unchanged.returncode == 0 and "unchanged" in unchanged.stderr
 
 
 def test_a_soul_naming_an_unknown_tool_is_refused_with_the_section_name(

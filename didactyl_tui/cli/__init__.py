@@ -92,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "list format ('-' reads stdin)")
     p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
     p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
+    p = ssub.add_parser("edit", help="edit the soul's JSON document in $VISUAL/$EDITOR; checked and published "
+                        "when it changed")
+    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
+    p = ssub.add_parser("history", help="every version of the soul seen here, newest first")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
     bundle = sub.add_parser("bundle", help="back up or restore the agent (signed events and conversations)")
     bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=_Parser, required=True)
@@ -401,9 +406,10 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
     if command == "soul":
         from . import soul
 
-        if args.soul_command == "show":
-            return asyncio.run(soul.show(args, config, data, env, out))
-        return asyncio.run(soul.publish(args, config, data, env, out, stdin))
+        if args.soul_command == "publish":
+            return asyncio.run(soul.publish(args, config, data, env, out, stdin))
+        command_of = {"show": soul.show, "edit": soul.edit, "history": soul.history}
+        return asyncio.run(command_of[args.soul_command](args, config, data, env, out))
     if command == "bundle":
         from . import bundle
 

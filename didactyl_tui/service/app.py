@@ -42,7 +42,7 @@ from .identity import IdentityService
 from .memory import MemoryService
 from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
-from .soul import SoulService, SoulView
+from .soul import SoulService, SoulVersionView, SoulView
 from .startup import publish_startup_events, startup_intents
 from .tasks import build_task_book, load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
@@ -318,6 +318,10 @@ class AppService:
     def soul_view(self) -> SoulView:
         """The soul in use, and the event it came from."""
         return self.parts.soul.view()
+
+    async def soul_history(self) -> list[SoulVersionView]:
+        """Every version of the soul seen here (published here or read from the relays), newest first."""
+        return await self.parts.soul.history()
 
     async def publish_soul(self, template: SoulTemplate | None = None, *, encrypt: bool = True) -> PublishOutcome:
         """Lint and publish ``template`` (default: the configured soul) as the agent's kind 31120."""

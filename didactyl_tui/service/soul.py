@@ -9,16 +9,27 @@ than one known is refused), like memory and tasks.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..agent.soul import SoulTemplate, parse_soul_list
-from ..agent.soul_event import build_soul_event, choose_soul, soul_filter, soul_from_json, soul_to_json
+from ..agent.soul_event import (
+    SOUL_D_TAG,
+    build_soul_event,
+    choose_soul,
+    read_soul_event,
+    soul_filter,
+    soul_from_json,
+    soul_to_json,
+)
 from ..agent.soul_lint import SoulLintError, check_soul
 from ..agent.tools.registry import ToolRegistry
+from ..errors import AgentError
 from ..nostr.event import Event
+from ..nostr.kinds import SOUL
 from ..nostr.results import PublishOutcome
 from .chat import ChatService
 from .runtime import Runtime
@@ -37,6 +48,22 @@ class SoulView:
         """The ``didactyl soul show --json`` shape: the event and the soul document."""
         return {"event_id": self.event_id, "created_at": self.created_at, "encrypted": self.encrypted,
                 "source": self.template.source, "soul": json.loads(soul_to_json(self.template))}
+
+
+@dataclass(frozen=True, slots=True)
+class SoulVersionView:
+    """One version of the soul seen here (published by us or read from a relay)."""
+
+    event_id: str
+    created_at: int
+    origin: str  # "own" (published here) or "relay"
+    sections: list[str] | None  # None when it does not read (the problem is in ``problem``)
+    problem: str
+    current: bool
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"event_id": self.event_id, "created_at": self.created_at, "origin": self.origin,
+                "sections": self.sections, "problem": self.problem, "current": self.current}
 
 
 def read_soul_text(source: str, text: str) -> SoulTemplate:
@@ -68,6 +95,7 @@ class SoulService:
             self._warn(f"could not fetch the soul: {exc}")
             by_relay = {}
         events = [ev for evs in by_relay.values() for ev in evs or ()]
+        await self._record([ev for ev in events if ev.pubkey == me and ev.kind == SOUL], "relay")
         try:
             choice = choose_soul(self._initial, events, self._rt.key, self._registry)
         except SoulLintError as exc:  # no good soul on the relays and the configured one is bad
@@ -90,9 +118,36 @@ class SoulService:
         self._last_created_at = max(int(self._clock()), self._last_created_at + 1)
         ev = build_soul_event(self._rt.key, template, created_at=self._last_created_at, encrypt=encrypt)
         outcome = await self._rt.publisher.publish(ev)
+        await self._record([ev], "own")
         if self._event is None or ev.created_at >= self._event.created_at:  # a later publish may have won
             self._chat.soul, self._event = template, ev
         return outcome
+
+    async def history(self) -> list[SoulVersionView]:
+        """Every version seen here, newest first; each read again to list its sections or say why not."""
+        me, key = self._rt.key.public_key_hex, self._rt.key
+        versions = await asyncio.to_thread(self._rt.history.versions, SOUL_D_TAG, me)
+        current = self._event.id if self._event is not None else None
+
+        def view(v: Any) -> SoulVersionView:
+            try:
+                names, problem = read_soul_event(v.event, key).names, ""
+            except AgentError as exc:
+                names, problem = None, exc.message
+            return SoulVersionView(v.event.id, v.event.created_at, v.origin, names, problem, v.event.id == current)
+
+        return await asyncio.to_thread(lambda: [view(v) for v in versions if v.event.kind == SOUL])
+
+    async def _record(self, events: list[Event], origin: str) -> None:
+        """Keep each version in the history file (the memory history's, keyed by ``d = soul``)."""
+        def record() -> None:
+            for ev in events:
+                self._rt.history.record(ev, origin)
+
+        try:
+            await asyncio.to_thread(record)
+        except AgentError as exc:
+            self._warn(f"the soul's history was not recorded: {exc.message}")
 
     async def _publish_quietly(self, template: SoulTemplate) -> None:
         try:
