@@ -4,6 +4,7 @@ memory backend (session kinds). Real embedded relay, real litellm against the HT
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,17 @@ async def test_post_note_without_asking_when_config_allows(tmp_path: Path) -> No
         async with service(cfg, tmp_path) as svc:
             posted = await _note_turn(svc, stub, "posted from a script", SessionKind.HEADLESS_CHAT)
     assert posted["posted"] and posted["accepted_by"]
+
+
+async def test_another_devices_task_change_reaches_a_running_agent(tmp_path: Path) -> None:
+    async with LlmStub() as stub, service(stub_config(stub.base_url), tmp_path / "a") as first:
+        cfg = stub_config(stub.base_url)
+        cfg.relays.embedded, cfg.relays.urls = False, [first.embedded_relay_url]
+        clock = [time.time() + 5]  # the other device's clock runs ahead: its version is newer
+        other = AppService(cfg, data_dir=tmp_path / "b", env={"DIDACTYL_NSEC": AGENT_KEY.nsec()},
+                           clock=lambda: clock[0], relay_client_options=fast_client_kwargs())
+        async with other:
+            outcome = await other.dispatch_tool("task_add", {"title": "renew the passport"})
+            assert not outcome.is_error, outcome.content
+        await wait_for(lambda: [t.title for t in first.tasks().tasks] == ["renew the passport"], timeout=10)
+        assert "#1 renew the passport" in layer(await first.dry_run("dry-run"), "tasks").content

@@ -44,7 +44,7 @@ from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
 from .soul import SoulService, SoulVersionView, SoulView
 from .startup import publish_startup_events, startup_intents
-from .tasks import build_task_book, load_tasks
+from .tasks import build_task_book, follow_tasks, load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
 
 
@@ -154,19 +154,20 @@ class AppService:
             wanted = wanted and not read_only  # a read-only command publishes nothing of its own
             soul = SoulService(rt, chat, self.soul, self.registry, self._clock, self._warn)
             self._parts = _Parts(rt, memory, chat, identity, soul)
-            rt.tool_context.tasks = build_task_book(rt, self._clock)
+            rt.tool_context.tasks = tasks = build_task_book(rt, self._clock)
             rt.tool_context.notes = NotePoster(
                 rt.key, lambda ev: rt.pool.publish(ev, rt.timeout_s),
                 None if self.config.tools.post_notes_without_asking else self.note_confirmation, self._clock)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
                 tg.create_task(soul.load(publish_initial=wanted))
-                tg.create_task(load_tasks(rt.tool_context.tasks, self._warn))
+                tg.create_task(load_tasks(tasks, self._warn))
                 for cache in rt.caches:
                     tg.create_task(identity.load(cache))
             await rt.sync.restore_newest_known()
             rt.store.start_live()
             identity.follow()
+            follow_tasks(rt, tasks, self._warn, int(self._clock()))
             # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
             rt.daemons.spawn(rt.publisher.run())
             rt.sync.ready = True

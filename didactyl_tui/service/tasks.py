@@ -32,3 +32,18 @@ async def load_tasks(book: TaskBook, warn: Callable[[str], None]) -> TaskList:
     except Exception as exc:  # relay trouble never raises out of start()
         warn(f"the task list was not loaded: {exc}")
     return book.current
+
+
+def follow_tasks(rt: Runtime, book: TaskBook, warn: Callable[[str], None], now: int) -> None:
+    """Another device's change to the list (a newer ``d = tasks`` event) reloads it while we run."""
+    me = rt.key.public_key_hex
+    newest_seen = [now]
+
+    def arrived(url: str, ev: Event) -> None:
+        if ev.pubkey != me or ev.created_at <= newest_seen[0]:
+            return
+        newest_seen[0] = ev.created_at
+        rt.daemons.spawn(load_tasks(book, warn))
+
+    sub = rt.pool.subscribe([{**tasks_filter(me), "since": now}], arrived)
+    rt.closers.push_async_callback(sub.close)
