@@ -117,3 +117,24 @@ async def test_serve_answers_the_admin_once_and_never_a_stranger(rust_relay: Rel
             assert await again.stop() == 0, again.log
         assert len(stub.requests) == 1
         assert len(await _wraps_for(pool, ADMIN_KEY.public_key_hex)) == 1
+
+
+async def test_sigterm_lets_the_turn_under_way_finish(rust_relay: RelayUnderTest, tmp_path: Path) -> None:
+    admin = nostr_sdk.Keys.parse(ADMIN_KEY.secret_hex())
+    agent_pub = nostr_sdk.PublicKey.parse(AGENT_KEY.public_key_hex)
+    async with LlmStub() as stub, RelayPool([rust_relay.url], **fast_client_kwargs()) as pool:
+        stub.script(Reply.text_reply("a slow but complete answer", chunks=["a slow ", "but complete ", "answer"],
+                                     chunk_delay_s=1.0))
+        config = (f'[llm]\nmodel = "openai/stub-model"\napi_base = "{stub.base_url}"\napi_key_env = "STUB_KEY"\n'
+                  f'[relays]\nembedded = false\nurls = ["{rust_relay.url}"]\ntimeout_s = 3.0\n'
+                  f'[admin]\npubkey = "{ADMIN_KEY.npub}"\n[memory]\nbackend = "none"\n')
+        served = Served(cli_env(tmp_path, config, DIDACTYL_NSEC=AGENT_KEY.nsec(), STUB_KEY="sk-stub"))
+        await served.start()
+        wrap = Event.from_json(nostr_sdk.nip17_make_private_msg(admin, agent_pub, "take your time").as_json())
+        assert (await pool.publish(wrap, timeout=3)).any_accepted
+        await served.wait_for("dm answer:", 60)  # the turn has started
+        assert await served.stop() == 0, served.log
+        assert served.log.index("stopping after the current turn") < served.log.index("dm answered")
+        [reply] = await _wraps_for(pool, ADMIN_KEY.public_key_hex)
+    gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(reply.to_json()))
+    assert gift.rumor().content() == "a slow but complete answer"
