@@ -82,10 +82,31 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
 
-    from . import bundle, soul  # their subcommands (light modules: the service loads only when one runs)
+    soul = sub.add_parser("soul", help="show or publish the agent's soul (its kind 31120 event)")
+    ssub = soul.add_subparsers(dest="soul_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = ssub.add_parser("show", help="the soul in use (read from the relays at start) and its event")
+    p.add_argument("--json", action="store_true", help="print JSON (the event id and the soul document)")
+    p = ssub.add_parser("publish", help="check the soul, then publish it as a new version (default: the soul "
+                        "in the config or soul file)")
+    p.add_argument("--file", metavar="PATH", help="a soul document (didactyl-soul/1 JSON) or a soul file in the "
+                   "list format ('-' reads stdin)")
+    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
+    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
+    p = ssub.add_parser("edit", help="edit the soul's JSON document in $VISUAL/$EDITOR; checked and published "
+                        "when it changed")
+    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
+    p = ssub.add_parser("history", help="every version of the soul seen here, newest first")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
-    soul.add_parser(sub, _Parser)
-    bundle.add_parser(sub, _Parser)
+    bundle = sub.add_parser("bundle", help="back up or restore the agent (signed events and conversations)")
+    bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = bsub.add_parser("export", help="write memory, soul, tasks, identity and conversations to FILE (0600)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = bsub.add_parser("import", help="verify every signature in FILE, then republish its events through the "
+                        "outbox and restore its conversations")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("tasks", help="list the agent's tasks (open, in progress, done, cancelled)")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -5,24 +5,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ..config import Config
 from ..errors import AgentError
 from . import EXIT_OK, CommandFailed, UsageError, _Out, _service
-
-
-def add_parser(sub: Any, parser_class: type) -> None:
-    """The ``didactyl bundle`` subcommands (called by the CLI's parser)."""
-    bundle = sub.add_parser("bundle", help="back up or restore the agent (signed events and conversations)")
-    bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=parser_class, required=True)
-    p = bsub.add_parser("export", help="write memory, soul, tasks, identity and conversations to FILE (0600)")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = bsub.add_parser("import", help="verify every signature in FILE, then republish its events through the "
-                        "outbox and restore its conversations")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 async def export(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out) -> int:

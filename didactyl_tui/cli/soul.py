@@ -12,25 +12,6 @@ from ..errors import AgentError, ConfigError
 from . import EXIT_OK, CommandFailed, UsageError, _Out, _read_file, _service
 
 
-def add_parser(sub: Any, parser_class: type) -> None:
-    """The ``didactyl soul`` subcommands (called by the CLI's parser)."""
-    soul = sub.add_parser("soul", help="show, publish, edit or list the versions of the agent's soul (kind 31120)")
-    ssub = soul.add_subparsers(dest="soul_command", metavar="ACTION", parser_class=parser_class, required=True)
-    p = ssub.add_parser("show", help="the soul in use (read from the relays at start) and its event")
-    p.add_argument("--json", action="store_true", help="print JSON (the event id and the soul document)")
-    p = ssub.add_parser("publish", help="check the soul, then publish it as a new version (default: the soul "
-                        "in the config or soul file)")
-    p.add_argument("--file", metavar="PATH", help="a soul document (didactyl-soul/1 JSON) or a soul file in the "
-                   "list format ('-' reads stdin)")
-    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
-    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
-    p = ssub.add_parser("edit", help="edit the soul's JSON document in $VISUAL/$EDITOR; checked and published "
-                        "when it changed")
-    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
-    p = ssub.add_parser("history", help="every version of the soul seen here, newest first")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
 def _printable(text: str) -> str:
     return "".join(ch for ch in " ".join(text.split()) if ch.isprintable())
 
