@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
 
-    soul = sub.add_parser("soul", help="show or publish the agent's soul (its kind 31120 event)")
+    soul = sub.add_parser("soul", help="show, publish, edit or list the versions of the agent's soul (kind 31120)")
     ssub = soul.add_subparsers(dest="soul_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = ssub.add_parser("show", help="the soul in use (read from the relays at start) and its event")
     p.add_argument("--json", action="store_true", help="print JSON (the event id and the soul document)")
