@@ -213,7 +213,8 @@ class DmConfig:
     allow: list[str] = _f([], "Pubkeys (hex or npub) whose NIP-17 direct messages the agent answers, besides "
                           "[admin] pubkey. Everyone else's are counted and dropped, never shown to the model.")
     max_queued: int = _f(64, "Most incoming gift wraps waiting to be opened and answered; past it new ones are "
-                         "dropped (counted) until the queue drains.", min=1, max=10_000)
+                         "set aside (counted) and fetched again from the relays once the queue drains.",
+                         min=1, max=10_000)
 
 
 @dataclass

@@ -75,3 +75,33 @@ async def _pause() -> None:
     import asyncio
 
     await asyncio.sleep(0.02)
+
+
+async def test_a_message_set_aside_by_a_full_queue_is_fetched_again_and_answered_once(tmp_path: Path) -> None:
+    from didactyl_tui.nostr.pool import RelayPool
+
+    slow_friend = SecretKey.from_hex("6c" * 32)
+    async with LlmStub() as stub:
+        cfg = _config(stub.base_url)
+        cfg.dm.allow = [FRIEND.npub, slow_friend.npub]
+        cfg.dm.max_queued = 2
+        stub.script(Reply.text_reply("slow", chunks=["s", "low"], pauses={0: 3.0}), Reply.text_reply("fast"))
+        svc = AppService(cfg, data_dir=tmp_path, answer_dms=True, env={"DIDACTYL_NSEC": AGENT_KEY.nsec(),
+                         "STUB_KEY": "sk"}, relay_client_options=fast_client_kwargs())
+        async with svc, RelayPool([svc.embedded_relay_url], **fast_client_kwargs()) as pool:
+            dm = svc.parts.dm
+            assert (await pool.publish(_wrap(slow_friend, "take your time", 1), timeout=3)).any_accepted
+            deadline = time.monotonic() + 30
+            while not stub.requests and time.monotonic() < deadline:  # the worker is inside the slow turn
+                await _pause()
+            for n in range(2):  # the queue is full now
+                dm._arrived("ws://test", _wrap(OTHER_KEY, f"stranger {n}", 10 + n))
+            # The friend's message arrives live while the queue is full: set aside, then fetched again.
+            assert (await pool.publish(_wrap(FRIEND, "are you there?", 2), timeout=3)).any_accepted
+            while svc.dm_counts().get("answer", 0) < 2 and time.monotonic() < deadline:
+                await _pause()
+            while len(stub.requests) < 2 and time.monotonic() < deadline:
+                await _pause()
+            counts = svc.dm_counts()
+    assert counts["dropped"] >= 1 and counts["answer"] == 2 and counts["stranger"] == 2
+    assert [("are you there?" in str(r.messages)) for r in stub.requests] == [False, True]

@@ -45,6 +45,8 @@ log = logging.getLogger("didactyl.dm")
 
 DM_LEDGER_DB = "dm-ledger.sqlite3"
 LOOKBACK_S = MAX_BACKDATE_SECONDS + 3600  # NIP-59 backdates wraps up to two days: look a little further
+CATCH_UP_ROUNDS = 8  # re-fetches after a full queue, while wraps keep being set aside
+MAX_HANDLED_IDS = 20_000
 CUT_MARK = "\n[…cut: the reply was longer than a direct message may be]"
 
 
@@ -70,7 +72,9 @@ class DmService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
-        self.dropped = 0  # wraps refused because the queue was full
+        self.dropped = 0  # wraps refused because the queue was full (fetched again once it drains)
+        self._catch_up_task: asyncio.Task[None] | None = None
+        self._handled: dict[str, None] = {}  # wrap ids handled this run (bounded), so a catch-up skips them
 
     @property
     def counts(self) -> dict[str, int]:
@@ -113,8 +117,27 @@ class DmService:
         except asyncio.QueueFull:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 100 == 0:
-                self._warn(f"direct messages arrive faster than they are answered: {self.dropped} dropped "
-                           f"(at most {self._config.dm.max_queued} wait, [dm] max_queued)")
+                self._warn(f"direct messages arrive faster than they are answered: {self.dropped} set aside "
+                           f"(at most {self._config.dm.max_queued} wait, [dm] max_queued); fetched again later")
+            if self._catch_up_task is None or self._catch_up_task.done():
+                self._catch_up_task = self._rt.daemons.spawn(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        """Wraps set aside while the queue was full are still on the relays: once it drains, fetch them again
+        and queue them, waiting for room this time (the ledger still answers each message once)."""
+        me = self._rt.key.public_key_hex
+        for _ in range(CATCH_UP_ROUNDS):
+            dropped_before = self.dropped
+            await self._queue.join()
+            since = int(self._clock()) - LOOKBACK_S
+            wraps = await self._rt.pool.query([gift_wrap_filter(me, since=since)], timeout=self._rt.timeout_s)
+            for wrap in wraps:
+                if self._stopping:
+                    return
+                if wrap.id not in self._handled:
+                    await self._queue.put(wrap)
+            if self.dropped == dropped_before:
+                return
 
     async def _work(self) -> None:
         assert self._inbox is not None
@@ -124,6 +147,11 @@ class DmService:
                 return
             self._idle.clear()
             try:
+                if wrap.id in self._handled:  # a catch-up fetched one the live subscription also delivered
+                    continue
+                self._handled[wrap.id] = None
+                if len(self._handled) > MAX_HANDLED_IDS:
+                    del self._handled[next(iter(self._handled))]
                 decision = await asyncio.to_thread(self._inbox.receive, wrap)
                 log.info("dm %s: %s", decision.verdict.value, decision.reason)
                 if decision.verdict is Verdict.ANSWER and decision.message is not None:
@@ -134,6 +162,7 @@ class DmService:
                 log.exception("a direct message was not handled")
             finally:
                 self._idle.set()
+                self._queue.task_done()
 
     # --- answering -----------------------------------------------------------------------------------
     def name_of(self, pubkey: str) -> str:
