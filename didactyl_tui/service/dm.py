@@ -36,7 +36,7 @@ from ..nostr.nip17 import (
 )
 from ..nostr.nip19 import encode_npub
 from ..nostr.nip59 import MAX_BACKDATE_SECONDS
-from ..nostr.pool import RelayPool
+from ..nostr.pool import PoolSubscription, RelayPool
 from .chat import ChatService
 from .events import DmSessionChanged, ServiceEvent
 from .runtime import Runtime
@@ -68,7 +68,7 @@ class DmService:
         self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.dm.max_queued)
         self._inbox: DmInbox | None = None
         self._worker: asyncio.Task[None] | None = None
-        self._sub: object | None = None
+        self._sub: PoolSubscription | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
@@ -78,7 +78,8 @@ class DmService:
 
     @property
     def counts(self) -> dict[str, int]:
-        """Verdicts so far (answer, duplicate, stranger, own_copy, unreadable) and wraps dropped unread."""
+        """Verdicts so far (answer, duplicate, stranger, own_copy, unreadable) and wraps set aside by a full
+        queue (``dropped``: fetched again later)."""
         counts = dict(self._inbox.counts) if self._inbox is not None else {}
         if self.dropped:
             counts["dropped"] = self.dropped
@@ -100,7 +101,7 @@ class DmService:
         sub, self._sub = self._sub, None
         if sub is not None:
             with contextlib.suppress(Exception):
-                await sub.close()  # type: ignore[attr-defined]
+                await sub.close()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
         if self._worker is not None:
