@@ -141,14 +141,16 @@ class EmbeddedRelayConfig:
 
         return RelayLimits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RelayLimits)})
 
-    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None) -> dict[str, Any]:
+    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None,
+                      dm_peers: list[str] | None = None) -> dict[str, Any]:
         """Keyword arguments for ``EmbeddedRelay`` / ``serve_forever`` / ``ensure_shared_relay`` (hex
-        pubkeys), JSON-able so they can reach the relay process."""
+        pubkeys), JSON-able so they can reach the relay process. Gift wraps (signed by throwaway keys) are
+        taken when addressed to the agent, or to the admin and ``dm_peers`` (the agent's replies to them)."""
         writers = [k for k in (agent_pubkey, admin_pubkey) if k]
         return {
             "limits": dataclasses.asdict(self.relay_limits()),
             "allowed_writers": writers if self.allow_list else None,
-            "gift_wrap_recipients": [agent_pubkey],
+            "gift_wrap_recipients": list(dict.fromkeys([*writers, *(dm_peers or [])])),
         }
 
 

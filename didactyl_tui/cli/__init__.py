@@ -231,7 +231,7 @@ def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> i
 def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
     """This data dir's shared relay in the foreground (every didactyl on the data dir finds and uses it);
     exit 3 when one already serves it. Its limits and allow-list come from ``[relays.embedded]``."""
-    from ..service import ENV_NSEC, admin_pubkey_of, key_file_path, load_agent_key, run_relay_process
+    from ..service import ENV_NSEC, admin_pubkey_of, dm_peers, key_file_path, load_agent_key, run_relay_process
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")
@@ -240,7 +240,7 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> in
     embedded = config.relays.embedded
     if env.get(ENV_NSEC, "").strip() or key_file_path(data).exists():
         agent = load_agent_key(data, env, create=False).key.public_key_hex
-        options = embedded.relay_options(agent, admin_pubkey_of(config))
+        options = embedded.relay_options(agent, admin_pubkey_of(config), dm_peers(config))
     elif embedded.allow_list:
         raise CommandFailed(f"no agent key yet ({key_file_path(data)} does not exist): the relay's allow-list "
                             "needs it; run `didactyl keygen` (or set [relays.embedded] allow_list = false)", "No key")

@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.replaceable import is_newer
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
-    from .runtime import ServiceToolContext
+    from .runtime import ServiceToolContext, dm_peers
     from .soul import SoulLintError, SoulView, read_soul_text
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
@@ -82,7 +82,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["encode_npub"], "..nostr.nip19"),
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
-    **dict.fromkeys(["ServiceToolContext"], ".runtime"),
+    **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),
     **dict.fromkeys(["SoulLintError", "SoulView", "read_soul_text"], ".soul"),
     **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
     **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
@@ -105,7 +105,7 @@ __all__ = [  # noqa: RUF022 (sorted)
     "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged",
     "SelfContextSnapshot", "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind",
     "SoulLintError", "SoulView", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
-    "TurnStarted", "Usage", "admin_pubkey_of", "drift_lines", "encode_npub", "ensure_data_dir", "is_newer",
-    "key_file_path", "load_agent_key", "one_line", "read_soul_text", "read_state", "remember", "run_relay_process",
-    "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
+    "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir",
+    "is_newer", "key_file_path", "load_agent_key", "one_line", "read_soul_text", "read_state", "remember",
+    "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
 ]
