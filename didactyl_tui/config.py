@@ -86,8 +86,8 @@ class EmbeddedRelayConfig:
     enabled: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default). The older "
                        "form [relays] embedded = true/false is still read.")
     allow_list: bool = _f(True, "Only the agent's and the admin's keys may write; other keys get OK false "
-                          "\"blocked: ...\", except kind 1059 gift wraps whose p tag names the agent (NIP-17 "
-                          "signs them with throwaway keys).")
+                          "\"blocked: ...\", except kind 1059 gift wraps whose p tag names the agent, the admin or "
+                          "[dm] allow (NIP-17 signs them with throwaway keys).")
     max_connections: int = _f(512, "Most websocket connections at once (also capped by the process's file "
                               "descriptor limit). When full, a silent connection without subscriptions is "
                               "closed to make room; otherwise the newcomer gets HTTP 503.", min=1, max=100_000)
