@@ -92,8 +92,8 @@ class EmbeddedRelayConfig:
     enabled: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default). The older "
                        "form [relays] embedded = true/false is still read.")
     allow_list: bool = _f(True, "Only the agent's and the admin's keys may write; other keys get OK false "
-                          "\"blocked: ...\", except kind 1059 gift wraps whose p tag names the agent (NIP-17 "
-                          "signs them with throwaway keys).")
+                          "\"blocked: ...\", except kind 1059 gift wraps whose p tag names the agent, the admin or "
+                          "[dm] allow (NIP-17 signs them with throwaway keys).")
     max_connections: int = _f(512, "Most websocket connections at once (also capped by the process's file "
                               "descriptor limit). When full, a silent connection without subscriptions is "
                               "closed to make room; otherwise the newcomer gets HTTP 503.", min=1, max=100_000)
@@ -147,14 +147,16 @@ class EmbeddedRelayConfig:
 
         return RelayLimits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RelayLimits)})
 
-    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None) -> dict[str, Any]:
+    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None,
+                      dm_peers: list[str] | None = None) -> dict[str, Any]:
         """Keyword arguments for ``EmbeddedRelay`` / ``serve_forever`` / ``ensure_shared_relay`` (hex
-        pubkeys), JSON-able so they can reach the relay process."""
+        pubkeys), JSON-able so they can reach the relay process. Gift wraps (signed by throwaway keys) are
+        taken when addressed to the agent, or to the admin and ``dm_peers`` (the agent's replies to them)."""
         writers = [k for k in (agent_pubkey, admin_pubkey) if k]
         return {
             "limits": dataclasses.asdict(self.relay_limits()),
             "allowed_writers": writers if self.allow_list else None,
-            "gift_wrap_recipients": [agent_pubkey],
+            "gift_wrap_recipients": list(dict.fromkeys([*writers, *(dm_peers or [])])),
         }
 
 
@@ -179,6 +181,16 @@ class RelaysConfig:
 
 
 @dataclass
+class StartupEventConfig:
+    """One event the agent should have ([[agent.startup_events]]): published once, never duplicated."""
+
+    kind: int = _f(1, "Event kind: 1 (a note), 0 (profile), 3 (contacts), 10002 (relay list) or another regular or "
+                   "replaceable kind.", min=0, max=65535)
+    content: str = _f("", "The event's content (a kind 0's is a JSON object).")
+    tags: list[list[str]] = _f([], "Tags, e.g. [[\"t\", \"nostr\"]].")
+
+
+@dataclass
 class AgentConfig:
     """The agent's public identity (its kind 0 profile, kind 3 contacts)."""
 
@@ -186,7 +198,13 @@ class AgentConfig:
     about: str = _f("An AI agent whose memory lives on Nostr.", "About text in the agent's kind 0 profile.")
     picture: str = _f("", "Picture URL in the agent's kind 0 profile.")
     contacts: list[str] = _f([], "Pubkeys (hex or npub) the agent follows, published as its kind 3 contact list.")
-    publish_profile: bool = _f(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start.")
+    publish_profile: bool = _f(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start, the "
+                               "startup events below, and the configured soul (kind 31120) when the relays have "
+                               "none yet.")
+    startup_events: list[StartupEventConfig] = _f(
+        [], "[[agent.startup_events]]: the events the agent should have (\"startup events are the intent\"). Each is "
+        "published once and never again on later starts; a replaceable one is published again only when its "
+        "declaration changes, and one declared here replaces the name/about/contacts-managed event of that kind.")
 
 
 @dataclass
@@ -194,6 +212,29 @@ class AdminConfig:
     """The agent's admin: you."""
 
     pubkey: str = _f("", "Your public key (hex or npub): the agent reads your profile, contacts, relays and notes.")
+
+
+@dataclass
+class DmConfig:
+    """Direct messages to the agent (NIP-17): who may talk to it besides the admin."""
+
+    allow: list[str] = _f([], "Pubkeys (hex or npub) whose NIP-17 direct messages the agent answers, besides "
+                          "[admin] pubkey. Everyone else's are counted and dropped, never shown to the model.")
+    max_queued: int = _f(64, "Most incoming gift wraps waiting to be opened and answered; past it new ones are "
+                         "set aside (counted) and fetched again from the relays once the queue drains.",
+                         min=1, max=10_000)
+
+
+@dataclass
+class ToolsConfig:
+    """Which tools the model is offered."""
+
+    offer_aliases: bool = _f(True, "Offer the self-context aliases (my_kind0_profile, my_contacts, my_relays, "
+                             "my_notes) as tools of their own, as the self-context design says; false keeps the "
+                             "tool list short for small-context models.")
+    post_notes_without_asking: bool = _f(False, "Let the agent publish a public kind 1 note (post_note) without "
+                                         "asking; false asks the person at the terminal first, and a DM or "
+                                         "`serve` turn (nobody to ask) is refused.")
 
 
 @dataclass
@@ -260,6 +301,8 @@ class Config:
     relays: RelaysConfig = field(default_factory=RelaysConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    dm: DmConfig = field(default_factory=DmConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     honcho: HonchoConfig = field(default_factory=HonchoConfig)
     soul: SoulConfig = field(default_factory=SoulConfig)
@@ -275,6 +318,8 @@ SECTIONS: dict[str, type] = {
     "relays": RelaysConfig,
     "agent": AgentConfig,
     "admin": AdminConfig,
+    "dm": DmConfig,
+    "tools": ToolsConfig,
     "memory": MemoryConfig,
     "honcho": HonchoConfig,
     "soul": SoulConfig,
@@ -366,6 +411,9 @@ class _Loader:
                     raise self.fail(section, key, "must be a list of strings")
             elif dataclasses.is_dataclass(item):
                 value = [self.build(f"{section}.{key}", item, v) for v in value]
+            elif get_origin(item) is list and not all(
+                    isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value):
+                raise self.fail(section, key, "must be a list of lists of strings")
         if "min" in meta and value < meta["min"]:
             raise self.fail(section, key, f"must be at least {meta['min']}, not {value!r}")
         if "max" in meta and value > meta["max"]:
@@ -524,7 +572,7 @@ def _render_table(name: str, cls: type) -> list[str]:
             subtables.append((f"{name}.{f.name}", type(default)))
             continue
         out.append(f"# {doc}")
-        if f.name != "sections":
+        if f.name not in ("sections", "startup_events"):  # table arrays: a commented example block below
             out.append(f"{f.name} = {_toml_value(default)}")
     out.append("")
     for sub_name, sub_cls in subtables:
@@ -557,6 +605,12 @@ def render_example() -> str:
         '# section = "short_term_memory"',
         '# role = "system"',
         '# tool = "memory_short_term_read"',
+        "",
+        "# Startup events, in order (none by default). Example:",
+        "# [[agent.startup_events]]",
+        "# kind = 1",
+        '# content = "Hello, Nostr: I am an AI agent (didactyl)."',
+        '# tags = [["t", "introductions"]]',
         "",
         "# [keys]: remap key bindings, action = \"key\" (several keys: \"f5,f12\"); terminals swallow some keys.",
         "# Actions and their default keys (from didactyl_tui/actions.py, the one table of actions):",

@@ -32,8 +32,10 @@ def test_every_key_is_documented_and_in_the_example() -> None:
     for name, cls in [*SECTIONS.items(), ("soul.sections", SoulSection), ("relays.embedded", EmbeddedRelayConfig)]:
         for f in dataclasses.fields(cls):
             assert f.metadata.get("doc"), f"[{name}] {f.name} has no documentation"
-            if name != "soul.sections" and f.name not in ("sections", "embedded"):  # embedded: a table
+            if name != "soul.sections" and f.name not in ("sections", "embedded", "startup_events"):  # tables
                 assert f"\n{f.name} = " in example, f"[{name}] {f.name} missing from the example"
+    # Table arrays are shown as a commented example block instead.
+    assert "# [[soul.sections]]" in example and "# [[agent.startup_events]]" in example
     for key in ("model", "api_base", "api_key_env", "timeout_s", "max_tool_rounds", "urls", "enabled",
                 "embedded_port", "name", "about", "picture", "pubkey", "short_term_max_chars",
                 "long_term_max_chars", "backend"):
@@ -106,3 +108,12 @@ def test_environment_overrides_and_lookup_order(tmp_path: Path) -> None:
     assert config_path(None, {"XDG_CONFIG_HOME": "/x"}) == Path("/x/didactyl/config.toml")
     assert data_dir({"XDG_DATA_HOME": "/d"}) == Path("/d/didactyl")
     assert data_dir({"DIDACTYL_DATA_DIR": "/e", "XDG_DATA_HOME": "/d"}) == Path("/e")
+
+
+def test_startup_events_are_a_table_array_of_checked_entries(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, '[[agent.startup_events]]\nkind = 1\ncontent = "hi"\ntags = [["t", "x"]]\n'), {})
+    assert [(e.kind, e.content, e.tags) for e in cfg.agent.startup_events] == [(1, "hi", [["t", "x"]])]
+    with pytest.raises(ConfigError, match=r"line 3: \[agent\.startup_events\.tags\] must be a list of lists"):
+        load_config(write(tmp_path, '[[agent.startup_events]]\nkind = 1\ntags = ["t", "x"]\n'), {})
+    with pytest.raises(ConfigError, match=r"\[agent\.startup_events\.kind\] must be at most 65535"):
+        load_config(write(tmp_path, '[[agent.startup_events]]\nkind = 70000\n'), {})

@@ -34,7 +34,9 @@ def test_relay_options_carry_the_allow_list() -> None:
     cfg = EmbeddedRelayConfig()
     options = cfg.relay_options("aa" * 32, "bb" * 32)
     assert options["allowed_writers"] == ["aa" * 32, "bb" * 32]
-    assert options["gift_wrap_recipients"] == ["aa" * 32]
+    # Gift wraps (throwaway keys) are taken for the agent, and for the admin and [dm] allow: the agent's replies.
+    assert options["gift_wrap_recipients"] == ["aa" * 32, "bb" * 32]
+    assert cfg.relay_options("aa" * 32, None, ["cc" * 32])["gift_wrap_recipients"] == ["aa" * 32, "cc" * 32]
     assert json.loads(json.dumps(options)) == options  # reaches a relay process as JSON
     assert EmbeddedRelay(Path("unused.db"), **options).limits == RelayLimits()
     with pytest.raises(RelayError, match="unknown embedded relay limits: max_sockets"):

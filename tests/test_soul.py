@@ -36,6 +36,7 @@ from didactyl_tui.errors import ConfigError
 DEFAULT_ORDER = [
     "soul", "admin_identity", "admin_profile", "admin_contacts", "admin_relays", "admin_notes",
     "agent_identity", "agent_profile", "agent_contacts", "agent_relays", "agent_notes", "short_term_memory",
+    "tasks",
 ]
 
 SOUL_FILE = """\
@@ -63,9 +64,9 @@ def test_default_template_order_and_tools() -> None:
     template = default_template()
     assert template.names == DEFAULT_ORDER and template.source == "built-in"
     assert template.sections[0].content == DEFAULT_PERSONA
-    assert template.sections[-1].tool == "memory_short_term_read"
-    # The persona tells the agent what its memory and self-knowledge tools are for.
-    for name in ("memory_save", "my_memory", "read_file", "nostr_agent_profile", "my_npub"):
+    assert [s.tool for s in template.sections[-2:]] == ["memory_short_term_read", "tasks_open_read"]
+    # The persona tells the agent what its memory, self-knowledge and task tools are for.
+    for name in ("memory_save", "my_memory", "read_file", "nostr_agent_profile", "my_npub", "task_add"):
         assert name in DEFAULT_PERSONA
     assert load_soul_template(SoulConfig()) == template
 
@@ -177,7 +178,7 @@ def test_assembly_layers_messages_and_totals(tmp_path: Path) -> None:
                                 + extra["user_tokens"] + extra["tools_tokens"])
     assert extra["section_tokens"] == sum(layer.tokens for layer in asm.layers)
     data = json.loads(json.dumps(asm.to_json_dict()))  # the --json shape is plain JSON
-    assert data["sections"][-1]["source_event"] == {
+    assert data["sections"][-2]["source_event"] == {  # the short-term memory section (tasks is last)
         "event_id": snap.event_id, "created_at": snap.created_at, "relays": ["ws://relay.test"]}
     assert data["tools"] == asm.tool_names and data["total_tokens"] == asm.total_tokens
 

@@ -67,4 +67,4 @@ async def test_offered_aliases_are_their_own_schemas_and_run_their_tool(tmp_path
     assert by_name["my_contacts"]["description"] == by_name["nostr_agent_contacts"]["description"]
     assert by_name["my_contacts"]["parameters"] == by_name["nostr_agent_contacts"]["parameters"]
     out = await offered.call("my_contacts", "{}", offline_context(tmp_path))
-    assert not out.is_error and json.loads(out.content)["note"].startswith("You follow no one yet")
+    assert not out.is_error and json.loads(out.content)["content"].endswith("No contacts yet: you follow no one.")

@@ -49,6 +49,8 @@ conversation may need older knowledge, and update it with memory_save(type="long
 encrypted to your own key and published to your relays; keep them concise and current.
 - File memory: read_file(path) and write_file(path, content) keep longer markdown notes in your \
 memory folder.
+- Tasks: your open tasks are shown below (under "## Tasks (open)"); keep them with task_add, \
+task_update (status, note), task_remove and task_list.
 
 Your self-knowledge: the sections below show your admin's and your own Nostr identity, profile, \
 contacts, relays and latest notes, as cached from the relays. The tools agent_identity, \
@@ -93,6 +95,7 @@ def default_template() -> SoulTemplate:
             s("agent_relays", "system", tool="nostr_agent_relays"),
             s("agent_notes", "system", tool="nostr_agent_notes"),
             s("short_term_memory", "system", tool="memory_short_term_read"),
+            s("tasks", "system", tool="tasks_open_read"),
         ),
         "built-in",
     )

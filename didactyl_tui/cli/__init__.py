@@ -79,6 +79,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="ID", help="include this conversation's history")
     p.add_argument("--json", action="store_true", help="print the prompt record as JSON")
 
+    sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
+                   "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
+
+    soul = sub.add_parser("soul", help="show, publish, edit or list the versions of the agent's soul (kind 31120)")
+    ssub = soul.add_subparsers(dest="soul_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = ssub.add_parser("show", help="the soul in use (read from the relays at start) and its event")
+    p.add_argument("--json", action="store_true", help="print JSON (the event id and the soul document)")
+    p = ssub.add_parser("publish", help="check the soul, then publish it as a new version (default: the soul "
+                        "in the config or soul file)")
+    p.add_argument("--file", metavar="PATH", help="a soul document (didactyl-soul/1 JSON) or a soul file in the "
+                   "list format ('-' reads stdin)")
+    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
+    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
+    p = ssub.add_parser("edit", help="edit the soul's JSON document in $VISUAL/$EDITOR; checked and published "
+                        "when it changed")
+    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
+    p = ssub.add_parser("history", help="every version of the soul seen here, newest first")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    bundle = sub.add_parser("bundle", help="back up or restore the agent (signed events and conversations)")
+    bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = bsub.add_parser("export", help="write memory, soul, tasks, identity and conversations to FILE (0600)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = bsub.add_parser("import", help="verify every signature in FILE, then republish its events through the "
+                        "outbox and restore its conversations")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("tasks", help="list the agent's tasks (open, in progress, done, cancelled)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
     mem = sub.add_parser("memory", help="show or save the agent's memory")
     msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = msub.add_parser("show", help="print a memory (decrypted)")
@@ -224,7 +256,7 @@ def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> i
 def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
     """This data dir's shared relay in the foreground (every didactyl on the data dir finds and uses it);
     exit 3 when one already serves it. Its limits and allow-list come from ``[relays.embedded]``."""
-    from ..service import ENV_NSEC, admin_pubkey_of, key_file_path, load_agent_key, run_relay_process
+    from ..service import ENV_NSEC, admin_pubkey_of, dm_peers, key_file_path, load_agent_key, run_relay_process
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")
@@ -233,7 +265,7 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> in
     embedded = config.relays.embedded
     if env.get(ENV_NSEC, "").strip() or key_file_path(data).exists():
         agent = load_agent_key(data, env, create=False).key.public_key_hex
-        options = embedded.relay_options(agent, admin_pubkey_of(config))
+        options = embedded.relay_options(agent, admin_pubkey_of(config), dm_peers(config))
     elif embedded.allow_list:
         raise CommandFailed(f"no agent key yet ({key_file_path(data)} does not exist): the relay's allow-list "
                             "needs it; run `didactyl keygen` (or set [relays.embedded] allow_list = false)", "No key")
@@ -249,14 +281,14 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> in
 
 async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
                 message: str) -> int:
-    from ..service import TextDelta, TurnFailed, TurnFinished, TurnStarted
+    from ..service import SessionKind, TextDelta, TurnFailed, TurnFinished, TurnStarted
 
     async with _service(config, data, env, out) as service:
         session = await _resolve_session(service, args.session) if args.session else await service.new_session()
         assembly = None
         finished: TurnFinished | None = None
         streamed = False
-        async for event in service.run_turn(session, message):
+        async for event in service.run_turn(session, message, SessionKind.HEADLESS_CHAT):
             if isinstance(event, TurnStarted):
                 assembly = event.assembly
             elif isinstance(event, TextDelta) and not args.json:
@@ -373,6 +405,26 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
         from . import sessions
 
         return asyncio.run(sessions.run(args, data, out))
+    if command == "serve":
+        from .serve import serve
+
+        return asyncio.run(serve(config, data, env, debug=bool(env.get(DEBUG_ENV))))
+    if command == "soul":
+        from . import soul
+
+        if args.soul_command == "publish":
+            return asyncio.run(soul.publish(args, config, data, env, out, stdin))
+        command_of = {"show": soul.show, "edit": soul.edit, "history": soul.history}
+        return asyncio.run(command_of[args.soul_command](args, config, data, env, out))
+    if command == "bundle":
+        from . import bundle
+
+        run_bundle = bundle.export if args.bundle_command == "export" else bundle.import_
+        return asyncio.run(run_bundle(args, config, data, env, out))
+    if command == "tasks":
+        from . import tasks
+
+        return asyncio.run(tasks.show(args, config, data, env, out))
     if command == "memory":
         from . import memory
 

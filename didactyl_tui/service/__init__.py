@@ -5,7 +5,10 @@ Parts, each owning its state:
 - ``runtime``: the started objects (key, relays, stores, caches, conversations, backend); never None once built
 - ``memory``: snapshots, the one save path, rollback, history, relay status, the outbox count
 - ``chat``: the model in use, sessions, prompt assembly, turns
-- ``identity``: the agent's and admin's public identity, fetched, followed and published
+- ``identity``: the agent's and admin's public identity, fetched, followed and published (startup events too)
+- ``dm``: NIP-17 direct messages answered in DM sessions (TUI and ``serve``)
+- ``soul``: the soul as a kind 31120 event; ``tasks``: the task book; ``bundle``: backup export/import
+- ``notes``: who may confirm a ``post_note`` (the turn's session kind)
 - ``events``: the typed events views receive (light: importable before the first frame)
 - ``state``: <data dir>/state.toml, the one reader and writer (light)
 - ``views``: how the views see outbox entries, versions and relay consensus; shared formatting
@@ -21,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .events import (
+    DmSessionChanged,
     MemoryChanged,
     OutboxChanged,
     PromptAssembled,
@@ -50,6 +54,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
     from ..agent.memory.sync import LOST_NOTE, REFUSED_NOTE, NewerVersionKnown
     from ..agent.prompt_record import PromptAssembly
+    from ..agent.session_kind import SessionKind
     from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
     from ..nostr.keys import SecretKey
@@ -59,7 +64,8 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from .app import AppService, admin_pubkey_of
     from .chat import Sessions, open_sessions
     from .model import ModelCheck, ModelSettings
-    from .runtime import ServiceToolContext
+    from .runtime import ServiceToolContext, dm_peers
+    from .soul import SoulLintError, SoulView, read_soul_text
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
 _LAZY: dict[str, str] = {
@@ -73,6 +79,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["MemorySnapshot", "MemoryType", "SaveResult"], "..agent.memory.store"),
     **dict.fromkeys(["LOST_NOTE", "REFUSED_NOTE", "NewerVersionKnown"], "..agent.memory.sync"),
     **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
+    **dict.fromkeys(["SessionKind"], "..agent.session_kind"),
     **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),
     **dict.fromkeys(["run_relay_process"], "..nostr.embedded_relay.process"),
     **dict.fromkeys(["SecretKey"], "..nostr.keys"),
@@ -81,7 +88,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
     **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
-    **dict.fromkeys(["ServiceToolContext"], ".runtime"),
+    **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),
+    **dict.fromkeys(["SoulLintError", "SoulView", "read_soul_text"], ".soul"),
     **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
     **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
 }
@@ -97,14 +105,14 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [  # noqa: RUF022 (sorted)
-    "AgentEvent", "AppService", "ConnectionState", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MemoryChanged",
-    "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck", "ModelSettings",
-    "NewerVersionKnown", "OutboxChanged", "SavedAssembly",
-    "PendingPublish", "PromptAssembled", "PromptAssembly", "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus",
-    "RelayStateChanged", "RelayVerdict", "SaveResult", "SecretKey", "SelfContextChanged", "SelfContextSnapshot",
-    "ServiceEvent", "ServiceToolContext", "ServiceWarning", "SessionInfo", "Sessions", "TextDelta", "ToolCallFinished",
-    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "admin_pubkey_of", "drift_lines",
-    "encode_npub", "ensure_data_dir", "is_newer", "key_file_path", "load_agent_key", "one_line", "open_sessions",
-    "read_state", "remember", "run_relay_process", "serve_forever", "short_id", "version_label", "when",
-    "write_key_file", "write_state",
+    "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "ENV_NSEC", "IdentityView", "LOST_NOTE",
+    "MemoryChanged", "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck",
+    "ModelSettings", "NewerVersionKnown", "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly",
+    "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
+    "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "ServiceEvent",
+    "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind", "Sessions", "SoulLintError", "SoulView",
+    "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage",
+    "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir", "is_newer", "key_file_path",
+    "load_agent_key", "one_line", "open_sessions", "read_soul_text", "read_state", "remember",
+    "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
 ]

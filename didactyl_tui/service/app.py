@@ -1,9 +1,10 @@
 """AppService: the one API the TUI and the CLI call. It owns the configuration, the event stream and the
 parts; each part owns its state (see the package docstring for the map).
 
-Start-up: key → embedded relay → relay pool → memories, self- and admin-context fetched (relay trouble
-never raises: it shows in ``relay_states()`` and as :class:`ServiceWarning`) → live subscriptions → the
-agent's configured profile, contacts and relay list published when they differ from the relays'.
+Start-up: key → embedded relay → relay pool → memories, soul, tasks, self- and admin-context fetched (relay
+trouble never raises: it shows in ``relay_states()`` and as :class:`ServiceWarning`) → live subscriptions →
+the DM inbox (``answer_dms``) → the agent's configured profile, contacts, relay list and startup events
+published when they differ from the relays'.
 """
 
 from __future__ import annotations
@@ -12,37 +13,49 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..agent.conversations import SessionInfo
+from ..agent.dm_inbox import DmPolicy
 from ..agent.events import AgentEvent, TurnFailed
 from ..agent.identity_cache import KindDrift, OwnIdentityDraft, SelfContextSnapshot, pubkey_hex
 from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
 from ..agent.memory.sync import RECONCILE_START_DELAY_S
 from ..agent.prompt_record import PromptAssembly
-from ..agent.soul import load_soul_template
+from ..agent.session_kind import SessionKind
+from ..agent.soul import SoulTemplate, load_soul_template
+from ..agent.tasks import TaskList
 from ..agent.tools.builtin import build_base_registry
+from ..agent.tools.notes import NotePoster
 from ..agent.tools.registry import ToolOutcome
 from ..config import Config, config_error
 from ..errors import AgentError
 from ..nostr.results import ConnectionState, PublishOutcome
 from . import state
+from .bundle import BundleReport, BundleService
 from .chat import ChatService, Sessions, preload_llm
+from .dm import DmService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
 from .model import ModelCheck, ModelChoice, ModelSettings
+from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
+from .soul import SoulService, SoulVersionView, SoulView
+from .startup import publish_startup_events, startup_intents
+from .tasks import build_task_book, follow_tasks, load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
 
 
 class _Parts:
     """What exists only while started: never Optional inside."""
 
-    def __init__(self, rt: Runtime, memory: MemoryService, chat: ChatService, identity: IdentityService) -> None:
-        self.rt, self.memory, self.chat, self.identity = rt, memory, chat, identity
+    def __init__(self, rt: Runtime, memory: MemoryService, chat: ChatService, identity: IdentityService,
+                 soul: SoulService) -> None:
+        self.rt, self.memory, self.chat, self.identity, self.soul = rt, memory, chat, identity, soul
+        self.dm: DmService | None = None  # only when this service answers direct messages
 
 
 def admin_pubkey_of(config: Config) -> str | None:
@@ -65,18 +78,25 @@ class AppService:
         clock: Callable[[], float] = time.time,
         relay_client_options: Mapping[str, Any] | None = None,
         read_only: bool = False,
+        answer_dms: bool = False,
     ) -> None:
+        """``answer_dms``: answer NIP-17 direct messages while started (the TUI and ``serve``; not the
+        one-shot commands)."""
         self.config = config
         self.read_only = read_only  # the default for start(): see there
+        self.answer_dms = answer_dms
         self.data_dir = Path(data_dir)
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         self._clock = clock
         self._client_options = dict(relay_client_options or {})
         self._events: Listeners[ServiceEvent] = Listeners()
         self.admin_pubkey = admin_pubkey_of(config)
+        self.dm_policy = _dm_policy(config, self.admin_pubkey)
         self.soul = load_soul_template(config.soul, config_path=config.path)
         self._model = ModelChoice(config, self.env, self.data_dir)
-        self.registry = build_base_registry(admin=self.admin_pubkey is not None)
+        self.note_confirmation = NoteConfirmation()
+        self.registry = build_base_registry(admin=self.admin_pubkey is not None, tasks=True, notes=True,
+                                            offer_aliases=config.tools.offer_aliases)
         self._parts: _Parts | None = None
 
     # --- the one event stream ----------------------------------------------------------------------
@@ -131,21 +151,37 @@ class AppService:
             rt.sync.repairs = not read_only
             chat = ChatService(rt, self.config, self.env, self.soul, self.registry, self._model, self._clock,
                                self._events.emit, self._warn)
-            self._parts = _Parts(rt, memory, chat, identity)
+            wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
+            wanted = wanted and not read_only  # a read-only command publishes nothing of its own
+            soul = SoulService(rt, chat, self.soul, self.registry, self._clock, self._warn)
+            self._parts = _Parts(rt, memory, chat, identity, soul)
+            rt.tool_context.tasks = tasks = build_task_book(rt, self._clock)
+            rt.tool_context.notes = NotePoster(
+                rt.key, lambda ev: rt.pool.publish(ev, rt.timeout_s),
+                None if self.config.tools.post_notes_without_asking else self.note_confirmation, self._clock)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
+                tg.create_task(soul.load(publish_initial=wanted))
+                tg.create_task(load_tasks(tasks, self._warn))
                 for cache in rt.caches:
                     tg.create_task(identity.load(cache))
             await rt.sync.restore_newest_known()
             rt.store.start_live()
             identity.follow()
+            follow_tasks(rt, tasks, self._warn, int(self._clock()))
             # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
             rt.daemons.spawn(rt.publisher.run())
             rt.sync.ready = True
             rt.sync.schedule_reconcile(delay=RECONCILE_START_DELAY_S)
-            wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
-            if wanted and not read_only:
-                identity.publish_own()
+            if self.answer_dms:
+                self._parts.dm = DmService(rt, self.config, chat, self.dm_policy, self.data_dir, self._clock,
+                                           self._events.emit, self._warn)
+                await self._parts.dm.start()
+            if wanted:
+                intents = startup_intents(self.config)
+                identity.publish_own(skip_kinds=frozenset(i.kind for i in intents))
+                if intents:
+                    rt.tasks.spawn(publish_startup_events(rt, intents, self._clock, self._warn))
         except BaseException:
             await self.stop()  # a half-started service leaves no relay or socket behind
             raise
@@ -153,6 +189,8 @@ class AppService:
     async def stop(self) -> None:
         parts, self._parts = self._parts, None
         if parts is not None:
+            if parts.dm is not None:  # the DM being answered finishes first
+                await parts.dm.stop(self.config.llm.turn_timeout_s + 3 * self.config.relays.timeout_s)
             await parts.chat.settle()  # a cancelled turn's message is saved before the database closes
             await parts.rt.stop()
 
@@ -192,6 +230,11 @@ class AppService:
             for reason, n in counter.items():
                 total[reason] = total.get(reason, 0) + n
         return total
+
+    def dm_counts(self) -> dict[str, int]:
+        """Direct messages seen by verdict (answer, duplicate, stranger, own_copy, unreadable, dropped)."""
+        dm = self._parts.dm if self._parts is not None else None
+        return dm.counts if dm is not None else {}
 
     def self_context(self) -> SelfContextSnapshot:
         return self.parts.identity.snapshot()
@@ -307,6 +350,38 @@ class AppService:
     def reconcile_interval_s(self, seconds: float) -> None:
         self.parts.rt.sync.reconcile_interval_s = seconds
 
+    # --- the soul (kind 31120) ---------------------------------------------------------------------
+    def soul_view(self) -> SoulView:
+        """The soul in use, and the event it came from."""
+        return self.parts.soul.view()
+
+    async def soul_history(self) -> list[SoulVersionView]:
+        """Every version of the soul seen here (published here or read from the relays), newest first."""
+        return await self.parts.soul.history()
+
+    async def publish_soul(self, template: SoulTemplate | None = None, *, encrypt: bool = True) -> PublishOutcome:
+        """Lint and publish ``template`` (default: the configured soul) as the agent's kind 31120."""
+        return await self.parts.soul.publish(template or self.soul, encrypt=encrypt)
+
+    def set_note_asker(self, ask: Callable[[str], Awaitable[bool]] | None) -> None:
+        """How a terminal turn asks the user before the agent posts a public note (the TUI's dialog)."""
+        self.note_confirmation.ask = ask
+
+    # --- backup bundles ---------------------------------------------------------------------------
+    async def export_bundle(self, path: Path) -> BundleReport:
+        """Write the agent's signed events and its conversations to ``path`` (0600)."""
+        return await BundleService(self.parts.rt, self._clock).export(path)
+
+    async def import_bundle(self, path: Path) -> BundleReport:
+        """Verify ``path`` whole (BundleError names what failed), then republish and restore the sessions."""
+        return await BundleService(self.parts.rt, self._clock).import_(path)
+
+    # --- tasks ----------------------------------------------------------------------------------------
+    def tasks(self) -> TaskList:
+        """The agent's task list as last loaded or saved."""
+        book = self.parts.rt.tool_context.tasks
+        return book.current if book is not None else TaskList()
+
     # --- chat: the parts' API ------------------------------------------------------------------------
     @property
     def sessions(self) -> Sessions:
@@ -334,13 +409,25 @@ class AppService:
     async def dispatch_tool(self, name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
         return await self.parts.chat.dispatch_tool(name, arguments)
 
-    async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
-        """One interactive turn. LLM errors end it with TurnFailed (never raised); a failed or cancelled turn keeps
-        only the user's message in the chat, marked (see ChatService.run_turn)."""
+    async def run_turn(self, session_id: str, message: str,
+                       kind: SessionKind = SessionKind.TERMINAL) -> AsyncIterator[AgentEvent]:
+        """One turn (a terminal one unless ``kind`` says otherwise). LLM errors end it with TurnFailed (never
+        raised); a failed or cancelled turn keeps only the user's message in the chat, marked (see
+        ChatService.run_turn)."""
         try:
             chat = self.parts.chat
         except AgentError as exc:
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
-        async for event in chat.run_turn(session_id, message):
+        async for event in chat.run_turn(session_id, message, kind):
             yield event
+
+
+def _dm_policy(config: Config, admin: str | None) -> DmPolicy:
+    allow = []
+    for text in config.dm.allow:
+        try:
+            allow.append(pubkey_hex(text))
+        except ValueError as exc:
+            raise config_error(config.path, "dm", "allow", f"{text[:70]!r}: {exc}") from None
+    return DmPolicy.of(admin, allow)

@@ -15,14 +15,14 @@ from ..agent.conversations import ConversationStore, SessionInfo
 from ..agent.events import AgentEvent, TurnFailed, TurnFinished
 from ..agent.memory.store import MemoryType
 from ..agent.prompt_record import PromptAssembly, SourceEvent
+from ..agent.session_kind import SessionKind
 from ..agent.soul import SoulTemplate, assemble
 from ..agent.tools.registry import Tool, ToolOutcome, ToolRegistry
 from ..config import Config
 from ..errors import AgentError, DidactylError
-from ..nostr.event import Event
-from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
 from .events import PromptAssembled, ServiceEvent
 from .model import ModelChoice, llm_settings_for
+from .notes import current_session_kind
 from .runtime import Runtime
 
 log = logging.getLogger("didactyl.service")
@@ -101,7 +101,7 @@ class ChatService:
     def __init__(self, rt: Runtime, config: Config, env: Mapping[str, str], soul: SoulTemplate,
                  registry: ToolRegistry, model: ModelChoice, clock: Callable[[], float],
                  emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
-        self._rt, self._config, self._env, self._soul = rt, config, env, soul
+        self._rt, self._config, self._env, self.soul = rt, config, env, soul
         self._registry, self._model, self._clock, self._emit, self._warn = registry, model, clock, emit, warn
         self.sessions = Sessions(rt.conversations, keep_assemblies=config.llm.saved_assemblies)
         self._background: set[asyncio.Future[Any]] = set()  # saves started while a turn was being cancelled
@@ -127,18 +127,15 @@ class ChatService:
         return [t.name for t in self._registry.visible()] + [t.name for t in self._backend_tools() if t.visible]
 
     def _source_events(self) -> dict[str, SourceEvent]:
+        """Provenance of every injected section: memory, and each identity section (event, time, relays)."""
         rt = self._rt
         out: dict[str, SourceEvent] = {}
         snap = rt.store.snapshot(MemoryType.SHORT_TERM)
         if snap.event_id is not None and snap.created_at is not None:
             out["memory_short_term_read"] = SourceEvent(snap.event_id, snap.created_at, snap.relays)
-        for cache, prefix in ((rt.agent_cache, "nostr_agent"), (rt.admin_cache, "nostr_admin")):
-            if cache is None:
-                continue
-            for kind, suffix in ((METADATA, "profile"), (CONTACTS, "contacts"), (RELAY_LIST, "relays")):
-                ev: Event | None = cache.event(kind)
-                if ev is not None:
-                    out[f"{prefix}_{suffix}"] = SourceEvent(ev.id, ev.created_at)
+        out.update(rt.agent_cache.source_events("nostr_agent", "agent_identity"))
+        if rt.admin_cache is not None:
+            out.update(rt.admin_cache.source_events("nostr_admin", "admin_identity"))
         return out
 
     async def _backend_context(self, session_id: str, message: str | None) -> tuple[str | None, str | None]:
@@ -154,7 +151,7 @@ class ChatService:
                                                    self._model.name, self._config.llm.history_tokens)
         backend_id, context = await self._backend_context(session_id, message)
         assembly = assemble(
-            self._soul, model=self._model.name, registry=self._registry, ctx=self._rt.tool_context,
+            self.soul, model=self._model.name, registry=self._registry, ctx=self._rt.tool_context,
             created_at=self._clock(), history=list(history), history_dropped=int(dropped), user_message=message,
             backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(),
             source_events=self._source_events(), dry_run=dry_run,
@@ -180,9 +177,11 @@ class ChatService:
         # Every [llm] setting flows through; the model, its server and its key variable are the choice's.
         return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self._model.settings, self._env)
 
-    async def run_turn(self, session_id: str, message: str) -> AsyncIterator[AgentEvent]:
-        """One interactive turn. LLM errors end it with TurnFailed (never raised). A finished turn is saved
-        whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again)."""
+    async def run_turn(self, session_id: str, message: str,
+                       kind: SessionKind = SessionKind.TERMINAL) -> AsyncIterator[AgentEvent]:
+        """One turn of a ``kind`` session. LLM errors end it with TurnFailed (never raised). A finished turn is saved
+        whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again). The
+        memory backend learns from it only for terminal and DM sessions (``kind.records_turns``)."""
         from ..agent import loop
 
         if not self._model.name.strip():
@@ -196,13 +195,14 @@ class ChatService:
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
         ended = False
+        token = current_session_kind.set(kind)  # who may confirm a note (post_note) in this turn
         try:
             async for event in loop.run_turn(settings=self._llm_settings(), assembly=assembly,
                                              dispatch=self.dispatch_tool, session_id=session_id,
                                              max_tool_rounds=self._config.llm.max_tool_rounds):
                 if isinstance(event, TurnFinished):
                     ended = True
-                    await self._persist_turn(session_id, message, event)
+                    await self._persist_turn(session_id, message, event, kind)
                     usage = event.usage
                     await self._log_assembly(session_id, SavedAssembly(
                         assembly, reply=event.reply, prompt_tokens=usage.prompt_tokens,
@@ -217,14 +217,17 @@ class ChatService:
                 self._save_in_background(session_id, message, "cancelled",
                                          SavedAssembly(assembly, failure="cancelled"))
             raise
+        finally:
+            current_session_kind.reset(token)
 
-    async def _persist_turn(self, session_id: str, message: str, event: TurnFinished) -> None:
+    async def _persist_turn(self, session_id: str, message: str, event: TurnFinished, kind: SessionKind) -> None:
         try:
             await asyncio.to_thread(self._rt.conversations.append, session_id,
                                     [{"role": "user", "content": message}, *event.new_messages])
         except DidactylError as exc:
             self._warn(f"the conversation was not saved: {exc.message}")
-        await self._rt.memory_manager.record_turn(session_id, message, event.reply)
+        if kind.records_turns:
+            await self._rt.memory_manager.record_turn(session_id, message, event.reply)
 
     def _save_unanswered(self, session_id: str, message: str, status: str) -> None:
         try:

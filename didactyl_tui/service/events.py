@@ -57,12 +57,21 @@ class PromptAssembled:
 
 
 @dataclass(frozen=True, slots=True)
+class DmSessionChanged:
+    """A direct message arrived in (or was answered from) the DM session with ``counterpart`` (hex)."""
+
+    session_id: str
+    counterpart: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceWarning:
     message: str
 
 
 ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
-                | OutboxChanged)
+                | OutboxChanged | DmSessionChanged)
 
 
 class Listeners(Generic[T]):

@@ -109,13 +109,14 @@ class IdentityService:
         return ev.id in self._known.values() and self._intent.get(str(draft.kind)) != self._config_intent(draft.kind)
 
     # --- publishing ----------------------------------------------------------------------------------
-    def publish_own(self) -> None:
+    def publish_own(self, *, skip_kinds: frozenset[int] = frozenset()) -> None:
         """At start: the config's first publish, or its changes over our own last version; never over drift.
-        The cache shows it at once; the relays get it in the background."""
+        The cache shows it at once; the relays get it in the background. ``skip_kinds``: kinds declared in
+        ``[[agent.startup_events]]``, which replace the ones built from ``[agent]``."""
         if not self._rt.agent_cache.loaded:
             return
         drifted = {d.kind for d in self.drift()}
-        own = [self._sign(d) for d in self.drafts() if self._may_publish(d)]
+        own = [self._sign(d) for d in self.drafts() if self._may_publish(d) and d.kind not in skip_kinds]
         for ev in own:
             self._rt.agent_cache.ingest(None, ev)
         if own:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.background import BackgroundTasks
 from ..agent.conversations import ConversationStore
-from ..agent.identity_cache import IdentityCache
+from ..agent.identity_cache import IdentityCache, pubkey_hex
 from ..agent.keystore import ensure_data_dir, load_agent_key
 from ..agent.memory.backend import MemoryManager, create_memory_manager
 from ..agent.memory.history import MemoryHistory
@@ -144,7 +144,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     # process starts it — a relay already running keeps those it was started with.
     relay = relay_options = None
     if config.relays.embedded:
-        relay_options = config.relays.embedded.relay_options(key.public_key_hex, admin_pubkey)
+        relay_options = config.relays.embedded.relay_options(key.public_key_hex, admin_pubkey,
+                                                             dm_peers(config))
         relay = await start_embedded_relay(config, data_dir, warn, relay_options)
     if relay is not None:
         urls.append(relay.url)
@@ -177,7 +178,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         admin_cache.add_listener(lambda: emit(SelfContextChanged("admin")))
     tool_context = ServiceToolContext(memory=store, agent=agent_cache, admin=admin_cache,
                                       files_root=data_dir / MEMORY_FOLDER, save_memory=sync.save_coalescing,
-                                      config=config, data_dir=data_dir)
+                                      config=config, data_dir=data_dir, relays_in_use=tuple(pool.urls),
+                                      embedded_relay=relay.url if relay is not None else None)
     conversations = await asyncio.to_thread(ConversationStore, data_dir / CONVERSATIONS_DB)
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
@@ -188,6 +190,17 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         pool.add_state_listener(EmbeddedRelayKeeper(rt, config, data_dir, warn, relay_options).state_changed)
     await pool.start()
     return rt
+
+
+def dm_peers(config: Config) -> list[str]:
+    """``[dm] allow`` as hex (checked by AppService already; anything unreadable is left out here)."""
+    out = []
+    for text in config.dm.allow:
+        try:
+            out.append(pubkey_hex(text))
+        except ValueError:
+            continue
+    return out
 
 
 async def _quietly(close: Callable[[], Any]) -> None:

@@ -160,8 +160,9 @@ class DidactylApp(App[None]):
             if self.service is None:
                 # Imported off the UI thread: the service pulls in crypto and the relay code.
                 service_class = await asyncio.to_thread(_service_class)
-                self.service = service_class(self.config, data_dir=self.data_dir, env=self.env)
+                self.service = service_class(self.config, data_dir=self.data_dir, env=self.env, answer_dms=True)
             service = self.service
+            service.set_note_asker(self.ask_to_post_note)
             self._unsubscribe = service.add_listener(self._on_service_event)
             main.service_attached(service)
             await service.start()
@@ -176,6 +177,17 @@ class DidactylApp(App[None]):
         # litellm and the views are in memory for good now: keep them out of every later full garbage
         # collection, which would otherwise rescan them on the UI loop (~250 ms each, measured).
         gc.freeze()
+
+    async def ask_to_post_note(self, text: str) -> bool:
+        """The agent wants to publish a public note: the user decides (a dialog; Esc declines)."""
+        from .screens.confirm import ConfirmScreen
+
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        shown = "".join(ch for ch in text if ch.isprintable() or ch == "\n")
+        self.push_screen(ConfirmScreen(f"The agent wants to post this public note (kind 1):\n\n{shown}",
+                                       title="Post a note?", confirm_label="Post"),
+                         callback=lambda ok: answer.done() or answer.set_result(bool(ok)))
+        return await answer
 
     def relay_label(self, url: str) -> str:
         """How a relay is named on screen: the embedded one says so."""

@@ -28,6 +28,8 @@ class AgentToolContext(ToolContext):
     files_root: Path  # <data dir>/memory: the only folder read_file/write_file may touch
     tasks: TaskBook | None = None  # the task tools say "not available" until the service gives one
     notes: NotePoster | None = None  # post_note, likewise
+    relays_in_use: tuple[str, ...] = ()  # the relays the agent reads and publishes to (embedded included)
+    embedded_relay: str | None = None  # which of them is the embedded relay
     # The app's one memory save path (MemorySync.save: refusals noted, newer versions fetched); a bare
     # context (unit tests, the bench) saves straight through the store.
     save_memory: Callable[[MemoryType, str], Awaitable[SaveResult]] | None = None

@@ -68,6 +68,22 @@ def render_contacts(who: str, cache: IdentityCache) -> str:
     return _memo(cache, f"contacts:{who}", build)
 
 
+def render_relays_in_use(cache: IdentityCache, in_use: tuple[str, ...], embedded: str | None) -> str:
+    """The agent's relays: its kind 10002 list when published, and always the relays it uses right now
+    (the embedded one included), so a zero-config agent still knows where it lives."""
+
+    def build() -> str:
+        listed = render_relays("Agent", cache)
+        if not in_use:
+            return listed
+        lines = [listed, ""] if listed else ["## Agent Relays (source: the relays in use)", ""]
+        lines.append("Relays in use now (memory, identity and direct messages go here):")
+        lines += [f"- {url}" + (" (embedded relay on this machine)" if url == embedded else "") for url in in_use]
+        return "\n".join(lines)
+
+    return _memo(cache, f"relays-in-use:{in_use}:{embedded}", build)
+
+
 def render_relays(who: str, cache: IdentityCache) -> str:
     def build() -> str:
         relays = cache.view().relays
@@ -114,14 +130,19 @@ def nostr_agent_profile(ctx: AgentToolContext) -> dict[str, str]:
     return context_result(render_profile("Agent", ctx.agent), "No kind 0 profile of yours is cached yet.")
 
 
+NO_CONTACTS = "## Agent Contacts (source: nostr kind 3)\n\nNo contacts yet: you follow no one."
+
+
 def nostr_agent_contacts(ctx: AgentToolContext) -> dict[str, str]:
     """The accounts you follow (your kind 3 contact list)."""
-    return context_result(render_contacts("Agent", ctx.agent), "You follow no one yet (no kind 3 contact list cached).")
+    # Said outright rather than left out: the model should know it has no contacts, not wonder.
+    return {"content": render_contacts("Agent", ctx.agent) or NO_CONTACTS}
 
 
 def nostr_agent_relays(ctx: AgentToolContext) -> dict[str, str]:
     """Your relay list (kind 10002): where your notes and memories are published."""
-    return context_result(render_relays("Agent", ctx.agent), "No kind 10002 relay list of yours is cached.")
+    text = render_relays_in_use(ctx.agent, ctx.relays_in_use, ctx.embedded_relay)
+    return context_result(text, "No kind 10002 relay list of yours is cached.")
 
 
 def nostr_agent_notes(ctx: AgentToolContext) -> dict[str, str]:

@@ -19,6 +19,7 @@ from textual.widgets import Footer
 from ...config import Config
 from ...errors import AgentError
 from ...service.events import (
+    DmSessionChanged,
     MemoryChanged,
     OutboxChanged,
     PromptAssembled,
@@ -241,6 +242,8 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
                     inspector.add_assembly(assembly)
             case ServiceWarning(message=message):
                 self.notify(message, title="Warning", severity="warning")
+            case DmSessionChanged(name=name):  # the session "DM: <name>" is listed with the others (resume)
+                self.notify(f"Direct message with {name}", title="DM", markup=False)
             case OutboxChanged(pending=pending):
                 self.status.pending_publishes = pending
 

@@ -1,0 +1,52 @@
+"""``didactyl serve``: the agent headless, for an always-on machine. No UI: it answers NIP-17 direct
+messages from the admin and ``[dm] allow`` through the same turn, tools and memory as the terminal, keeps
+its identity and memory in sync, and logs to stderr. SIGTERM (or Ctrl-C) stops it after the current turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+
+log = logging.getLogger("didactyl.serve")
+
+
+def configure_logging(debug: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    for noisy in ("websockets", "asyncio", "LiteLLM", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bool = False) -> int:
+    from ..service import AppService
+
+    configure_logging(debug)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    service: Any = AppService(config, data_dir=data, env=dict(env), answer_dms=True)
+    await service.start()
+    try:
+        admin = service.admin_pubkey[:12] + "…" if service.admin_pubkey else "none"
+        log.info("serving as %s on %s (admin %s, %d allowed)", service.agent_npub, ", ".join(service.relay_urls),
+                 admin, len(service.dm_policy.allow))
+        if not service.model_configured:
+            log.warning("no model is configured: direct messages will not be answered")
+        await stop.wait()
+        log.info("stopping after the current turn")
+    finally:
+        await service.stop()
+    log.info("stopped (direct messages: %s)", service.dm_counts() or "none")
+    return 0

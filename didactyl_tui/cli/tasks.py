@@ -1,0 +1,29 @@
+"""``didactyl tasks [--json]``: the agent's task list, as read from its relays."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..config import Config
+from . import EXIT_OK, _Out, _service
+
+
+async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out) -> int:
+    async with _service(config, data, env, out) as service:
+        tasks = service.tasks()
+    if args.json:
+        out.json({"tasks": [t.to_dict() for t in tasks.tasks], "next_id": tasks.next_id})
+        return EXIT_OK
+    if not tasks.tasks:
+        out.print("no tasks")
+    for t in tasks.tasks:
+        note = f" — {_printable(t.note)}" if t.note else ""
+        out.print(f"#{t.id} [{t.status}] {_printable(t.title)}{note}")
+    return EXIT_OK
+
+
+def _printable(text: str) -> str:
+    """One line with no control characters (the text came from the model, through the relays)."""
+    return "".join(ch for ch in " ".join(text.split()) if ch.isprintable())

@@ -1,0 +1,120 @@
+"""Backup bundles as a service part: export the agent's own signed events (memory, soul, tasks, identity,
+notes) as the relays hold them plus the conversations; import verifies everything first, then republishes
+through the memory publisher's outbox and restores the sessions. Files and crypto run on worker threads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..agent.bundle import MAX_BUNDLE_BYTES, BundleError, read_bundle, write_bundle
+from ..agent.conversation_records import export_records, restore_records
+from ..agent.memory.store import MemoryType
+from ..agent.private_files import PRIVATE_FILE_MODE
+from ..agent.soul_event import SOUL_D_TAG
+from ..agent.tasks import TASKS_D_TAG
+from ..errors import AgentError
+from ..nostr.event import Event
+from ..nostr.kinds import APP_DATA, CONTACTS, DM_RELAY_LIST, METADATA, RELAY_LIST, SOUL, TEXT_NOTE
+from .runtime import Runtime
+
+MAX_NOTES = 500  # the agent's latest public notes carried along
+
+
+@dataclass(frozen=True, slots=True)
+class BundleReport:
+    path: str
+    events: int
+    sessions: int
+    accepted: int = 0  # events some relay took now (import)
+    pending: int = 0  # events kept in the outbox for later (import)
+    skipped: tuple[str, ...] = ()  # why an event was not republished (a newer version is known)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "events": self.events, "sessions": self.sessions, "accepted": self.accepted,
+                "pending": self.pending, "skipped": list(self.skipped)}
+
+
+def _own_filters(pubkey: str) -> list[dict[str, Any]]:
+    return [
+        {"kinds": [APP_DATA], "authors": [pubkey], "#d": [*(t.d_tag for t in MemoryType), TASKS_D_TAG]},
+        {"kinds": [SOUL], "authors": [pubkey], "#d": [SOUL_D_TAG]},
+        {"kinds": [METADATA, CONTACTS, RELAY_LIST, DM_RELAY_LIST], "authors": [pubkey]},
+        {"kinds": [TEXT_NOTE], "authors": [pubkey], "limit": MAX_NOTES},
+    ]
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (mode 0600) all at once: a temporary file beside it, then a rename."""
+    path = path.expanduser()
+    fd, tmp = tempfile.mkstemp(prefix=".bundle-", dir=path.parent or Path("."))
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    with path.expanduser().open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise BundleError(f"{path} is over the {limit:,}-byte bundle limit")
+    return data
+
+
+class BundleService:
+    def __init__(self, rt: Runtime, clock: Callable[[], float]) -> None:
+        self._rt, self._clock = rt, clock
+
+    async def export(self, path: Path) -> BundleReport:
+        """Everything the relays hold of the agent's own (newest versions) and every conversation."""
+        rt = self._rt
+        me = rt.key.public_key_hex
+        events: list[Event] = [ev for ev in await rt.pool.query(_own_filters(me), timeout=rt.timeout_s)
+                               if ev.pubkey == me]
+        sessions = await asyncio.to_thread(export_records, rt.conversations)
+        text = await asyncio.to_thread(write_bundle, rt.key, events, sessions, created_at=int(self._clock()))
+        try:
+            await asyncio.to_thread(_write_private, path, text)
+        except OSError as exc:
+            raise AgentError(f"cannot write {path}: {exc.strerror or exc}", "Bundle") from None
+        return BundleReport(str(path), len(events), len(sessions))
+
+    async def import_(self, path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES) -> BundleReport:
+        """Verify the whole file first (a tampered bundle restores nothing), then republish and restore."""
+        rt = self._rt
+        try:
+            data = await asyncio.to_thread(_read_bounded, path, max_bytes)
+        except OSError as exc:
+            raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from None
+        bundle = await asyncio.to_thread(read_bundle, data, rt.key, max_bytes=max_bytes)
+        existing = [s["id"] for s in bundle.sessions
+                    if await asyncio.to_thread(rt.conversations.has_session, s["id"])]
+        if existing:
+            raise BundleError(f"{len(existing)} of the bundle's conversations already exist here "
+                              f"(e.g. {existing[0]}); import into a data dir without them")
+        accepted = pending = 0
+        skipped: list[str] = []
+        for ev in bundle.events:
+            try:
+                outcome = await rt.publisher.publish(ev)  # outbox first: nothing is lost if relays are down
+            except AgentError as exc:  # a newer version of this memory/soul/list is already known
+                skipped.append(f"kind {ev.kind} {ev.id[:12]}: {exc.message}")
+                continue
+            if outcome.any_accepted:
+                accepted += 1
+            else:
+                pending += 1
+        await asyncio.to_thread(restore_records, rt.conversations, bundle.sessions)
+        return BundleReport(str(path), len(bundle.events), len(bundle.sessions), accepted, pending, tuple(skipped))

@@ -1,0 +1,59 @@
+"""The running TUI answers a NIP-17 DM from the admin (rust-nostr's client) and shows the DM session live:
+a notification naming the counterpart, the session listed as "DM: <name>", its assembly in the inspector."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agent_support import ADMIN_KEY
+from llm_stub import LlmStub, Reply
+from relay_servers import fast_client_kwargs
+from tui_support import SIZE, TEST_KEY, Clock, LabelledApp, make_config, make_env, started, wait_for
+
+from didactyl_tui.nostr.event import Event
+from didactyl_tui.nostr.nip17 import gift_wrap_filter
+from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.service import AppService
+
+nostr_sdk = pytest.importorskip("nostr_sdk")
+pytestmark = pytest.mark.usefixtures("warm_litellm")
+
+
+async def test_the_tui_answers_a_dm_and_shows_its_session_live(tmp_path: Path) -> None:
+    admin = nostr_sdk.Keys.parse(ADMIN_KEY.secret_hex())
+    async with LlmStub() as stub:
+        stub.script(Reply.text_reply("On it."))
+        config = make_config(llm_base_url=stub.base_url, publish_profile=False)
+        config.admin.pubkey = ADMIN_KEY.npub
+        env = make_env()
+        service = AppService(config, data_dir=tmp_path, env=env, clock=Clock(), answer_dms=True)
+        app = LabelledApp(config, data_dir=tmp_path, env=env, service=service)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            wrap = nostr_sdk.nip17_make_private_msg(admin, nostr_sdk.PublicKey.parse(TEST_KEY.public_key_hex),
+                                                    "are you there?")
+            async with RelayPool([service.embedded_relay_url], **fast_client_kwargs()) as pool:
+                assert (await pool.publish(Event.from_json(wrap.as_json()), timeout=3)).any_accepted
+                await wait_for(pilot, lambda: service.dm_counts().get("answer"), 30, "the DM to arrive")
+
+                def notified() -> bool:
+                    return any("Direct message with" in str(n.message) for n in app._notifications)
+
+                await wait_for(pilot, notified, 30, lambda: f"a DM notification in {list(app._notifications)}")
+                await wait_for(pilot, lambda: app.main_screen.inspector.entries, 30, "the DM's assembly")
+                replies: list[Event] = []
+
+                async def reply_arrived() -> bool:
+                    replies[:] = await pool.query([gift_wrap_filter(ADMIN_KEY.public_key_hex, since=0)], timeout=3)
+                    return bool(replies)
+
+                for _ in range(300):  # bounded: ~30 s
+                    if await reply_arrived():
+                        break
+                    await pilot.pause(0.1)
+            [session] = await service.list_sessions()
+            assert session.title.startswith("DM: npub1") and session.message_count == 2
+    gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(replies[0].to_json()))
+    assert gift.rumor().content() == "On it."
+    assert "are you there?" in str(stub.requests[0].messages)
