@@ -49,7 +49,7 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
         if not snap.loaded:
             raise CommandFailed(f"no relay answered: the {t.title.lower()} could not be read")
         if not args.json and not snap.content:
-            out.stderr.write(f"(the {t.title.lower()} is empty)\n")
+            out.note(f"(the {t.title.lower()} is empty)")
     return EXIT_OK
 
 
@@ -139,7 +139,7 @@ async def history(args: argparse.Namespace, config: Config, data: Path, env: Map
         out.json({"type": t.value, "versions": rows})
         return EXIT_OK
     if not rows:
-        out.stderr.write(f"(no {t.title.lower()} version seen yet)\n")
+        out.note(f"(no {t.title.lower()} version seen yet)")
         return EXIT_OK
     for row in rows:
         mark = "*" if row["current"] else " "

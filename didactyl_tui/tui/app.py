@@ -28,6 +28,7 @@ from ..config import Config
 from ..errors import DidactylError
 from ..service.events import ServiceEvent
 from ..service.state import read_state, remember
+from ..terminal_text import clean, one_line
 from .actions import bindings, check_keymap
 from .screens.main import MainScreen
 from .theme_files import load_themes, shipped_themes_dir
@@ -70,6 +71,15 @@ class DidactylApp(App[None]):
         self._startup_warnings: list[tuple[str, str]] = []
         # Themes before the first frame: switching theme after mount would style every widget twice.
         self._install_themes()
+
+    # --- notifications: outside text shown as it is -------------------------------------------------
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Every toast of the app (screens' ``notify`` lands here). Its text is data, often from outside (relay
+        reasons, config values, the model): shown literally, never parsed as markup (a ``[/]`` would crash
+        the app, a ``[ui]`` would vanish), and stripped of control characters and escape sequences."""
+        super().notify(clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=markup)
 
     # --- start ------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from textual.widgets.text_area import LanguageDoesNotExist
 from ...errors import AgentError
 from ...service.events import MemoryChanged, ServiceEvent
 from ...service.labels import version_label
+from ...terminal_text import clean
 from ..actions import bindings
 from ..widgets.memory_gauge import MemoryGauge
 from ..widgets.publish_verdicts import verdict_lines
@@ -37,6 +38,7 @@ def _version(snapshot: MemorySnapshot) -> str:
 
 
 def _editor(text: str) -> TextArea:
+    text = clean(text)  # the memory came from a relay: no escape sequence reaches the terminal (nor the next save)
     options: dict[str, Any] = {"soft_wrap": True, "show_line_numbers": True, "tab_behavior": "indent",
                                "id": "editor-text"}
     try:
@@ -133,7 +135,7 @@ class MemoryEditorScreen(Screen[None]):
     def action_keep_theirs(self) -> None:
         theirs = self._resolve()
         if theirs is not None:
-            self.text_area.load_text(theirs.content)
+            self.text_area.load_text(clean(theirs.content))
             self._show_result(Content.styled("Kept their version; your edit was discarded.", "$text-muted"))
 
     def action_overwrite(self) -> None:

@@ -63,6 +63,9 @@ class TurnView:
             screen.status.prompt_tokens, screen.status.tokens_estimated = usage.prompt_tokens, False
         if usage.cost_usd is not None:
             screen.status.cost_usd = usage.cost_usd
+        if event.cut:  # a bound ended the turn early: the reply shown is partial (and ends with a marker)
+            screen.notify(f"The reply was cut short: {event.cut}.", title="Reply cut short", severity="warning",
+                          timeout=10)
 
     async def _failed(self, event: TurnFailed) -> None:
         screen = self.screen
