@@ -76,10 +76,12 @@ class DidactylApp(App[None]):
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
                markup: bool = False) -> None:
-        """Every toast of the app (screens' ``notify`` lands here). Its text is data, often from outside (relay
-        reasons, config values, the model): shown literally, never parsed as markup (a ``[/]`` would crash
-        the app, a ``[ui]`` would vanish), and stripped of control characters and escape sequences."""
-        super().notify(clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=markup)
+        """Every toast of the app (a screen's or widget's ``notify`` lands here, always passing ``markup=True``,
+        Textual's default, so it is ignored). Its text is data, often from outside (relay reasons, config values,
+        the model): shown literally, never parsed as markup (a ``[/]`` would crash the app, a ``[ui]`` would
+        vanish), and stripped of control characters and escape sequences."""
+        del markup
+        super().notify(clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=False)
 
     # --- start ------------------------------------------------------------------------------
 
