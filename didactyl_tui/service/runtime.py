@@ -21,6 +21,7 @@ from ..agent.memory.outbox import Outbox
 from ..agent.memory.publisher import MemoryPublisher
 from ..agent.memory.store import MemoryStore, MemoryType
 from ..agent.memory.sync import MemorySync
+from ..agent.private_files import permission_warnings, tighten_sqlite_files
 from ..agent.tools.context import AgentToolContext
 from ..config import Config
 from ..errors import AgentError, RelayError
@@ -98,6 +99,8 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
         return None
     if relay.port_fallback and relay.started_by_us:
         warn(f"port {relay.requested_port} is taken by another program; the embedded relay runs on {relay.url}")
+    # The relay process creates its files 0600 (umask 077); an older version's files are made private here.
+    await asyncio.to_thread(tighten_sqlite_files, data_dir / RELAY_DB)
     return relay
 
 
@@ -138,7 +141,11 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
                 on_lost: Callable[[MemoryType, str, str], None], on_outbox_change: Callable[[], None]) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
-    key = (await asyncio.to_thread(load_agent_key, data_dir, env)).key
+    loaded = await asyncio.to_thread(load_agent_key, data_dir, env)
+    key = loaded.key
+    # As ssh does: say when group or others can reach the data dir, the key or a database (nothing is refused).
+    for line in await asyncio.to_thread(permission_warnings, data_dir, loaded.path):
+        warn(line)
     urls: list[str] = []
     # The relay process's limits and allow-list (the agent's and the admin's keys may write); they apply when this
     # process starts it — a relay already running keeps those it was started with.

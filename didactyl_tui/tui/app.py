@@ -184,7 +184,8 @@ class DidactylApp(App[None]):
         main.service_started()
         litellm_loading = service.preload_llm()
         await asyncio.to_thread(_preload_views)
-        await asyncio.to_thread(litellm_loading.join)
+        if litellm_loading is not None:  # None: no model configured, litellm is imported at the first turn
+            await asyncio.to_thread(litellm_loading.join)
         # litellm and the views are in memory for good now: keep them out of every later full garbage
         # collection, which would otherwise rescan them on the UI loop (~250 ms each, measured).
         gc.freeze()
