@@ -27,6 +27,7 @@ from ..config import Config
 from ..errors import AgentError, RelayError
 from ..nostr.keys import SecretKey
 from ..nostr.pool import RelayPool
+from ..nostr.relay_guard import FailedEvents
 from ..nostr.results import ConnectionState
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
 from .relay_keeper import EmbeddedRelayKeeper
@@ -82,6 +83,15 @@ class Runtime:
         await self.daemons.cancel(self.timeout_s + 1)
         await self.sync.stop(self.timeout_s + 1)
         await self.closers.aclose()
+
+
+def relay_client_defences(config: Config) -> dict[str, Any]:
+    """The ``[relays]`` keys that defend each relay client against a hostile relay, as RelayClient arguments."""
+    r = config.relays
+    return {"verify_rate": r.verify_rate, "verify_burst": r.verify_burst, "frame_rate": r.frame_rate,
+            "frame_burst": r.frame_burst, "health_window": r.invalid_window, "max_invalid_share": r.max_invalid_share,
+            "penalty_base": r.penalty_base_s, "penalty_max": r.penalty_max_s,
+            "failed_events": FailedEvents(r.failed_events_max)}
 
 
 async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None],
@@ -158,7 +168,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     urls += [u for u in config.relays.urls if u not in urls]
     if not urls:
         warn("no relay is available: memory saves will not be published")
-    pool = RelayPool(urls, auth_key=key, **client_options)
+    pool = RelayPool(urls, auth_key=key, **{**relay_client_defences(config), **client_options})
     closers.push_async_callback(_quietly, pool.close)
     outbox = await asyncio.to_thread(_open_or_in_memory, Outbox, data_dir / OUTBOX_DB,
                                      "unsent memory edits are kept", warn)
