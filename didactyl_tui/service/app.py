@@ -280,6 +280,14 @@ class AppService:
         """The one save path (the memory_save tool's too)."""
         return await self.parts.memory.save(t, content)
 
+    def memory_not_persisted(self, event_id: str) -> str | None:
+        """Why a saved memory version is not written on this device (disk full...), or None."""
+        return self.parts.memory.not_persisted(event_id) if self._parts is not None else None
+
+    def memory_at_risk(self) -> list[str]:
+        """Memory edits lost if the app quits now, one line each (empty: quitting loses nothing)."""
+        return self.parts.memory.at_risk() if self._parts is not None else []
+
     async def rollback_memory(self, t: MemoryType | str, event_id: str) -> SaveResult:
         return await self.parts.memory.rollback(t, event_id)
 

@@ -83,6 +83,34 @@ class DidactylApp(App[None]):
         del markup
         super().notify(clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=False)
 
+    # --- quitting: never loses work without asking ---------------------------------------------------
+
+    def unsaved_work(self) -> list[str]:
+        """What quitting now would lose, one line each: editor text not saved, memory versions on no relay
+        that could not be written on this device (a full disk). Empty: quitting loses nothing."""
+        from .screens.memory_editor import MemoryEditorScreen
+
+        lines = [s.unsaved_change for s in self.screen_stack
+                 if isinstance(s, MemoryEditorScreen) and s.is_mounted and s.unsaved_change]
+        if self.service is not None:
+            lines += self.service.memory_at_risk()
+        return [line for line in lines if line]
+
+    async def action_quit(self) -> None:
+        """Quit at once, or ask first when something would be lost (quit anyway / stay)."""
+        from .screens.confirm import ConfirmScreen
+
+        lines = self.unsaved_work()
+        if not lines:
+            self.exit()
+            return
+        if isinstance(self.screen, ConfirmScreen) and self.screen.id == "confirm-quit":
+            return  # already asking
+        question = "Quitting now loses work:\n" + "\n".join(f"• {line}" for line in lines) + "\n\nQuit anyway?"
+        dialog = ConfirmScreen(question, title="Quit?", confirm_label="Quit anyway", cancel_label="Stay")
+        dialog.id = "confirm-quit"
+        self.push_screen(dialog, lambda quit_anyway: self.exit() if quit_anyway else None)
+
     # --- start ------------------------------------------------------------------------------
 
     @property

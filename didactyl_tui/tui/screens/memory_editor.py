@@ -176,7 +176,29 @@ class MemoryEditorScreen(Screen[None]):
         finally:
             self._saving_text = None
         self._rebase(result.snapshot)
+        self._show_outcome(app, result)
+
+    @property
+    def unsaved_change(self) -> str | None:
+        """A line saying the editor holds text not saved yet (None when it holds the saved version)."""
+        if self.text_area.text == clean(self.base.content):
+            return None
+        return f"your edit of the {self.title_text.lower()} in the editor is not saved"
+
+    def _show_outcome(self, app: DidactylApp, result: Any) -> None:
+        """The relays' verdicts, unless the version is on no relay and could not be written here (disk full):
+        then it is not saved, and the screen says so with the reason."""
+        not_kept = app.service.memory_not_persisted(result.event_id) if app.service is not None else None
+        if not_kept and not result.any_accepted:
+            line = (f"Not saved: {not_kept}. No relay took it either: it is kept only while didactyl runs, and "
+                    "sent again meanwhile.")
+            self._show_result(Content.styled(line, "$text-error"))
+            app.notify(line, title="Not saved", severity="error", timeout=10)
+            return
         self._show_result(self._verdicts(result.outcome))
+        if not_kept:
+            app.notify(f"Saved on {len(result.outcome.accepted_by)} relay(s), but not on this device: {not_kept}.",
+                       title="Not saved here", severity="warning", timeout=10)
 
     def _verdicts(self, outcome: PublishOutcome) -> Content:
         return verdict_lines(outcome, cast("DidactylApp", self.app).relay_label)
