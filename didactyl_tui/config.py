@@ -178,6 +178,26 @@ class RelaysConfig:
     timeout_s: float = _f(
         5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1, max=600
     )
+    # Defences against a hostile relay (nostr/relay_guard.py; docs/security.md). Per relay unless said.
+    verify_rate: float = _f(2000.0, "Signature checks per second per relay; past it the client stops reading that "
+                            "relay until the budget recovers (nothing is dropped).", min=1, max=1_000_000)
+    verify_burst: float = _f(2000.0, "Signature checks a quiet relay may spend at once (a query's stored events).",
+                             min=1, max=1_000_000)
+    frame_rate: float = _f(5000.0, "Frames of any kind read per second per relay, valid or not (bounds the CPU a "
+                           "relay costs).", min=1, max=1_000_000)
+    frame_burst: float = _f(5000.0, "Frames a quiet relay may send at once.", min=1, max=1_000_000)
+    invalid_window: int = _f(200, "Recent frames judged together to tell whether a relay is mostly sending "
+                             "invalid frames.", min=10, max=100_000)
+    max_invalid_share: float = _f(0.5, "Share of the last invalid_window frames that may be invalid (bad JSON, "
+                                  "bad signatures, unknown messages) before the client hangs up on the relay.",
+                                  min=0.01, max=0.99)
+    penalty_base_s: float = _f(5.0, "Seconds to wait before reconnecting to a relay the client hung up on for "
+                               "invalid frames; doubles with every hang-up in a row.", min=0.1, max=86_400)
+    penalty_max_s: float = _f(600.0, "Longest wait before reconnecting to such a relay (at least penalty_base_s).",
+                              min=0.1, max=86_400)
+    failed_events_max: int = _f(10_000, "Events whose signature failed, remembered (for all relays together) so "
+                                "the same bad event is never verified twice; the oldest is forgotten past it.",
+                                min=100, max=10_000_000)
 
 
 @dataclass
@@ -532,6 +552,9 @@ def validate(cfg: Config) -> Config:
             raise loader.fail("relays", "urls", f"{u[:200]!r} {problem}")
     if not cfg.relays.urls and not cfg.relays.embedded:
         raise loader.fail("relays", "embedded", "is false and no [relays] urls are set: the agent needs a relay")
+    if cfg.relays.penalty_max_s < cfg.relays.penalty_base_s:
+        raise loader.fail("relays", "penalty_max_s", f"must be at least penalty_base_s ({cfg.relays.penalty_base_s:g}),"
+                          f" not {cfg.relays.penalty_max_s:g}")
     return cfg
 
 

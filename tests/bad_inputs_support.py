@@ -235,18 +235,31 @@ def matches_catalogue(row_id: str, seen: str, replacements: Mapping[str, str] | 
 
 
 class RecordingApp(LabelledApp):
-    """The real app; every notification is also kept as the line a person reads (``title: message``)."""
+    """The real app; every notification is also kept as the line a person reads (``title: message``).
+
+    ``notes`` holds what the code asked to show; :meth:`notified_with` reads what the screen *shows*: the
+    text of the toasts on screen (a toast parsed as markup would lose a ``[ui]`` or crash on ``[/]``), kept
+    once seen so a toast that has expired since still counts. Run it with ``run_test(notifications=True)``:
+    Textual's test harness shows no toasts otherwise."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.notes: list[str] = []
+        self.toasts: dict[int, str] = {}
 
     def notify(self, message: Any, *, title: str = "", **kwargs: Any) -> None:
         self.notes.append(f"{title}: {' '.join(str(message).split())}")
         super().notify(message, title=title, **kwargs)
 
+    def shown_toasts(self) -> list[str]:
+        """Every toast seen on screen so far, as ``title: message`` (the message's lines joined)."""
+        for toast in self.screen.query("Toast"):
+            title, _, message = toast.render().plain.partition("\n")  # a toast renders its title, then its text
+            self.toasts.setdefault(id(toast), f"{title}: {' '.join(message.split())}")
+        return list(self.toasts.values())
+
     def notified_with(self, title: str) -> list[str]:
-        return [note for note in self.notes if note.startswith(f"{title}: ")]
+        return [note for note in self.shown_toasts() if note.startswith(f"{title}: ")]
 
 
 def recording_app(data_dir: Path, config: Config, env: dict[str, str]) -> RecordingApp:

@@ -225,7 +225,10 @@ RELAY_ROWS = [
     row("relay-silent", "silent", True, 0),
     row("relay-garbage", "garbage", True, 0),
     row("relay-ok-false", "ok-false", True, 0),
+    row("relay-reason-escapes", "escapes", True, 0),
 ]
+# A relay's reason that would write the clipboard (OSC 52), clear the screen and draw text if printed raw.
+HOSTILE_REASON = "blocked: \x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J\x1b[H\rall good [/] \x1b]0;pwned\x07"
 
 
 @pytest.mark.parametrize(("row_id", "kind", "embedded", "code"), RELAY_ROWS)
@@ -235,7 +238,8 @@ async def test_relay_rows(row_id: str, kind: str, embedded: bool, code: int, tmp
         url = f"ws://127.0.0.1:{free_port()}"
     else:
         server = {"silent": SilentServer, "garbage": lambda: ScriptedRelay(_garbage),
-                  "ok-false": lambda: HostileRelay(ok_answer=(False, "blocked: not on the allow list"))}[kind]()
+                  "ok-false": lambda: HostileRelay(ok_answer=(False, "blocked: not on the allow list")),
+                  "escapes": lambda: HostileRelay(ok_answer=(False, HOSTILE_REASON))}[kind]()
         await server.start()
         servers.append(server)
         url = server.url
@@ -424,6 +428,7 @@ async def _notified(pilot: Any, app: RecordingApp, title: str) -> str:
 TUI_CONFIG_ROWS = [
     row("tui-bad-keys-action", "keys", {"launch_rockets": "f12"}, "Config"),
     row("tui-bad-theme", "theme", "no-such-theme", "Theme"),
+    row("tui-theme-markup", "theme", "nope[/x]", "Theme"),
 ]
 
 
@@ -439,7 +444,7 @@ async def test_tui_config_rows(row_id: str, what: str, value: Any, title: str, t
         config_path.write_text(f'[ui]\ntheme = "{value}"\n')
     config.path = config_path
     app = recording_app(tmp_path, config, make_env(DIDACTYL_NSEC=NSEC))
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         line = await _notified(pilot, app, title)
         await started(pilot)  # a warning, not a stop: the app runs on
     assert str(config_path) in line, f"the message does not name the config file: {line}"
@@ -452,7 +457,7 @@ TUI_EDITOR_ROWS = [row("editor-over-limit", 20)]
 @pytest.mark.parametrize(("row_id", "limit"), TUI_EDITOR_ROWS)
 async def test_editor_rows(row_id: str, limit: int, tmp_path: Path) -> None:
     app = recording_app(tmp_path, make_config(short_limit=limit, publish_profile=False), make_env(DIDACTYL_NSEC=NSEC))
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         await started(pilot)
         await pilot.press("f6")
         editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen)
@@ -477,7 +482,7 @@ async def test_tui_early_rows(row_id: str, key: str, tmp_path: Path) -> None:
         config = make_config(urls=[silent.url], publish_profile=False)
         config.relays.timeout_s = 3.0
         app = recording_app(tmp_path, config, make_env(DIDACTYL_NSEC=NSEC))
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
             await pilot.pause(0.2)
             assert not app.service_ready
             await pilot.press(key)
@@ -498,7 +503,7 @@ async def test_tui_send_early_rows(row_id: str, text: str, tmp_path: Path) -> No
         config = make_config(urls=[silent.url], publish_profile=False)
         config.relays.timeout_s = 3.0
         app = recording_app(tmp_path, config, make_env(DIDACTYL_NSEC=NSEC))
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
             await pilot.pause(0.2)
             assert not app.service_ready
             app.main_screen.chat_input.focus()

@@ -19,6 +19,7 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.cli",
     "didactyl_tui.config",
     "didactyl_tui.errors",
+    "didactyl_tui.terminal_text",  # stdlib only (re): every toast and every CLI line is cleaned by it
     "didactyl_tui.service",  # only its light modules: the typed events, state.toml, labels
     "didactyl_tui.service.events",
     "didactyl_tui.service.labels",

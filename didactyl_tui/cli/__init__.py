@@ -23,6 +23,7 @@ from typing import Any, NoReturn, TextIO
 
 from ..config import Config, data_dir, load_config
 from ..errors import ConfigError, DidactylError, NostrError
+from ..terminal_text import StreamCleaner, clean, json_text, one_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEBUG_ENV = "DIDACTYL_DEBUG"
@@ -72,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="one turn with the agent; prints the reply")
     p.add_argument("--message", "-m", required=True, metavar="TEXT", help="the message ('-' reads stdin)")
     p.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
-    p.add_argument("--json", action="store_true", help='print {"session_id", "reply", "tool_calls", "prompt"}')
+    p.add_argument("--json", action="store_true",
+                   help='print {"session_id", "reply", "tool_calls", "prompt", "cut"}')
 
     p = sub.add_parser("prompt", help="assemble the next prompt without calling the model (a dry run)")
     p.add_argument("--message", "-m", metavar="TEXT", help="the user's message to include ('-' reads stdin)")
@@ -174,22 +176,37 @@ def _add_sessions_parser(sub: Any) -> None:
 
 
 class _Out:
+    """The one way the commands write to the terminal. Much of what they print came from outside (relay
+    reasons, memory text, the model's reply, config values): every line is stripped of control characters
+    and escape sequences here (``terminal_text``), so none reaches the terminal whatever the caller forgot."""
+
     def __init__(self, stdout: TextIO, stderr: TextIO) -> None:
         self.stdout = stdout
         self.stderr = stderr
 
     def print(self, text: str = "", *, end: str = "\n") -> None:
-        self.stdout.write(text + end)
+        self.stdout.write(clean(text) + end)
+        self.stdout.flush()
+
+    def stream(self, cleaner: StreamCleaner, piece: str) -> None:
+        """Part of a streamed text (a reply): a sequence cut between two pieces is removed whole."""
+        self.stdout.write(cleaner.feed(piece))
         self.stdout.flush()
 
     def json(self, data: Any) -> None:
         import json  # only the --json commands need it (kept off the TUI's start)
 
-        self.print(json.dumps(data, ensure_ascii=False, indent=2))
+        # json.dumps escapes C0 controls; json_text escapes DEL and C1 too (the data is unchanged).
+        self.stdout.write(json_text(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
+        self.stdout.flush()
+
+    def note(self, text: str) -> None:
+        """One line on stderr, as it is (after cleaning)."""
+        self.stderr.write(one_line(text) + "\n")
+        self.stderr.flush()
 
     def warn(self, text: str) -> None:
-        self.stderr.write(f"warning: {' '.join(text.split())}\n")
-        self.stderr.flush()
+        self.note(f"warning: {text}")
 
 
 def _read_text(value: str, stdin: TextIO) -> str:
@@ -230,7 +247,7 @@ def cmd_keygen(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> i
     path = write_key_file(key_file_path(data), key, force=args.force)
     out.print(key.npub)
     out.print(key.public_key_hex)
-    out.stderr.write(f"wrote {path} (mode 0600)\n")
+    out.note(f"wrote {path} (mode 0600)")
     if env.get(ENV_NSEC, "").strip():
         out.warn(f"${ENV_NSEC} is set and wins over the key file")
     return EXIT_OK
@@ -288,11 +305,12 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
         assembly = None
         finished: TurnFinished | None = None
         streamed = False
+        cleaner = StreamCleaner()
         async for event in service.run_turn(session, message, SessionKind.HEADLESS_CHAT):
             if isinstance(event, TurnStarted):
                 assembly = event.assembly
             elif isinstance(event, TextDelta) and not args.json:
-                out.print(event.text, end="")
+                out.stream(cleaner, event.text)
                 streamed = True
             elif isinstance(event, TurnFailed):
                 raise CommandFailed(event.message, event.title)
@@ -307,11 +325,14 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
                 "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result}
                                for c in finished.tool_calls],
                 "prompt": assembly.to_json_dict() if assembly is not None else None,
+                "cut": finished.cut,
             })
         elif streamed:
-            out.print()
+            out.print(cleaner.flush())
         else:
             out.print(finished.reply)
+        if finished.cut:  # a bound ended the turn early: the reply is partial (and marked so)
+            out.warn(f"reply cut short: {finished.cut}")
     return EXIT_OK
 
 
@@ -327,11 +348,19 @@ async def _resolve_session(service: Any, id_or_prefix: str) -> str:
 # --- entry --------------------------------------------------------------------------------------
 
 
+class _CleanFormatter(logging.Formatter):
+    """Debug logs quote relays and the model: no escape sequence reaches the terminal through them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return clean(super().format(record))
+
+
 def _configure_logging(env: Mapping[str, str]) -> None:
     root = logging.getLogger()
     if env.get(DEBUG_ENV):
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_CleanFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.basicConfig(level=logging.DEBUG, handlers=[handler])
     elif not root.handlers:
         # Warnings reach the user as ServiceWarning lines; keep Python's last-resort handler quiet.
         root.addHandler(logging.NullHandler())
@@ -361,17 +390,15 @@ def run(
         args = build_parser().parse_args(argv)
         return _dispatch(args, env, out, stdin, launch_tui)
     except DidactylError as exc:
-        out.stderr.write(f"didactyl: {exc.one_line()}\n")
+        out.note(f"didactyl: {exc.one_line()}")
         return _exit_code(exc)
     except KeyboardInterrupt:
-        out.stderr.write("didactyl: interrupted\n")
+        out.note("didactyl: interrupted")
         return 130
     except Exception as exc:
         if env.get(DEBUG_ENV):
-            traceback.print_exc(file=out.stderr)
-        text = " ".join(str(exc).split())
-        out.stderr.write(f"didactyl: unexpected error: {type(exc).__name__}: {text} "
-                         f"(rerun with {DEBUG_ENV}=1 for details)\n")
+            out.stderr.write(clean(traceback.format_exc()))
+        out.note(f"didactyl: unexpected error: {type(exc).__name__}: {exc} (rerun with {DEBUG_ENV}=1 for details)")
         return EXIT_FAILED
 
 

@@ -49,7 +49,7 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
         if not snap.loaded:
             raise CommandFailed(f"no relay answered: the {t.title.lower()} could not be read")
         if not args.json and not snap.content:
-            out.stderr.write(f"(the {t.title.lower()} is empty)\n")
+            out.note(f"(the {t.title.lower()} is empty)")
     return EXIT_OK
 
 
@@ -80,6 +80,7 @@ async def save(args: argparse.Namespace, config: Config, data: Path, env: Mappin
             raise CommandFailed(exc.message, exc.title) from None
         except AgentError as exc:  # bad input: nothing published
             raise UsageError(exc.message, exc.title) from None
+        not_kept = service.memory_not_persisted(result.event_id)  # e.g. disk full: not in the outbox
     if args.json:
         out.json(result.to_json_dict())
     else:
@@ -90,9 +91,14 @@ async def save(args: argparse.Namespace, config: Config, data: Path, env: Mappin
         raise CommandFailed(f"every relay refused the {t.title.lower()} for good: {result.outcome.summary()}; it "
                             "is not resent (your text is in `didactyl memory history`); later saves are not "
                             "affected")
+    if not result.any_accepted and not_kept:
+        raise CommandFailed(f"the {t.title.lower()} was not saved: {not_kept}; and no relay accepted it: "
+                            f"{result.outcome.summary()}", "Not saved")
     if not result.any_accepted:
         raise CommandFailed(f"no relay accepted the {t.title.lower()}: {result.outcome.summary()}; it is kept "
                             "in the outbox and sent again whenever didactyl runs")
+    if not_kept:
+        out.warn(f"saved on the relays but not on this device: {not_kept}")
     return EXIT_OK
 
 
@@ -139,7 +145,7 @@ async def history(args: argparse.Namespace, config: Config, data: Path, env: Map
         out.json({"type": t.value, "versions": rows})
         return EXIT_OK
     if not rows:
-        out.stderr.write(f"(no {t.title.lower()} version seen yet)\n")
+        out.note(f"(no {t.title.lower()} version seen yet)")
         return EXIT_OK
     for row in rows:
         mark = "*" if row["current"] else " "

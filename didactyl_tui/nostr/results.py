@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ..terminal_text import one_line
 from .messages import Prefix
 
 
@@ -79,10 +80,11 @@ class PublishOutcome:
         return any(r.accepted for r in self.results.values())
 
     def summary(self) -> str:
-        """e.g. ``accepted by 2/3 relays (wss://a: rejected: blocked)``."""
+        """e.g. ``accepted by 2/3 relays (wss://a: rejected: blocked)``: one line, the relays' reasons
+        stripped of control characters and escape sequences (they are outside text)."""
         total = len(self.results)
         ok = len(self.accepted_by)
-        bad = [f"{u}: {r.verdict.value}{(': ' + r.message) if r.message else ''}"
+        bad = [f"{u}: {r.verdict.value}{(': ' + one_line(r.message)) if r.message else ''}"
                for u, r in self.results.items() if not r.accepted]
         text = f"accepted by {ok}/{total} relays"
         return text + (f" ({'; '.join(bad)})" if bad else "")

@@ -287,6 +287,8 @@ class AppService:
         """Switch the model (with its server and key variable) and remember it (writes state.toml: call it from a
         thread in a UI)."""
         self._model.set(chosen)
+        if self._parts is not None:
+            self.preload_llm()  # a model now: its first turn should not wait for the import
 
     async def check_model(self, chosen: ModelSettings) -> ModelCheck:
         """A bounded connection test (a one-token completion; the server's /models list when it has an api_base).
@@ -306,8 +308,11 @@ class AppService:
         """Keep a runtime choice (model, theme...) in <data dir>/state.toml."""
         state.remember(self.data_dir, key, value)
 
-    @staticmethod
-    def preload_llm() -> threading.Thread:
+    def preload_llm(self) -> threading.Thread | None:
+        """Start importing litellm in the background when a model is configured; None when there is none
+        (no turn to win time for, and idle RSS stays ~200 MiB lower)."""
+        if self._parts is None or not self._parts.chat.should_preload():
+            return None
         return preload_llm()
 
     # --- memory: the parts' API ----------------------------------------------------------------------
@@ -323,6 +328,14 @@ class AppService:
     async def save_memory(self, t: MemoryType | str, content: str) -> SaveResult:
         """The one save path (the memory_save tool's too)."""
         return await self.parts.memory.save(t, content)
+
+    def memory_not_persisted(self, event_id: str) -> str | None:
+        """Why a saved memory version is not written on this device (disk full...), or None."""
+        return self.parts.memory.not_persisted(event_id) if self._parts is not None else None
+
+    def memory_at_risk(self) -> list[str]:
+        """Memory edits lost if the app quits now, one line each (empty: quitting loses nothing)."""
+        return self.parts.memory.at_risk() if self._parts is not None else []
 
     async def rollback_memory(self, t: MemoryType | str, event_id: str) -> SaveResult:
         return await self.parts.memory.rollback(t, event_id)

@@ -177,6 +177,12 @@ class ChatService:
         # Every [llm] setting flows through; the model, its server and its key variable are the choice's.
         return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self._model.settings, self._env)
 
+    def should_preload(self) -> bool:
+        """Import litellm ahead of the first turn only when a model is configured (#13: ~200 MiB of RSS)."""
+        from ..agent.llm import should_preload
+
+        return should_preload(self._llm_settings())
+
     async def run_turn(self, session_id: str, message: str,
                        kind: SessionKind = SessionKind.TERMINAL) -> AsyncIterator[AgentEvent]:
         """One turn of a ``kind`` session. LLM errors end it with TurnFailed (never raised). A finished turn is saved

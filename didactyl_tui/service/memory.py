@@ -61,6 +61,27 @@ class MemoryService:
         """The one save path (the tool's too): see :meth:`MemorySync.save`."""
         return await self._rt.sync.save(t, content)
 
+    def not_persisted(self, event_id: str) -> str | None:
+        """Why the version ``event_id`` is not written on this device (e.g. "disk full: ..."), or None when it
+        is. Such a version lives in memory only: it is retried while the app runs and lost when it quits,
+        unless a relay holds it."""
+        publisher = self._rt.publisher
+        if any(ev.id == event_id for ev in publisher.unsaved()):
+            return publisher.outbox_error or "the memory edit could not be written to the outbox"
+        return None
+
+    def at_risk(self) -> list[str]:
+        """Memory versions lost if the app quits now (on no relay, not written on this device), one line each."""
+        publisher = self._rt.publisher
+        reason = publisher.outbox_error or "it could not be written to the outbox"
+        out = []
+        for ev in publisher.unsaved_nowhere():
+            t = self._own_memory_type(ev)
+            what = f"the {t.title.lower()}" if t is not None else "a memory"
+            out.append(f"your edit of {what} (event {short_id(ev.id)}) is on no relay yet and not saved on this "
+                       f"device ({reason})")
+        return out
+
     async def rollback(self, t: MemoryType | str, event_id: str) -> SaveResult:
         """Save an older version's text again: a new version, through the one save path."""
         t = MemoryType.parse(t)

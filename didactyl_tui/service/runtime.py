@@ -21,11 +21,13 @@ from ..agent.memory.outbox import Outbox
 from ..agent.memory.publisher import MemoryPublisher
 from ..agent.memory.store import MemoryStore, MemoryType
 from ..agent.memory.sync import MemorySync
+from ..agent.private_files import permission_warnings, tighten_sqlite_files
 from ..agent.tools.context import AgentToolContext
 from ..config import Config
 from ..errors import AgentError, RelayError
 from ..nostr.keys import SecretKey
 from ..nostr.pool import RelayPool
+from ..nostr.relay_guard import FailedEvents
 from ..nostr.results import ConnectionState
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
 from .relay_keeper import EmbeddedRelayKeeper
@@ -83,6 +85,15 @@ class Runtime:
         await self.closers.aclose()
 
 
+def relay_client_defences(config: Config) -> dict[str, Any]:
+    """The ``[relays]`` keys that defend each relay client against a hostile relay, as RelayClient arguments."""
+    r = config.relays
+    return {"verify_rate": r.verify_rate, "verify_burst": r.verify_burst, "frame_rate": r.frame_rate,
+            "frame_burst": r.frame_burst, "health_window": r.invalid_window, "max_invalid_share": r.max_invalid_share,
+            "penalty_base": r.penalty_base_s, "penalty_max": r.penalty_max_s,
+            "failed_events": FailedEvents(r.failed_events_max)}
+
+
 async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None],
                                relay_options: Mapping[str, Any] | None = None) -> SharedRelay | None:
     """The data dir's shared loopback relay, found or started as its own process (None when it cannot be:
@@ -98,6 +109,8 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
         return None
     if relay.port_fallback and relay.started_by_us:
         warn(f"port {relay.requested_port} is taken by another program; the embedded relay runs on {relay.url}")
+    # The relay process creates its files 0600 (umask 077); an older version's files are made private here.
+    await asyncio.to_thread(tighten_sqlite_files, data_dir / RELAY_DB)
     return relay
 
 
@@ -138,7 +151,11 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
                 on_lost: Callable[[MemoryType, str, str], None], on_outbox_change: Callable[[], None]) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
-    key = (await asyncio.to_thread(load_agent_key, data_dir, env)).key
+    loaded = await asyncio.to_thread(load_agent_key, data_dir, env)
+    key = loaded.key
+    # As ssh does: say when group or others can reach the data dir, the key or a database (nothing is refused).
+    for line in await asyncio.to_thread(permission_warnings, data_dir, loaded.path):
+        warn(line)
     urls: list[str] = []
     # The relay process's limits and allow-list (the agent's and the admin's keys may write); they apply when this
     # process starts it — a relay already running keeps those it was started with.
@@ -152,7 +169,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     urls += [u for u in config.relays.urls if u not in urls]
     if not urls:
         warn("no relay is available: memory saves will not be published")
-    pool = RelayPool(urls, auth_key=key, **client_options)
+    pool = RelayPool(urls, auth_key=key, **{**relay_client_defences(config), **client_options})
     closers.push_async_callback(_quietly, pool.close)
     outbox = await asyncio.to_thread(_open_or_in_memory, Outbox, data_dir / OUTBOX_DB,
                                      "unsent memory edits are kept", warn)

@@ -11,6 +11,7 @@ from ..agent.memory.store import MemoryType
 from ..errors import AgentError, NostrError
 from ..nostr.event import Event
 from ..nostr.results import RelayVerdict
+from ..terminal_text import one_line
 from .labels import short_id, when
 
 
@@ -43,7 +44,7 @@ class PendingPublish:
         if self.waiting_for:
             parts.append("waiting for " + ", ".join(self.waiting_for))
         text = ", ".join(parts)
-        return f"{text} ({self.last_error})" if self.last_error else text
+        return f"{text} ({one_line(self.last_error)})" if self.last_error else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ class RelayMemoryStatus:
             return f"{held}: lagging"
         if self.current:
             return f"{held}: was lagging, brought up to date"
-        reason = f": {self.republished.message}" if self.republished.message else ""
+        reason = f": {one_line(self.republished.message)}" if self.republished.message else ""
         return f"{held}: lagging, not updated ({self.republished.verdict.value}{reason})"
 
     def to_json_dict(self) -> dict[str, Any]:

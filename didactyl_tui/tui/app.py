@@ -28,6 +28,7 @@ from ..config import Config
 from ..errors import DidactylError
 from ..service.events import ServiceEvent
 from ..service.state import read_state, remember
+from ..terminal_text import clean, one_line
 from .actions import bindings, check_keymap
 from .screens.main import MainScreen
 from .theme_files import load_themes, shipped_themes_dir
@@ -70,6 +71,45 @@ class DidactylApp(App[None]):
         self._startup_warnings: list[tuple[str, str]] = []
         # Themes before the first frame: switching theme after mount would style every widget twice.
         self._install_themes()
+
+    # --- notifications: outside text shown as it is -------------------------------------------------
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Every toast of the app (a screen's or widget's ``notify`` lands here, always passing ``markup=True``,
+        Textual's default, so it is ignored). Its text is data, often from outside (relay reasons, config values,
+        the model): shown literally, never parsed as markup (a ``[/]`` would crash the app, a ``[ui]`` would
+        vanish), and stripped of control characters and escape sequences."""
+        del markup
+        super().notify(clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=False)
+
+    # --- quitting: never loses work without asking ---------------------------------------------------
+
+    def unsaved_work(self) -> list[str]:
+        """What quitting now would lose, one line each: editor text not saved, memory versions on no relay
+        that could not be written on this device (a full disk). Empty: quitting loses nothing."""
+        from .screens.memory_editor import MemoryEditorScreen
+
+        lines = [s.unsaved_change for s in self.screen_stack
+                 if isinstance(s, MemoryEditorScreen) and s.is_mounted and s.unsaved_change]
+        if self.service is not None:
+            lines += self.service.memory_at_risk()
+        return [line for line in lines if line]
+
+    async def action_quit(self) -> None:
+        """Quit at once, or ask first when something would be lost (quit anyway / stay)."""
+        from .screens.confirm import ConfirmScreen
+
+        lines = self.unsaved_work()
+        if not lines:
+            self.exit()
+            return
+        if isinstance(self.screen, ConfirmScreen) and self.screen.id == "confirm-quit":
+            return  # already asking
+        question = "Quitting now loses work:\n" + "\n".join(f"• {line}" for line in lines) + "\n\nQuit anyway?"
+        dialog = ConfirmScreen(question, title="Quit?", confirm_label="Quit anyway", cancel_label="Stay")
+        dialog.id = "confirm-quit"
+        self.push_screen(dialog, lambda quit_anyway: self.exit() if quit_anyway else None)
 
     # --- start ------------------------------------------------------------------------------
 
@@ -173,7 +213,8 @@ class DidactylApp(App[None]):
         main.service_started()
         litellm_loading = service.preload_llm()
         await asyncio.to_thread(_preload_views)
-        await asyncio.to_thread(litellm_loading.join)
+        if litellm_loading is not None:  # None: no model configured, litellm is imported at the first turn
+            await asyncio.to_thread(litellm_loading.join)
         # litellm and the views are in memory for good now: keep them out of every later full garbage
         # collection, which would otherwise rescan them on the UI loop (~250 ms each, measured).
         gc.freeze()

@@ -69,6 +69,7 @@ class _Unsaved:
     attempts: int = 0
     next_at: float = 0.0
     done: frozenset[str] = frozenset()  # relays that accepted or refused it for good
+    held: bool = False  # some relay holds it: quitting now loses nothing
 
 
 class MemoryPublisher:
@@ -185,6 +186,8 @@ class MemoryPublisher:
         for url, verdict in outcome.results.items():
             if verdict.disposition is not Disposition.RETRY:
                 done.add(url)
+            if verdict.disposition is Disposition.HELD:
+                unsaved.held = True
         unsaved.done = frozenset(done)
         unsaved.attempts += 1
         unsaved.next_at = self._clock() + backoff_delay(unsaved.attempts - 1, base=self._base, cap=self._cap)
@@ -201,6 +204,10 @@ class MemoryPublisher:
     def unsaved(self) -> list[Event]:
         """Events the outbox could not store yet (kept in memory, still retried)."""
         return [u.event for u in self._unsaved.values()]
+
+    def unsaved_nowhere(self) -> list[Event]:
+        """Events the outbox could not store that no relay holds either: lost if the process ends now."""
+        return [u.event for u in self._unsaved.values() if not u.held]
 
     def entries(self, address: str | None = None) -> list[OutboxEntry]:
         return self.outbox.entries(address)

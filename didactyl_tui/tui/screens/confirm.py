@@ -1,5 +1,5 @@
-"""Questions before something that cannot be undone: a yes/no before publishing (a rollback), and save /
-discard / keep editing before closing an editor with unsaved text."""
+"""Questions before something that cannot be undone: a yes/no before publishing (a rollback) or losing work
+(quitting), and save / discard / keep editing before closing an editor with unsaved text."""
 
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ class ConfirmScreen(ModalScreen[bool]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, question: str, *, title: str, confirm_label: str = "Yes") -> None:
+    def __init__(self, question: str, *, title: str, confirm_label: str = "Yes", cancel_label: str = "Cancel") -> None:
         super().__init__(classes="dialog-screen")
         self.question = question
         self.title_text = title
         self.confirm_label = confirm_label
+        self.cancel_label = cancel_label
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-dialog", classes="dialog") as box:
@@ -30,7 +31,7 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Static(Content(self.question), id="confirm-question")
             with Horizontal(classes="dialog-actions"):
                 yield Button(self.confirm_label, id="confirm", variant="primary")
-                yield Button("Cancel", id="cancel")
+                yield Button(self.cancel_label, id="cancel")
 
     def on_mount(self) -> None:
         self.query_one("#confirm", Button).focus()

@@ -11,9 +11,12 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ...terminal_text import clean
+
 
 def diff_content(old: str, new: str, old_label: str, new_label: str) -> Content:
     """Coloured unified diff (theme variables only); says so when nothing differs."""
+    old, new = clean(old), clean(new)  # memory versions come from relays
     lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm=""))
     if not lines:
         return Content("No difference.")

@@ -24,6 +24,7 @@ from ...errors import AgentError
 from ...service.drafts import read_draft, remove_draft, write_draft
 from ...service.events import MemoryChanged, ServiceEvent
 from ...service.labels import CLOCK, version_label, when
+from ...terminal_text import clean
 from ..actions import bindings
 from ..widgets.memory_gauge import MemoryGauge
 from ..widgets.publish_verdicts import verdict_lines
@@ -42,6 +43,7 @@ def _version(snapshot: MemorySnapshot) -> str:
 
 
 def _editor(text: str) -> TextArea:
+    text = clean(text)  # the memory came from a relay: no escape sequence reaches the terminal (nor the next save)
     options: dict[str, Any] = {"soft_wrap": True, "show_line_numbers": True, "tab_behavior": "indent",
                                "id": "editor-text"}
     try:
@@ -185,7 +187,7 @@ class MemoryEditorScreen(Screen[None]):
     def action_keep_theirs(self) -> None:
         theirs = self._resolve()
         if theirs is not None:
-            self.text_area.load_text(theirs.content)
+            self.text_area.load_text(clean(theirs.content))
             self._show_result(Content.styled("Kept their version; your edit was discarded.", "$text-muted"))
 
     def action_overwrite(self) -> None:
@@ -226,11 +228,33 @@ class MemoryEditorScreen(Screen[None]):
         finally:
             self._saving_text = None
         self._rebase(result.snapshot)
-        self._show_result(self._verdicts(result.outcome))
-        if not self.unsaved:
+        if self._show_outcome(app, result) and not self.unsaved:
             await asyncio.to_thread(remove_draft, self._data_dir, self.memory_type.value)
             if close_after:
                 self.dismiss(None)
+
+    @property
+    def unsaved_change(self) -> str | None:
+        """A line saying the editor holds text not saved yet (None when it holds the saved version)."""
+        if self.text_area.text == clean(self.base.content):
+            return None
+        return f"your edit of the {self.title_text.lower()} in the editor is not saved"
+
+    def _show_outcome(self, app: DidactylApp, result: Any) -> bool:
+        """The relays' verdicts, unless the version is on no relay and could not be written here (disk full):
+        then it is not saved, and the screen says so with the reason (False: the draft stays)."""
+        not_kept = app.service.memory_not_persisted(result.event_id) if app.service is not None else None
+        if not_kept and not result.any_accepted:
+            line = (f"Not saved: {not_kept}. No relay took it either: it is kept only while didactyl runs, and "
+                    "sent again meanwhile.")
+            self._show_result(Content.styled(line, "$text-error"))
+            app.notify(line, title="Not saved", severity="error", timeout=10)
+            return False
+        self._show_result(self._verdicts(result.outcome))
+        if not_kept:
+            app.notify(f"Saved on {len(result.outcome.accepted_by)} relay(s), but not on this device: {not_kept}.",
+                       title="Not saved here", severity="warning", timeout=10)
+        return True
 
     def _verdicts(self, outcome: PublishOutcome) -> Content:
         return verdict_lines(outcome, cast("DidactylApp", self.app).relay_label)

@@ -66,6 +66,9 @@ class TurnView:
         screen.status.context_window = screen.require_service().context_window()
         if usage.cost_usd is not None:
             screen.status.session_cost_usd = (screen.status.session_cost_usd or 0.0) + usage.cost_usd
+        if event.cut:  # a bound ended the turn early: the reply shown is partial (and ends with a marker)
+            screen.notify(f"The reply was cut short: {event.cut}.", title="Reply cut short", severity="warning",
+                          timeout=10)
 
     async def _failed(self, event: TurnFailed) -> None:
         screen = self.screen

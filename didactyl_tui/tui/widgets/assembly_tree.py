@@ -14,6 +14,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ...service.labels import CLOCK, when
+from ...terminal_text import clean
 
 if TYPE_CHECKING:
     from ...service import PromptAssembly, ToolCallFinished, Usage
@@ -64,6 +65,11 @@ def _message_text(message: dict[str, Any]) -> str:
     return text.strip()
 
 
+def _label(text: str) -> Text:
+    """A node's label: prompts quote memories, the model and relays, so control characters go."""
+    return Text(clean(text, newlines=False, tabs=False))
+
+
 class AssemblyTree(Tree[NodeInfo]):
     """Attributes down: :meth:`add_entry` and :meth:`refresh_entry`."""
 
@@ -97,7 +103,7 @@ class AssemblyTree(Tree[NodeInfo]):
 
     def add_entry(self, entry: InspectorEntry, *, expand: bool = False) -> TreeNode[NodeInfo]:
         self.entries[entry.number] = entry
-        node = self.root.add(Text(entry.label), data=NodeInfo(entry.number, "entry", "heading"), expand=expand)
+        node = self.root.add(_label(entry.label), data=NodeInfo(entry.number, "entry", "heading"), expand=expand)
         self._entry_nodes[entry.number] = node
         self._fill(node, entry)
         self.root.expand()
@@ -112,7 +118,7 @@ class AssemblyTree(Tree[NodeInfo]):
         node = self._entry_nodes.get(entry.number)
         if node is None:
             return
-        node.set_label(Text(entry.label))
+        node.set_label(_label(entry.label))
         was_open = {child.label.plain for child in node.children if child.is_expanded}
         node.remove_children()
         self._fill(node, entry)
@@ -134,9 +140,9 @@ class AssemblyTree(Tree[NodeInfo]):
     def _text_leaves(self, parent: TreeNode[NodeInfo], number: int, text: str, style: str | None = None) -> None:
         lines, more = _lines(text, self.preview_lines)
         for line in lines:
-            parent.add_leaf(Text(line or " "), data=NodeInfo(number, "line", style))
+            parent.add_leaf(_label(line or " "), data=NodeInfo(number, "line", style))
         if more:
-            parent.add_leaf(Text(f"… {more} more lines (open the entry to see all)"),
+            parent.add_leaf(_label(f"… {more} more lines (open the entry to see all)"),
                             data=NodeInfo(number, "meta", "meta"))
 
     def _fill(self, node: TreeNode[NodeInfo], entry: InspectorEntry) -> None:
@@ -146,7 +152,7 @@ class AssemblyTree(Tree[NodeInfo]):
         section_tokens = sum(layer.tokens for layer in used)
         skipped = len(a.layers) - len(used)
         sections = node.add(
-            Text(f"Sections: {len(used)} used, {skipped} skipped · {section_tokens:,} tok"),
+            _label(f"Sections: {len(used)} used, {skipped} skipped · {section_tokens:,} tok"),
             data=NodeInfo(n, "sections"),
         )
         for layer in a.layers:
@@ -154,61 +160,61 @@ class AssemblyTree(Tree[NodeInfo]):
             if layer.skipped:
                 label = f"{layer.section} [{layer.role}]{tool} · skipped: {layer.skip_reason or 'no reason given'}"
                 if not layer.content and layer.source_event is None:
-                    sections.add_leaf(Text(label), data=NodeInfo(n, "section", "skipped"))
+                    sections.add_leaf(_label(label), data=NodeInfo(n, "section", "skipped"))
                     continue
-                child = sections.add(Text(label), data=NodeInfo(n, "section", "skipped"))
+                child = sections.add(_label(label), data=NodeInfo(n, "section", "skipped"))
             else:
                 label = f"{layer.section} [{layer.role}]{tool} · {layer.tokens:,} tok"
-                child = sections.add(Text(label), data=NodeInfo(n, "section"))
+                child = sections.add(_label(label), data=NodeInfo(n, "section"))
             if layer.source_event is not None:
                 src = layer.source_event
                 at = when(src.created_at)
                 relays = ", ".join(src.relays) if src.relays else "no relay confirmed yet"
-                child.add_leaf(Text(f"source event {src.event_id} · {at} · on: {relays}"),
+                child.add_leaf(_label(f"source event {src.event_id} · {at} · on: {relays}"),
                                data=NodeInfo(n, "meta", "meta"))
             self._text_leaves(child, n, layer.content, "skipped" if layer.skipped else None)
 
         if a.backend_id:
-            backend = node.add(Text(f"Memory backend: {a.backend_id} · {a.backend_tokens:,} tok"),
+            backend = node.add(_label(f"Memory backend: {a.backend_id} · {a.backend_tokens:,} tok"),
                                data=NodeInfo(n, "backend"))
             self._text_leaves(backend, n, a.backend_context or "(no context this turn)")
         else:
-            node.add_leaf(Text("Memory backend: none"), data=NodeInfo(n, "backend", "skipped"))
+            node.add_leaf(_label("Memory backend: none"), data=NodeInfo(n, "backend", "skipped"))
 
-        tools = node.add(Text(f"Tools offered: {len(a.tools)}"), data=NodeInfo(n, "tools"))
+        tools = node.add(_label(f"Tools offered: {len(a.tools)}"), data=NodeInfo(n, "tools"))
         for schema in a.tools:
             fn = schema.get("function", {})
             desc = (fn.get("description") or "").strip().splitlines()
-            child = tools.add(Text(f"{fn.get('name')} — {desc[0] if desc else ''}"), data=NodeInfo(n, "tool"))
+            child = tools.add(_label(f"{fn.get('name')} — {desc[0] if desc else ''}"), data=NodeInfo(n, "tool"))
             self._text_leaves(child, n, json.dumps(fn.get("parameters", {}), indent=2, ensure_ascii=False))
 
         dropped = f", {a.history_dropped} older dropped" if a.history_dropped else ""
-        history = node.add(Text(f"History: {len(a.history)} messages{dropped}"), data=NodeInfo(n, "history"))
+        history = node.add(_label(f"History: {len(a.history)} messages{dropped}"), data=NodeInfo(n, "history"))
         for message in a.history:
             first = (_message_text(message).splitlines() or [""])[0]
-            child = history.add(Text(f"{message.get('role', '?')}: {first[:120]}"), data=NodeInfo(n, "message"))
+            child = history.add(_label(f"{message.get('role', '?')}: {first[:120]}"), data=NodeInfo(n, "message"))
             self._text_leaves(child, n, _message_text(message))
 
         if a.user_message is not None:
-            user = node.add(Text("User message"), data=NodeInfo(n, "user"))
+            user = node.add(_label("User message"), data=NodeInfo(n, "user"))
             self._text_leaves(user, n, a.user_message)
 
         if entry.tool_calls:
-            rounds = node.add(Text(f"Tool rounds: {len(entry.tool_calls)} call(s)"), data=NodeInfo(n, "rounds"))
+            rounds = node.add(_label(f"Tool rounds: {len(entry.tool_calls)} call(s)"), data=NodeInfo(n, "rounds"))
             for call in entry.tool_calls:
                 mark = "error" if call.is_error else "ok"
-                child = rounds.add(Text(f"round {call.round}: {call.name} · {mark}"),
+                child = rounds.add(_label(f"round {call.round}: {call.name} · {mark}"),
                                    data=NodeInfo(n, "call", "error" if call.is_error else None))
-                child.add_leaf(Text("arguments: " + json.dumps(call.arguments, ensure_ascii=False)[:300]),
+                child.add_leaf(_label("arguments: " + json.dumps(call.arguments, ensure_ascii=False)[:300]),
                                data=NodeInfo(n, "line"))
                 self._text_leaves(child, n, "result: " + call.result)
         if entry.reply is not None:
-            reply = node.add(Text("Reply"), data=NodeInfo(n, "reply"))
+            reply = node.add(_label("Reply"), data=NodeInfo(n, "reply"))
             self._text_leaves(reply, n, entry.reply or "(empty)")
         elif entry.failure is not None:
-            node.add_leaf(Text(f"Failed: {entry.failure}"), data=NodeInfo(n, "failure", "error"))
+            node.add_leaf(_label(f"Failed: {entry.failure}"), data=NodeInfo(n, "failure", "error"))
         elif a.dry_run:
-            node.add_leaf(Text("Dry run: the model was not called"), data=NodeInfo(n, "meta", "meta"))
+            node.add_leaf(_label("Dry run: the model was not called"), data=NodeInfo(n, "meta", "meta"))
 
         extra = a.extra or {}
         history_tokens = extra.get("history_tokens")
@@ -219,10 +225,10 @@ class AssemblyTree(Tree[NodeInfo]):
         for key, name in (("user_tokens", "message"), ("tools_tokens", "tool schemas")):
             if extra.get(key) is not None:
                 breakdown.append(f"{name} {int(extra[key]):,}")
-        totals = node.add(Text(f"Totals: {a.total_tokens:,} tok · {len(a.messages)} messages sent"),
+        totals = node.add(_label(f"Totals: {a.total_tokens:,} tok · {len(a.messages)} messages sent"),
                           data=NodeInfo(n, "totals", "heading"))
         for part in breakdown:
-            totals.add_leaf(Text(part), data=NodeInfo(n, "line"))
+            totals.add_leaf(_label(part), data=NodeInfo(n, "line"))
         if entry.usage is not None and entry.usage.prompt_tokens is not None:
             counted = f"model counted {entry.usage.prompt_tokens:,} in"
             if entry.usage.completion_tokens is not None:
@@ -230,6 +236,6 @@ class AssemblyTree(Tree[NodeInfo]):
             last = entry.usage.last_prompt_tokens
             if last is not None and last != entry.usage.prompt_tokens:  # several requests (tool rounds)
                 counted += f" over the turn's requests; the last took {last:,} in"
-            totals.add_leaf(Text(counted), data=NodeInfo(n, "line"))
+            totals.add_leaf(_label(counted), data=NodeInfo(n, "line"))
         if entry.usage is not None and entry.usage.cost_usd is not None:
-            totals.add_leaf(Text(f"turn cost ${entry.usage.cost_usd:.4f}"), data=NodeInfo(n, "line"))
+            totals.add_leaf(_label(f"turn cost ${entry.usage.cost_usd:.4f}"), data=NodeInfo(n, "line"))

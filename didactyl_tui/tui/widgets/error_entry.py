@@ -10,6 +10,8 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Button, Static
 
+from ...terminal_text import clean
+
 
 class ErrorEntry(Vertical):
     """``title: message`` and a Retry button that re-sends ``retry_text``."""
@@ -29,7 +31,7 @@ class ErrorEntry(Vertical):
         self.border_title = title
 
     def compose(self) -> ComposeResult:
-        yield Static(Content(self.message), classes="error-message")
+        yield Static(Content(clean(self.message)), classes="error-message")
         if self.retry_text is not None:
             with Horizontal(classes="error-actions"):
                 yield Button("Retry", id="retry", variant="warning", compact=True)

@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widgets import Button, Static
 
 from ...service.labels import MINUTES, short_id, when
+from ...terminal_text import clean
 from .memory_gauge import MemoryGauge
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class MemoryPane(Vertical):
         placeholder = ("(empty)" if snapshot.loaded else
                        "(not loaded yet: press Load)" if self.loadable else "(loading…)")
         body = self.query_one(".memory-content", Static)
-        body.update(Content(content) if content else Content(placeholder))
+        body.update(Content(clean(content)) if content else Content(placeholder))
         body.set_class(not content, "-placeholder")
         self.query_one("#edit", Button).disabled = not snapshot.loaded
         self.query_one("#history", Button).disabled = False

@@ -17,6 +17,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.timer import Timer
 
+from ...terminal_text import StreamCleaner, clean
+
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.rules_core import StateCore
@@ -37,8 +39,10 @@ class MessageEntry(Vertical):
     def __init__(self, role: str, text: str = "", *, streaming: bool = False) -> None:
         super().__init__(classes=f"message -{role}")
         self.role = role
-        self._text = text
-        self._painted = 0 if streaming else len(text)  # characters on screen (the Markdown holds them)
+        # The model's words (and the user's pasted text) are outside text: cleaned before they are painted.
+        self._text = clean(text)
+        self._cleaner = StreamCleaner()  # a streamed reply: a sequence cut between two pieces goes whole
+        self._painted = 0 if streaming else len(self._text)  # characters on screen (the Markdown holds them)
         self._timer: Timer | None = None
         self._paint_lock = asyncio.Lock()
         self._waiting_for_frame = False
@@ -73,6 +77,7 @@ class MessageEntry(Vertical):
 
     async def feed(self, delta: str) -> None:
         """Add a streamed piece of the reply; painted by the throttle (returns at once: never waits for a paint)."""
+        delta = self._cleaner.feed(delta)
         if not delta:
             return
         self._text += delta
@@ -145,6 +150,7 @@ class MessageEntry(Vertical):
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
+        self._text += self._cleaner.flush()  # what was held back as a possible escape sequence
         if note:
             self._text += f"\n\n*({note})*" if self._text else f"*({note})*"
         self.streaming = False

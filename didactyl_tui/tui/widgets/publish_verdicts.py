@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from textual.content import Content
 
 from ...service.labels import short_id
+from ...terminal_text import one_line
 
 if TYPE_CHECKING:
     from ...service import PublishOutcome
@@ -24,7 +25,7 @@ def verdict_lines(outcome: PublishOutcome, label: Callable[[str], str], *, head:
                                     "$text-warning"))
     for url, verdict in outcome.results.items():
         style = "$text-success" if verdict.accepted else "$text-error"
-        reason = f": {verdict.message}" if verdict.message else ""
+        reason = f": {one_line(verdict.message)}" if verdict.message else ""  # the relay's words
         parts.append(Content.assemble(("  ● ", style), label(url), (f"  {verdict.verdict.value}{reason}",
                                                                       "$text-muted")))
     return Content("\n").join(parts)

@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.widgets import Button, Static
 
 from ...service.labels import MINUTES, when
+from ...terminal_text import clean, one_line
 from .relay_list import RelayList
 
 if TYPE_CHECKING:
@@ -39,15 +40,16 @@ def _npub(pubkey_hex: str) -> str:
 def identity_text(view: IdentityView, *, with_relays: bool) -> Content:
     """Profile, contacts and notes of one identity as styled text."""
     profile: Mapping[str, Any] = view.profile or {}
-    name = str(profile.get("display_name") or profile.get("name") or "(no profile yet)")
+    # A profile, its relays and notes come from relays: outside text, cleaned before it is shown.
+    name = one_line(str(profile.get("display_name") or profile.get("name") or "(no profile yet)"))
     parts: list[str | tuple[str, str]] = [(name, "bold"), "\n", (short_key(view.npub, 14, 8), "$text-muted")]
-    about = str(profile.get("about") or "").strip()
+    about = clean(str(profile.get("about") or "")).strip()
     if about:
         parts += ["\n", about]
     if with_relays and view.relays:
         parts += ["\n\n", ("Relays", "$text-accent")]
         for url, marker in view.relays:
-            parts += ["\n  ", url, (f"  {marker}" if marker else "", "$text-muted")]
+            parts += ["\n  ", one_line(url), (f"  {one_line(marker)}" if marker else "", "$text-muted")]
     parts += ["\n\n", (f"Contacts ({len(view.contacts)})", "$text-accent")]
     for pk in view.contacts[:MAX_CONTACTS_SHOWN]:
         parts += ["\n  ", short_key(_npub(pk), 14, 8)]
@@ -55,7 +57,7 @@ def identity_text(view: IdentityView, *, with_relays: bool) -> Content:
         parts += ["\n  ", (f"… and {len(view.contacts) - MAX_CONTACTS_SHOWN} more", "$text-muted")]
     parts += ["\n\n", (f"Recent notes ({len(view.notes)})", "$text-accent")]
     for note in view.notes[:MAX_NOTES_SHOWN]:
-        first = (note.content.strip().splitlines() or [""])[0]
+        first = (clean(note.content).strip().splitlines() or [""])[0]
         parts += ["\n  ", (when(note.created_at, MINUTES), "$text-muted"), " ", first[:200]]
     return Content.assemble(*parts)
 

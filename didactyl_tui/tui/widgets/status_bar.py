@@ -7,6 +7,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from ...terminal_text import one_line
+
 GAUGE_CELLS = 10
 
 
@@ -27,7 +29,7 @@ class StatusBar(Widget):
 
     def render(self) -> Content:
         sep = ("  │  ", "$text-muted")
-        model = self.model or "no model set"
+        model = one_line(self.model) or "no model set"
         parts: list[str | tuple[str, str]] = [("model ", "$text-muted"), (model, "" if self.model else "$text-warning")]
         if self.model_note:
             parts.append((f" ({self.model_note})", "$text-warning" if self.model_warning else "$text-muted"))
@@ -42,7 +44,7 @@ class StatusBar(Widget):
         parts += [sep, (f"{self.pending_publishes} publish{'es' if self.pending_publishes != 1 else ''} pending",
                         pending_style)]
         if self.activity:
-            parts += [sep, (self.activity, "$text-accent")]
+            parts += [sep, (one_line(self.activity), "$text-accent")]  # may name a tool the model made up
         return Content.assemble(*parts)
 
     def _prompt_parts(self) -> list[str | tuple[str, str]]:

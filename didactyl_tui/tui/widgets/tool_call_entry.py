@@ -9,6 +9,8 @@ from textual.content import Content
 from textual.markup import escape
 from textual.widgets import Collapsible, Static
 
+from ...terminal_text import clean, one_line
+
 
 def pretty_json(value: Any) -> str:
     """JSON (or JSON text) indented for reading; anything else as its string."""
@@ -36,7 +38,7 @@ class ToolCallEntry(Collapsible):
         self._result_view = Static(Content("…"), classes="tool-call-result")
         super().__init__(
             Static("arguments", classes="tool-call-heading"),
-            Static(Content(pretty_json(arguments)), classes="tool-call-args"),
+            Static(Content(clean(pretty_json(arguments))), classes="tool-call-args"),
             Static("result", classes="tool-call-heading"),
             self._result_view,
             title=self._title_for("running…"),
@@ -46,7 +48,7 @@ class ToolCallEntry(Collapsible):
 
     def _title_for(self, state: str) -> str:
         # Collapsible titles are markup: escape the name, which comes from the model.
-        return f"⚙ {escape(self.tool_name)} · {state}"
+        return f"⚙ {escape(one_line(self.tool_name))} · {state}"
 
     def set_result(self, result: str, is_error: bool) -> None:
         """The tool finished: show its result (or its readable error)."""
@@ -55,4 +57,4 @@ class ToolCallEntry(Collapsible):
         self.remove_class("-running")
         self.add_class("-error" if is_error else "-done")
         self.title = self._title_for("error" if is_error else "done")
-        self._result_view.update(Content(pretty_json(result)))
+        self._result_view.update(Content(clean(pretty_json(result))))
