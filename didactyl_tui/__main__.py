@@ -14,10 +14,10 @@ from .cli import run
 from .config import Config
 
 
-def launch_tui(config: Config, data_dir: Path, env: Mapping[str, str]) -> None:
+def launch_tui(config: Config, data_dir: Path, env: Mapping[str, str], session_id: str | None = None) -> None:
     from .tui.app import run_app
 
-    run_app(config, data_dir=data_dir, env=env)
+    run_app(config, data_dir=data_dir, env=env, session_id=session_id)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

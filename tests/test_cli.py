@@ -178,7 +178,7 @@ async def test_relay_command_serves_the_data_dirs_shared_relay(tmp_path: Path) -
 def test_errors_are_one_line_with_a_hint_for_the_unexpected(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
 
-    def broken_tui(config, data, env) -> None:
+    def broken_tui(config, data, env, session_id) -> None:
         raise RuntimeError("boom\nsecond line")
 
     err = io.StringIO()

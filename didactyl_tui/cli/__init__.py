@@ -29,7 +29,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEBUG_ENV = "DIDACTYL_DEBUG"
 MEMORY_TYPES = ("short_term", "long_term")
 
-LaunchTui = Callable[[Config, Path, Mapping[str, str]], None]
+# (config, data dir, env, the session to open or None for a new chat)
+LaunchTui = Callable[[Config, Path, Mapping[str, str], "str | None"], None]
 
 
 class UsageError(DidactylError):
@@ -56,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "Nostr. With no command, opens the terminal app.")
     parser.add_argument("--config", metavar="PATH", help="config file (default: $DIDACTYL_CONFIG, then "
                         "$XDG_CONFIG_HOME/didactyl/config.toml)")
+    opening = parser.add_mutually_exclusive_group()
+    opening.add_argument("--continue", action="store_true", dest="open_last",
+                         help="open the app on the most recent conversation")
+    opening.add_argument("--session", metavar="ID", dest="open_session",
+                         help="open the app on this conversation (an ID or a unique prefix: didactyl sessions list)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("keygen", help="create the agent's key file (<data dir>/agent.key, mode 0600)")
@@ -405,6 +411,8 @@ def run(
 def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: TextIO,
               launch_tui: LaunchTui | None) -> int:
     command = args.command
+    if command is not None and (args.open_last or args.open_session is not None):
+        raise UsageError(f"--continue and --session open the app: give them without a command (not {command!r})")
     if command == "keygen":
         return cmd_keygen(args, env, out)
     if command == "whoami":
@@ -416,7 +424,9 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
     if command is None:
         if launch_tui is None:
             raise UsageError("no command given (see: didactyl --help)")
-        launch_tui(config, data, env)
+        from .open_session import session_to_open
+
+        launch_tui(config, data, env, session_to_open(data, last=args.open_last, session_id=args.open_session))
         return EXIT_OK
     if command == "chat":
         message = _read_text(args.message, stdin)

@@ -56,8 +56,10 @@ class DidactylApp(App[None]):
         env: Mapping[str, str] | None = None,
         service: AppService | None = None,
         relay_labels: Mapping[str, str] | None = None,
+        session_id: str | None = None,
     ) -> None:
         super().__init__()
+        self.open_session_id = session_id  # `didactyl --continue` / `--session ID`: resumed once started
         self.config = config
         self.data_dir = Path(data_dir)
         self.env = dict(os.environ) if env is None else dict(env)
@@ -211,6 +213,8 @@ class DidactylApp(App[None]):
             raise
         self.service_ready = True
         main.service_started()
+        if self.open_session_id is not None:
+            main.resume(self.open_session_id)
         litellm_loading = service.preload_llm()
         await asyncio.to_thread(_preload_views)
         if litellm_loading is not None:  # None: no model configured, litellm is imported at the first turn
@@ -304,9 +308,10 @@ def _service_class() -> type[AppService]:
     return AppService
 
 
-def run_app(config: Config, *, data_dir: Path, env: Mapping[str, str] | None = None) -> None:
-    """Open the TUI (``didactyl`` with no arguments)."""
+def run_app(config: Config, *, data_dir: Path, env: Mapping[str, str] | None = None,
+            session_id: str | None = None) -> None:
+    """Open the TUI (``didactyl`` with no arguments; ``session_id``: open on that stored conversation)."""
     # What is loaded by now (Textual, our modules, the config) lives as long as the process: keep it out of
     # every later full garbage collection, which otherwise rescans it (one landed in the first frame, ~12 ms).
     gc.freeze()
-    DidactylApp(config, data_dir=data_dir, env=env).run()
+    DidactylApp(config, data_dir=data_dir, env=env, session_id=session_id).run()
