@@ -71,7 +71,7 @@ def test_a_bad_choice_is_one_line_and_the_app_does_not_start(tmp_path: Path) -> 
 
 async def test_the_app_opens_on_the_chosen_conversation(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    older, newer = store_chats(data)
+    _, newer = store_chats(data)
     app = make_app(data, make_config())
     app.open_session_id = newer
     async with app.run_test(size=(110, 32)) as pilot:
