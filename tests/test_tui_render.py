@@ -15,7 +15,7 @@ from tui_support import screen_text, wait_for
 from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.widgets.conversation import Conversation
 from didactyl_tui.tui.widgets.history_stub import HistoryStub, specs_from_messages
-from didactyl_tui.tui.widgets.message_entry import MAX_PAINT_CHARS, SEGMENT_BLOCKS, MessageEntry, ReplySegment
+from didactyl_tui.tui.widgets.message_entry import MAX_PAINT_CHARS, PART_BLOCKS, MessageEntry
 from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
 
 TURNS = 80
@@ -189,10 +189,11 @@ async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(m
         await pilot.pause()
         full = text + "\n\n*(cancelled)*"
         assert entry.text == full and entry.painted_text == full
-        # Finished blocks were frozen into segments above the entry; together they hold the whole reply.
-        segments = list(app.query(ReplySegment))
-        assert segments and "".join(s.text for s in segments) + entry.markdown.source == full
-        assert len(segments) >= 2 and all(len(s.query_one(Markdown).children) <= 2 * SEGMENT_BLOCKS for s in segments)
+        # Finished blocks stayed in parts above the live one; together the parts hold the whole reply.
+        parts = entry.finished_parts()
+        assert len(parts) >= 2 and "".join(entry.part_sources) == full
+        # A part stops growing once past PART_BLOCKS; one paint (<= MAX_PAINT_CHARS) adds at most ~10 of these blocks.
+        assert all(len(part.children) <= PART_BLOCKS + 10 for part in parts)
         assert max(appended) <= MAX_PAINT_CHARS
         assert "(cancelled)" in screen_text(app)
         assert not entry.styles.inline.has_rule("border_top")  # the streaming border is gone

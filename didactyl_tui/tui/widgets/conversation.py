@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 TAIL_SCREENS = 2  # a resumed chat mounts full entries for this many screens above its end
 TAIL_MIN_ENTRIES = 4
 MATERIALIZE_BATCH = 12  # older entries rendered per step while scrolling up
+FOLD_MARGIN_SCREENS = 1.0  # entries (and parts of a long reply) further than this from the viewport fold
 
 
 class Conversation(VerticalScroll):
@@ -28,6 +29,8 @@ class Conversation(VerticalScroll):
         self._tool_calls: dict[str, ToolCallEntry] = {}
         self._materialize_queued = False
         self._materializing = False
+        self._refold_queued = False
+        self._laid_out_width = 0
 
     def on_mount(self) -> None:
         # Stays scrolled to the end as replies stream in, until the user scrolls up.
@@ -37,6 +40,7 @@ class Conversation(VerticalScroll):
         self.query_one("#conversation-empty", Static).display = False
         await self.mount(widget)
         self.anchor()
+        self.refold_soon()
         return widget
 
     def compose(self):  # type: ignore[override]
@@ -87,7 +91,7 @@ class Conversation(VerticalScroll):
 
     async def clear(self) -> None:
         self._tool_calls.clear()
-        await self.remove_children(".message, .tool-call, .error-entry, .history-stub, .reply-segment")
+        await self.remove_children(".message, .tool-call, .error-entry, .history-stub, .fold-spacer")
         self.query_one("#conversation-empty", Static).display = True
 
     async def load_history(self, messages: list[dict[str, Any]]) -> None:
@@ -143,6 +147,7 @@ class Conversation(VerticalScroll):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        self.refold_soon()
         if self._stubs_left() and not self._materialize_queued:
             self._materialize_queued = True
             self.call_after_refresh(self.materialize_near_viewport)
@@ -205,6 +210,39 @@ class Conversation(VerticalScroll):
         actual = sum(e.outer_size.height + e.styles.margin.top for e in entries if e.parent is self)
         if actual and actual != estimated:
             self.scroll_to(y=self.scroll_y + actual - estimated, animate=False, immediate=True)
+
+    # --- folding: what is far from the viewport costs no layout (fold.py) ----------------------------
+
+    def refold_soon(self) -> None:
+        if not self._refold_queued:
+            self._refold_queued = True
+            self.call_after_refresh(self._refold)
+
+    def _message_entries(self) -> list[MessageEntry]:
+        from .message_entry import MessageEntry
+
+        return [child for child in self.children if isinstance(child, MessageEntry)]
+
+    def _refold(self) -> None:
+        from .fold import refold
+
+        self._refold_queued = False
+        entries = self._message_entries()
+        if not self._stubs_left():  # a resumed chat's stubs place entries by geometry: whole entries wait
+            refold(self, [e for e in entries if not e.streaming], FOLD_MARGIN_SCREENS)
+        refold(self, [part for e in entries if e.display for part in e.finished_parts()], FOLD_MARGIN_SCREENS)
+
+    def on_resize(self) -> None:
+        width = self.size.width
+        if width != self._laid_out_width:  # folded heights were for the old width: show all, fold again
+            from .fold import unfold
+
+            self._laid_out_width = width
+            for entry in self._message_entries():
+                unfold(entry)
+                for part in entry.finished_parts():
+                    unfold(part)
+        self.refold_soon()
 
     # --- reading back -------------------------------------------------------------------------
 

@@ -5,6 +5,10 @@ appends the new text to the Markdown widget (``Markdown.append`` re-parses only 
 stay as they are), then waits until the frame is composed and measures what the paint cost. The next paint
 waits long enough for painting to take at most ``PAINT_SHARE`` of the time (and at least ``MIN_PAINT_GAP_S``),
 so a long reply paints less often instead of starving the keyboard and the model stream of the event loop.
+
+A long reply streams into a column of Markdown parts: past ``PART_BLOCKS`` blocks the live part hands its
+growing last block to a fresh part and is never touched again, so an append costs the same at the end of a
+10,000-token reply as at its start; parts far from the viewport are folded by the conversation (``fold.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ PAINT_SHARE = 0.2  # while streaming, painting may take this share of the time; 
 # Text handed to the Markdown per paint. Textual holds every frame while an append mounts its new blocks, so an
 # unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
 MAX_PAINT_CHARS = 2_000
-SEGMENT_BLOCKS = 24  # a streaming reply's finished blocks move to a frozen segment beyond this many
+PART_BLOCKS = 8  # a streaming reply's live Markdown hands over to a new part beyond this many blocks
 
 
 class MessageEntry(Vertical):
@@ -47,7 +51,8 @@ class MessageEntry(Vertical):
         self._paint_lock = asyncio.Lock()
         self._waiting_for_frame = False
         self._next_paint_at = 0.0
-        self._segments = 0  # frozen ReplySegments mounted above this entry
+        self._frozen: list[str] = []  # the source of each finished part (all but the live, last one)
+        self._live: Markdown | None = None
         self.streaming = streaming
         self.border_title = "you" if role == "user" else "agent"
 
@@ -67,13 +72,26 @@ class MessageEntry(Vertical):
         # The user's own line breaks are kept (a single newline is only a space in markdown); replies stay
         # plain markdown.
         factory = _user_parser if self.role == "user" else None
-        yield Markdown(self._text if not self.streaming else "", classes="message-body", parser_factory=factory)
+        self._live = Markdown(self._text if not self.streaming else "", classes="message-body",
+                              parser_factory=factory)
+        yield self._live
 
     @property
     def markdown(self) -> Markdown:
+        """The live (last) Markdown part: the only one a streamed reply still appends to."""
+        assert self._live is not None, "not composed yet"
+        return self._live
+
+    def finished_parts(self) -> list[Markdown]:
+        """The parts above the live one (a long streamed reply's finished blocks), folded or not."""
         from textual.widgets import Markdown
 
-        return self.query_one(Markdown)
+        return [child for child in self.children if isinstance(child, Markdown) and child is not self._live]
+
+    @property
+    def part_sources(self) -> list[str]:
+        """The markdown source of each part, top to bottom (one part unless a long reply streamed in)."""
+        return [*self._frozen, self.markdown.source]
 
     async def feed(self, delta: str) -> None:
         """Add a streamed piece of the reply; painted by the throttle (returns at once: never waits for a paint)."""
@@ -107,36 +125,41 @@ class MessageEntry(Vertical):
             markdown = self.markdown
             await markdown.append(self._text[self._painted:end])
             self._painted = end
-            if self.streaming and len(markdown.children) > SEGMENT_BLOCKS and self.is_attached:
-                await self._freeze_finished_blocks(markdown)
+            if self.streaming and len(markdown.children) > PART_BLOCKS and self.is_attached:
+                await self._start_next_part(markdown)
             return True
 
-    async def _freeze_finished_blocks(self, markdown: Markdown) -> None:
-        """Move every block but the last (still growing) one into a :class:`ReplySegment` above this entry.
+    async def _start_next_part(self, markdown: Markdown) -> None:
+        """Leave the live part's finished blocks where they are and go on in a fresh Markdown part.
 
-        A frame lays out every block of the widgets it shows; segments keep that to the blocks of one segment
-        plus the live tail, whatever the reply's length (the conversation arranges only visible children).
+        The still-growing last block moves to the new part (it is re-parsed from its first line there: a
+        block may span lines, e.g. an open fence or a list). Finished blocks are neither re-parsed nor
+        re-mounted, and each append re-parses and lays out a part of at most ``PART_BLOCKS`` blocks.
         """
         last = markdown.children[-1]
         cut = getattr(last, "source_range", (0, 0))[0]
         lines = markdown.source.splitlines(keepends=True)
-        if cut <= 0 or cut >= len(lines) or self.parent is None:
+        if cut <= 0 or cut >= len(lines):
             return
-        segment = ReplySegment("".join(lines[:cut]), continued=self._segments > 0)
-        await self.parent.mount(segment, before=self)
-        self._segments += 1
-        # A fresh widget for the tail: Markdown.update() would re-parse from the tail's last line only on the
-        # next append, breaking a block that spans lines (an open fence, a list).
         from textual.widgets import Markdown
 
-        tail = Markdown("", classes="message-body")
-        await markdown.remove()
-        await self.mount(tail)
-        await tail.append("".join(lines[cut:]))
-        if self._segments == 1:
-            self.border_title = ""
-            self.styles.clear_rule("border_top")
-            self.add_class("-continued")
+        part = Markdown("", classes="message-body")
+        with self.app.batch_update():
+            await last.remove()
+            await self.mount(part)
+            await part.append("".join(lines[cut:]))
+        self._frozen.append("".join(lines[:cut]))
+        self._live = part
+        self._join_parts(part)
+        if self.parent is not None and hasattr(self.parent, "refold_soon"):
+            self.parent.refold_soon()
+
+    def _join_parts(self, part: Markdown) -> None:
+        """Space a new part from the one above as the blocks of one Markdown are spaced: the larger of the
+        upper block's bottom margin (already inside the part above) and this part's first block's top one."""
+        first = part.children[0] if part.children else None
+        overlap = min(1, first.styles.margin.top) if first is not None else 0
+        part.styles.margin = (-overlap, 0, -1, 0) if overlap else None
 
     def _frame_composed(self, cost: float) -> None:
         self._waiting_for_frame = False
@@ -170,27 +193,10 @@ class MessageEntry(Vertical):
 
             accent = Color.parse(self.app.get_css_variables().get("accent", "ansi_bright_blue"))
             self.styles.border = ("round", accent)
-            if self._segments:
-                self.styles.clear_rule("border_top")
             return
         for edge in ("border_top", "border_right", "border_bottom", "border_left"):
             self.styles.clear_rule(edge)
         self.refresh(layout=True)
-
-
-class ReplySegment(Vertical):
-    """Finished blocks of a long streamed reply, rendered once: the top of the reply's frame (or a middle)."""
-
-    def __init__(self, text: str, *, continued: bool) -> None:
-        super().__init__(classes="reply-segment" + (" -continued" if continued else ""))
-        self.text = text
-        if not continued:
-            self.border_title = "agent"
-
-    def compose(self) -> ComposeResult:
-        from textual.widgets import Markdown
-
-        yield Markdown(self.text, classes="message-body")
 
 
 def _user_parser() -> MarkdownIt:
