@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from markdown_it.rules_core import StateCore
     from textual.widgets import Markdown
 
+PAINT_DEFER_S = 0.005  # a paint due while keys wait is put off by this much
+MAX_PAINT_DEFERRALS = 6  # at most this many times in a row
 MIN_PAINT_GAP_S = 0.04  # at most ~25 paints a second
 MAX_PAINT_GAP_S = 0.25  # and at least 4 (a slow first paint, e.g. markdown-it's import, must not stall the rest)
 PAINT_SHARE = 0.2  # while streaming, painting may take this share of the time; the rest is for keys and input
@@ -51,6 +53,7 @@ class MessageEntry(Vertical):
         self._paint_lock = asyncio.Lock()
         self._waiting_for_frame = False
         self._next_paint_at = 0.0
+        self._deferred = 0  # paints put off in a row because input was waiting
         self._frozen: list[str] = []  # the source of each finished part (all but the live, last one)
         self._live: Markdown | None = None
         self.streaming = streaming
@@ -109,13 +112,26 @@ class MessageEntry(Vertical):
 
     async def _paint(self) -> None:
         self._timer = None
-        started = time.perf_counter()
+        if self._input_waiting() and self._deferred < MAX_PAINT_DEFERRALS:
+            # Keys first: the app has input queued; paint right after it (a few times at most, never starved).
+            self._deferred += 1
+            self._timer = self.set_timer(PAINT_DEFER_S, self._paint)
+            return
+        self._deferred = 0
+        started = time.thread_time()
         painted = await self._append_unpainted()
         if painted:
-            # The cost is the append (parse, mount); the wait for the frame is not counted: it includes the
-            # model stream's own work on the same loop, and counting it would starve the reply of paints.
+            # The cost is this thread's CPU time from the append to the composed frame (parse, mount, layout,
+            # render): the model stream runs on its own thread (agent/llm_thread.py) and is not counted.
             self._waiting_for_frame = True
-            self.call_after_refresh(self._frame_composed, time.perf_counter() - started)
+            self.call_after_refresh(self._frame_composed, started)
+
+    def _input_waiting(self) -> bool:
+        queue = getattr(self.app, "_message_queue", None)  # Textual's own queue: keys wait there
+        try:
+            return queue is not None and not queue.empty()
+        except Exception:
+            return False
 
     async def _append_unpainted(self) -> bool:
         async with self._paint_lock:
@@ -161,7 +177,8 @@ class MessageEntry(Vertical):
         overlap = min(1, first.styles.margin.top) if first is not None else 0
         part.styles.margin = (-overlap, 0, -1, 0) if overlap else None
 
-    def _frame_composed(self, cost: float) -> None:
+    def _frame_composed(self, started: float) -> None:
+        cost = time.thread_time() - started
         self._waiting_for_frame = False
         gap = min(MAX_PAINT_GAP_S, max(MIN_PAINT_GAP_S, cost * (1 - PAINT_SHARE) / PAINT_SHARE))
         self._next_paint_at = time.monotonic() + gap
