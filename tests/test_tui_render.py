@@ -197,3 +197,58 @@ async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(m
         assert max(appended) <= MAX_PAINT_CHARS
         assert "(cancelled)" in screen_text(app)
         assert not entry.styles.inline.has_rule("border_top")  # the streaming border is gone
+
+
+def long_reply(blocks: int) -> str:
+    """Headings, paragraphs, lists and fences: enough blocks for many parts."""
+    out = []
+    for n in range(blocks):
+        kind = n % 5
+        if kind == 0:
+            out.append(f"## Part {n}")
+        elif kind == 2:
+            out.append("\n".join(f"- item {n}.{i} with a few words" for i in range(3)))
+        elif kind == 4:
+            out.append(f"```\nvalue_{n} = {n}\n```")
+        else:
+            out.append(f"Paragraph {n} " + "word " * 30)
+    return "\n\n".join(out)
+
+
+async def screens_top_and_bottom(text: str, size: tuple[int, int], piece: int | None) -> tuple[str, list[str], Any]:
+    """The screen at the end, then from the top every 20 rows, of a reply rendered at once (piece None) or
+    streamed."""
+    app = ConversationApp()
+    async with app.run_test(size=size) as pilot:
+        conversation = app.query_one(Conversation)
+        if piece is None:
+            entry = await conversation.add_reply(text)
+        else:
+            entry = await conversation.start_reply()
+            for n, delta in enumerate(deltas(text, piece)):
+                await entry.feed(delta)
+                if n % 4 == 0:
+                    await pilot.pause(0.02)
+            await entry.finish()
+        await pilot.pause(0.1)
+        bottom = screen_text(app)
+        folded = [p for p in entry.finished_parts() if not p.display]
+        screens = []
+        for y in range(0, conversation.max_scroll_y, 20):  # bounded: the reply is a few hundred rows
+            conversation.scroll_to(y=y, animate=False, immediate=True)
+            await pilot.pause(0.05)
+            await pilot.pause(0.05)
+            screens.append(screen_text(app))
+        return bottom, screens, (len(entry.finished_parts()), len(folded))
+
+
+async def test_a_long_streamed_reply_in_parts_looks_as_the_whole_text_and_unfolds_when_scrolled_to() -> None:
+    text = long_reply(70)
+    size = (90, 30)
+    bottom, top, _ = await screens_top_and_bottom(text, size, None)
+    s_bottom, s_top, (parts, folded) = await screens_top_and_bottom(text, size, 23)
+    assert parts >= 5 and folded >= 2  # it streamed in parts, and those far above the end were folded
+    assert s_bottom == bottom  # the joins between parts are spaced as the blocks of one Markdown
+    assert len(s_top) == len(top) > 5 and "Part 0" in s_top[0]
+    for n, (streamed, whole) in enumerate(zip(s_top, top, strict=True)):  # folded parts show again as they were
+        assert streamed == whole, f"differs {20 * n} rows down"

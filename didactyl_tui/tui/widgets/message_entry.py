@@ -36,7 +36,7 @@ PAINT_SHARE = 0.2  # while streaming, painting may take this share of the time; 
 # Text handed to the Markdown per paint. Textual holds every frame while an append mounts its new blocks, so an
 # unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
 MAX_PAINT_CHARS = 2_000
-PART_BLOCKS = 8  # a streaming reply's live Markdown hands over to a new part beyond this many blocks
+PART_BLOCKS = 6  # a streaming reply's live Markdown hands over to a new part beyond this many blocks
 
 
 class MessageEntry(Vertical):
@@ -122,7 +122,8 @@ class MessageEntry(Vertical):
         painted = await self._append_unpainted()
         if painted:
             # The cost is this thread's CPU time from the append to the composed frame (parse, mount, layout,
-            # render): the model stream runs on its own thread (agent/llm_thread.py) and is not counted.
+            # render, and the model stream's chunks read meanwhile on this loop): painting backs off as it gets
+            # expensive, so the stream and the keys keep most of the loop.
             self._waiting_for_frame = True
             self.call_after_refresh(self._frame_composed, started)
 
