@@ -29,8 +29,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEBUG_ENV = "DIDACTYL_DEBUG"
 MEMORY_TYPES = ("short_term", "long_term")
 
-# (config, data dir, env, the session to open or None for a new chat)
-LaunchTui = Callable[[Config, Path, Mapping[str, str], "str | None"], None]
+LaunchTui = Callable[[Config, Path, Mapping[str, str], "str | None"], None]  # ..., the session to open
 
 
 class UsageError(DidactylError):
