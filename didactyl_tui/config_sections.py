@@ -1,0 +1,333 @@
+"""The sections of the configuration: one dataclass per TOML table, each field documented in its ``doc``.
+
+Loading, validation and rendering live in :mod:`didactyl_tui.config`, which re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def _f(default: Any, doc: str, **kw: Any) -> Any:
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"doc": doc, **kw})
+    return field(default=default, metadata={"doc": doc, **kw})
+
+
+@dataclass
+class LlmConfig:
+    """The language model, called through litellm."""
+
+    model: str = _f(
+        "",
+        "litellm model name, e.g. \"openai/gpt-4o-mini\", \"anthropic/claude-sonnet-4-5\", \"ollama/llama3\". "
+        "Empty: the app opens and explains how to set one (or set $DIDACTYL_MODEL).",
+    )
+    api_base: str = _f("", "Base URL of an OpenAI-compatible or self-hosted server; empty for the provider default.")
+    api_key_env: str = _f(
+        "",
+        "Name of the environment variable holding the API key (the key itself never goes in this file). "
+        "Empty: litellm reads the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).",
+    )
+    timeout_s: float = _f(60.0, "Seconds to wait for the model before giving up on a request (and the longest "
+                          "pause allowed between two pieces of a streamed reply).", min=1, max=3600)
+    max_tool_rounds: int = _f(8, "Most tool-call rounds in one turn before the agent must answer.", min=1, max=100)
+    max_retries: int = _f(2, "Retries after a rate limit (429, honouring Retry-After) or a server error.",
+                          min=0, max=10)
+    context_window: int = _f(0, "Prompt tokens the model accepts, the scale of the status bar's context gauge. 0: "
+                             "litellm's figure for a known model; for an unknown one the tokens show without a "
+                             "gauge.", min=0, max=100_000_000)
+    history_tokens: int = _f(8000, "Token budget for past conversation turns carried in each prompt.",
+                             min=0, max=2_000_000)
+    saved_assemblies: int = _f(20, "Prompt assemblies kept per chat (compressed, in the conversation database), so "
+                               "a resumed chat's prompt inspector shows its last turns. 0: none kept.",
+                               min=0, max=1000)
+    max_tokens: int = _f(0, "Most tokens the model may generate per reply, sent to the provider as max_tokens. "
+                         "0: not sent (the provider's default). A value above the model's own ceiling makes "
+                         "some providers refuse the request.", min=0, max=1_000_000)
+    max_reply_chars: int = _f(1_000_000, "Most characters (text and tool-call arguments) one model reply may "
+                              "send; past it the reply is cut, its text kept and marked, its tool calls not run.",
+                              min=1000, max=100_000_000)
+    turn_timeout_s: float = _f(600.0, "Seconds one whole turn may take (every model call and tool round); past "
+                               "it the reply is cut, its text kept and marked.", min=1, max=86_400)
+    max_tool_argument_chars: int = _f(300_000, "Most characters in one tool call's arguments; a bigger call is "
+                                      "refused (the model is told why) and its arguments are never stored.",
+                                      min=100, max=50_000_000)
+    max_tool_calls_per_reply: int = _f(16, "Most tool calls one model reply may make; the rest are not run (the "
+                                       "model is told).", min=1, max=1000)
+    max_tool_calls_per_turn: int = _f(64, "Most tool calls in one turn, all rounds together.", min=1, max=10_000)
+    max_calls_per_tool: int = _f(16, "Most calls of any one tool in one turn (unless a key below sets it).",
+                                 min=1, max=10_000)
+    max_memory_saves_per_turn: int = _f(4, "Most memory_save calls in one turn (each replaces a whole memory).",
+                                        min=1, max=1000)
+    max_file_writes_per_turn: int = _f(16, "Most write_file calls in one turn.", min=1, max=10_000)
+
+
+MiB = 1024 * 1024
+
+
+@dataclass
+class EmbeddedRelayConfig:
+    """The embedded relay: whether it runs, who may write to it, and every bound it enforces
+    (modelled on strfry's and nostr-rs-relay's limits; docs/security.md explains each). Rate limits
+    and max_db_bytes set to 0 are switched off."""
+
+    enabled: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default). The older "
+                       "form [relays] embedded = true/false is still read.")
+    allow_list: bool = _f(True, "Only the agent's and the admin's keys may write; other keys get OK false "
+                          "\"blocked: ...\", except kind 1059 gift wraps whose p tag names the agent, the admin or "
+                          "[dm] allow (NIP-17 signs them with throwaway keys).")
+    max_connections: int = _f(512, "Most websocket connections at once (also capped by the process's file "
+                              "descriptor limit). When full, a silent connection without subscriptions is "
+                              "closed to make room; otherwise the newcomer gets HTTP 503.", min=1, max=100_000)
+    max_connections_per_ip: int = _f(256, "Most connections from one IP address (every local program shares "
+                                     "127.0.0.1).", min=1, max=100_000)
+    max_frame_bytes: int = _f(512 * 1024, "Largest message a client may send, in bytes (NIP-11 "
+                              "max_message_length).", min=1024, max=64 * MiB)
+    max_subscriptions: int = _f(32, "Most open subscriptions per connection.", min=1, max=10_000)
+    max_filters: int = _f(16, "Most filters in one REQ.", min=1, max=1000)
+    max_filter_values: int = _f(1000, "Most values in one filter key (ids, authors, kinds, #tag).", min=1, max=100_000)
+    max_values_per_connection: int = _f(4000, "Most filter values (plus one per filter) that one connection's "
+                                        "subscriptions may hold together.", min=1, max=1_000_000)
+    max_filters_total: int = _f(4096, "Most filters held by all connections together (each published event is "
+                                "matched against all of them).", min=1, max=1_000_000)
+    max_limit: int = _f(5000, "Largest REQ limit honoured; a larger or missing limit is cut to this.",
+                        min=1, max=1_000_000)
+    max_result_bytes: int = _f(32 * MiB, "Most bytes of stored events sent for one REQ; the rest is cut "
+                               "(then EOSE), like max_limit. Results are streamed, never built in memory.",
+                               min=1024, max=4096 * MiB)
+    max_output_bytes: int = _f(1 * MiB, "Output buffer per connection, in bytes. A client that does not read: "
+                               "its live events beyond this close it; its stored results wait for room.",
+                               min=1024, max=1024 * MiB)
+    max_output_bytes_total: int = _f(64 * MiB, "Output buffered for all connections together, in bytes.",
+                                     min=1024, max=8192 * MiB)
+    slow_client_timeout_s: float = _f(10.0, "Seconds a client may leave a full output buffer unread before it "
+                                      "is closed.", min=0.1, max=3600)
+    max_pending_events: int = _f(256, "Events one connection may have waiting to be stored before the relay "
+                                 "stops reading from it.", min=1, max=100_000)
+    events_per_second: float = _f(200.0, "Events per second one connection may publish (token bucket).",
+                                  min=0, max=1_000_000)
+    events_burst: int = _f(1000, "Burst allowance of the events-per-second buckets.", min=1, max=10_000_000)
+    bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one connection may publish.", min=0, max=2**40)
+    author_events_per_second: float = _f(200.0, "Events per second one author (pubkey) may publish.",
+                                         min=0, max=1_000_000)
+    author_bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one author may publish.", min=0, max=2**40)
+    max_db_bytes: int = _f(1024 * MiB, "Size quota of the relay database, in bytes; events beyond it get "
+                           "OK false \"error: ...quota...\".", min=0, max=2**50)
+    stranger_share: float = _f(0.75, "Share of max_db_bytes that events from keys outside the allow-list "
+                               "(gift wraps) may fill, so strangers never take the owner's last room.",
+                               min=0.0, max=1.0)
+    idle_timeout_s: float = _f(600.0, "Seconds after which a connection with no subscription that sent "
+                               "nothing is closed.", min=1, max=86400)
+
+    def __bool__(self) -> bool:
+        # `if cfg.relays.embedded:` keeps meaning "the embedded relay runs".
+        return self.enabled
+
+    def relay_limits(self) -> Any:
+        """These limits as the relay's :class:`RelayLimits`."""
+        from .nostr.embedded_relay.limits import RelayLimits
+
+        return RelayLimits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RelayLimits)})
+
+    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None,
+                      dm_peers: list[str] | None = None) -> dict[str, Any]:
+        """Keyword arguments for ``EmbeddedRelay`` / ``serve_forever`` / ``ensure_shared_relay`` (hex
+        pubkeys), JSON-able so they can reach the relay process. Gift wraps (signed by throwaway keys) are
+        taken when addressed to the agent, or to the admin and ``dm_peers`` (the agent's replies to them)."""
+        writers = [k for k in (agent_pubkey, admin_pubkey) if k]
+        return {
+            "limits": dataclasses.asdict(self.relay_limits()),
+            "allowed_writers": writers if self.allow_list else None,
+            "gift_wrap_recipients": list(dict.fromkeys([*writers, *(dm_peers or [])])),
+        }
+
+
+@dataclass
+class RelaysConfig:
+    """Where the agent's memory and identity are published."""
+
+    urls: list[str] = _f([], "Relay URLs (ws:// or wss://) besides the embedded one, e.g. [\"wss://relay.damus.io\"].")
+    embedded: EmbeddedRelayConfig = field(default_factory=EmbeddedRelayConfig, metadata={
+        "doc": "The embedded relay: the [relays.embedded] table below."})
+    embedded_port: int = _f(7447, "Port of the embedded relay on 127.0.0.1 (0: any free port).", min=0, max=65535)
+    embedded_idle_exit_s: float = _f(
+        300.0,
+        "The embedded relay runs as its own process, shared by every didactyl using this data dir; it exits "
+        "after this many seconds with no client connected (0: never).",
+        min=0,
+        max=86400,
+    )
+    timeout_s: float = _f(
+        5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1, max=600
+    )
+    # Defences against a hostile relay (nostr/relay_guard.py; docs/security.md). Per relay unless said.
+    verify_rate: float = _f(2000.0, "Signature checks per second per relay; past it the client stops reading that "
+                            "relay until the budget recovers (nothing is dropped).", min=1, max=1_000_000)
+    verify_burst: float = _f(2000.0, "Signature checks a quiet relay may spend at once (a query's stored events).",
+                             min=1, max=1_000_000)
+    frame_rate: float = _f(5000.0, "Frames of any kind read per second per relay, valid or not (bounds the CPU a "
+                           "relay costs).", min=1, max=1_000_000)
+    frame_burst: float = _f(5000.0, "Frames a quiet relay may send at once.", min=1, max=1_000_000)
+    invalid_window: int = _f(200, "Recent frames judged together to tell whether a relay is mostly sending "
+                             "invalid frames.", min=10, max=100_000)
+    max_invalid_share: float = _f(0.5, "Share of the last invalid_window frames that may be invalid (bad JSON, "
+                                  "bad signatures, unknown messages) before the client hangs up on the relay.",
+                                  min=0.01, max=0.99)
+    penalty_base_s: float = _f(5.0, "Seconds to wait before reconnecting to a relay the client hung up on for "
+                               "invalid frames; doubles with every hang-up in a row.", min=0.1, max=86_400)
+    penalty_max_s: float = _f(600.0, "Longest wait before reconnecting to such a relay (at least penalty_base_s).",
+                              min=0.1, max=86_400)
+    failed_events_max: int = _f(10_000, "Events whose signature failed, remembered (for all relays together) so "
+                                "the same bad event is never verified twice; the oldest is forgotten past it.",
+                                min=100, max=10_000_000)
+
+
+@dataclass
+class StartupEventConfig:
+    """One event the agent should have ([[agent.startup_events]]): published once, never duplicated."""
+
+    kind: int = _f(1, "Event kind: 1 (a note), 0 (profile), 3 (contacts), 10002 (relay list) or another regular or "
+                   "replaceable kind.", min=0, max=65535)
+    content: str = _f("", "The event's content (a kind 0's is a JSON object).")
+    tags: list[list[str]] = _f([], "Tags, e.g. [[\"t\", \"nostr\"]].")
+
+
+@dataclass
+class AgentConfig:
+    """The agent's public identity (its kind 0 profile, kind 3 contacts)."""
+
+    name: str = _f("didactyl", "Display name in the agent's kind 0 profile.")
+    about: str = _f("An AI agent whose memory lives on Nostr.", "About text in the agent's kind 0 profile.")
+    picture: str = _f("", "Picture URL in the agent's kind 0 profile.")
+    contacts: list[str] = _f([], "Pubkeys (hex or npub) the agent follows, published as its kind 3 contact list.")
+    publish_profile: bool = _f(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start, the "
+                               "startup events below, and the configured soul (kind 31120) when the relays have "
+                               "none yet.")
+    startup_events: list[StartupEventConfig] = _f(
+        [], "[[agent.startup_events]]: the events the agent should have (\"startup events are the intent\"). Each is "
+        "published once and never again on later starts; a replaceable one is published again only when its "
+        "declaration changes, and one declared here replaces the name/about/contacts-managed event of that kind.")
+
+
+@dataclass
+class AdminConfig:
+    """The agent's admin: you."""
+
+    pubkey: str = _f("", "Your public key (hex or npub): the agent reads your profile, contacts, relays and notes.")
+
+
+@dataclass
+class DmConfig:
+    """Direct messages to the agent (NIP-17): who may talk to it besides the admin."""
+
+    allow: list[str] = _f([], "Pubkeys (hex or npub) whose NIP-17 direct messages the agent answers, besides "
+                          "[admin] pubkey. Everyone else's are counted and dropped, never shown to the model.")
+    max_queued: int = _f(64, "Most incoming gift wraps waiting to be opened and answered; past it new ones are "
+                         "set aside (counted) and fetched again from the relays once the queue drains.",
+                         min=1, max=10_000)
+
+
+@dataclass
+class ToolsConfig:
+    """Which tools the model is offered."""
+
+    offer_aliases: bool = _f(True, "Offer the self-context aliases (my_kind0_profile, my_contacts, my_relays, "
+                             "my_notes) as tools of their own, as the self-context design says; false keeps the "
+                             "tool list short for small-context models.")
+    post_notes_without_asking: bool = _f(False, "Let the agent publish a public kind 1 note (post_note) without "
+                                         "asking; false asks the person at the terminal first, and a DM or "
+                                         "`serve` turn (nobody to ask) is refused.")
+
+
+@dataclass
+class MemoryConfig:
+    """Short- and long-term memory limits, and the pluggable memory backend."""
+
+    short_term_max_chars: int = _f(8000, "Most characters of short-term memory (injected into every prompt).",
+                                   min=1, max=1_000_000)
+    long_term_max_chars: int = _f(32000, "Most characters of long-term memory (fetched by a tool call).",
+                                  min=1, max=1_000_000)
+    backend: str = _f("recall", "Memory backend: \"recall\" (local full-text index), \"honcho\", or \"none\".",
+                      choices=("recall", "honcho", "none"))
+    sign_ahead_max_s: int = _f(5, "Most seconds a memory version we sign may be dated ahead of this clock (a "
+                               "burst of saves within one second is coalesced instead of dated ahead).",
+                               min=1, max=60)
+    index_long_term: bool = _f(True, "Let the recall backend index the long-term memory (a plaintext copy in "
+                               "recall.sqlite3, mode 0600, for search); false keeps only the encrypted copy on "
+                               "relays, and chat turns are still indexed.")
+
+
+@dataclass
+class HonchoConfig:
+    """The honcho memory backend (used when [memory] backend = \"honcho\")."""
+
+    base_url: str = _f("", "Honcho server URL (self-hosted servers included); empty: the backend is skipped.")
+    api_key_env: str = _f("HONCHO_API_KEY", "Environment variable holding the Honcho API key.")
+    workspace: str = _f("didactyl", "Honcho workspace id.")
+
+
+@dataclass
+class SoulSection:
+    """One section of the soul template."""
+
+    section: str = _f("", "Section name.")
+    role: str = _f("system", "Message role: system, user or assistant.", choices=("system", "user", "assistant"))
+    tool: str = _f("", "Context tool whose content becomes the text (or use content).")
+    content: str = _f("", "Static text (instead of tool).")
+    skip_if_empty: bool = _f(True, "Leave the section out when its text is empty.")
+
+
+@dataclass
+class SoulConfig:
+    """The soul template: the ordered sections of every prompt."""
+
+    file: str = _f("", "A soul file in the original list format (- section: / role: / tool: / skip_if_empty:).")
+    sections: list[SoulSection] = _f([], "Ordered [[soul.sections]]; empty: the built-in default.")
+
+
+@dataclass
+class UiConfig:
+    """The terminal interface."""
+
+    theme: str = _f("didactyl-dark", "Theme name (themes/*.toml or a Textual built-in). A runtime switch is "
+                    "remembered in state.toml, never written here.")
+    themes_dir: str = _f("", "Extra folder of theme .toml files.")
+    sidebar_below_columns: int = _f(100, "A terminal narrower than this many columns hides the sidebar, leaving "
+                                    "the chat the width (F2/F3/F4 or ctrl+b show it). 0: never hide it.",
+                                    min=0, max=1000)
+
+
+@dataclass
+class Config:
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    relays: RelaysConfig = field(default_factory=RelaysConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    dm: DmConfig = field(default_factory=DmConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    honcho: HonchoConfig = field(default_factory=HonchoConfig)
+    soul: SoulConfig = field(default_factory=SoulConfig)
+    ui: UiConfig = field(default_factory=UiConfig)
+    keys: dict[str, str] = field(default_factory=dict)
+    """[keys]: action = "key" remaps, e.g. send = "ctrl+j" (terminals swallow some keys)."""
+
+    path: Path | None = None  # the file it came from (not a config key)
+
+
+SECTIONS: dict[str, type] = {
+    "llm": LlmConfig,
+    "relays": RelaysConfig,
+    "agent": AgentConfig,
+    "admin": AdminConfig,
+    "dm": DmConfig,
+    "tools": ToolsConfig,
+    "memory": MemoryConfig,
+    "honcho": HonchoConfig,
+    "soul": SoulConfig,
+    "ui": UiConfig,
+}
