@@ -19,165 +19,17 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 from ..config import Config, data_dir, load_config
 from ..errors import ConfigError, DidactylError, NostrError
 from ..terminal_text import StreamCleaner, clean, json_text, one_line
+from .parser import MEMORY_TYPES, CommandFailed, UsageError, _Parser, build_parser  # noqa: F401 (re-exported)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEBUG_ENV = "DIDACTYL_DEBUG"
-MEMORY_TYPES = ("short_term", "long_term")
 
 LaunchTui = Callable[[Config, Path, Mapping[str, str], "str | None"], None]  # ..., the session to open
-
-
-class UsageError(DidactylError):
-    """Bad command-line input (exit 2)."""
-
-    title = "Usage"
-
-
-class CommandFailed(DidactylError):
-    """The command ran but did not succeed (exit 1)."""
-
-    title = "Failed"
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and exit 2), not the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see: {self.prog} --help)", "Usage")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="didactyl", description="A terminal chat client with an AI agent whose memory lives on "
-                     "Nostr. With no command, opens the terminal app.")
-    parser.add_argument("--config", metavar="PATH", help="config file (default: $DIDACTYL_CONFIG, then "
-                        "$XDG_CONFIG_HOME/didactyl/config.toml)")
-    opening = parser.add_mutually_exclusive_group()
-    opening.add_argument("--continue", action="store_true", dest="open_last",
-                         help="open the app on the most recent conversation")
-    opening.add_argument("--session", metavar="ID", dest="open_session",
-                         help="open the app on this conversation (an ID or a unique prefix: didactyl sessions list)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    p = sub.add_parser("keygen", help="create the agent's key file (<data dir>/agent.key, mode 0600)")
-    p.add_argument("--force", action="store_true", help="replace an existing key (the old identity is lost)")
-
-    p = sub.add_parser("whoami", help="print the agent's npub and hex public key (never the secret)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-    p = sub.add_parser("relay", help="serve this data dir's shared embedded relay in the foreground (exit 3 if one "
-                       "already serves it)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=7447, help="port (default 7447; 0 picks a free one)")
-    p.add_argument("--db", metavar="PATH", help="SQLite file (default <data dir>/relay.sqlite3)")
-
-    p = sub.add_parser("chat", help="one turn with the agent; prints the reply")
-    p.add_argument("--message", "-m", required=True, metavar="TEXT", help="the message ('-' reads stdin)")
-    p.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
-    p.add_argument("--json", action="store_true",
-                   help='print {"session_id", "reply", "tool_calls", "prompt", "cut"}')
-
-    p = sub.add_parser("prompt", help="assemble the next prompt without calling the model (a dry run)")
-    p.add_argument("--message", "-m", metavar="TEXT", help="the user's message to include ('-' reads stdin)")
-    p.add_argument("--session", metavar="ID", help="include this conversation's history")
-    p.add_argument("--json", action="store_true", help="print the prompt record as JSON")
-
-    sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
-                   "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
-
-    soul = sub.add_parser("soul", help="show, publish, edit or list the versions of the agent's soul (kind 31120)")
-    ssub = soul.add_subparsers(dest="soul_command", metavar="ACTION", parser_class=_Parser, required=True)
-    p = ssub.add_parser("show", help="the soul in use (read from the relays at start) and its event")
-    p.add_argument("--json", action="store_true", help="print JSON (the event id and the soul document)")
-    p = ssub.add_parser("publish", help="check the soul, then publish it as a new version (default: the soul "
-                        "in the config or soul file)")
-    p.add_argument("--file", metavar="PATH", help="a soul document (didactyl-soul/1 JSON) or a soul file in the "
-                   "list format ('-' reads stdin)")
-    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
-    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
-    p = ssub.add_parser("edit", help="edit the soul's JSON document in $VISUAL/$EDITOR; checked and published "
-                        "when it changed")
-    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
-    p = ssub.add_parser("history", help="every version of the soul seen here, newest first")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-    bundle = sub.add_parser("bundle", help="back up or restore the agent (signed events and conversations)")
-    bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=_Parser, required=True)
-    p = bsub.add_parser("export", help="write memory, soul, tasks, identity and conversations to FILE (0600)")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = bsub.add_parser("import", help="verify every signature in FILE, then republish its events through the "
-                        "outbox and restore its conversations")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-    p = sub.add_parser("tasks", help="list the agent's tasks (open, in progress, done, cancelled)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-    mem = sub.add_parser("memory", help="show or save the agent's memory")
-    msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
-    p = msub.add_parser("show", help="print a memory (decrypted)")
-    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
-    p.add_argument("--version", metavar="EVENT_ID", help="print a past version from the history instead (an id "
-                   "or a prefix of at least 4 characters; e.g. your text that lost to a concurrent edit)")
-    p.add_argument("--json", action="store_true",
-                   help="print JSON with the event id, the relays and what is still pending in the outbox")
-    p = msub.add_parser("save", help="replace a memory (encrypt, sign, publish to every relay)")
-    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--content", metavar="TEXT", help="the new text")
-    src.add_argument("--file", metavar="PATH", help="read the new text from a file ('-' for stdin)")
-    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
-    p = msub.add_parser("status", help="which version of the memory each relay holds (read back by id); "
-                        "--fix sends the newest to lagging relays")
-    p.add_argument("--type", choices=MEMORY_TYPES, dest="memory_type", help="one memory (default: both)")
-    p.add_argument("--fix", action="store_true", help="send the newest version to relays that lag")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = msub.add_parser("history", help="list every version of a memory seen here (own saves and other devices')")
-    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
-    p.add_argument("--json", action="store_true", help="print JSON (ids, times, origins, sizes, notes; no text)")
-    ident = sub.add_parser("identity", help="show, publish or adopt the agent's public profile, contacts and relays")
-    isub = ident.add_subparsers(dest="identity_command", metavar="ACTION", parser_class=_Parser, required=True)
-    p = isub.add_parser("show", help="what the relays hold, and any drift from config.toml (publishes nothing)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = isub.add_parser("publish", help="publish config.toml's fields merged into the relays' versions "
-                        "(fields it does not set are kept)")
-    p.add_argument("--json", action="store_true", help="print each kind's event id and relay verdicts as JSON")
-    p = isub.add_parser("adopt", help="take the relays' versions as ours: drift is no longer reported")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    _add_sessions_parser(sub)
-    return parser
-
-
-def _add_sessions_parser(sub: Any) -> None:
-    """``sessions list|show|export|rename|delete`` (run by cli/sessions.py; defined here: the parser is built
-    before the TUI's first frame, which must not import the command modules)."""
-    ses = sub.add_parser("sessions", help="list, show, export, rename or delete saved chats")
-    ssub = ses.add_subparsers(dest="sessions_command", metavar="ACTION", parser_class=_Parser, required=True)
-    p = ssub.add_parser("list", help="the saved chats, newest first (id, time, messages, title)")
-    p.add_argument("--all", action="store_true", help="include chats with no message")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = ssub.add_parser("show", help="print a chat's messages")
-    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
-    p.add_argument("--json", action="store_true", help="print JSON: the session and its messages (OpenAI format)")
-    p = ssub.add_parser("export", help="print a chat as markdown (or JSON)")
-    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
-    p.add_argument("--output", "-o", metavar="PATH", help="write to this file (mode 0600) instead of stdout")
-    p = ssub.add_parser("rename", help="give a chat a new title")
-    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
-    p.add_argument("title", help="the new title")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = ssub.add_parser("delete", help="delete a chat with its messages (cannot be undone)")
-    p.add_argument("session", metavar="ID", help="the session id (or a unique prefix)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-# --- helpers ------------------------------------------------------------------------------------
 
 
 class _Out:
@@ -423,9 +275,12 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
     if command is None:
         if launch_tui is None:
             raise UsageError("no command given (see: didactyl --help)")
-        from .open_session import session_to_open
+        session = None
+        if args.open_last or args.open_session is not None:  # the first frame imports no session code otherwise
+            from .open_session import session_to_open
 
-        launch_tui(config, data, env, session_to_open(data, last=args.open_last, session_id=args.open_session))
+            session = session_to_open(data, last=args.open_last, session_id=args.open_session)
+        launch_tui(config, data, env, session)
         return EXIT_OK
     if command == "chat":
         message = _read_text(args.message, stdin)

@@ -223,10 +223,16 @@ class Conversation(VerticalScroll):
 
         return [child for child in self.children if isinstance(child, MessageEntry)]
 
+    def _has_entries(self) -> bool:
+        # By CSS class: before the first message (the first frame) no entry module is imported.
+        return any(child.has_class("message") for child in self.children)
+
     def _refold(self) -> None:
+        self._refold_queued = False
+        if not self._has_entries():
+            return
         from .fold import refold
 
-        self._refold_queued = False
         entries = self._message_entries()
         if not self._stubs_left():  # a resumed chat's stubs place entries by geometry: whole entries wait
             refold(self, [e for e in entries if not e.streaming], FOLD_MARGIN_SCREENS)
@@ -234,7 +240,7 @@ class Conversation(VerticalScroll):
 
     def on_resize(self) -> None:
         width = self.size.width
-        if width != self._laid_out_width:  # folded heights were for the old width: show all, fold again
+        if width != self._laid_out_width and self._has_entries():  # folded heights were for the old width
             from .fold import unfold
 
             self._laid_out_width = width
