@@ -24,8 +24,10 @@ def litellm_loaded(warm_litellm: None) -> None:
 
 async def press_button(pilot, dialog, selector: str) -> None:
     """Focus and Enter, as a keyboard user does (a click could land where the growing dialog was a frame ago)."""
-    dialog.query_one(selector).focus()
-    await pilot.pause()
+    button = dialog.query_one(selector)
+    button.focus()
+    # focus() lands on a later message: under load an Enter pressed at once could still go to the field before.
+    await wait_for(pilot, lambda: pilot.app.focused is button and not button.disabled, 10, f"{selector} focused")
     await pilot.press("enter")
 
 
