@@ -80,7 +80,7 @@ async def _holds(predicate: Callable[[], Any]) -> bool:
     return bool(await value if inspect.isawaitable(value) else value)
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 3.0) -> None:
+async def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     """Poll until ``predicate()`` holds (relay round trips are asynchronous); fail after ``timeout``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

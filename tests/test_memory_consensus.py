@@ -117,8 +117,13 @@ async def test_relay_that_lost_its_data_is_refilled_even_if_it_once_accepted(tmp
                 assert len((await pub.publish(ev)).accepted_by) == 2
                 await rust.restart()  # comes back empty on the same port
                 assert await wait_until(lambda: pool.states()[rust.url].value == "connected")
-                best, holdings = await pub.relay_versions(SK.public_key_hex, 30078, D)
-                lag = {h.url: h for h in holdings}[rust.url]
+                # "connected" may still be the old connection, not yet seen closing: ask until the new one answers.
+                for _ in range(50):
+                    best, holdings = await pub.relay_versions(SK.public_key_hex, 30078, D)
+                    lag = {h.url: h for h in holdings}[rust.url]
+                    if lag.reachable:
+                        break
+                    await asyncio.sleep(0.1)
                 assert lag.reachable and lag.event_id is None
                 outcome = await pub.reconcile(best, holdings)
                 assert outcome.accepted_by == [rust.url]

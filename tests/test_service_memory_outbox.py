@@ -78,7 +78,8 @@ async def test_a_save_with_every_relay_down_stays_pending_and_lands_when_the_rel
         await relay.start()
         await wait_for(lambda: nothing_pending(svc), timeout=10)
         assert [ev.id for ev in await held(relay)] == [result.event_id]
-        assert [e.pending for e in seen if isinstance(e, OutboxChanged)][-1] == 0
+        # The count is announced after the outbox row is gone: wait for the announcement, not only the row.
+        await wait_for(lambda: [e.pending for e in seen if isinstance(e, OutboxChanged)][-1] == 0, timeout=10)
 
 
 async def test_a_pending_save_survives_a_restart_and_is_sent_by_the_next_run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from textual.containers import VerticalScroll
@@ -31,6 +32,9 @@ class Conversation(VerticalScroll):
         self._materializing = False
         self._refold_queued = False
         self._laid_out_width = 0
+        # Clearing (a new chat, a resume) and swapping stubs for entries both rebuild the children across
+        # awaits: one at a time, or a stub being swapped survives the clear.
+        self._rebuilding = asyncio.Lock()
 
     def on_mount(self) -> None:
         # Stays scrolled to the end as replies stream in, until the user scrolls up.
@@ -90,6 +94,10 @@ class Conversation(VerticalScroll):
         return await self._add(ErrorEntry(title, message, retry_text))
 
     async def clear(self) -> None:
+        async with self._rebuilding:
+            await self._clear()
+
+    async def _clear(self) -> None:
         self._tool_calls.clear()
         await self.remove_children(".message, .tool-call, .error-entry, .history-stub, .fold-spacer")
         self.query_one("#conversation-empty", Static).display = True
@@ -101,10 +109,17 @@ class Conversation(VerticalScroll):
         estimated height and is rendered when scrolled to. One ``mount_all``: one layout pass, not one per
         message.
         """
-        from .history_stub import HistoryStub, estimate_height, specs_from_messages
+        from .history_stub import specs_from_messages
 
-        await self.clear()
-        specs = specs_from_messages(messages)
+        async with self._rebuilding:
+            await self._clear()
+            await self._mount_history(specs_from_messages(messages))
+        self.anchor()
+        self.call_after_refresh(self.materialize_near_viewport)
+
+    async def _mount_history(self, specs: list[EntrySpec]) -> None:
+        from .history_stub import HistoryStub, estimate_height
+
         if not specs:
             return
         width = self._entry_width()
@@ -120,8 +135,6 @@ class Conversation(VerticalScroll):
         widgets += [self._entry_for(spec) for spec in specs[first:]]
         self.query_one("#conversation-empty", Static).display = False
         await self.mount_all(widgets)
-        self.anchor()
-        self.call_after_refresh(self.materialize_near_viewport)
 
     def _entry_width(self) -> int:
         width = self.scrollable_content_region.width or self.app.size.width
@@ -162,41 +175,46 @@ class Conversation(VerticalScroll):
         Entries rendered above the viewport shift the view by what their estimated heights missed, so the
         text being read does not jump.
         """
-        from .history_stub import HistoryStub
-
         self._materialize_queued = False
         if self._materializing:
             return
         self._materializing = True
         swapped = False
         try:
-            view_top = round(self.scroll_y)
-            margin = self.scrollable_content_region.height or self.app.size.height
-            window = (view_top - margin, view_top + 2 * margin)
-            for stub in reversed(self._stubs_left()):
-                region = stub.virtual_region
-                if region.height == 0 or region.bottom <= window[0] or region.y >= window[1]:
-                    continue
-                first, last = stub.split_at_rows(window[0] - region.y, window[1] - region.y, MATERIALIZE_BATCH)
-                parts: list[Any] = []
-                if first > 0:
-                    parts.append(HistoryStub(stub.specs[:first], stub.heights[:first]))
-                entries = [self._entry_for(spec) for spec in stub.specs[first:last]]
-                parts += entries
-                if last < len(stub.specs):
-                    parts.append(HistoryStub(stub.specs[last:], stub.heights[last:]))
-                await self.mount_all(parts, before=stub)
-                await stub.remove()
-                if region.bottom <= view_top and not self._pinned_to_end():
-                    # Above the viewport: once laid out, shift by what the estimate missed, so the text in
-                    # view stays where it is.
-                    self.call_after_refresh(self._keep_view, entries, sum(stub.heights[first:last]))
-                swapped = True
-                break  # one batch per pass; the next scroll (or the check below) asks for more
+            async with self._rebuilding:
+                swapped = await self._swap_one_batch()
         finally:
             self._materializing = False
         if swapped:  # more may be within reach once this batch is laid out; nothing swapped: wait for a scroll
             self.call_after_refresh(self._materialize_again)
+
+    async def _swap_one_batch(self) -> bool:
+        """Swap one batch of one stub near the viewport; whether anything was swapped."""
+        from .history_stub import HistoryStub
+
+        view_top = round(self.scroll_y)
+        margin = self.scrollable_content_region.height or self.app.size.height
+        window = (view_top - margin, view_top + 2 * margin)
+        for stub in reversed(self._stubs_left()):
+            region = stub.virtual_region
+            if region.height == 0 or region.bottom <= window[0] or region.y >= window[1]:
+                continue
+            first, last = stub.split_at_rows(window[0] - region.y, window[1] - region.y, MATERIALIZE_BATCH)
+            parts: list[Any] = []
+            if first > 0:
+                parts.append(HistoryStub(stub.specs[:first], stub.heights[:first]))
+            entries = [self._entry_for(spec) for spec in stub.specs[first:last]]
+            parts += entries
+            if last < len(stub.specs):
+                parts.append(HistoryStub(stub.specs[last:], stub.heights[last:]))
+            await self.mount_all(parts, before=stub)
+            await stub.remove()
+            if region.bottom <= view_top and not self._pinned_to_end():
+                # Above the viewport: once laid out, shift by what the estimate missed, so the text in
+                # view stays where it is.
+                self.call_after_refresh(self._keep_view, entries, sum(stub.heights[first:last]))
+            return True  # one batch per pass; the next scroll (or the caller's check) asks for more
+        return False
 
     def _materialize_again(self) -> None:  # after a refresh: the new entries are laid out
         if not self._materialize_queued:
