@@ -1,17 +1,27 @@
-"""The UI loop never blocks on the service's I/O: a probe (tui_support.LoopLagProbe) watches the loop while
-the user saves a memory with a long history behind it, opens that history, and resumes a long chat. Any SQLite
-read, decryption or JSON parsing of the history done on the loop shows up as a stretch over 50 ms."""
+"""The UI loop never blocks on the service's I/O while the user saves a memory with a long history behind it,
+opens that history, and resumes a long chat. Checked two ways, in two passes over the same actions:
+
+- structurally (tui_support.LoopIoWatch): no SQLite call, NIP-44 encryption/decryption or signature runs on the
+  loop's thread at all — exact, whatever the machine's load;
+- by time (tui_support.LoopLagProbe): no stretch of the loop's CPU time over a gross budget, which catches work
+  held on the loop that is not I/O (parsing a thousand versions, say). The fine figures are bench/'s
+  (memory_lag_bench.py): a time budget tight enough to be a benchmark fails on a loaded machine.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from agent_support import memory_event
 from tui_support import (
     NOW,
     SIZE,
     TEST_KEY,
+    LoopIoWatch,
     LoopLagProbe,
     make_app,
     make_config,
@@ -26,7 +36,7 @@ from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
 
-BUDGET_S = 0.050
+BUDGET_S = 0.200  # gross: the loop held this long is a freeze a person sees
 VERSIONS = 400  # the history the save and the history view have behind them
 MESSAGES = 12  # the chat that is resumed
 
@@ -55,6 +65,90 @@ def seed(data: Path) -> str:
     return session
 
 
+class Actions:
+    """The user's actions, each measured by whatever ``measure`` opens around it."""
+
+    def __init__(self, pilot: Any, app: Any, session: str) -> None:
+        self.pilot, self.app, self.session = pilot, app, session
+        self.main = app.main_screen
+
+    async def save(self, text: str) -> None:
+        pilot, app = self.pilot, self.app
+        await pilot.press("f6")
+        editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen, 10, "editor")
+        editor.text_area.load_text(text)
+        await pilot.pause()
+        async with self.measure("save"):
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: "accepted by 1/1 relays" in screen_text(app), 10, "the save")
+            await pilot.pause(0.3)  # what follows a save: history record, outbox count
+        editor.action_close()
+        await wait_for(pilot, lambda: app.screen is self.main, 10, "back on the main screen")
+
+    async def history(self, expected_rows: int) -> None:
+        pilot, app, main = self.pilot, self.app, self.main
+        async with self.measure("history"):
+            main.open_history("short_term")
+            screen = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen, 10,
+                                    "the history")
+            await wait_for(pilot, lambda: len(screen.rows) == expected_rows, 15,
+                           lambda: f"the history rows ({len(screen.rows)})")
+        screen.action_close()
+        await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
+
+    async def resume(self, session: str, entries: int) -> None:
+        pilot, main = self.pilot, self.main
+        async with self.measure("resume"):
+            main.resume(session)
+            await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == entries, 15,
+                           lambda: f"the chat ({len(main.conversation.query(MessageEntry))} entries)")
+
+    def measure(self, what: str) -> Any:
+        raise NotImplementedError
+
+
+class WatchedActions(Actions):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.calls: dict[str, list[str]] = {}
+
+    @contextlib.asynccontextmanager
+    async def measure(self, what: str) -> AsyncIterator[None]:
+        with LoopIoWatch() as watch:
+            yield
+        self.calls[what] = watch.calls
+
+
+class TimedActions(Actions):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.lags: dict[str, float] = {}
+
+    @contextlib.asynccontextmanager
+    async def measure(self, what: str) -> AsyncIterator[None]:
+        probe = LoopLagProbe().start()
+        try:
+            yield
+        finally:
+            self.lags[what] = await probe.stop()
+
+
+async def warm_up(actions: Actions, session: str) -> str:
+    """Open the history and resume a first chat once: a screen's first showing parses its CSS and the first
+    markdown sets Textual's renderer up, which is not I/O. Returns the first chat's id."""
+    pilot, app, main = actions.pilot, actions.app, actions.main
+    main.open_history("long_term")
+    warm = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen, 10, "warm")
+    await wait_for(pilot, lambda: not warm.workers._workers and warm.query("#history-result"), 10, "warm rows")
+    warm.action_close()
+    await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
+    first = next(s.id for s in await app.service.list_sessions() if s.id != session)
+    main.resume(first)
+    await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == 2, 15, "the first chat")
+    await pilot.pause(0.2)
+    return first
+
+
 async def test_the_ui_loop_never_blocks_on_a_save_a_history_view_or_a_resume(tmp_path: Path) -> None:
     data = tmp_path / "data"
     session = seed(data)
@@ -65,48 +159,17 @@ async def test_the_ui_loop_never_blocks_on_a_save_a_history_view_or_a_resume(tmp
     app = make_app(data, make_config(publish_profile=False))
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        main = app.main_screen
-        probe = LoopLagProbe()
+        watched = WatchedActions(pilot, app, session)
+        first = await warm_up(watched, session)
+        await watched.save("a new plan")
+        await watched.history(VERSIONS + 1)
+        await watched.resume(session, MESSAGES)
 
-        # A save, through the editor.
-        await pilot.press("f6")
-        editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen, 10, "editor")
-        editor.text_area.load_text("a new plan")
-        await pilot.pause()
-        probe.start()
-        await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: "accepted by 1/1 relays" in screen_text(app), 10, "the save")
-        await pilot.pause(0.3)  # what follows a save: history record, outbox count
-        save_lag = await probe.stop()
-        editor.action_close()
-        await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
+        timed = TimedActions(pilot, app, session)
+        await timed.resume(first, 2)  # back to the short chat, so that the long one is resumed again below
+        await timed.save("a newer plan")
+        await timed.history(VERSIONS + 2)
+        await timed.resume(session, MESSAGES)
 
-        # The history view (opened once before: its first showing parses its CSS, which is not I/O).
-        main.open_history("long_term")
-        warm = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen, 10, "warm")
-        await wait_for(pilot, lambda: not warm.workers._workers and warm.query("#history-result"), 10, "warm rows")
-        warm.action_close()
-        await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
-        probe.start()
-        main.open_history("short_term")
-        screen = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen, 10,
-                                "the history")
-        await wait_for(pilot, lambda: len(screen.rows) == VERSIONS + 1, 15,
-                       lambda: f"the history rows ({len(screen.rows)})")
-        history_lag = await probe.stop()
-        screen.action_close()
-        await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
-
-        # A resume (after a first one: the first markdown on screen sets Textual's renderer up, which is not I/O).
-        first = next(s.id for s in await app.service.list_sessions() if s.id != session)
-        main.resume(first)
-        await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == 2, 15, "the first chat")
-        await pilot.pause(0.2)
-        probe.start()
-        main.resume(session)
-        await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == MESSAGES, 15,
-                       lambda: f"the chat ({len(main.conversation.query(MessageEntry))} entries)")
-        resume_lag = await probe.stop()
-
-    lags = {"save": save_lag, "history": history_lag, "resume": resume_lag}
-    assert all(lag < BUDGET_S for lag in lags.values()), {k: f"{v * 1000:.0f} ms" for k, v in lags.items()}
+    assert watched.calls == {"save": [], "history": [], "resume": []}
+    assert all(lag < BUDGET_S for lag in timed.lags.values()), {k: f"{v * 1000:.0f} ms" for k, v in timed.lags.items()}

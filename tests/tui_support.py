@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -148,6 +149,46 @@ class ThreadedLlmStub:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
+
+
+class LoopIoWatch:
+    """Which SQLite calls and NIP-44 decryptions run on the UI loop's thread while it watches.
+
+    A profile hook on the main thread only (worker threads are not watched): every C call into ``sqlite3``
+    and every NIP-44 encryption or decryption and Schnorr signature is noted with the caller that made
+    it. Unlike a time budget this does not depend on how busy the machine is: the call is there or it is not.
+    """
+
+    # (file, function): NIP-44 both ways and Schnorr signing (verification of incoming events is the relay
+    # client's, rate-limited at the pool's edge, and not watched here).
+    WATCHED = {("nip44.py", "encrypt"), ("nip44.py", "decrypt"), ("keys.py", "sign")}
+    WATCHED_NAMES = {name for _, name in WATCHED}
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self._previous: Any = None
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        if len(self.calls) >= 20:
+            return
+        if event == "c_call" and {"sqlite3", "_sqlite3"} & {getattr(arg, "__module__", None),
+                                                             type(getattr(arg, "__self__", None)).__module__}:
+            self.calls.append(f"sqlite3 {getattr(arg, '__qualname__', arg)} from {_where(frame)}")
+        elif event == "call" and frame.f_code.co_name in self.WATCHED_NAMES and \
+                (Path(frame.f_code.co_filename).name, frame.f_code.co_name) in self.WATCHED:
+            self.calls.append(f"{frame.f_code.co_name} from {_where(frame.f_back)}")
+
+    def __enter__(self) -> LoopIoWatch:
+        self._previous = sys.getprofile()
+        sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(self._previous)
+
+
+def _where(frame: Any) -> str:
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}" if frame else "?"
 
 
 class LoopLagProbe:

@@ -363,7 +363,9 @@ class MemoryStore(IngestMixin):
                 exc.kept_event_id = self.sign_local(t, content).id
                 raise
             created_at = self._created_at(slot)
-            ev = self.build_event(t, content, created_at, base or (slot.event.id if slot.event else None))
+            # Encrypting and signing off the loop: the UI shares it.
+            ev = await asyncio.to_thread(self.build_event, t, content, created_at,
+                                         base or (slot.event.id if slot.event else None))
             # Cache first: our own echo from the live subscription then finds nothing new.
             before = (slot.event, slot.content, slot.loaded)
             self._adopt(t, ev, content)
