@@ -133,7 +133,7 @@ async def test_chat_json_through_the_stub(tmp_path: Path) -> None:
         out, err = await asyncio.wait_for(proc.communicate(), 90)
     assert proc.returncode == 0, err.decode()
     data = json.loads(out)
-    assert set(data) == {"session_id", "reply", "tool_calls", "prompt", "cut"}
+    assert set(data) == {"session_id", "ephemeral", "reply", "tool_calls", "prompt", "cut"}
     assert data["cut"] is None  # no bound was reached
     assert data["reply"] == "Your npub is above."
     npub_result = json.dumps({"content": AGENT_KEY.npub})

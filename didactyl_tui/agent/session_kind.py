@@ -1,8 +1,9 @@
 """What kind of session a turn belongs to: it decides whether the memory backend learns from the turn.
 
 The Skald design: ``record_turn`` runs only for interactive, non-ephemeral turns — a person at the
-terminal, or a person writing to the agent by direct message. A headless ``chat`` (scripts, tests) and a
-dry run never teach the backend.
+terminal, or a person writing to the agent by direct message. A headless ``chat`` (scripts, tests), an
+ephemeral one (``chat --ephemeral``) and a dry run never teach the backend. An ephemeral turn also leaves no
+conversation behind: nothing is saved as a session (it may read a saved chat's history, never adds to it).
 """
 
 from __future__ import annotations
@@ -14,9 +15,15 @@ class SessionKind(str, Enum):
     TERMINAL = "terminal"
     DM = "dm"
     HEADLESS_CHAT = "chat"
+    EPHEMERAL_CHAT = "ephemeral"
     DRY_RUN = "dry_run"
 
     @property
     def records_turns(self) -> bool:
         """Whether the memory backend's ``record_turn`` sees this session's turns."""
         return self in (SessionKind.TERMINAL, SessionKind.DM)
+
+    @property
+    def keeps_conversation(self) -> bool:
+        """Whether the turn (message, reply, tool calls, prompt assembly) is saved in its session."""
+        return self not in (SessionKind.EPHEMERAL_CHAT, SessionKind.DRY_RUN)

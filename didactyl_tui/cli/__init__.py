@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import traceback
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -157,13 +158,17 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
                 message: str) -> int:
     from ..service import SessionKind, TextDelta, TurnFailed, TurnFinished, TurnStarted
 
+    kind = SessionKind.EPHEMERAL_CHAT if args.ephemeral else SessionKind.HEADLESS_CHAT
     async with _service(config, data, env, out) as service:
-        session = await _resolve_session(service, args.session) if args.session else await service.new_session()
+        if args.session:
+            session = await _resolve_session(service, args.session)
+        else:  # an ephemeral turn's session is never stored: a fresh id nobody can continue
+            session = uuid.uuid4().hex if args.ephemeral else await service.new_session()
         assembly = None
         finished: TurnFinished | None = None
         streamed = False
         cleaner = StreamCleaner()
-        async for event in service.run_turn(session, message, SessionKind.HEADLESS_CHAT):
+        async for event in service.run_turn(session, message, kind):
             if isinstance(event, TurnStarted):
                 assembly = event.assembly
             elif isinstance(event, TextDelta) and not args.json:
@@ -177,7 +182,8 @@ async def _chat(args: argparse.Namespace, config: Config, data: Path, env: Mappi
             raise CommandFailed("the turn ended without a reply")
         if args.json:
             out.json({
-                "session_id": session,
+                "session_id": None if args.ephemeral and not args.session else session,
+                "ephemeral": bool(args.ephemeral),
                 "reply": finished.reply,
                 "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result}
                                for c in finished.tool_calls],

@@ -56,8 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="one turn with the agent; prints the reply")
     p.add_argument("--message", "-m", required=True, metavar="TEXT", help="the message ('-' reads stdin)")
     p.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
+    p.add_argument("--ephemeral", action="store_true",
+                   help="leave no trace: the turn is not saved as a chat (with --session: read, never added to) "
+                   "and the memory backend does not learn from it")
     p.add_argument("--json", action="store_true",
-                   help='print {"session_id", "reply", "tool_calls", "prompt", "cut"}')
+                   help='print {"session_id", "ephemeral", "reply", "tool_calls", "prompt", "cut"} '
+                   '(session_id is null for a new ephemeral chat)')
 
     p = sub.add_parser("prompt", help="assemble the next prompt without calling the model (a dry run)")
     p.add_argument("--message", "-m", metavar="TEXT", help="the user's message to include ('-' reads stdin)")

@@ -186,18 +186,19 @@ class ChatService:
     async def run_turn(self, session_id: str, message: str,
                        kind: SessionKind = SessionKind.TERMINAL) -> AsyncIterator[AgentEvent]:
         """One turn of a ``kind`` session. LLM errors end it with TurnFailed (never raised). A finished turn is saved
-        whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again). The
-        memory backend learns from it only for terminal and DM sessions (``kind.records_turns``)."""
+        whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again); an
+        ephemeral one (``kind.keeps_conversation`` false) saves nothing. The memory backend learns from it only
+        for terminal and DM sessions (``kind.records_turns``)."""
         from ..agent import loop
 
         if not self._model.name.strip():
-            await self._persist_unanswered(session_id, message, "failed")
+            await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, NO_MODEL, title="No model configured", retryable=False)
             return
         try:
             assembly = await self._assemble(session_id, message, dry_run=False)
         except DidactylError as exc:
-            await self._persist_unanswered(session_id, message, "failed")
+            await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
         ended = False
@@ -210,16 +211,16 @@ class ChatService:
                     ended = True
                     await self._persist_turn(session_id, message, event, kind)
                     usage = event.usage
-                    await self._log_assembly(session_id, SavedAssembly(
+                    await self._log_assembly(session_id, kind, SavedAssembly(
                         assembly, reply=event.reply, prompt_tokens=usage.prompt_tokens,
                         completion_tokens=usage.completion_tokens, cost_usd=usage.cost_usd))
                 elif isinstance(event, TurnFailed):
                     ended = True
-                    await self._persist_unanswered(session_id, message, "failed")
-                    await self._log_assembly(session_id, SavedAssembly(assembly, failure=event.message))
+                    await self._persist_unanswered(session_id, message, "failed", kind)
+                    await self._log_assembly(session_id, kind, SavedAssembly(assembly, failure=event.message))
                 yield event
         except (asyncio.CancelledError, GeneratorExit):
-            if not ended:  # cancelled: the save cannot be awaited any more; a worker thread finishes it
+            if not ended and kind.keeps_conversation:  # cancelled: a worker thread finishes the save
                 self._save_in_background(session_id, message, "cancelled",
                                          SavedAssembly(assembly, failure="cancelled"))
             raise
@@ -227,11 +228,12 @@ class ChatService:
             current_session_kind.reset(token)
 
     async def _persist_turn(self, session_id: str, message: str, event: TurnFinished, kind: SessionKind) -> None:
-        try:
-            await asyncio.to_thread(self._rt.conversations.append, session_id,
-                                    [{"role": "user", "content": message}, *event.new_messages])
-        except DidactylError as exc:
-            self._warn(f"the conversation was not saved: {exc.message}")
+        if kind.keeps_conversation:
+            try:
+                await asyncio.to_thread(self._rt.conversations.append, session_id,
+                                        [{"role": "user", "content": message}, *event.new_messages])
+            except DidactylError as exc:
+                self._warn(f"the conversation was not saved: {exc.message}")
         if kind.records_turns:
             await self._rt.memory_manager.record_turn(session_id, message, event.reply)
 
@@ -247,11 +249,13 @@ class ChatService:
         except DidactylError as exc:  # the inspector's record only: the chat itself is saved
             log.warning("a prompt assembly was not kept: %s", exc.message)
 
-    async def _persist_unanswered(self, session_id: str, message: str, status: str) -> None:
-        await asyncio.to_thread(self._save_unanswered, session_id, message, status)
+    async def _persist_unanswered(self, session_id: str, message: str, status: str, kind: SessionKind) -> None:
+        if kind.keeps_conversation:
+            await asyncio.to_thread(self._save_unanswered, session_id, message, status)
 
-    async def _log_assembly(self, session_id: str, saved: SavedAssembly) -> None:
-        await asyncio.to_thread(self._save_assembly, session_id, saved)
+    async def _log_assembly(self, session_id: str, kind: SessionKind, saved: SavedAssembly) -> None:
+        if kind.keeps_conversation:
+            await asyncio.to_thread(self._save_assembly, session_id, saved)
 
     def _save_in_background(self, session_id: str, message: str, status: str, saved: SavedAssembly) -> None:
         def save() -> None:
