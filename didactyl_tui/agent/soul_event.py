@@ -178,5 +178,10 @@ def choose_soul(initial: SoulTemplate, events: Iterable[Event], sk: SecretKey,
         try:
             return SoulChoice(check_soul(read_soul_event(ev, sk), registry), ev, False, tuple(warnings))
         except AgentError as exc:
-            warnings.append(exc.message if isinstance(exc, SoulEventError) else f"soul event {ev.id[:12]}: {exc}")
+            warnings.append(soul_refusal(ev, exc))
     return SoulChoice(check_soul(initial, registry), None, not mine, tuple(warnings))
+
+
+def soul_refusal(ev: Event, exc: AgentError) -> str:
+    """Why ``ev`` is not used, naming the event and (where it applies) the section."""
+    return exc.message if isinstance(exc, SoulEventError) else f"soul event {ev.id[:12]}: {exc}"

@@ -7,7 +7,8 @@ Parts, each owning its state:
 - ``chat``: the model in use, sessions, prompt assembly, turns
 - ``identity``: the agent's and admin's public identity, fetched, followed and published (startup events too)
 - ``dm``: NIP-17 direct messages answered in DM sessions (TUI and ``serve``)
-- ``soul``: the soul as a kind 31120 event; ``tasks``: the task book; ``bundle``: backup export/import
+- ``soul``: the soul as a kind 31120 event (``soul_live``: a newer one from the relays, used while running);
+  ``tasks``: the task book; ``bundle``: backup export/import
 - ``notes``: who may confirm a ``post_note`` (the turn's session kind)
 - ``events``: the typed events views receive (light: importable before the first frame)
 - ``state``: <data dir>/state.toml, the one reader and writer (light)
@@ -32,6 +33,7 @@ from .events import (
     SelfContextChanged,
     ServiceEvent,
     ServiceWarning,
+    SoulChanged,
 )
 from .labels import drift_lines, one_line, short_id, version_label, when
 from .state import read_state, remember, write_state
@@ -110,9 +112,9 @@ __all__ = [  # noqa: RUF022 (sorted)
     "ModelSettings", "NewerVersionKnown", "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly",
     "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
     "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "ServiceEvent",
-    "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind", "Sessions", "SoulLintError", "SoulView",
-    "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage",
-    "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir", "is_newer", "key_file_path",
-    "load_agent_key", "one_line", "open_sessions", "read_soul_text", "read_state", "remember",
+    "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind", "Sessions", "SoulChanged", "SoulLintError",
+    "SoulView", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted",
+    "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir", "is_newer",
+    "key_file_path", "load_agent_key", "one_line", "open_sessions", "read_soul_text", "read_state", "remember",
     "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
 ]

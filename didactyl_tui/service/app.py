@@ -44,6 +44,7 @@ from .model import ModelCheck, ModelChoice, ModelSettings
 from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
 from .soul import SoulService, SoulVersionView, SoulView
+from .soul_live import follow_soul
 from .startup import publish_startup_events, startup_intents
 from .tasks import build_task_book, follow_tasks, load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
@@ -169,6 +170,7 @@ class AppService:
             rt.store.start_live()
             identity.follow()
             follow_tasks(rt, tasks, self._warn, int(self._clock()))
+            follow_soul(rt, soul, self._events.emit)
             # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
             rt.daemons.spawn(rt.publisher.run())
             rt.sync.ready = True

@@ -66,12 +66,28 @@ class DmSessionChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class SoulChanged:
+    """A newer soul (kind 31120) from the relays is in use from the next prompt on (published elsewhere)."""
+
+    event_id: str
+    created_at: int
+    sections: tuple[str, ...]
+    relay: str  # the relay that delivered it
+
+    @property
+    def notice(self) -> str:
+        """What the user is told (section names come from outside: the view cleans them, never markup)."""
+        sections = ", ".join(self.sections)
+        return f"A newer soul (event {self.event_id[:12]}…: {sections}) is used from the next message on."
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceWarning:
     message: str
 
 
 ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
-                | OutboxChanged | DmSessionChanged)
+                | OutboxChanged | DmSessionChanged | SoulChanged)
 
 
 class Listeners(Generic[T]):

@@ -23,6 +23,7 @@ from ..agent.soul_event import (
     read_soul_event,
     soul_filter,
     soul_from_json,
+    soul_refusal,
     soul_to_json,
 )
 from ..agent.soul_lint import SoulLintError, check_soul
@@ -30,6 +31,7 @@ from ..agent.tools.registry import ToolRegistry
 from ..errors import AgentError
 from ..nostr.event import Event
 from ..nostr.kinds import SOUL
+from ..nostr.replaceable import is_newer
 from ..nostr.results import PublishOutcome
 from .chat import ChatService
 from .runtime import Runtime
@@ -72,6 +74,9 @@ def read_soul_text(source: str, text: str) -> SoulTemplate:
     return soul_from_json(text, source) if text.lstrip().startswith("{") else parse_soul_list(text, source)
 
 
+MAX_JUDGED = 256  # soul ids remembered as already judged (only the agent's key can sign one)
+
+
 class SoulService:
     def __init__(self, rt: Runtime, chat: ChatService, initial: SoulTemplate, registry: ToolRegistry,
                  clock: Callable[[], float], warn: Callable[[str], None]) -> None:
@@ -79,6 +84,7 @@ class SoulService:
         self._clock, self._warn = clock, warn
         self._event: Event | None = None
         self._last_created_at = 0  # of the newest version signed or read here (a new one is always newer)
+        self._judged: dict[str, None] = {}  # ids of souls already chosen or refused (a refusal is told once)
 
     def view(self) -> SoulView:
         ev = self._event
@@ -95,6 +101,7 @@ class SoulService:
             self._warn(f"could not fetch the soul: {exc}")
             by_relay = {}
         events = [ev for evs in by_relay.values() for ev in evs or ()]
+        self._judged.update(dict.fromkeys(ev.id for ev in events))
         await self._record([ev for ev in events if ev.pubkey == me and ev.kind == SOUL], "relay")
         try:
             choice = choose_soul(self._initial, events, self._rt.key, self._registry)
@@ -117,6 +124,7 @@ class SoulService:
         # Claimed before any await: a publish under way (the initial soul at start) is never tied.
         self._last_created_at = max(int(self._clock()), self._last_created_at + 1)
         ev = build_soul_event(self._rt.key, template, created_at=self._last_created_at, encrypt=encrypt)
+        self._judged[ev.id] = None  # its echo from the live subscription is not news
         outcome = await self._rt.publisher.publish(ev)
         await self._record([ev], "own")
         if self._event is None or ev.created_at >= self._event.created_at:  # a later publish may have won
@@ -154,3 +162,25 @@ class SoulService:
             await self.publish(template)
         except Exception as exc:
             self._warn(f"the soul was not published: {exc}")
+
+    def take_newer(self, ev: Event) -> SoulView | None:
+        """A soul from the live subscription (the CLI, another device): in use from the next prompt on when it is
+        newer than every version known here and reads and lints clean (the rules of the start); a refused one is
+        a warning naming the event and section, and the soul in use stays. Returns the new view, or None."""
+        me, cur = self._rt.key.public_key_hex, self._event
+        if ev.id in self._judged or ev.pubkey != me or ev.kind != SOUL or ev.d_tag != SOUL_D_TAG:
+            return None
+        self._judged[ev.id] = None
+        while len(self._judged) > MAX_JUDGED:
+            del self._judged[next(iter(self._judged))]
+        if ev.created_at < self._last_created_at or (cur is not None and not is_newer(ev, cur)):
+            return None  # older than the soul in use, or than one of ours being published
+        self._rt.tasks.spawn(self._record([ev], "relay"))
+        try:
+            template = check_soul(read_soul_event(ev, self._rt.key), self._registry)
+        except AgentError as exc:
+            self._warn(f"a newer soul on the relays was refused, the one in use stays: {soul_refusal(ev, exc)}")
+            return None
+        self._chat.soul, self._event = template, ev
+        self._last_created_at = max(self._last_created_at, ev.created_at)
+        return self.view()

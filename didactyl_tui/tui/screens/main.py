@@ -27,6 +27,7 @@ from ...service.events import (
     SelfContextChanged,
     ServiceEvent,
     ServiceWarning,
+    SoulChanged,
 )
 from ...service.labels import MINUTES, drift_lines, when
 from ..actions import bindings
@@ -246,6 +247,8 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
                 self.notify(f"Direct message with {name}", title="DM", markup=False)
             case OutboxChanged(pending=pending):
                 self.status.pending_publishes = pending
+            case SoulChanged():  # published elsewhere (the CLI, another device)
+                self.notify(event.notice, title="Soul", markup=False)
 
     # --- sending a message --------------------------------------------------------------------------
 

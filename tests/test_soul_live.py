@@ -1,0 +1,153 @@
+"""The soul, live: a kind 31120 published elsewhere while the service (or the TUI) runs is judged as at start —
+newer and clean: the next prompt assembly uses it and the views hear SoulChanged (a toast in the TUI); newer but
+bad: refused with a warning naming the event and section, the soul in use stays. Real relays: rust-nostr's, with
+rust-nostr's client as the other program; the shared embedded relay, with our CLI as the other program."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+from agent_support import AGENT_KEY, wait_for
+from bad_inputs_support import recording_app
+from relay_servers import RelayUnderTest, fast_client_kwargs
+from test_shared_relay_wiring import cli, cli_env
+from tui_support import SIZE, TEST_KEY, make_config, make_env, started
+from tui_support import wait_for as wait_in_app
+
+from didactyl_tui.agent.soul import SoulTemplate, TemplateSection
+from didactyl_tui.agent.soul_event import build_soul_event
+from didactyl_tui.config import Config
+from didactyl_tui.nostr.kinds import SOUL
+from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.service import AppService, ServiceEvent, ServiceWarning, SoulChanged
+
+nostr_sdk = pytest.importorskip("nostr_sdk")
+
+
+def _config(url: str) -> Config:
+    cfg = Config()
+    cfg.relays.embedded.enabled = False
+    cfg.relays.urls = [url]
+    cfg.relays.timeout_s = 3.0
+    cfg.memory.backend = "none"
+    return cfg
+
+
+async def _rust_client_publishes_soul(url: str, sections: list[dict], created_at: int) -> str:
+    """Another program (rust-nostr's client) with the agent's key publishes a plain kind 31120."""
+    keys = nostr_sdk.Keys.parse(AGENT_KEY.secret_hex())
+    document = json.dumps({"format": "didactyl-soul/1", "sections": sections})
+    event = (nostr_sdk.EventBuilder(nostr_sdk.Kind(SOUL), document)
+             .tags([nostr_sdk.Tag.parse(["d", "soul"]), nostr_sdk.Tag.parse(["app", "didactyl"])])
+             .custom_created_at(nostr_sdk.Timestamp.from_secs(created_at)).finalize(keys))
+    client = nostr_sdk.Client()
+    await client.add_relay(nostr_sdk.RelayUrl.parse(url))
+    await client.connect()
+    try:
+        output = await client.send_event(event)
+    finally:
+        await client.shutdown()
+    assert output.success, output
+    return output.id.to_hex()
+
+
+async def _first_section(svc: AppService) -> str:
+    assembly = await svc.dry_run("live-soul-check")
+    return assembly.layers[0].content
+
+
+async def test_a_newer_soul_from_rust_nostr_is_used_by_the_next_prompt_and_a_bad_one_is_refused(
+        rust_relay: RelayUnderTest, tmp_path: Path) -> None:
+    heard: list[ServiceEvent] = []
+    svc = AppService(_config(rust_relay.url), data_dir=tmp_path / "data", env={"DIDACTYL_NSEC": AGENT_KEY.nsec()},
+                     relay_client_options=fast_client_kwargs())
+    svc.add_listener(heard.append)
+    async with svc:
+        await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)  # the initial soul, published at start
+        assert svc.soul_view().event_id is not None
+        # A soul published by this service is not news when the live subscription echoes it.
+        ours = SoulTemplate((TemplateSection("persona", "system", None, "You are Local Didactyl.", True),), "test")
+        assert (await svc.publish_soul(ours)).any_accepted
+        assert await _first_section(svc) == "You are Local Didactyl."
+
+        now = int(time.time())
+        good_id = await _rust_client_publishes_soul(rust_relay.url, [
+            {"section": "persona", "content": "You are Relay Didactyl."},
+            {"section": "agent_npub", "tool": "my_npub"}], now + 30)
+
+        async def uses_the_relay_soul() -> bool:
+            return await _first_section(svc) == "You are Relay Didactyl."
+
+        await wait_for(uses_the_relay_soul, timeout=20)
+        assembly = await svc.dry_run("live-soul-check")
+        assert [(x.section, x.content) for x in assembly.layers[:2]] == [
+            ("persona", "You are Relay Didactyl."), ("agent_npub", AGENT_KEY.npub)]
+        assert svc.soul_view().event_id == good_id
+        changed = [e for e in heard if isinstance(e, SoulChanged)]
+        assert [(e.event_id, e.sections, e.relay) for e in changed] == [
+            (good_id, ("persona", "agent_npub"), rust_relay.url)]
+
+        bad_id = await _rust_client_publishes_soul(rust_relay.url, [
+            {"section": "persona", "content": "You are Broken Didactyl."},
+            {"section": "weather_report", "tool": "get_weather"}], now + 60)
+
+        def refusals() -> list[str]:
+            return [e.message for e in heard if isinstance(e, ServiceWarning) and bad_id[:12] in e.message]
+
+        await wait_for(lambda: bool(refusals()), timeout=20)
+        [refusal] = refusals()
+        assert "refused" in refusal and "weather_report" in refusal and "get_weather" in refusal
+        assert await _first_section(svc) == "You are Relay Didactyl."  # the soul in use stays
+        assert svc.soul_view().event_id == good_id
+        assert [e.event_id for e in heard if isinstance(e, SoulChanged)] == [good_id]
+        # Both are kept in the soul's history (the refused one reads; it is the linter that refuses it).
+        await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)
+        history = {v.event_id: v for v in await svc.soul_history()}
+        assert history[good_id].current and history[good_id].origin == "relay"
+        assert history[bad_id].sections == ["persona", "weather_report"] and not history[bad_id].current
+
+
+async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    app = recording_app(data, make_config(publish_profile=False), make_env())
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await started(pilot)
+        url = app.service.embedded_relay_url
+        assert url is not None
+        # Our CLI, a second process on the same data dir (the shared embedded relay), publishes a soul whose
+        # section names look like markup: the toast must show them as they are.
+        soul_file = tmp_path / "soul.json"
+        soul_file.write_text(json.dumps({"format": "didactyl-soul/1", "sections": [
+            {"section": "[b]persona[/]", "content": "You are CLI Didactyl."},
+            {"section": "agent_npub", "tool": "my_npub"}]}))
+        published = await asyncio.to_thread(cli, cli_env(tmp_path, data), "soul", "publish", "--file",
+                                            str(soul_file), "--json")
+        assert published.returncode == 0, published.stderr
+        cli_id = json.loads(published.stdout)["event_id"]
+        # (The CLI's start published the configured soul first, none being on the relay: a toast of its own.)
+        toast = await wait_in_app(pilot, lambda: [t for t in app.notified_with("Soul") if cli_id[:12] in t], 20,
+                                  lambda: f"the soul toast; shown: {app.shown_toasts()}")
+        assert toast == [f"Soul: A newer soul (event {cli_id[:12]}…: [b]persona[/], agent_npub) is used from the "
+                         "next message on."]
+        prompt = await app.service.dry_run(await app.service.new_session(), "hi")
+        assert (prompt.layers[0].section, prompt.layers[0].content) == ("[b]persona[/]", "You are CLI Didactyl.")
+
+        # A newer soul naming an unknown tool (signed with the agent's key, sent straight to the relay).
+        bad = build_soul_event(TEST_KEY, SoulTemplate((
+            TemplateSection("[red]weather[/]", "system", "get_weather", None, True),), "test"),
+            created_at=int(time.time()) + 30)
+        async with RelayPool([url], **fast_client_kwargs()) as pool:
+            assert (await pool.publish(bad, timeout=5)).any_accepted
+
+        def refusal() -> list[str]:
+            return [t for t in app.notified_with("Warning") if bad.id[:12] in t]
+
+        [line] = await wait_in_app(pilot, refusal, 20, "the refusal toast")
+        assert "'[red]weather[/]'" in line and "get_weather" in line
+        prompt = await app.service.dry_run(await app.service.new_session(), "hi")
+        assert prompt.layers[0].content == "You are CLI Didactyl."  # the soul in use stays
+        assert app.service.soul_view().event_id == cli_id
