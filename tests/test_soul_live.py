@@ -1,7 +1,8 @@
-"""The soul, live: a kind 31120 published elsewhere while the service (or the TUI) runs is judged as at start —
-newer and clean: the next prompt assembly uses it and the views hear SoulChanged (a toast in the TUI); newer but
-bad: refused with a warning naming the event and section, the soul in use stays. Real relays: rust-nostr's, with
-rust-nostr's client as the other program; the shared embedded relay, with our CLI as the other program."""
+"""The soul and the task list, live: a kind 31120 published elsewhere while the service (or the TUI) runs is
+judged as at start — newer and clean: the next prompt assembly uses it and the views hear SoulChanged (a toast in
+the TUI); newer but bad: refused with a warning naming the event and section, the soul in use stays. A newer task
+list reaches the next prompt too. Real relays: rust-nostr's, with rust-nostr's client as the other program; the
+shared embedded relay, with our CLI as the other program."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import pytest
 from agent_support import AGENT_KEY, wait_for
 from bad_inputs_support import recording_app
 from relay_servers import RelayUnderTest, fast_client_kwargs
+from sync_support import rust_publish
 from test_shared_relay_wiring import cli, cli_env
 from tui_support import SIZE, TEST_KEY, make_config, make_env, started
 from tui_support import wait_for as wait_in_app
 
 from didactyl_tui.agent.soul import SoulTemplate, TemplateSection
 from didactyl_tui.agent.soul_event import build_soul_event
+from didactyl_tui.agent.tasks import TaskList, build_tasks_event
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.kinds import SOUL
 from didactyl_tui.nostr.pool import RelayPool
@@ -151,3 +154,18 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
         prompt = await app.service.dry_run(await app.service.new_session(), "hi")
         assert prompt.layers[0].content == "You are CLI Didactyl."  # the soul in use stays
         assert app.service.soul_view().event_id == cli_id
+
+
+async def test_a_newer_task_list_from_rust_nostr_reaches_the_running_service_and_its_next_prompt(
+        rust_relay: RelayUnderTest, tmp_path: Path) -> None:
+    svc = AppService(_config(rust_relay.url), data_dir=tmp_path / "data", env={"DIDACTYL_NSEC": AGENT_KEY.nsec()},
+                     relay_client_options=fast_client_kwargs())
+    async with svc:
+        await svc.parts.rt.tool_context.tasks.add("water the plants")
+        now = int(time.time())
+        other_device, _ = TaskList().add("call Ana", note="about the van", now=now)
+        ev = build_tasks_event(AGENT_KEY, other_device, created_at=now + 30)  # NIP-44 to self, as ours are
+        await rust_publish(rust_relay.url, ev)  # rust-nostr's client sends it, as another program would
+        await wait_for(lambda: [t.title for t in svc.tasks().tasks] == ["call Ana"], timeout=20)
+        tasks = next(x for x in (await svc.dry_run("live-tasks-check")).layers if x.section == "tasks")
+        assert "#1 call Ana — about the van" in tasks.content and "water" not in tasks.content

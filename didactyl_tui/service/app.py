@@ -160,6 +160,7 @@ class AppService:
             rt.tool_context.notes = NotePoster(
                 rt.key, lambda ev: rt.pool.publish(ev, rt.timeout_s),
                 None if self.config.tools.post_notes_without_asking else self.note_confirmation, self._clock)
+            began = int(self._clock()) - 1  # a task list saved elsewhere during the start-up read is not missed
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
                 tg.create_task(soul.load(publish_initial=wanted))
@@ -169,7 +170,7 @@ class AppService:
             await rt.sync.restore_newest_known()
             rt.store.start_live()
             identity.follow()
-            follow_tasks(rt, tasks, self._warn, int(self._clock()))
+            follow_tasks(rt, tasks, self._warn, began)
             follow_soul(rt, soul, self._events.emit)
             # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
             rt.daemons.spawn(rt.publisher.run())
