@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from agent_support import AGENT_KEY, wait_for
+import test_cli
+from agent_support import ADMIN_KEY, AGENT_KEY, wait_for
 from bad_inputs_support import recording_app
+from llm_stub import LlmStub, Reply
 from relay_servers import RelayUnderTest, fast_client_kwargs
 from sync_support import rust_publish
+from test_dm_serve import Served
 from test_shared_relay_wiring import cli, cli_env
 from tui_support import SIZE, TEST_KEY, make_config, make_env, started
 from tui_support import wait_for as wait_in_app
@@ -24,6 +27,7 @@ from didactyl_tui.agent.soul import SoulTemplate, TemplateSection
 from didactyl_tui.agent.soul_event import build_soul_event
 from didactyl_tui.agent.tasks import TaskList, build_tasks_event
 from didactyl_tui.config import Config
+from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.kinds import SOUL
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service import AppService, ServiceEvent, ServiceWarning, SoulChanged
@@ -169,3 +173,34 @@ async def test_a_newer_task_list_from_rust_nostr_reaches_the_running_service_and
         await wait_for(lambda: [t.title for t in svc.tasks().tasks] == ["call Ana"], timeout=20)
         tasks = next(x for x in (await svc.dry_run("live-tasks-check")).layers if x.section == "tasks")
         assert "#1 call Ana — about the van" in tasks.content and "water" not in tasks.content
+
+
+async def test_serve_uses_a_soul_published_while_it_runs_for_the_next_direct_message(
+        rust_relay: RelayUnderTest, tmp_path: Path) -> None:
+    admin = nostr_sdk.Keys.parse(ADMIN_KEY.secret_hex())
+    agent_pub = nostr_sdk.PublicKey.parse(AGENT_KEY.public_key_hex)
+    async with LlmStub() as stub, RelayPool([rust_relay.url], **fast_client_kwargs()) as pool:
+        config = (f'[llm]\nmodel = "openai/stub-model"\napi_base = "{stub.base_url}"\napi_key_env = "STUB_KEY"\n'
+                  f'[relays]\nembedded = false\nurls = ["{rust_relay.url}"]\ntimeout_s = 3.0\n'
+                  f'[admin]\npubkey = "{ADMIN_KEY.public_key_hex}"\n[memory]\nbackend = "none"\n')
+        served = Served(test_cli.cli_env(tmp_path, config, DIDACTYL_NSEC=AGENT_KEY.nsec(), STUB_KEY="sk-stub"))
+        await served.start()
+        try:
+            now = int(time.time())
+            good_id = await _rust_client_publishes_soul(rust_relay.url, [
+                {"section": "persona", "content": "You are Relay Didactyl."}], now + 30)
+            await served.wait_for(f"a newer soul is in use: event {good_id[:12]}", 30)
+            bad_id = await _rust_client_publishes_soul(rust_relay.url, [
+                {"section": "persona", "content": "You are Broken Didactyl."},
+                {"section": "weather_report", "tool": "get_weather"}], now + 60)
+            refused = await served.wait_for(bad_id[:12], 30)
+            assert "refused" in refused and "weather_report" in refused
+            stub.script(Reply.text_reply("Hello from the relay soul."))
+            wrap = Event.from_json(nostr_sdk.nip17_make_private_msg(admin, agent_pub, "who are you?").as_json())
+            assert (await pool.publish(wrap, timeout=3)).any_accepted
+            await served.wait_for("dm answered", 60)
+        finally:
+            assert await served.stop() == 0, served.log
+    [request] = stub.requests
+    system = [m["content"] for m in request.messages if m["role"] == "system"]
+    assert system[0] == "You are Relay Didactyl." and "Broken" not in json.dumps(request.messages)
