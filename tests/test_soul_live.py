@@ -204,3 +204,21 @@ async def test_serve_uses_a_soul_published_while_it_runs_for_the_next_direct_mes
     [request] = stub.requests
     system = [m["content"] for m in request.messages if m["role"] == "system"]
     assert system[0] == "You are Relay Didactyl." and "Broken" not in json.dumps(request.messages)
+
+
+async def test_a_bad_soul_refused_at_start_is_not_refused_again_when_the_live_subscription_serves_it(
+        rust_relay: RelayUnderTest, tmp_path: Path) -> None:
+    now = int(time.time())
+    bad_id = await _rust_client_publishes_soul(rust_relay.url, [
+        {"section": "weather_report", "tool": "get_weather"}], now - 5)
+    heard: list[ServiceEvent] = []
+    svc = AppService(_config(rust_relay.url), data_dir=tmp_path / "data", env={"DIDACTYL_NSEC": AGENT_KEY.nsec()},
+                     relay_client_options=fast_client_kwargs())
+    svc.add_listener(heard.append)
+    async with svc:
+        # The live subscription (no since) is served the same bad soul; a good one after it shows it was read.
+        good_id = await _rust_client_publishes_soul(rust_relay.url, [
+            {"section": "persona", "content": "You are Relay Didactyl."}], now + 30)
+        await wait_for(lambda: svc.soul_view().event_id == good_id, timeout=20)
+    refusals = [e.message for e in heard if isinstance(e, ServiceWarning) and bad_id[:12] in e.message]
+    assert len(refusals) == 1 and "weather_report" in refusals[0], refusals
