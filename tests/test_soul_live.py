@@ -107,7 +107,7 @@ async def test_a_newer_soul_from_rust_nostr_is_used_by_the_next_prompt_and_a_bad
 
         await wait_for(lambda: bool(refusals()), timeout=20)
         [refusal] = refusals()
-        assert "refused" in refusal and "weather_report" in refusal and "get_weather" in refusal
+        assert "weather_report" in refusal and "get_weather" in refusal
         assert await _first_section(svc) == "You are Relay Didactyl."  # the soul in use stays
         assert svc.soul_view().event_id == good_id
         assert [e.event_id for e in heard if isinstance(e, SoulChanged)] == [good_id]
@@ -194,7 +194,7 @@ async def test_serve_uses_a_soul_published_while_it_runs_for_the_next_direct_mes
                 {"section": "persona", "content": "You are Broken Didactyl."},
                 {"section": "weather_report", "tool": "get_weather"}], now + 60)
             refused = await served.wait_for(bad_id[:12], 30)
-            assert "refused" in refused and "weather_report" in refused
+            assert "weather_report" in refused and "get_weather" in refused
             stub.script(Reply.text_reply("Hello from the relay soul."))
             wrap = Event.from_json(nostr_sdk.nip17_make_private_msg(admin, agent_pub, "who are you?").as_json())
             assert (await pool.publish(wrap, timeout=3)).any_accepted
