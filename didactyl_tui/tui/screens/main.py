@@ -281,6 +281,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:
+        from ..gc_pause import full_collections_paused
         from .turn_view import TurnView
 
         try:
@@ -294,8 +295,9 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         self.streaming = True
         self.status.activity = "thinking…"
         try:
-            async for event in service.run_turn(self.session_id, text):
-                await turn.show(event)
+            with full_collections_paused():  # a full collection stalls the stream ~250 ms (gc_pause.py)
+                async for event in service.run_turn(self.session_id, text):
+                    await turn.show(event)
         except asyncio.CancelledError:
             await turn.end_reply("cancelled")
             turn.mark_unanswered("cancelled")
