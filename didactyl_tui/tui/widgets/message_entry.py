@@ -70,13 +70,13 @@ class MessageEntry(Vertical):
         return self._text[: self._painted]
 
     def compose(self) -> ComposeResult:
-        from textual.widgets import Markdown  # markdown-it is not needed for the first (empty) frame
+        from .message_part import MessagePart  # markdown-it is not needed for the first (empty) frame
 
         # The user's own line breaks are kept (a single newline is only a space in markdown); replies stay
         # plain markdown.
         factory = _user_parser if self.role == "user" else None
-        self._live = Markdown(self._text if not self.streaming else "", classes="message-body",
-                              parser_factory=factory)
+        self._live = MessagePart(self._text if not self.streaming else "", classes="message-body",
+                                 parser_factory=factory)
         yield self._live
 
     @property
@@ -158,9 +158,9 @@ class MessageEntry(Vertical):
         lines = markdown.source.splitlines(keepends=True)
         if cut <= 0 or cut >= len(lines):
             return
-        from textual.widgets import Markdown
+        from .message_part import MessagePart
 
-        part = Markdown("", classes="message-body")
+        part = MessagePart("", classes="message-body")
         with self.app.batch_update():
             await last.remove()
             await self.mount(part)
