@@ -1,32 +1,50 @@
-"""Full garbage collections put off while a reply streams.
+"""Full garbage collections put off while a reply streams, and done when the keyboard is quiet.
 
 A full (generation 2) collection walks every tracked object the process holds: litellm's, and the widgets of
 a long reply (a 10,000-token reply is ~2,600 widgets, ~330k objects). It runs on the UI loop whenever enough
 objects survived younger collections, which a growing reply makes happen about once a second, and each one
 stalls the stream and the keyboard for 150–350 ms (measured: ~9 per 10,000-token reply, 1.5–1.9 s in all).
 While a reply streams only the young generations are collected (they catch the short-lived cycles, in a few
-milliseconds); full collections resume when the turn ends. Textual does the same for smooth scrolling
-(``App.PAUSE_GC_ON_SCROLL``). The pause lasts one turn at most, and a turn is bounded in time and size
-(``[llm] turn_timeout_s``, ``max_reply_chars``).
+milliseconds). When the turn ends, the collection put off is done once no key has been typed for
+``RESUME_IDLE_S`` (at most ``RESUME_MAX_S`` later), so it does not land on the keystrokes that follow a reply.
+Textual pauses the collector the same way for smooth scrolling (``App.PAUSE_GC_ON_SCROLL``). A pause lasts one
+turn and a turn is bounded in time and size (``[llm] turn_timeout_s``, ``max_reply_chars``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 NEVER = 1 << 30  # a generation-2 threshold no count of generation-1 collections reaches
+RESUME_IDLE_S = 0.3  # after a turn, the put-off collection waits for the keyboard to be quiet this long
+RESUME_MAX_S = 5.0  # and never longer than this after the turn
+CHECK_S = 0.1  # how often the quiet keyboard is checked for
 
 _depth = 0
 _saved_threshold: tuple[int, int, int] | None = None
+_last_input = 0.0
+
+
+def note_input() -> None:
+    """A key was typed (the resume after a turn waits for a quiet keyboard)."""
+    global _last_input
+    _last_input = time.monotonic()
+
+
+def paused() -> bool:
+    return _saved_threshold is not None
 
 
 @contextmanager
 def full_collections_paused() -> Iterator[None]:
-    """Within this block (nestable), the cyclic collector collects only generations 0 and 1."""
+    """Within this block (nestable; in a running event loop) the cyclic collector collects only generations 0
+    and 1; full collections resume (with one collection) when the keyboard is next quiet."""
     global _depth, _saved_threshold
-    if _depth == 0:
+    if _saved_threshold is None:
         _saved_threshold = gc.get_threshold()
         gc.set_threshold(_saved_threshold[0], _saved_threshold[1], NEVER)
     _depth += 1
@@ -34,6 +52,26 @@ def full_collections_paused() -> Iterator[None]:
         yield
     finally:
         _depth -= 1
-        if _depth == 0 and _saved_threshold is not None:
-            gc.set_threshold(*_saved_threshold)
-            _saved_threshold = None
+        if _depth == 0:  # not at once: the turn's last frame goes out first
+            loop = asyncio.get_running_loop()
+            loop.call_later(CHECK_S, _resume_when_quiet, loop, time.monotonic() + RESUME_MAX_S)
+
+
+def _resume_when_quiet(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    if _depth > 0 or _saved_threshold is None:
+        return  # another turn paused again (it resumes when it ends), or already resumed
+    now = time.monotonic()
+    if now - _last_input < RESUME_IDLE_S and now < deadline:
+        loop.call_later(CHECK_S, _resume_when_quiet, loop, deadline)
+        return
+    resume_now()
+
+
+def resume_now() -> None:
+    """Restore the collector's thresholds and do the full collection that was put off."""
+    global _saved_threshold
+    if _saved_threshold is None:
+        return
+    gc.set_threshold(*_saved_threshold)
+    _saved_threshold = None
+    gc.collect()

@@ -92,6 +92,9 @@ class ChatInput(TextArea):
         """Send and newline run here, in the order the keys arrived, not as priority bindings: in a burst
         ("hi there" + Enter in one read of the terminal) the app reads Enter before this widget has inserted
         the characters queued ahead of it, so a priority binding would send an empty box."""
+        from ..gc_pause import note_input
+
+        note_input()  # a collection put off by a streaming reply waits until typing pauses
         if not event.is_printable:
             active = self.screen.active_bindings.get(event.key)  # with the [keys] remaps applied
             if active is not None and active.node is self and active.binding.action in ("send", "newline"):
