@@ -20,6 +20,7 @@ from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from .limits import Meter, RelayLimits
 from .subscriptions import Subscription
@@ -66,6 +67,7 @@ class Peer:
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._closer: asyncio.Task[None] | None = None
+        self._writing = False  # write_loop holds frames taken from the queue, not yet on the socket
 
     # --- the output buffer -------------------------------------------------------------------
     def _fits(self, size: int) -> bool:
@@ -85,7 +87,23 @@ class Peer:
         dropped: the connection stops reading new messages while its buffer is full
         (:meth:`wait_for_room`), so they are bounded by what it had in flight."""
         if not self.closing:
-            self._push(dumps(message))
+            text = dumps(message)
+            if not self._write_now(text):
+                self._push(text)
+
+    def _write_now(self, text: str) -> bool:
+        """Hand ``text`` to the socket at once when nothing is queued or being written and the socket
+        takes it (its buffer is empty): the common case of an answer to a client that reads, which
+        then skips a wake-up of :meth:`write_loop`. Order is kept: only with nothing ahead of it."""
+        ws = self.ws
+        if self._queue or self._writing or ws.protocol.state is not State.OPEN:
+            return False
+        transport = ws.transport
+        if transport.is_closing() or transport.get_write_buffer_size():
+            return False
+        ws.protocol.send_text(text.encode())
+        ws.send_data()
+        return True
 
     def push_live(self, text: str) -> bool:
         """Queue a live event for a subscription; a client whose buffer is full is closed."""
@@ -146,6 +164,7 @@ class Peer:
                     continue
                 batch = self._take_batch()
                 self._room.set()
+                self._writing = True
                 if len(batch) == 1:
                     await self.ws.send(batch[0])
                 else:
@@ -154,6 +173,7 @@ class Peer:
                     async with self.ws.send_context():
                         for text in batch:
                             self.ws.protocol.send_text(text.encode())
+                self._writing = False
         except ConnectionClosed:
             pass
         finally:
