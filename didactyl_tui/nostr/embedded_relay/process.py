@@ -26,7 +26,7 @@ from typing import Any
 
 from ...errors import RelayError
 from .lockfile import LOCK_FILE, RELAY_DB, FileLock, RelayLock, owner_lock_path, read_lock, remove_lock, write_lock
-from .server import EmbeddedRelay
+from .server import EmbeddedRelay, freeze_startup_objects
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +183,7 @@ async def _serve(db: Path, host: str, port: int, idle_exit_s: float, options: di
         except RelayError as exc:
             print(f"error: {exc.message}", file=sys.stderr, flush=True)
             return EXIT_FAILED
+        freeze_startup_objects()
         try:
             write_lock(lock_path, RelayLock(os.getpid(), relay.host, relay.port, token, str(db), time.time()))
             log.info("serving %s on %s (pid %d, idle exit %s)", db, relay.url, os.getpid(),

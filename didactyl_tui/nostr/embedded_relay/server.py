@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import signal
 import sqlite3
@@ -382,6 +383,15 @@ def _set_headers(headers: Headers, values: dict[str, str]) -> None:
         headers[key] = value
 
 
+def freeze_startup_objects() -> None:
+    """For a relay process, once it listens: what start-up allocated (modules, the store, the server)
+    lives as long as the process, so it leaves the collector's sight (``gc.freeze``). An occasional
+    full collection then walks only what serving allocates (~1 ms, not ~20 ms while a publisher
+    waits for its OK). Not for a relay inside another program: that program's objects would freeze too."""
+    gc.collect()
+    gc.freeze()
+
+
 async def serve_forever(host: str, port: int, db_path: Path, **relay_options: Any) -> None:
     """Run the embedded relay until SIGINT/SIGTERM or cancellation; print its URL on start.
 
@@ -389,6 +399,7 @@ async def serve_forever(host: str, port: int, db_path: Path, **relay_options: An
     """
     relay = EmbeddedRelay(db_path, host, port, **relay_options)
     await relay.start()
+    freeze_startup_objects()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
