@@ -117,6 +117,9 @@ class EmbeddedRelayConfig:
     author_bytes_per_minute: int = _f(64 * MiB, "Bytes of events per minute one author may publish.", min=0, max=2**40)
     max_db_bytes: int = _f(1024 * MiB, "Size quota of the relay database, in bytes; events beyond it get "
                            "OK false \"error: ...quota...\".", min=0, max=2**50)
+    max_wal_bytes: int = _f(64 * MiB, "Size the relay database's write-ahead log may reach under a steady "
+                            "stream of events before the writer folds it back (one short pause); it is "
+                            "folded in the background otherwise.", min=1 * MiB, max=2**40)
     stranger_share: float = _f(0.75, "Share of max_db_bytes that events from keys outside the allow-list "
                                "(gift wraps) may fill, so strangers never take the owner's last room.",
                                min=0.0, max=1.0)

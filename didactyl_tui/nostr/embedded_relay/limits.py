@@ -39,6 +39,7 @@ class RelayLimits:
     author_events_per_second: float = 200.0
     author_bytes_per_minute: int = 64 * MiB
     max_db_bytes: int = 1024 * MiB
+    max_wal_bytes: int = 64 * MiB
     stranger_share: float = 0.75
     idle_timeout_s: float = 600.0
 

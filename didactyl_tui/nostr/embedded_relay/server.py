@@ -52,7 +52,8 @@ from .admission import ConnectionGate, is_loopback_origin
 from .limits import AuthorMeters, RelayLimits, connection_cap
 from .peer import OutputBudget, Peer, dumps
 from .protocol import MAX_SUB_ID_LENGTH, RelayProtocol
-from .store import Checkpointer, EventReader, EventStore
+from .store import EventReader, EventStore
+from .wal import Checkpointer
 from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
@@ -199,6 +200,7 @@ class EmbeddedRelay(RelayProtocol):
         store = await self._run_db(
             EventStore, self.db_path, max_limit=self.limits.max_limit,
             busy_timeout_ms=int(self.db_busy_timeout * 1000), auto_checkpoint=False,
+            max_wal_bytes=self.limits.max_wal_bytes,
         )
         self._store = store
         self._reader = await self._run_reader(
@@ -206,7 +208,7 @@ class EmbeddedRelay(RelayProtocol):
             busy_timeout_ms=int(self.db_busy_timeout * 1000),
         )
         self._checkpointer = Checkpointer(self.db_path)
-        self._writer = BatchWriter(store, self._run_db, self._admit_verified, on_commit=self._checkpointer.poke)
+        self._writer = BatchWriter(store, self._run_db, self._admit_verified, wal=self._checkpointer)
         self._writer.start()
 
     async def stop(self) -> None:

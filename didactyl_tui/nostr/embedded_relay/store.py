@@ -2,8 +2,8 @@
 
 Synchronous on purpose. The server gives each connection object one thread: :class:`EventStore`
 (writes, one transaction per batch) on the writer thread, :class:`EventReader` (reads, in short
-transactions so no reader pins the WAL) on the reader thread, and :class:`Checkpointer` folds the WAL
-back into the database in the background with PASSIVE checkpoints, so a publish never waits for one.
+transactions so no reader pins the WAL) on the reader thread; :mod:`.wal` folds the WAL back into the
+database in the background, so a publish never waits for a checkpoint.
 
 Reads are two-phase: :meth:`EventReader.plan` returns the matching rows' sequence numbers in answer
 order (small integers), then :meth:`EventReader.fetch` returns their stored JSON in byte-bounded
@@ -12,10 +12,8 @@ batches. The stored JSON is served as is: nothing is parsed or re-serialised on 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
-import threading
 import time
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -95,7 +93,7 @@ class EventStore:
     """The writing side: one SQLite file in WAL mode. Not thread-safe: use it from a single thread."""
 
     def __init__(self, path: Path, *, max_limit: int = 5000, busy_timeout_ms: int = 5000,
-                 auto_checkpoint: bool = True) -> None:
+                 auto_checkpoint: bool = True, max_wal_bytes: int = 64 * 1024 * 1024) -> None:
         self.path = Path(path)
         self.max_limit = max_limit
         if str(path) != ":memory:":
@@ -106,7 +104,9 @@ class EventStore:
         self._db = _connect(self.path, busy_timeout_ms)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA journal_size_limit=67108864")  # a reset WAL shrinks back to 64 MiB
+        self._max_wal_bytes = int(max_wal_bytes)
+        self._wal_path = f"{self.path}-wal"
+        self._db.execute(f"PRAGMA journal_size_limit={self._max_wal_bytes}")  # a WAL started over shrinks to this
         if not auto_checkpoint:
             self._db.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer does it off the write path
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -227,6 +227,20 @@ class EventStore:
             db.executemany("INSERT INTO tags (seq, name, value) VALUES (?, ?, ?)", tag_rows)
         return SaveOutcome(SaveResult.STORED, tuple(removed))
 
+    def wal_oversized(self) -> bool:
+        """The WAL file is past ``max_wal_bytes``: it has been growing instead of starting over (:mod:`.wal`)."""
+        try:
+            return os.stat(self._wal_path).st_size > self._max_wal_bytes
+        except OSError:
+            return False
+
+    def fold_wal(self) -> tuple[int, int]:
+        """Checkpoint from the writing connection, between transactions (see :mod:`.wal`): nothing is
+        appended meanwhile, so it completes and the next commit starts the WAL over. Returns the WAL's
+        (frames, frames copied)."""
+        _busy, frames, copied = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return int(frames), int(copied)
+
     # --- reads on the writer's own connection (tests, the app's helpers) ----------------------
     def query(self, filters: Iterable[Mapping[str, Any]]) -> list[Event]:
         """Events matching any filter, newest first (ties: lowest id first)."""
@@ -339,49 +353,3 @@ class EventReader:
         sql += " ORDER BY created_at DESC, id ASC LIMIT ?"
         params.append(limit)
         return self._db.execute(sql, params).fetchall()
-
-
-def _lowest_cpu_priority() -> None:
-    """Run the calling thread only when a CPU would otherwise idle (Linux SCHED_IDLE; else nice 19).
-    A checkpoint is ~30 ms of copying and fsync: at normal priority on a 2-core box it takes the core a
-    publisher's client or the event loop was about to wake on, and a dozen OKs wait a scheduler tick."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined]
-    except (AttributeError, OSError):
-        with contextlib.suppress(AttributeError, OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-
-
-class Checkpointer:
-    """Folds the WAL into the database from a thread of its own with PASSIVE checkpoints, which never
-    wait for (or block) a writer; woken by :meth:`poke` after commits, at most every ``interval_s``."""
-
-    def __init__(self, path: Path, interval_s: float = 0.5) -> None:
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._interval = interval_s
-        self._dirty = threading.Event()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="embedded-relay-checkpoint", daemon=True)
-        self._thread.start()
-
-    def poke(self) -> None:
-        self._dirty.set()
-
-    def _run(self) -> None:
-        _lowest_cpu_priority()
-        while True:
-            self._dirty.wait()
-            if self._stopping:
-                break
-            self._dirty.clear()
-            try:
-                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error:
-                pass  # busy or closing: the next poke tries again
-            time.sleep(self._interval)
-        self._db.close()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._dirty.set()
-        self._thread.join(timeout=5)

@@ -14,6 +14,7 @@ import asyncio
 import functools
 import logging
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from ...errors import NostrError
 from ..event import Event
 from ..kinds import is_ephemeral
 from .store import EventStore, LockBusy, SaveOutcome
+from .wal import FOLD_INTERVAL_S, Checkpointer
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +108,13 @@ def process_batch(store: EventStore, admit: Admit, entries: list[tuple[Event, in
 
 
 class BatchWriter:
-    def __init__(self, store: EventStore, run: RunInWriter, admit: Admit,
-                 on_commit: Callable[[], None] | None = None) -> None:
+    def __init__(self, store: EventStore, run: RunInWriter, admit: Admit, wal: Checkpointer | None = None) -> None:
         self._store = store
         self._run = run
         self._admit = admit
-        self._on_commit = on_commit
+        self._wal = wal
+        self._folding: asyncio.Task[None] | None = None
+        self._next_fold = 0.0
         self._queue: list[tuple[Event, int | None, int, asyncio.Future[Verdict]]] = []
         self._queued_bytes = 0
         self._wake = asyncio.Event()
@@ -124,10 +127,11 @@ class BatchWriter:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="embedded-relay-writer")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        for task in (self._task, self._folding):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._task = self._folding = None
         for _ev, _q, _size, fut in self._queue:
             if not fut.done():
                 fut.set_exception(ConnectionError("the relay is stopping"))
@@ -153,9 +157,31 @@ class BatchWriter:
             return None
         async with self._busy:
             verdict = (await self._process([(ev, quota, size)]))[0]
-        if verdict.saved is not None and self._on_commit is not None:
-            self._on_commit()
+        if verdict.saved is not None:
+            self._committed()
         return verdict
+
+    def _committed(self) -> None:
+        wal = self._wal
+        if wal is None:
+            return
+        wal.poke()
+        if (self._folding is None and not wal.in_pass and time.monotonic() >= self._next_fold
+                and self._store.wal_oversized()):
+            self._folding = asyncio.get_running_loop().create_task(self._fold_wal(wal))
+
+    async def _fold_wal(self, wal: Checkpointer) -> None:
+        """Bound the WAL (see :mod:`.wal`): a checkpoint on the writing connection, on its thread, with
+        the store to itself; events that arrive meanwhile queue up."""
+        try:
+            async with self._busy:
+                if await self._run(wal.fold, self._store.fold_wal):
+                    self._next_fold = time.monotonic() + FOLD_INTERVAL_S
+        except sqlite3.Error as exc:  # the disk, most likely: the next interval retries
+            self._next_fold = time.monotonic() + FOLD_INTERVAL_S
+            log.warning("the embedded relay could not fold its WAL: %s", exc)
+        finally:
+            self._folding = None
 
     async def _process(self, entries: list[tuple[Event, int | None, int]]) -> list[Verdict]:
         """A lone event is handled right here: a thread hop would cost more than the work. It never
@@ -192,8 +218,7 @@ class BatchWriter:
                 for (_ev, _q, _s, fut), verdict in zip(batch, verdicts, strict=True):
                     if not fut.done():
                         fut.set_result(verdict)
-                if self._on_commit is not None:
-                    self._on_commit()
+                self._committed()
             finally:
                 self._queued_bytes -= sum(size for _e, _q, size, _f in batch)
                 self._room.set()
