@@ -1,6 +1,6 @@
-"""The embedded relay's write path for one event at a time: written at once when the writer is idle,
-answered in order, and its WAL bounded under a steady stream (a background checkpoint alone never
-lets SQLite start the WAL over while commits keep coming).
+"""The embedded relay's write path: events one at a time and pipelined answered in order, the WAL
+bounded under a steady stream (a background checkpoint alone never lets SQLite start the WAL over
+while commits keep coming), and the checkpoint thread kept off the CPU an OK waits for.
 
 Raw websockets, in-process relays; every loop is bounded in count and time.
 """
@@ -24,7 +24,7 @@ from didactyl_tui.nostr.embedded_relay.limits import RelayLimits
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.embedded_relay.store import EventStore, SaveResult
 from didactyl_tui.nostr.embedded_relay.wal import FOLD_INTERVAL_S, Checkpointer
-from didactyl_tui.nostr.embedded_relay.writer import BatchWriter
+from didactyl_tui.nostr.embedded_relay.writer import BatchWriter, Verdict
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 
@@ -42,6 +42,10 @@ def note(i: int, *, kind: int = 1, tags: list[list[str]] | None = None, size: in
 async def publish(ws: websockets.ClientConnection, ev: Event) -> list[Any]:
     await ws.send(json.dumps(["EVENT", ev.to_dict()]))
     return json.loads(await asyncio.wait_for(ws.recv(), 10))
+
+
+async def save(writer: BatchWriter, ev: Event) -> Verdict:
+    return await asyncio.wait_for(await writer.submit(ev, None, 400), 10)
 
 
 def wal_bytes(db: Path) -> int:
@@ -75,16 +79,15 @@ async def test_a_steady_stream_of_single_events_keeps_the_wal_bounded(tmp_path: 
     events = [note(i) for i in range(401)]
     try:
         for ev in events[:400]:  # ~40 KB of WAL per commit: ~16 MiB written, 16x the bound
-            verdict = await writer.save_now(ev, None, 400)
-            assert verdict is not None and verdict.saved is not None
-            assert verdict.saved.result is SaveResult.STORED
+            verdict = await save(writer, ev)
+            assert verdict.saved is not None and verdict.saved.result is SaveResult.STORED
         await asyncio.sleep(FOLD_INTERVAL_S)  # folds are spaced; the last one may be that recent
-        assert await writer.save_now(events[400], None, 400) is not None  # finds the WAL oversized: folds
+        await save(writer, events[400])  # finds the WAL oversized: folds
         for i in range(500, 1000):  # the next commit starts the WAL over and cuts the file back
             if wal_bytes(db) <= limit:
                 break
             await asyncio.sleep(0.01)
-            await writer.save_now(note(i), None, 400)
+            await save(writer, note(i))
         assert wal_bytes(db) <= limit
         # Folding moved the events into the database: every stored one is still served.
         assert await run(store.count) >= len(events)
@@ -101,7 +104,7 @@ async def test_events_sent_one_by_one_and_pipelined_are_answered_in_order_and_al
     try:
         async with websockets.connect(relay.url, max_size=None) as ws:
             lone = [note(i, size=20) for i in range(5)]
-            for ev in lone:  # the writer is idle each time: written at once
+            for ev in lone:  # each OK alone: handed to the socket at once
                 assert await publish(ws, ev) == ["OK", ev.id, True, ""]
             burst = [note(100 + i, size=20) for i in range(300)]
             for ev in burst:  # no waiting: later ones queue behind the first, answered in order

@@ -92,11 +92,12 @@ class Peer:
                 self._push(text)
 
     def _write_now(self, text: str) -> bool:
-        """Hand ``text`` to the socket at once when nothing is queued or being written and the socket
-        takes it (its buffer is empty): the common case of an answer to a client that reads, which
-        then skips a wake-up of :meth:`write_loop`. Order is kept: only with nothing ahead of it."""
+        """Hand ``text`` to the socket at once when it is this client's only answer due (nothing queued
+        or being written, no other event of its being saved) and the socket's buffer is empty: a
+        client publishing one event at a time gets its OK without a wake-up of :meth:`write_loop`.
+        The OKs of a pipelining client still go out many to a write, in order."""
         ws = self.ws
-        if self._queue or self._writing or ws.protocol.state is not State.OPEN:
+        if self._queue or self._writing or self.pending_writes or ws.protocol.state is not State.OPEN:
             return False
         transport = ws.transport
         if transport.is_closing() or transport.get_write_buffer_size():

@@ -151,17 +151,6 @@ class RelayProtocol:
         if writer is None:
             peer.send(["OK", ev.id, False, "error: the relay is stopping"])
             return
-        if not peer.pending_writes:
-            try:
-                verdict = await writer.save_now(ev, self._quota_for(ev), size)
-            except Exception as exc:  # nothing was stored: the client hears why
-                if not isinstance(exc, sqlite3.Error | OSError):
-                    log.exception("the embedded relay could not write an event")
-                self._answer_error(peer, ev, exc)
-                return
-            if verdict is not None:
-                self._answer(peer, ev, verdict)
-                return
         if peer.pending_writes >= self.limits.max_pending_events and peer.last_write is not None:
             await asyncio.wait([peer.last_write])  # stop reading this client until its saves catch up
         fut = await writer.submit(ev, self._quota_for(ev), size)
@@ -175,18 +164,13 @@ class RelayProtocol:
             return
         exc = fut.exception()
         if exc is not None:
-            self._answer_error(peer, ev, exc)
-        else:
-            self._answer(peer, ev, fut.result())
-
-    def _answer_error(self, peer: Peer, ev: Event, exc: BaseException) -> None:
-        if not isinstance(exc, sqlite3.Error | OSError | ConnectionError):
-            peer.send(["OK", ev.id, False, "error: internal error while storing the event"])
+            if not isinstance(exc, sqlite3.Error | OSError | ConnectionError):
+                peer.send(["OK", ev.id, False, "error: internal error while storing the event"])
+                return
+            log.warning("embedded relay could not store %s: %s", ev.id, exc)
+            peer.send(["OK", ev.id, False, f"error: could not store the event ({store_error_text(exc)})"])
             return
-        log.warning("embedded relay could not store %s: %s", ev.id, exc)
-        peer.send(["OK", ev.id, False, f"error: could not store the event ({store_error_text(exc)})"])
-
-    def _answer(self, peer: Peer, ev: Event, verdict: Verdict) -> None:
+        verdict = fut.result()
         if verdict.refusal is not None:
             peer.send(["OK", ev.id, False, verdict.refusal])
             return

@@ -5,7 +5,6 @@ A pipelining client (or many clients at once) fills the queue while the previous
 processed, so the hop and the commit are shared by every event in the batch. Signature checks run on
 the writer thread too (libsecp256k1 releases the GIL), so the event loop keeps reading and answering
 while a batch is verified. Each event's future resolves, in queue order, with a :class:`Verdict`.
-A lone event that finds the writer idle skips the queue: :meth:`BatchWriter.save_now`.
 """
 
 from __future__ import annotations
@@ -113,7 +112,6 @@ class BatchWriter:
         self._run = run
         self._admit = admit
         self._wal = wal
-        self._folding: asyncio.Task[None] | None = None
         self._next_fold = 0.0
         self._queue: list[tuple[Event, int | None, int, asyncio.Future[Verdict]]] = []
         self._queued_bytes = 0
@@ -121,17 +119,15 @@ class BatchWriter:
         self._room = asyncio.Event()
         self._room.set()
         self._task: asyncio.Task[None] | None = None
-        self._busy = asyncio.Lock()  # held while the store is in use: one batch (or lone event) at a time
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="embedded-relay-writer")
 
     async def stop(self) -> None:
-        for task in (self._task, self._folding):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-        self._task = self._folding = None
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
         for _ev, _q, _size, fut in self._queue:
             if not fut.done():
                 fut.set_exception(ConnectionError("the relay is stopping"))
@@ -148,40 +144,24 @@ class BatchWriter:
         self._wake.set()
         return fut
 
-    async def save_now(self, ev: Event, quota: int | None, size: int) -> Verdict | None:
-        """Verify and store ``ev`` right away when nothing is queued or being written: no future, no
-        wake-up of the writer task, one loop turn fewer (what a client publishing one event at a time
-        waits for). None when the writer is busy: the caller queues the event (:meth:`submit`), so
-        events keep their order. SQLite errors are raised (nothing of the event was stored)."""
-        if self._queue or self._busy.locked():
-            return None
-        async with self._busy:
-            verdict = (await self._process([(ev, quota, size)]))[0]
-        if verdict.saved is not None:
-            self._committed()
-        return verdict
-
-    def _committed(self) -> None:
+    def _committed(self) -> bool:
+        """After a commit: wake the background checkpointer; True when the writer should fold the WAL."""
         wal = self._wal
         if wal is None:
-            return
+            return False
         wal.poke()
-        if (self._folding is None and not wal.in_pass and time.monotonic() >= self._next_fold
-                and self._store.wal_oversized()):
-            self._folding = asyncio.get_running_loop().create_task(self._fold_wal(wal))
+        return not wal.in_pass and time.monotonic() >= self._next_fold and self._store.wal_oversized()
 
-    async def _fold_wal(self, wal: Checkpointer) -> None:
-        """Bound the WAL (see :mod:`.wal`): a checkpoint on the writing connection, on its thread, with
-        the store to itself; events that arrive meanwhile queue up."""
+    async def _fold_wal(self) -> None:
+        """Bound the WAL (see :mod:`.wal`): a checkpoint on the writing connection, on its thread,
+        between two batches; events that arrive meanwhile make the next batch."""
+        assert self._wal is not None
         try:
-            async with self._busy:
-                if await self._run(wal.fold, self._store.fold_wal):
-                    self._next_fold = time.monotonic() + FOLD_INTERVAL_S
+            if await self._run(self._wal.fold, self._store.fold_wal):
+                self._next_fold = time.monotonic() + FOLD_INTERVAL_S
         except sqlite3.Error as exc:  # the disk, most likely: the next interval retries
             self._next_fold = time.monotonic() + FOLD_INTERVAL_S
             log.warning("the embedded relay could not fold its WAL: %s", exc)
-        finally:
-            self._folding = None
 
     async def _process(self, entries: list[tuple[Event, int | None, int]]) -> list[Verdict]:
         """A lone event is handled right here: a thread hop would cost more than the work. It never
@@ -205,9 +185,9 @@ class BatchWriter:
                 continue
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             entries = [(ev, quota, size) for ev, quota, size, _f in batch]
+            fold = False
             try:
-                async with self._busy:
-                    verdicts = await self._process(entries)
+                verdicts = await self._process(entries)
             except Exception as exc:  # the whole batch was rolled back: every event gets the reason
                 if not isinstance(exc, sqlite3.Error | OSError):
                     log.exception("the embedded relay could not write a batch")
@@ -218,7 +198,9 @@ class BatchWriter:
                 for (_ev, _q, _s, fut), verdict in zip(batch, verdicts, strict=True):
                     if not fut.done():
                         fut.set_result(verdict)
-                self._committed()
+                fold = self._committed()
             finally:
                 self._queued_bytes -= sum(size for _e, _q, size, _f in batch)
                 self._room.set()
+            if fold:
+                await self._fold_wal()
