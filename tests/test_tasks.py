@@ -154,3 +154,15 @@ async def test_a_failed_save_leaves_the_book_unchanged_and_a_good_one_becomes_cu
     with pytest.raises(TaskError, match="there is no task 7"):
         await book.update(7, status="done")
     assert len(saved) == 1  # a refused change is never saved
+
+
+def test_the_editable_form_is_the_same_json_one_task_a_line_and_hand_edits_are_dated() -> None:
+    tl, _ = TaskList().add("buy milk", now=10)
+    tl, _ = tl.add('say "hi"', note="twice", now=20)
+    text = tl.to_text()
+    assert text.splitlines()[1].startswith(' {"id": 1, "title": "buy milk"')
+    assert len(text.splitlines()) == 4 and TaskList.from_json(text) == tl
+    assert TaskList.from_json(TaskList().to_text()) == TaskList()
+    edited = TaskList.from_json(text.replace('"status": "open", "note": "twice"', '"status": "done", "note": "twice"'))
+    dated = edited.touched(tl, now=99)
+    assert [(t.status, t.updated_at, t.created_at) for t in dated.tasks] == [("open", 10, 10), ("done", 99, 20)]

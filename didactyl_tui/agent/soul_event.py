@@ -22,6 +22,7 @@ from ..nostr import nip44
 from ..nostr.event import Event, sign_event
 from ..nostr.keys import SecretKey
 from ..nostr.kinds import SOUL
+from .memory.lineage import prev_tags
 from .soul import ROLES, SoulTemplate, TemplateSection, check_section
 from .soul_lint import check_soul
 from .tools.registry import ToolRegistry
@@ -102,8 +103,9 @@ def _section(item: Any, n: int, source: str) -> TemplateSection:
 
 
 def build_soul_event(sk: SecretKey, template: SoulTemplate, *, created_at: int, encrypt: bool = True,
-                     nonce: bytes | None = None) -> Event:
-    """The signed kind 31120 holding ``template`` (encrypted to ``sk``'s own key unless ``encrypt=False``)."""
+                     nonce: bytes | None = None, base: str | None = None) -> Event:
+    """The signed kind 31120 holding ``template`` (encrypted to ``sk``'s own key unless ``encrypt=False``);
+    ``base``: the version it was edited from (``["prev", id]``, as memory's)."""
     text = soul_to_json(template)
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_SOUL_BYTES:
@@ -115,7 +117,7 @@ def build_soul_event(sk: SecretKey, template: SoulTemplate, *, created_at: int, 
         tags.append(ENCRYPTED_TAG)
     else:
         content = text
-    return sign_event(sk, kind=SOUL, content=content, created_at=created_at, tags=tags)
+    return sign_event(sk, kind=SOUL, content=content, created_at=created_at, tags=[*tags, *prev_tags(base)])
 
 
 def soul_filter(pubkey: str) -> dict[str, Any]:
@@ -125,6 +127,11 @@ def soul_filter(pubkey: str) -> dict[str, Any]:
 
 def read_soul_event(ev: Event, sk: SecretKey) -> SoulTemplate:
     """Check and decode a kind 31120 of ``sk``'s own; the template's source is ``soul event <id>``."""
+    return soul_from_json(soul_event_text(ev, sk), f"soul event {ev.id[:12]}")
+
+
+def soul_event_text(ev: Event, sk: SecretKey) -> str:
+    """The document a kind 31120 of ``sk``'s own holds (checked, decrypted; not parsed)."""
     source = f"soul event {ev.id[:12]}"
     if ev.kind != SOUL:
         raise SoulEventError(f"{source}: kind {ev.kind}, not a kind {SOUL} soul")
@@ -146,7 +153,7 @@ def read_soul_event(ev: Event, sk: SecretKey) -> SoulTemplate:
         text = ev.content
         if len(text.encode("utf-8", "surrogatepass")) > MAX_SOUL_BYTES:
             raise SoulEventError(f"{source}: larger than {MAX_SOUL_BYTES:,} bytes")
-    return soul_from_json(text, source)
+    return text
 
 
 # --- which soul to use on start ------------------------------------------------------------------

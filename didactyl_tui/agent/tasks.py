@@ -27,6 +27,7 @@ from ..nostr import nip44
 from ..nostr.event import Event, sign_event
 from ..nostr.keys import SecretKey
 from ..nostr.kinds import APP_DATA
+from .memory.lineage import prev_tags
 
 TASKS_FORMAT = "didactyl-tasks/1"
 TASKS_D_TAG = "tasks"
@@ -118,6 +119,20 @@ class TaskList:
         old = self.get(task_id)
         return TaskList(tuple(t for t in self.tasks if t.id != task_id), self.next_id), old
 
+    def touched(self, before: TaskList, now: int) -> TaskList:
+        """This list as edited by hand from ``before``: a new task, or one whose title, status or note changed,
+        is dated ``now`` (the model sees when a task last moved)."""
+        old = {t.id: t for t in before.tasks}
+
+        def dated(t: Task) -> Task:
+            was = old.get(t.id)
+            if was is None:
+                return replace(t, created_at=t.created_at or now, updated_at=now)
+            changed = (t.title, t.status, t.note) != (was.title, was.status, was.note)
+            return replace(t, updated_at=now) if changed else t
+
+        return TaskList(tuple(dated(t) for t in self.tasks), self.next_id)
+
     # --- reading ---------------------------------------------------------------------------
     def get(self, task_id: int) -> Task:
         for t in self.tasks:
@@ -150,6 +165,13 @@ class TaskList:
             raise TaskError(f"the task list would be {size:,} bytes, over its {MAX_TASKS_BYTES:,}-byte limit: "
                             "shorten notes or remove finished tasks")
         return text
+
+    def to_text(self) -> str:
+        """The editable form (the editor, history diffs): the same JSON, one task a line."""
+        self.to_json()  # the size bound
+        head = json.dumps({"format": TASKS_FORMAT, "next_id": self.next_id}, ensure_ascii=False)[:-1]
+        rows = ",\n".join(" " + json.dumps(t.to_dict(), ensure_ascii=False) for t in self.tasks)
+        return f'{head}, "tasks": [\n{rows}\n]}}\n' if rows else f'{head}, "tasks": []}}\n'
 
     @classmethod
     def from_json(cls, text: str) -> TaskList:
@@ -194,10 +216,12 @@ def _task_from(item: Any, n: int) -> Task:
 # --- the Nostr form: kind 30078, d=tasks, NIP-44 to self ------------------------------------------
 
 
-def build_tasks_event(sk: SecretKey, tasks: TaskList, *, created_at: int, nonce: bytes | None = None) -> Event:
+def build_tasks_event(sk: SecretKey, tasks: TaskList, *, created_at: int, nonce: bytes | None = None,
+                      base: str | None = None) -> Event:
+    """``base``: the version this list was changed from (``["prev", id]``, as memory's)."""
     key = nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex)
     return sign_event(sk, kind=APP_DATA, content=nip44.encrypt(tasks.to_json(), key, nonce),
-                      created_at=created_at, tags=[("d", TASKS_D_TAG), APP_TAG])
+                      created_at=created_at, tags=[["d", TASKS_D_TAG], list(APP_TAG), *prev_tags(base)])
 
 
 def read_tasks_event(ev: Event, sk: SecretKey) -> TaskList:
@@ -225,9 +249,11 @@ SaveTasks = Callable[[TaskList], Awaitable[object]]
 
 def event_storage(sk: SecretKey, fetch: Callable[[], Awaitable[Event | None]],
                   publish: Callable[[Event], Awaitable[object]], *,
-                  clock: Callable[[], float] = time.time) -> tuple[LoadTasks, SaveTasks]:
+                  clock: Callable[[], float] = time.time,
+                  base: Callable[[], str | None] = lambda: None) -> tuple[LoadTasks, SaveTasks]:
     """``load``/``save`` over the Nostr form: ``fetch`` returns the newest stored event (or None),
-    ``publish`` sends a signed one (the service passes its memory save path here)."""
+    ``publish`` sends a signed one (the service passes its memory save path here), ``base`` names the version
+    a change starts from (its ``prev`` tag)."""
     last = [0]
 
     async def load() -> TaskList | None:
@@ -235,11 +261,11 @@ def event_storage(sk: SecretKey, fetch: Callable[[], Awaitable[Event | None]],
         if ev is None:
             return None
         last[0] = max(last[0], ev.created_at)
-        return read_tasks_event(ev, sk)
+        return await asyncio.to_thread(read_tasks_event, ev, sk)  # decrypting: off the loop (the UI shares it)
 
     async def save(tasks: TaskList) -> object:
         created_at = max(int(clock()), last[0] + 1)  # each version strictly newer than the last
-        ev = build_tasks_event(sk, tasks, created_at=created_at)
+        ev = await asyncio.to_thread(build_tasks_event, sk, tasks, created_at=created_at, base=base())
         result = await publish(ev)
         last[0] = created_at
         return result
@@ -274,6 +300,19 @@ class TaskBook:
             await self._save(new_list)
             self._tasks = new_list
             return task
+
+    def adopt(self, tasks: TaskList) -> None:
+        """A newer list from another writer (read and checked by the caller) is the list from now on."""
+        self._tasks, self.loaded = tasks, True
+
+    async def replace(self, tasks: TaskList) -> Any:
+        """The whole list, as edited in the app: checked, saved, then current (a failed save changes nothing).
+        Returns what the save gave (the service's publish outcome)."""
+        async with self._lock:
+            tasks.to_json()  # the size bound, before anything is saved
+            result = await self._save(tasks)
+            self._tasks = tasks
+            return result
 
     async def add(self, title: str, note: str = "") -> Task:
         return await self._change(lambda tl, now: tl.add(title, note=note, now=now))

@@ -56,7 +56,9 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
     from ..agent.memory.sync import LOST_NOTE, REFUSED_NOTE, NewerVersionKnown
     from ..agent.prompt_record import PromptAssembly
+    from ..agent.self_documents import SelfDocument
     from ..agent.session_kind import SessionKind
+    from ..agent.tasks import Task, TaskList
     from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
     from ..nostr.keys import SecretKey
@@ -81,7 +83,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["MemorySnapshot", "MemoryType", "SaveResult"], "..agent.memory.store"),
     **dict.fromkeys(["LOST_NOTE", "REFUSED_NOTE", "NewerVersionKnown"], "..agent.memory.sync"),
     **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
+    **dict.fromkeys(["SelfDocument"], "..agent.self_documents"),
     **dict.fromkeys(["SessionKind"], "..agent.session_kind"),
+    **dict.fromkeys(["Task", "TaskList"], "..agent.tasks"),
     **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),
     **dict.fromkeys(["run_relay_process"], "..nostr.embedded_relay.process"),
     **dict.fromkeys(["SecretKey"], "..nostr.keys"),
@@ -111,10 +115,11 @@ __all__ = [  # noqa: RUF022 (sorted)
     "MemoryChanged", "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck",
     "ModelSettings", "NewerVersionKnown", "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly",
     "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
-    "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "ServiceEvent",
+    "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "SelfDocument", "ServiceEvent",
     "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind", "Sessions", "SoulChanged", "SoulLintError",
-    "SoulView", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted",
-    "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir", "is_newer",
-    "key_file_path", "load_agent_key", "one_line", "open_sessions", "read_soul_text", "read_state", "remember",
+    "SoulView", "Task", "TaskList", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
+    "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir",
+    "is_newer", "key_file_path", "load_agent_key", "one_line", "open_sessions", "read_soul_text", "read_state",
+    "remember",
     "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
 ]

@@ -24,6 +24,7 @@ from ..agent.identity_cache import KindDrift, OwnIdentityDraft, SelfContextSnaps
 from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
 from ..agent.memory.sync import RECONCILE_START_DELAY_S
 from ..agent.prompt_record import PromptAssembly
+from ..agent.self_documents import SelfDocument
 from ..agent.session_kind import SessionKind
 from ..agent.soul import SoulTemplate, load_soul_template
 from ..agent.tasks import TaskList
@@ -43,10 +44,11 @@ from .memory import MemoryService
 from .model import ModelCheck, ModelChoice, ModelSettings
 from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
+from .self_documents import SelfDocService
 from .soul import SoulService, SoulVersionView, SoulView
 from .soul_live import follow_soul
 from .startup import publish_startup_events, startup_intents
-from .tasks import build_task_book, follow_tasks, load_tasks
+from .tasks import load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
 
 
@@ -57,6 +59,7 @@ class _Parts:
                  soul: SoulService) -> None:
         self.rt, self.memory, self.chat, self.identity, self.soul = rt, memory, chat, identity, soul
         self.dm: DmService | None = None  # only when this service answers direct messages
+        self.docs: SelfDocService  # the soul and the task list, versioned like memory (set right after)
 
 
 def admin_pubkey_of(config: Config) -> str | None:
@@ -156,11 +159,13 @@ class AppService:
             wanted = wanted and not read_only  # a read-only command publishes nothing of its own
             soul = SoulService(rt, chat, self.soul, self.registry, self._clock, self._warn)
             self._parts = _Parts(rt, memory, chat, identity, soul)
-            rt.tool_context.tasks = tasks = build_task_book(rt, self._clock)
+            self._parts.docs = docs = SelfDocService(rt, soul, self.registry, self._clock, self._events.emit,
+                                                     self._warn)
+            rt.tool_context.tasks = tasks = docs.book
             rt.tool_context.notes = NotePoster(
                 rt.key, lambda ev: rt.pool.publish(ev, rt.timeout_s),
                 None if self.config.tools.post_notes_without_asking else self.note_confirmation, self._clock)
-            began = int(self._clock()) - 1  # a task list saved elsewhere during the start-up read is not missed
+            began = int(self._clock()) - 1  # a soul or task list saved elsewhere during the start-up read is not missed
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
                 tg.create_task(soul.load(publish_initial=wanted))
@@ -170,8 +175,8 @@ class AppService:
             await rt.sync.restore_newest_known()
             rt.store.start_live()
             identity.follow()
-            follow_tasks(rt, tasks, self._warn, began)
-            follow_soul(rt, soul, self._events.emit)
+            docs.follow(began)  # soul and task-list versions from other writers: judged, kept; the task list used
+            follow_soul(rt, soul, self._events.emit)  # the soul in use from the next prompt (SoulChanged)
             # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
             rt.daemons.spawn(rt.publisher.run())
             rt.sync.ready = True
@@ -319,8 +324,11 @@ class AppService:
         return preload_llm()
 
     # --- memory: the parts' API ----------------------------------------------------------------------
-    def memory(self, t: MemoryType | str) -> MemorySnapshot:
-        return self.parts.memory.snapshot(t)
+    # Memory, the soul and the task list share these (``t``: a memory type, "soul" or "tasks"): one editor,
+    # history, diff, rollback and merge view for every self-document (service/self_documents.py).
+    def memory(self, t: MemoryType | SelfDocument | str) -> MemorySnapshot:
+        doc = SelfDocument.find(t)
+        return self.parts.docs.snapshot(doc) if doc else self.parts.memory.snapshot(t)
 
     def memory_relay_versions(self, t: MemoryType | str) -> dict[str, tuple[str, int]]:
         return self.parts.memory.relay_versions(t)
@@ -328,9 +336,10 @@ class AppService:
     async def load_long_term(self) -> MemorySnapshot:
         return await self.parts.memory.load_long_term()
 
-    async def save_memory(self, t: MemoryType | str, content: str) -> SaveResult:
-        """The one save path (the memory_save tool's too)."""
-        return await self.parts.memory.save(t, content)
+    async def save_memory(self, t: MemoryType | SelfDocument | str, content: str) -> SaveResult:
+        """The one save path (the memory_save tool's too; the soul's linted first, the task list's)."""
+        doc = SelfDocument.find(t)
+        return await (self.parts.docs.save(doc, content) if doc else self.parts.memory.save(t, content))
 
     def memory_not_persisted(self, event_id: str) -> str | None:
         """Why a saved memory version is not written on this device (disk full...), or None."""
@@ -340,16 +349,22 @@ class AppService:
         """Memory edits lost if the app quits now, one line each (empty: quitting loses nothing)."""
         return self.parts.memory.at_risk() if self._parts is not None else []
 
-    async def rollback_memory(self, t: MemoryType | str, event_id: str) -> SaveResult:
-        return await self.parts.memory.rollback(t, event_id)
+    async def rollback_memory(self, t: MemoryType | SelfDocument | str, event_id: str) -> SaveResult:
+        doc = SelfDocument.find(t)
+        return await (self.parts.docs.rollback(doc, event_id) if doc else self.parts.memory.rollback(t, event_id))
 
-    async def memory_history(self, t: MemoryType | str) -> list[MemoryVersionView]:
-        return await self.parts.memory.history(t)
+    async def memory_history(self, t: MemoryType | SelfDocument | str) -> list[MemoryVersionView]:
+        doc = SelfDocument.find(t)
+        return await (self.parts.docs.history(doc) if doc else self.parts.memory.history(t))
 
-    async def memory_version(self, t: MemoryType | str, event_id: str) -> MemoryVersionView:
-        return await self.parts.memory.version(t, event_id)
+    async def memory_version(self, t: MemoryType | SelfDocument | str, event_id: str) -> MemoryVersionView:
+        doc = SelfDocument.find(t)
+        return await (self.parts.docs.version(doc, event_id) if doc else self.parts.memory.version(t, event_id))
 
-    async def memory_diff(self, t: MemoryType | str, older_id: str, newer_id: str) -> str:
+    async def memory_diff(self, t: MemoryType | SelfDocument | str, older_id: str, newer_id: str) -> str:
+        doc = SelfDocument.find(t)
+        if doc is not None:
+            return await self.parts.docs.diff(doc, older_id, newer_id)
         return await self.parts.memory.diff(t, older_id, newer_id)
 
     async def memory_status(self, t: MemoryType | str, *, bring_up_to_date: bool = False) -> MemoryStatus:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 if TYPE_CHECKING:
     from ..agent.memory.store import MemorySnapshot, MemoryType
     from ..agent.prompt_record import PromptAssembly
+    from ..agent.self_documents import SelfDocument
     from ..nostr.results import ConnectionState
 
 log = logging.getLogger("didactyl.service")
@@ -22,7 +23,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class MemoryChanged:
-    type: MemoryType
+    type: MemoryType | SelfDocument  # a memory, the soul or the task list
     snapshot: MemorySnapshot
     origin: Literal["local", "remote"]
     # This device's own edit lost to a newer version from another device (its text is in memory_history).

@@ -6,17 +6,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from ..agent.memory.history import unified_diff
 from ..agent.memory.outbox import OutboxEntry
 from ..agent.memory.publisher import RelayHolding
 from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
 from ..agent.memory.sync import ConsensusCheck
+from ..agent.self_documents import SelfDocument
 from ..errors import AgentError
 from ..nostr.event import Event
 from ..nostr.kinds import APP_DATA
 from .events import MemoryChanged, OutboxChanged, ServiceEvent
 from .labels import short_id
 from .runtime import Runtime
+from .versioning import diff_versions, pick_version, roll_back
 from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
 
 
@@ -85,14 +86,8 @@ class MemoryService:
     async def rollback(self, t: MemoryType | str, event_id: str) -> SaveResult:
         """Save an older version's text again: a new version, through the one save path."""
         t = MemoryType.parse(t)
-        version = await self.version(t, event_id)
-        if version.current:
-            raise AgentError(f"version {short_id(version.event_id)} is already the current {t.title.lower()}",
-                             "Rollback")
-        content = await asyncio.to_thread(lambda: version.content)  # a big payload decrypts off the loop
-        result = await self.save(t, content)
-        await self._rt.sync.annotate(result.event_id, f"rollback to {short_id(version.event_id)}")
-        return result
+        return await roll_back(await self.version(t, event_id), t.title.lower(), lambda text: self.save(t, text),
+                               self._rt.sync.annotate, lambda result: result.event_id)
 
     # --- history ---------------------------------------------------------------------------------
     async def history(self, t: MemoryType | str) -> list[MemoryVersionView]:
@@ -107,20 +102,11 @@ class MemoryService:
     async def version(self, t: MemoryType | str, event_id: str) -> MemoryVersionView:
         """One version from the history, by event id (or an unambiguous prefix of at least 4 characters)."""
         t = MemoryType.parse(t)
-        wanted = event_id.strip().lower()
-        versions = await self.history(t)
-        exact = [v for v in versions if v.event_id == wanted]
-        found = exact or ([v for v in versions if v.event_id.startswith(wanted)] if len(wanted) >= 4 else [])
-        if len(found) != 1:
-            what = "is ambiguous" if found else "is not"
-            raise AgentError(f"{event_id!r} {what} in the {t.title.lower()} history", "Memory history")
-        return found[0]
+        return pick_version(await self.history(t), event_id, t.title.lower())
 
     async def diff(self, t: MemoryType | str, older_id: str, newer_id: str) -> str:
         """A unified diff between two versions of memory ``t`` (empty when their texts are equal)."""
-        old, new = await self.version(t, older_id), await self.version(t, newer_id)
-        return await asyncio.to_thread(lambda: unified_diff(old.content, new.content, old_label=old.label,
-                                                            new_label=new.label))
+        return await diff_versions(await self.version(t, older_id), await self.version(t, newer_id))
 
     # --- relays and the outbox -------------------------------------------------------------------
     async def status(self, t: MemoryType | str, *, bring_up_to_date: bool = False) -> MemoryStatus:
@@ -132,11 +118,11 @@ class MemoryService:
         return MemoryStatus(t, check.newest_event_id, check.newest_created_at, relays,
                             tuple(await self.pending_publishes(t)))
 
-    async def pending_publishes(self, t: MemoryType | str | None = None) -> list[PendingPublish]:
-        """Memory versions some relay still needs (of memory ``t``, or both), oldest first, from the outbox:
+    async def pending_publishes(self, t: MemoryType | SelfDocument | str | None = None) -> list[PendingPublish]:
+        """Versions some relay still needs (of memory ``t``, or every self-document's), oldest first, from the outbox:
         ``pending`` ones no relay took yet, ``delivered`` ones some relays still lack, ``unsaved`` ones held
         in memory while the outbox file is not writable."""
-        wanted = MemoryType.parse(t) if t is not None else None
+        wanted = (SelfDocument.find(t) or MemoryType.parse(t)) if t is not None else None
         publisher, urls = self._rt.publisher, self._rt.pool.urls
         try:
             entries: list[OutboxEntry] = await asyncio.to_thread(publisher.outbox.unfinished, urls)
@@ -152,10 +138,13 @@ class MemoryService:
                 out.append(PendingPublish(mt, ev.id, ev.created_at, *rest))
         return out
 
-    def _own_memory_type(self, ev: Event) -> MemoryType | None:
-        if ev.pubkey != self._rt.store.pubkey or ev.kind != APP_DATA:
+    def _own_memory_type(self, ev: Event) -> MemoryType | SelfDocument | None:
+        """Which of the agent's self-documents ``ev`` is a version of (the soul's and the task list's share the
+        outbox: they count as pending, and as at risk at quit, like memory's)."""
+        if ev.pubkey != self._rt.store.pubkey:
             return None
-        return MemoryType.from_d_tag(ev.d_tag)
+        doc = next((d for d in SelfDocument if ev.kind == d.kind and ev.d_tag == d.d_tag), None)
+        return doc or (MemoryType.from_d_tag(ev.d_tag) if ev.kind == APP_DATA else None)
 
 
 def _relay_status(h: RelayHolding, check: ConsensusCheck) -> RelayMemoryStatus:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,15 @@ class SoulService:
         self._event: Event | None = None
         self._last_created_at = 0  # of the newest version signed or read here (a new one is always newer)
         self._judged: dict[str, None] = {}  # ids of souls already chosen or refused (a refusal is told once)
+        # How a signed version goes out: the memory publisher, through service/self_documents.py (versioning).
+        self.publish_event: Callable[[Event], Awaitable[PublishOutcome]] = rt.publisher.publish
+        # Told of the versions read from the relays (kept in the history; judged there, like memory's).
+        self.versions_read: Callable[[list[Event]], Awaitable[None]] = lambda evs: self._record(evs, "remote")
+
+    @property
+    def event(self) -> Event | None:
+        """The kind 31120 in use (None: the soul is not on the relays yet)."""
+        return self._event
 
     def view(self) -> SoulView:
         ev = self._event
@@ -102,7 +111,7 @@ class SoulService:
             by_relay = {}
         events = [ev for evs in by_relay.values() for ev in evs or ()]
         self._judged.update(dict.fromkeys(ev.id for ev in events))
-        await self._record([ev for ev in events if ev.pubkey == me and ev.kind == SOUL], "relay")
+        await self.versions_read([ev for ev in events if ev.pubkey == me and ev.kind == SOUL])
         try:
             choice = choose_soul(self._initial, events, self._rt.key, self._registry)
         except SoulLintError as exc:  # no good soul on the relays and the configured one is bad
@@ -117,16 +126,21 @@ class SoulService:
         if choice.publish_initial and answered and publish_initial:
             self._rt.tasks.spawn(self._publish_quietly(choice.template))
 
-    async def publish(self, template: SoulTemplate, *, encrypt: bool = True) -> PublishOutcome:
+    async def publish(self, template: SoulTemplate, *, encrypt: bool = True,
+                      base: str | None = None) -> PublishOutcome:
         """Lint, sign (newer than the soul in use), publish through the outbox; the soul in use from then on.
-        Raises SoulLintError naming each bad section, AgentError when a newer soul is already known."""
+        ``base``: the version the edit started from (default: the soul in use). Raises SoulLintError naming
+        each bad section, AgentError when a newer soul is already known."""
         check_soul(template, self._registry)
         # Claimed before any await: a publish under way (the initial soul at start) is never tied.
         self._last_created_at = max(int(self._clock()), self._last_created_at + 1)
-        ev = build_soul_event(self._rt.key, template, created_at=self._last_created_at, encrypt=encrypt)
+        base = base or (self._event.id if self._event is not None else None)
+        # Encrypting and signing off the loop: the UI shares it.
+        ev = await asyncio.to_thread(build_soul_event, self._rt.key, template, created_at=self._last_created_at,
+                                     encrypt=encrypt, base=base)
         self._judged[ev.id] = None  # its echo from the live subscription is not news
-        outcome = await self._rt.publisher.publish(ev)
-        await self._record([ev], "own")
+        outcome = await self.publish_event(ev)
+        await self._record([ev], "local")
         if self._event is None or ev.created_at >= self._event.created_at:  # a later publish may have won
             self._chat.soul, self._event = template, ev
         return outcome
@@ -142,7 +156,8 @@ class SoulService:
                 names, problem = read_soul_event(v.event, key).names, ""
             except AgentError as exc:
                 names, problem = None, exc.message
-            return SoulVersionView(v.event.id, v.event.created_at, v.origin, names, problem, v.event.id == current)
+            origin = "own" if v.origin in ("local", "own") else "relay"  # (older files say own/relay)
+            return SoulVersionView(v.event.id, v.event.created_at, origin, names, problem, v.event.id == current)
 
         return await asyncio.to_thread(lambda: [view(v) for v in versions if v.event.kind == SOUL])
 

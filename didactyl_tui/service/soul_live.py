@@ -4,7 +4,8 @@ is newer and reads and lints clean, used by the next prompt assembly; the views 
 
 The same machinery as the memory's live path (:meth:`RelayPool.subscribe`: one REQ per relay, each event
 delivered once, re-sent on reconnect), opened after the start-up fetch and closed with the runtime. The
-tasks list (``d = tasks``) is followed the same way by :func:`.tasks.follow_tasks`.
+task list (``d = tasks``) is followed by service/self_documents.py, which also judges every newer soul as memory's
+versions are judged (a concurrent edit of ours is told, both texts kept) and keeps it in the history.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.memory.outbox import RELAY_ACCEPTED, classify_verdict
 from ..agent.memory.store import MemoryType
@@ -14,12 +14,15 @@ from ..nostr.results import RelayVerdict
 from ..terminal_text import one_line
 from .labels import short_id, when
 
+if TYPE_CHECKING:
+    from ..agent.self_documents import SelfDocument
+
 
 @dataclass(frozen=True, slots=True)
 class PendingPublish:
-    """A memory version some relay still needs (from the outbox)."""
+    """A memory (or soul, task-list) version some relay still needs (from the outbox)."""
 
-    type: MemoryType
+    type: MemoryType | SelfDocument
     event_id: str
     created_at: int
     state: str  # "pending" (no relay took it yet) | "delivered" (some did) | "unsaved" (outbox not writable)
@@ -49,9 +52,10 @@ class PendingPublish:
 
 @dataclass(frozen=True, slots=True)
 class MemoryVersionView:
-    """One version in a memory's history. ``content`` decrypts on each call; the text is kept nowhere."""
+    """One version in a memory's history (or the soul's, the task list's). ``content`` decrypts on each call; the
+    text is kept nowhere."""
 
-    type: MemoryType
+    type: MemoryType | SelfDocument
     event_id: str
     created_at: int
     origin: str  # "local" (saved on this device) | "remote" (seen on a relay)

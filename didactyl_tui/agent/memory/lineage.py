@@ -17,19 +17,27 @@ Pure apart from the history it reads (call it on the history thread). See docs/s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 
 from ...nostr.event import Event
 from ...nostr.replaceable import is_newer
-from .history import MemoryHistory
-from .store import PREV_TAG
+from .history import MemoryHistory, MemoryVersion
 
+PREV_TAG = "prev"  # ["prev", <event id>]: the version this one was edited from (docs/sync.md)
 MAX_CHAIN = 256  # versions walked back at most (a longer chain is judged like an untagged version)
+LOST_NOTE = "lost to a newer version from another device"
 
 
 class Relation(str, Enum):
     LATER_EDIT = "later_edit"  # built on ours (or on a version built on ours)
     CONCURRENT = "concurrent"  # edited from an older version than ours: ours lost
+
+
+def prev_tags(base: str | None) -> list[list[str]]:
+    """The tag naming the version an edit started from (none for a first version). Every self-document
+    (memory, soul, tasks) carries it, so every device judges edits the same way."""
+    return [[PREV_TAG, base]] if base else []
 
 
 def base_of(ev: Event) -> str | None:
@@ -58,3 +66,33 @@ def relation(history: MemoryHistory, newer: Event, ours: Event) -> Relation:
             return Relation.CONCURRENT  # edited from a version older than ours
         current = known.event
     return Relation.LATER_EDIT if history.delivered_at(ours.id) is not None else Relation.CONCURRENT
+
+
+def latest_local(history: MemoryHistory, d: str, author: str) -> MemoryVersion | None:
+    """This device's latest save of document ``d`` that went out (refused ones never did)."""
+    for v in history.versions(d, author):
+        if v.origin == "local" and not v.note.startswith("not published"):
+            return v
+    return None
+
+
+def lost_local_edit(history: MemoryHistory, author: str, newer: Event, replaced_id: str | None,
+                    same_text: Callable[[Event], bool], *, once_recorded: bool = True) -> str | None:
+    """The id of this device's latest save of ``newer``'s document when ``newer`` (a version that replaced it)
+    is a concurrent edit — annotated as lost in the history; None for a later edit, or nothing of ours.
+    ``same_text(ours)``: the other writer wrote the same words (nothing lost). The one rule for memory, soul
+    and tasks. Call it before ``newer`` is recorded — or, when the caller keeps track of what it judged itself
+    (another part may have recorded ``newer`` first), with ``once_recorded=False``."""
+    if once_recorded and history.get(newer.id) is not None:
+        return None  # seen before (our own save coming back, or judged when it first arrived)
+    ours = latest_local(history, newer.d_tag, author)
+    if ours is None or ours.event_id == newer.id or not is_newer(newer, ours.event):
+        return None
+    if replaced_id is not None and replaced_id != ours.event_id:
+        return None  # it replaced another device's version, not our edit (judged when that one arrived)
+    if LOST_NOTE in ours.note or relation(history, newer, ours.event) is Relation.LATER_EDIT:
+        return None  # told already, or built on ours
+    if same_text(ours.event):
+        return None
+    history.annotate(ours.event_id, LOST_NOTE)
+    return ours.event_id

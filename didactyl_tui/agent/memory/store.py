@@ -41,6 +41,7 @@ from .ingest import (
     IngestMixin,
     _Slot,
 )
+from .lineage import PREV_TAG, prev_tags  # noqa: F401  (PREV_TAG re-exported: it was defined here)
 from .versions import (  # re-exported: the store's callers import them from here
     NIP44_MAX_BYTES,
     DatedAheadError,
@@ -54,7 +55,6 @@ from .versions import (  # re-exported: the store's callers import them from her
 log = logging.getLogger(__name__)
 
 APP_TAG = ("app", "didactyl")
-PREV_TAG = "prev"  # ["prev", <event id>]: the version this one was edited from (docs/sync.md)
 SIGN_AHEAD_MAX_S = 5  # we never sign a memory version dated more than this ahead of our clock
 BURST_WAIT_MAX_S = 2.0  # a save waits at most this long for the clock to allow its date (a burst)
 
@@ -288,9 +288,7 @@ class MemoryStore(IngestMixin):
     def build_event(self, t: MemoryType, content: str, created_at: int, base: str | None = None) -> Event:
         """Encrypt to ourselves and sign (no I/O). ``base``: the id of the version this edit started from."""
         payload = nip44.encrypt(content, self._conversation_key) if content else ""
-        tags = [["d", t.d_tag], list(APP_TAG)]
-        if base:
-            tags.append([PREV_TAG, base])
+        tags = [["d", t.d_tag], list(APP_TAG), *prev_tags(base)]
         return sign_event(self._key, kind=APP_DATA, content=payload, created_at=created_at, tags=tags)
 
     def sign_delay(self, t: MemoryType) -> float:

@@ -33,7 +33,7 @@ from ...nostr.replaceable import is_newer, newest_first
 from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
 from .history import MemoryHistory, MemoryVersion
-from .lineage import Relation, relation
+from .lineage import LOST_NOTE, lost_local_edit  # noqa: F401  (LOST_NOTE re-exported: it was defined here)
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
 from .publisher import MemoryPublisher, RelayHolding
@@ -43,7 +43,6 @@ log = logging.getLogger("didactyl.memory.sync")
 
 RECONCILE_MIN_INTERVAL_S = 10.0  # at most one relay-consensus check per this many seconds after reconnects
 RECONCILE_START_DELAY_S = 1.0  # the first check waits for the outbox's first retries (and a CLI command's own)
-LOST_NOTE = "lost to a newer version from another device"
 UNREADABLE_NOTE = "does not decrypt with this key"
 RESTORE_CANDIDATES = 8  # versions from the history tried at start when the relays' newest does not decrypt
 REFUSED_NOTE = "not published: a newer version from another device already existed"
@@ -158,35 +157,16 @@ class MemorySync:
         except Exception:  # the outbox reports its own trouble through on_change
             log.exception("noting a remote memory version failed")
 
-    def _latest_local(self, t: MemoryType) -> MemoryVersion | None:
-        """(On the history thread.) This device's latest save that went out (refused ones never did)."""
-        for v in self.history.versions(t.d_tag, self.store.pubkey):
-            if v.origin == "local" and not v.note.startswith("not published"):
-                return v
-        return None
-
     def _lost_local_edit(self, seen: VersionSeen) -> str | None:
         """(On the history thread.) The id of this device's latest save when ``seen`` (a newer version that
         replaced it) is a concurrent edit — annotated as lost; None for a later edit, or nothing of ours."""
-        history, store = self.history, self.store
-        if history.get(seen.event.id) is not None:
-            return None  # seen before (our own save coming back, or judged when it first arrived)
-        ours = self._latest_local(seen.type)
-        if ours is None or ours.event_id == seen.event.id or not is_newer(seen.event, ours.event):
-            return None
-        if seen.replaced is not None and seen.replaced.id != ours.event_id:
-            return None  # it replaced another device's version, not our edit (judged when that one arrived)
-        if LOST_NOTE in ours.note:
-            return None  # the user was told already
-        if relation(history, seen.event, ours.event) is Relation.LATER_EDIT:
-            return None
-        try:
-            if store.decrypt(ours.event) == seen.content:
-                return None  # the other device wrote the same words: nothing was lost
-        except NostrError:
-            return None
-        history.annotate(ours.event_id, LOST_NOTE)
-        return ours.event_id
+        def same_text(ours: Event) -> bool:
+            try:
+                return self.store.decrypt(ours) == seen.content
+            except NostrError:
+                return True  # ours does not read: nothing to merge
+        replaced = seen.replaced.id if seen.replaced is not None else None
+        return lost_local_edit(self.history, self.store.pubkey, seen.event, replaced, same_text)
 
     async def restore_newest_known(self) -> None:
         """The newest version this device knows — an edit the relays did not confirm before the last run

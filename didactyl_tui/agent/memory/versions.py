@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import AgentError
 from ...nostr import nip44
 from ...nostr.event import Event
 from ...nostr.results import Disposition, PublishOutcome
+
+if TYPE_CHECKING:
+    from ..self_documents import SelfDocument
 
 NIP44_MAX_BYTES = nip44.MAX_PLAINTEXT_BYTES
 
@@ -48,9 +51,10 @@ class MemoryType(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class MemorySnapshot:
-    """One memory as the app knows it now. ``relays``: the relays known to hold this exact version."""
+    """One memory as the app knows it now. ``relays``: the relays known to hold this exact version. (The soul
+    and the task list are shown the same way: their ``type`` is a SelfDocument.)"""
 
-    type: MemoryType
+    type: MemoryType | SelfDocument
     content: str
     limit_chars: int
     event_id: str | None
@@ -75,7 +79,7 @@ class MemorySnapshot:
 
 @dataclass(frozen=True, slots=True)
 class SaveResult:
-    type: MemoryType
+    type: MemoryType | SelfDocument
     event_id: str  # "" when ``deferred`` (nothing signed yet)
     outcome: PublishOutcome
     created_at: int = 0

@@ -183,6 +183,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
             self.notify(shadowed, title="Model", severity="warning", timeout=12)
         for t in (SHORT, LONG):
             self.memory_pane(t).show_snapshot(service.memory(t))
+        self.show_tasks()
         self.refresh_self()
         self.refresh_relays()
         self.set_interval(POLL_S, self.refresh_relays)
@@ -227,7 +228,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     def on_service_event(self, event: ServiceEvent) -> None:
         match event:
             case MemoryChanged(type=memory_type, snapshot=snapshot):
-                self.memory_pane(memory_type).show_snapshot(snapshot)
+                self.show_document(memory_type, snapshot)  # a memory, the soul or the tasks
                 self.refresh_relays()
                 if event.lost_local:  # a concurrent edit: offer the merge view
                     from .merge import offer_merge

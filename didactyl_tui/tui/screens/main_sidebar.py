@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 from textual import work
 
 if TYPE_CHECKING:
+    from ...service import MemorySnapshot
     from ..widgets.memory_pane import MemoryPane
     from ..widgets.prompt_inspector import PromptInspector
 
 SHORT, LONG = "short_term", "long_term"
+SOUL, TASKS = "soul", "tasks"  # versioned like memory: the same editor, history and merge view
 
 
 class SidebarActions:
@@ -83,6 +85,34 @@ class SidebarActions:
 
     def on_memory_pane_history_requested(self, message: MemoryPane.HistoryRequested) -> None:
         self.open_history(message.memory_type)
+
+    def show_document(self, memory_type: str, snapshot: MemorySnapshot) -> None:
+        """A memory's pane, or the tasks pane (the soul has no pane: its editor and history are in the palette)."""
+        if memory_type == TASKS:
+            self.show_tasks()
+        elif memory_type in (SHORT, LONG):
+            self.memory_pane(memory_type).show_snapshot(snapshot)
+
+    def show_tasks(self) -> None:
+        service = self.didactyl.service
+        if service is None or not self.didactyl.service_ready:
+            return
+        from ..widgets.tasks_pane import TasksPane
+
+        for pane in self.query(TasksPane):
+            pane.show_tasks(service.tasks(), service.memory(TASKS))
+
+    def action_edit_soul(self) -> None:
+        self.open_editor(SOUL)
+
+    def action_history_soul(self) -> None:
+        self.open_history(SOUL)
+
+    def action_edit_tasks(self) -> None:
+        self.open_editor(TASKS)
+
+    def action_history_tasks(self) -> None:
+        self.open_history(TASKS)
 
     def action_history_short_term(self) -> None:
         self.open_history(SHORT)

@@ -1,4 +1,6 @@
 """The memory editor: a markdown TextArea with a live gauge; saves through the same path as ``memory_save``.
+The soul and the task list (JSON documents) edit here too, each through its own one save path (the soul linted
+before anything is signed: a refused soul names its section, publishes nothing, and the text stays).
 
 It never silently overwrites: if a newer version arrives while editing (another device, or the agent's own
 ``memory_save``), it says so and offers to view the difference, keep theirs, or overwrite. Over the limit,
@@ -38,16 +40,19 @@ if TYPE_CHECKING:
     from ..app import DidactylApp
 
 
+MEMORIES = ("short_term", "long_term")  # the other self-documents (soul, tasks) edit here too
+
+
 def _version(snapshot: MemorySnapshot) -> str:
     return version_label(snapshot.event_id, snapshot.created_at)
 
 
-def _editor(text: str) -> TextArea:
+def _editor(text: str, language: str) -> TextArea:
     text = clean(text)  # the memory came from a relay: no escape sequence reaches the terminal (nor the next save)
     options: dict[str, Any] = {"soft_wrap": True, "show_line_numbers": True, "tab_behavior": "indent",
                                "id": "editor-text"}
     try:
-        return TextArea(text, language="markdown", **options)
+        return TextArea(text, language=language, **options)
     except LanguageDoesNotExist:  # tree-sitter without its markdown grammar: plain text still edits
         return TextArea(text, **options)
 
@@ -80,7 +85,8 @@ class MemoryEditorScreen(Screen[None]):
                 yield Button("View diff", id="view-diff", compact=True)
                 yield Button("Keep theirs", id="keep-theirs", compact=True, variant="primary")
                 yield Button("Overwrite", id="overwrite", compact=True, variant="error")
-            yield _editor(self.base.content)
+            # The soul and the task list are JSON documents (checked before anything is signed).
+            yield _editor(self.base.content, "markdown" if self.memory_type in MEMORIES else "json")
             yield Static(Content(""), id="editor-result")
             with Horizontal(classes="pane-actions"):
                 yield Button("Save", id="save", variant="primary", compact=True)
@@ -149,6 +155,8 @@ class MemoryEditorScreen(Screen[None]):
 
     def on_service_event(self, event: ServiceEvent) -> None:
         if isinstance(event, MemoryChanged) and event.type == self.memory_type:
+            if event.origin == "local" and self._saving_text is not None and not event.lost_local:
+                return  # our own save (a soul comes back in its normal form, not as typed)
             self.consider_version(event.snapshot)
 
     def consider_version(self, snapshot: MemorySnapshot) -> None:
@@ -228,6 +236,8 @@ class MemoryEditorScreen(Screen[None]):
         finally:
             self._saving_text = None
         self._rebase(result.snapshot)
+        if self.memory_type not in MEMORIES and self.text_area.text == text != result.snapshot.content:
+            self.text_area.load_text(clean(result.snapshot.content))  # the saved document in its normal form
         if self._show_outcome(app, result) and not self.unsaved:
             await asyncio.to_thread(remove_draft, self._data_dir, self.memory_type.value)
             if close_after:

@@ -1,4 +1,5 @@
-"""A memory's history: every version this app has seen (its own saves and other devices'), newest first.
+"""A memory's history — or the soul's, or the task list's: every version this app has seen (its own saves and
+other writers'), newest first.
 
 Pick a version to see what changed (against a marked version, or else the current one) or to roll back to it.
 A rollback asks first and then saves that text as a new version through the normal save path, showing each
@@ -65,6 +66,9 @@ def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
 
 
 ROWS_PER_STEP = 40
+# Every self-document has this history (the same service calls): its title by name.
+DOCUMENT_TITLES = {"short_term": "Short-term memory", "long_term": "Long-term memory", "soul": "Soul",
+                   "tasks": "Task list"}
 
 
 class MemoryHistoryScreen(Screen[None]):
@@ -79,7 +83,7 @@ class MemoryHistoryScreen(Screen[None]):
 
     @property
     def title_text(self) -> str:
-        return "Short-term memory" if self.memory_type == "short_term" else "Long-term memory"
+        return DOCUMENT_TITLES.get(self.memory_type, "Long-term memory")
 
     def compose(self) -> ComposeResult:
         with Vertical(id="memory-history") as box:

@@ -1,4 +1,5 @@
-"""The merge view: two concurrent edits of a memory (ours lost to a newer one from another device).
+"""The merge view: two concurrent edits of a memory, the soul or the task list (ours lost to a newer one from
+another writer).
 
 Shows the diff (yours → theirs) beside an editor that starts with a line-by-line union (theirs, then the lines
 only yours had). Saving goes through the one save path, based on theirs (a later edit for every device);
@@ -8,6 +9,7 @@ only yours had). Saving goes through the one save path, based on theirs (a later
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, cast
 
 from textual import on, work
@@ -41,6 +43,19 @@ def union_draft(theirs: str, ours: str) -> str:
     return joined + "\n".join(extra) + ("\n" if ours.endswith("\n") else "")
 
 
+def merge_draft(theirs: str, ours: str) -> str:
+    """The union draft; for a JSON document (the soul, the task list) whose union would not parse, theirs: the
+    diff beside it shows what only yours had."""
+    draft = union_draft(theirs, ours)
+    if draft == theirs or not theirs.lstrip().startswith("{"):
+        return draft
+    try:
+        json.loads(draft)
+    except ValueError:
+        return theirs
+    return draft
+
+
 def offer_merge(screen: Screen[object], event: MemoryChanged) -> None:
     """Open the merge view for a concurrent edit, unless the user is busy in another screen (the warning
     notification and the memory history still offer it then)."""
@@ -65,8 +80,8 @@ class MergeScreen(Screen[None]):
         with Vertical(id="merge") as box:
             box.border_title = f"Concurrent edits of the {self.memory_type.title.lower()}"
             yield Static(Content(
-                f"Your version {short_id(self.ours_id)} and version {short_id(self.theirs_id)} from another device "
-                "were both edited from an older version. Theirs is newer and is now the memory; yours is kept in "
+                f"Your version {short_id(self.ours_id)} and version {short_id(self.theirs_id)} from another writer "
+                "were both edited from an older version. Theirs is newer and is now in use; yours is kept in "
                 "the history. Edit the merged text (theirs, then the lines only yours had) and save, or keep "
                 "theirs."), id="merge-about")
             with Horizontal(id="merge-body"):
@@ -97,7 +112,7 @@ class MergeScreen(Screen[None]):
         self.ours_text, self.theirs_text = await asyncio.to_thread(lambda: (ours.content, theirs.content))
         self.query_one("#merge-diff-text", Static).update(diff_content(
             self.ours_text, self.theirs_text, f"yours ({ours.label})", f"theirs ({theirs.label})"))
-        self.text_area.load_text(union_draft(self.theirs_text, self.ours_text))
+        self.text_area.load_text(merge_draft(self.theirs_text, self.ours_text))
         self.text_area.disabled = False
         self.query_one("#save-merged", Button).disabled = False
         self.text_area.focus()

@@ -1,4 +1,4 @@
-"""The main screen's sidebar: memory (short- and long-term), self, and the prompt inspector, as tabs."""
+"""The main screen's sidebar: memory (short- and long-term, and the tasks), self, and the prompt inspector, as tabs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ...config import Config
 from ..widgets.memory_pane import MemoryPane
 from ..widgets.prompt_inspector import PromptInspector
 from ..widgets.self_pane import SelfPane
+from ..widgets.tasks_pane import TasksPane
 
 SHORT, LONG = "short_term", "long_term"
 
@@ -22,6 +23,7 @@ def build_sidebar(config: Config) -> TabbedContent:
                 MemoryPane(SHORT, "Short-term memory", limit=mem.short_term_max_chars, loadable=False,
                            id="short-term"),
                 MemoryPane(LONG, "Long-term memory", limit=mem.long_term_max_chars, loadable=True, id="long-term"),
+                TasksPane(id="tasks-pane"),
                 id="memory"),
         # Hidden tabs mount once the sidebar is on screen.
         TabPane("Self", Lazy(SelfPane(id="self-pane")), id="self"),
