@@ -46,7 +46,7 @@ from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
 from .self_documents import SelfDocService
 from .soul import SoulService, SoulVersionView, SoulView
-from .soul_live import follow_soul
+from .soul_live import soul_listener
 from .startup import publish_startup_events, startup_intents
 from .tasks import load_tasks
 from .views import MemoryStatus, MemoryVersionView, PendingPublish
@@ -165,7 +165,6 @@ class AppService:
             rt.tool_context.notes = NotePoster(
                 rt.key, lambda ev: rt.pool.publish(ev, rt.timeout_s),
                 None if self.config.tools.post_notes_without_asking else self.note_confirmation, self._clock)
-            began = int(self._clock()) - 1  # a soul or task list saved elsewhere during the start-up read is not missed
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
                 tg.create_task(soul.load(publish_initial=wanted))
@@ -175,8 +174,9 @@ class AppService:
             await rt.sync.restore_newest_known()
             rt.store.start_live()
             identity.follow()
-            docs.follow(began)  # soul and task-list versions from other writers: judged, kept; the task list used
-            follow_soul(rt, soul, self._events.emit)  # the soul in use from the next prompt (SoulChanged)
+            # Soul and task-list versions from other writers: judged, kept; the task list used, and the soul in use
+            # from the next prompt (SoulChanged).
+            docs.follow(on_soul=soul_listener(soul, self._events.emit))
             # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
             rt.daemons.spawn(rt.publisher.run())
             rt.sync.ready = True

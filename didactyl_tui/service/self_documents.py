@@ -38,6 +38,7 @@ class SelfDocService:
     def __init__(self, rt: Runtime, soul: SoulService, registry: ToolRegistry, clock: Callable[[], float],
                  emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
         self._rt, self._soul, self._emit, self._warn, self._clock = rt, soul, emit, warn, clock
+        self._on_soul: Callable[[str, Event], None] | None = None
         # The agent's task list (its tools' too), published through this part: versioned like memory.
         self.book = self._book = build_task_book(rt, clock, publish=lambda ev: self._publish(TASKS, ev),
                                                  base=self.tasks_base, loaded=self.loaded)
@@ -175,10 +176,15 @@ class SelfDocService:
                                  lost_event_id=lost, winner_event_id=winner.id))
 
     # --- versions from other writers --------------------------------------------------------------------
-    def follow(self, since: int) -> None:
-        """Subscribe to newer souls and task lists of this key (another device, the CLI)."""
+    def follow(self, on_soul: Callable[[str, Event], None] | None = None) -> None:
+        """Subscribe to newer souls and task lists of this key (another device, the CLI); every soul heard is
+        also given to ``on_soul`` (the soul service's live path decides the soul in use). No ``since``: each
+        relay first serves the version it holds, news only if newer than the one known (so a version saved
+        elsewhere during the start-up read is not missed, and a relay replaying old versions is not sending
+        events outside the filter, which the client counts against it)."""
         me = self._rt.key.public_key_hex
-        filters = [{"kinds": [doc.kind], "authors": [me], "#d": [doc.d_tag], "since": since} for doc in SelfDocument]
+        filters = [{"kinds": [doc.kind], "authors": [me], "#d": [doc.d_tag]} for doc in SelfDocument]
+        self._on_soul = on_soul
         sub = self._rt.pool.subscribe(filters, self._arrived)
         self._rt.closers.push_async_callback(sub.close)
 
@@ -186,6 +192,8 @@ class SelfDocService:
         doc = next((d for d in SelfDocument if ev.kind == d.kind and ev.d_tag == d.d_tag), None)
         if doc is None or ev.pubkey != self._rt.key.public_key_hex:
             return
+        if doc is SOUL and self._on_soul is not None:
+            self._on_soul(url, ev)
         current = self._known[doc]
         if ev.id in self._own or (current is not None and ev.id == current.id):
             self._relays[doc].add(url)
