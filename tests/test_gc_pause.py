@@ -61,3 +61,18 @@ def test_a_new_pause_before_the_resume_keeps_collections_paused() -> None:
         assert gc.get_threshold() == before
 
     asyncio.run(run())
+
+
+def test_a_loop_that_ends_before_the_resume_leaves_it_to_resume_now() -> None:
+    # The app stops right after a turn (its on_unmount calls resume_now(collect=False)): the collector must not
+    # stay without full collections for whatever runs next in the process.
+    before = gc.get_threshold()
+
+    async def turn_then_stop() -> None:
+        with gc_pause.full_collections_paused():
+            pass
+
+    asyncio.run(turn_then_stop())
+    assert gc_pause.paused() and gc.get_threshold()[2] == gc_pause.NEVER
+    gc_pause.resume_now(collect=False)
+    assert not gc_pause.paused() and gc.get_threshold() == before

@@ -275,6 +275,9 @@ class DidactylApp(App[None]):
     # --- stop ---------------------------------------------------------------------------------------
 
     async def on_unmount(self) -> None:
+        from .gc_pause import resume_now
+
+        resume_now(collect=False)  # a turn's put-off collection still waiting: the collector as it was
         if self._unsubscribe is not None:
             self._unsubscribe()
         if self.service is not None:

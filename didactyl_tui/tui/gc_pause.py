@@ -67,11 +67,13 @@ def _resume_when_quiet(loop: asyncio.AbstractEventLoop, deadline: float) -> None
     resume_now()
 
 
-def resume_now() -> None:
-    """Restore the collector's thresholds and do the full collection that was put off."""
+def resume_now(*, collect: bool = True) -> None:
+    """Restore the collector's thresholds and do the full collection that was put off (``collect``; an app
+    that stops with a resume still pending only restores them: its loop will not run the resume)."""
     global _saved_threshold
     if _saved_threshold is None:
         return
     gc.set_threshold(*_saved_threshold)
     _saved_threshold = None
-    gc.collect()
+    if collect:
+        gc.collect()
