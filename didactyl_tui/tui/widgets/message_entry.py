@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from markdown_it.rules_core import StateCore
     from textual.widgets import Markdown
 
+    from .live_tail import LiveTail
+
 PAINT_DEFER_S = 0.005  # a paint due while keys wait is put off by this much
 MAX_PAINT_DEFERRALS = 6  # at most this many times in a row
 MIN_PAINT_GAP_S = 0.04  # at most ~25 paints a second
@@ -48,7 +50,7 @@ class MessageEntry(Vertical):
         # The model's words (and the user's pasted text) are outside text: cleaned before they are painted.
         self._text = clean(text)
         self._cleaner = StreamCleaner()  # a streamed reply: a sequence cut between two pieces goes whole
-        self._painted = 0 if streaming else len(self._text)  # characters on screen (the Markdown holds them)
+        self._painted = 0 if streaming else len(self._text)  # characters on screen (the Markdown's and the tail's)
         self._timer: Timer | None = None
         self._paint_lock = asyncio.Lock()
         self._waiting_for_frame = False
@@ -56,6 +58,8 @@ class MessageEntry(Vertical):
         self._deferred = 0  # paints put off in a row because input was waiting
         self._frozen: list[str] = []  # the source of each finished part (all but the live, last one)
         self._live: Markdown | None = None
+        self._handed = self._painted  # characters given to the Markdown (the rest of the painted text is the tail)
+        self._tail: LiveTail | None = None  # a streamed reply's unfinished last block, as plain text
         self.streaming = streaming
         self.border_title = "you" if role == "user" else "agent"
 
@@ -66,7 +70,7 @@ class MessageEntry(Vertical):
 
     @property
     def painted_text(self) -> str:
-        """What the Markdown widget has been given and laid out (``text`` once painting caught up)."""
+        """What is on screen: the Markdown's blocks and the live tail (``text`` once painting caught up)."""
         return self._text[: self._painted]
 
     def compose(self) -> ComposeResult:
@@ -78,6 +82,11 @@ class MessageEntry(Vertical):
         self._live = MessagePart(self._text if not self.streaming else "", classes="message-body",
                                  parser_factory=factory)
         yield self._live
+        if self.streaming:
+            from .live_tail import LiveTail
+
+            self._tail = LiveTail()
+            yield self._tail
 
     @property
     def markdown(self) -> Markdown:
@@ -135,15 +144,30 @@ class MessageEntry(Vertical):
             return False
 
     async def _append_unpainted(self) -> bool:
+        """Paint at most ``MAX_PAINT_CHARS`` more: finished blocks go to the Markdown, the unfinished last
+        block to the plain tail (all of it to the Markdown once the reply has ended)."""
         async with self._paint_lock:
             end = min(len(self._text), self._painted + MAX_PAINT_CHARS)
-            if end <= self._painted:
+            if self.streaming and self._tail is not None:
+                from .live_tail import finished_length
+
+                cut = self._handed + finished_length(self._text[self._handed:min(end, self._handed + MAX_PAINT_CHARS)])
+            else:
+                cut = min(end, self._handed + MAX_PAINT_CHARS)
+            if end <= self._painted and cut <= self._handed:
                 return False
-            markdown = self.markdown
-            await markdown.append(self._text[self._painted:end])
-            self._painted = end
-            if self.streaming and len(markdown.children) > PART_BLOCKS and self.is_attached:
-                await self._start_next_part(markdown)
+            self._painted = max(self._painted, end)
+            if cut > self._handed:
+                markdown = self.markdown
+                await markdown.append(self._text[self._handed:cut])
+                self._handed = cut
+                if self.streaming and len(markdown.children) > PART_BLOCKS and self.is_attached:
+                    await self._start_next_part(markdown)
+            if self._tail is not None:
+                self._tail.show(self._text[self._handed:self._painted])
+                if not self.streaming and self._handed >= len(self._text):
+                    tail, self._tail = self._tail, None
+                    await tail.remove()
             return True
 
     async def _start_next_part(self, markdown: Markdown) -> None:
@@ -163,7 +187,7 @@ class MessageEntry(Vertical):
         part = MessagePart("", classes="message-body")
         with self.app.batch_update():
             await last.remove()
-            await self.mount(part)
+            await self.mount(part, before=self._tail if self._tail is not None and self._tail.parent else None)
             await part.append("".join(lines[cut:]))
         self._frozen.append("".join(lines[:cut]))
         self._live = part
