@@ -59,6 +59,13 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     streaming: reactive[bool] = reactive(False, bindings=True)
 
+    def _refresh_layout(self, size: Any = None, scroll: bool = False) -> None:
+        if not self.streaming:
+            return super()._refresh_layout(size, scroll)
+        from ..one_layout import layout_once
+
+        layout_once(self, lambda: super(MainScreen, self)._refresh_layout(size, scroll))
+
     def __init__(self, config: Config) -> None:
         super().__init__()
         self.config = config
