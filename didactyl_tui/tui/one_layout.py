@@ -15,8 +15,16 @@ from textual.screen import Screen
 
 
 def layout_once(screen: Screen, run_layout: Callable[[], None]) -> None:
-    """Run ``run_layout`` (the screen's layout pass), then forget the layout requests it raised itself."""
-    widgets = screen._compositor.widgets
+    """Run ``run_layout`` (the screen's layout pass), then forget the layout requests it raised itself.
+
+    This reads Textual's private state (the compositor's widgets, ``_layout_required``), as of Textual 8.2; a
+    Textual without it gets the plain pass (slower streaming, nothing wrong).
+    """
+    compositor = getattr(screen, "_compositor", None)
+    widgets = getattr(compositor, "widgets", None)
+    if widgets is None or not all(hasattr(widget, "_layout_required") for widget in widgets):
+        run_layout()
+        return
     waiting = {widget for widget in widgets if widget._layout_required}
     run_layout()
     for widget in screen._compositor.widgets:
