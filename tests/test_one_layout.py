@@ -8,8 +8,13 @@ from types import SimpleNamespace
 from didactyl_tui.tui.one_layout import layout_once
 
 
+class Widget:  # hashable, as Textual's widgets are
+    def __init__(self, required: bool) -> None:
+        self._layout_required = required
+
+
 def test_requests_raised_by_the_pass_are_dropped_and_earlier_ones_stand() -> None:
-    waiting, sized = SimpleNamespace(_layout_required=True), SimpleNamespace(_layout_required=False)
+    waiting, sized = Widget(True), Widget(False)
     screen = SimpleNamespace(_compositor=SimpleNamespace(widgets=[waiting, sized]))
     ran: list[bool] = []
 
