@@ -145,7 +145,7 @@ async def test_a_concurrent_soul_edit_from_another_writer_is_told_and_both_texts
         theirs = build_soul_event(TEST_KEY, read_soul_text("t", soul_text("You are Theirs.")),
                                   created_at=int(clock.t) + 10, base=base.event_id)
         # The soul service picks a newer soul up (and records it) by its own live path: it is still judged here.
-        assert svc.parts.soul.take_newer(theirs) is not None
+        assert await svc.parts.soul.take_newer(theirs) is not None
         await asyncio.to_thread(svc.parts.rt.history.record, theirs, "relay")
         await put(relay.url, theirs)
         await until(lambda: any(isinstance(e, MemoryChanged) and e.lost_local for e in heard), "told of the loss")

@@ -20,7 +20,7 @@ from relay_servers import RelayUnderTest, fast_client_kwargs
 from sync_support import rust_publish
 from test_dm_serve import Served
 from test_shared_relay_wiring import cli, cli_env
-from tui_support import SIZE, TEST_KEY, make_config, make_env, started
+from tui_support import SIZE, TEST_KEY, LoopIoWatch, make_config, make_env, started
 from tui_support import wait_for as wait_in_app
 
 from didactyl_tui.agent.soul import SoulTemplate, TemplateSection
@@ -131,13 +131,15 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
         soul_file.write_text(json.dumps({"format": "didactyl-soul/1", "sections": [
             {"section": "[b]persona[/]", "content": "You are CLI Didactyl."},
             {"section": "agent_npub", "tool": "my_npub"}]}))
-        published = await asyncio.to_thread(cli, cli_env(tmp_path, data), "soul", "publish", "--file",
-                                            str(soul_file), "--json")
-        assert published.returncode == 0, published.stderr
-        cli_id = json.loads(published.stdout)["event_id"]
-        # (The CLI's start published the configured soul first, none being on the relay: a toast of its own.)
-        toast = await wait_in_app(pilot, lambda: [t for t in app.notified_with("Soul") if cli_id[:12] in t], 20,
-                                  lambda: f"the soul toast; shown: {app.shown_toasts()}")
+        with LoopIoWatch() as watch:  # the soul (encrypted to self) is read off the loop the UI runs on
+            published = await asyncio.to_thread(cli, cli_env(tmp_path, data), "soul", "publish", "--file",
+                                                str(soul_file), "--json")
+            assert published.returncode == 0, published.stderr
+            cli_id = json.loads(published.stdout)["event_id"]
+            # (The CLI's start published the configured soul first, none being on the relay: a toast of its own.)
+            toast = await wait_in_app(pilot, lambda: [t for t in app.notified_with("Soul") if cli_id[:12] in t], 20,
+                                      lambda: f"the soul toast; shown: {app.shown_toasts()}")
+        assert not [call for call in watch.calls if call.startswith("decrypt")], watch.calls
         assert toast == [f"Soul: A newer soul (event {cli_id[:12]}…: [b]persona[/], agent_npub) is used from the "
                          "next message on."]
         prompt = await app.service.dry_run(await app.service.new_session(), "hi")

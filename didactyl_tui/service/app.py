@@ -176,7 +176,7 @@ class AppService:
             identity.follow()
             # Soul and task-list versions from other writers: judged, kept; the task list used, and the soul in use
             # from the next prompt (SoulChanged).
-            docs.follow(on_soul=soul_listener(soul, self._events.emit))
+            docs.follow(on_soul=soul_listener(soul, self._events.emit, rt.tasks.spawn))
             # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
             rt.daemons.spawn(rt.publisher.run())
             rt.sync.ready = True

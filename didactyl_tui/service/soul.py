@@ -178,10 +178,11 @@ class SoulService:
         except Exception as exc:
             self._warn(f"the soul was not published: {exc}")
 
-    def take_newer(self, ev: Event) -> SoulView | None:
+    async def take_newer(self, ev: Event) -> SoulView | None:
         """A soul from the live subscription (the CLI, another device): in use from the next prompt on when it is
         newer than every version known here and reads and lints clean (the rules of the start); a refused one is
-        a warning naming the event and section, and the soul in use stays. Returns the new view, or None."""
+        a warning naming the event and section, and the soul in use stays. Returns the new view, or None.
+        Decrypting and linting run on a worker thread: the UI shares this loop."""
         me, cur = self._rt.key.public_key_hex, self._event
         if ev.id in self._judged or ev.pubkey != me or ev.kind != SOUL or ev.d_tag != SOUL_D_TAG:
             return None
@@ -192,10 +193,12 @@ class SoulService:
             return None  # older than the soul in use, or than one of ours being published
         self._rt.tasks.spawn(self._record([ev], "relay"))
         try:
-            template = check_soul(read_soul_event(ev, self._rt.key), self._registry)
+            template = await asyncio.to_thread(lambda: check_soul(read_soul_event(ev, self._rt.key), self._registry))
         except AgentError as exc:
             self._warn(f"a newer soul on the relays was refused, the one in use stays: {soul_refusal(ev, exc)}")
             return None
+        if ev.created_at < self._last_created_at or (self._event is not None and not is_newer(ev, self._event)):
+            return None  # a newer one was taken or published while this one was read
         self._chat.soul, self._event = template, ev
         self._last_created_at = max(self._last_created_at, ev.created_at)
         return self.view()

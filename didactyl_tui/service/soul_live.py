@@ -10,7 +10,8 @@ each soul it hears is also handed to :func:`soul_listener`'s callback, which dec
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from ..nostr.event import Event
 from .events import ServiceEvent, SoulChanged
@@ -19,15 +20,17 @@ from .soul import SoulService
 log = logging.getLogger("didactyl.service")
 
 
-def soul_listener(soul: SoulService, emit: Callable[[ServiceEvent], None]) -> Callable[[str, Event], None]:
+def soul_listener(soul: SoulService, emit: Callable[[ServiceEvent], None],
+                  spawn: Callable[[Coroutine[Any, Any, None]], object]) -> Callable[[str, Event], None]:
     """What to do with a soul heard on a relay: use it if it is newer than the one in use and reads and lints
-    clean (the start's rules), and tell the views (:class:`SoulChanged`)."""
+    clean (the start's rules), and tell the views (:class:`SoulChanged`). ``spawn`` runs the judgement as a
+    task of the service (the reading is on a worker thread)."""
 
-    def arrived(url: str, ev: Event) -> None:
-        view = soul.take_newer(ev)
+    async def judge(url: str, ev: Event) -> None:
+        view = await soul.take_newer(ev)
         if view is None or view.event_id is None or view.created_at is None:
             return
         log.info("a newer soul is in use: event %s from %s", view.event_id[:12], url)
         emit(SoulChanged(view.event_id, view.created_at, tuple(view.template.names), url))
 
-    return arrived
+    return lambda url, ev: spawn(judge(url, ev))
