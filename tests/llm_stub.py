@@ -135,6 +135,7 @@ class LlmStub:
         self._script: deque[Reply] = deque()
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.open_streams = 0  # streamed replies being sent right now (a client that hung up ends its own)
 
     @property
     def base_url(self) -> str:
@@ -268,6 +269,13 @@ class LlmStub:
                 "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
 
     async def _stream(self, request: web.Request, reply: Reply, include_usage: bool) -> web.StreamResponse:
+        self.open_streams += 1
+        try:
+            return await self._stream_body(request, reply, include_usage)
+        finally:
+            self.open_streams -= 1
+
+    async def _stream_body(self, request: web.Request, reply: Reply, include_usage: bool) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         for n, data in enumerate(self._stream_chunks(reply, include_usage)):

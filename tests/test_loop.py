@@ -166,7 +166,9 @@ async def test_text_waiting_in_a_pause_is_flushed_by_the_timer(stub: LlmStub) ->
     # "b" arrives right after "a" was flushed, then the stream pauses: "b" must not wait for "c".
     stub.script(Reply.text_reply("abc", chunks=["a", "b", "c"], pauses={1: 0.8}))
     events = await collect(settings_for(stub), flush_interval_s=0.15)
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["a", "b", "c"]
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    # ["a", "b", "c"], or ["ab", "c"] when the helper process read "a" and "b" together: never "bc".
+    assert "".join(deltas[:-1]) == "ab" and deltas[-1] == "c"
 
 
 async def test_two_parallel_calls_then_final_answer(stub: LlmStub) -> None:

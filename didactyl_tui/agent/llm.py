@@ -56,7 +56,9 @@ __all__ = [
     "missing_key_message",
     "preload",
     "should_preload",
+    "start_worker",
     "stream_chat",
+    "stream_in_process",
 ]
 
 log = logging.getLogger("didactyl.llm")
@@ -75,6 +77,7 @@ class LlmSettings:
     max_retry_wait_s: float = 30.0  # a Retry-After longer than this is not waited for
     max_tokens: int | None = None  # sent to the provider when set ([llm] max_tokens; 0 in config = not sent)
     limits: TurnLimits = field(default_factory=TurnLimits)  # what one turn may cost (agent.limits)
+    worker_process: bool = True  # stream through the helper process (llm_worker), not on this process's loop
 
     @property
     def configured(self) -> bool:
@@ -95,6 +98,7 @@ class LlmSettings:
             max_retries=int(getattr(llm, "max_retries", 2)),
             max_tokens=int(getattr(llm, "max_tokens", 0) or 0) or None,
             limits=TurnLimits.from_config(llm),
+            worker_process=bool(getattr(llm, "worker_process", True)),
         )
 
 
@@ -125,6 +129,13 @@ _litellm: Any = None
 def preload() -> None:
     """Import and configure litellm (slow: call it from a background thread, e.g. ``asyncio.to_thread``)."""
     _load()
+
+
+def start_worker() -> None:
+    """Start the helper process that streams model replies (``llm_worker``), so the first turn finds it warm."""
+    from .llm_worker_client import worker
+
+    worker().start()
 
 
 def should_preload(settings: LlmSettings) -> bool:
@@ -236,7 +247,32 @@ async def stream_chat(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> AsyncIterator[LlmChunk]:
-    """Stream one completion. Raises :class:`LlmError`; cancellation propagates as CancelledError."""
+    """Stream one completion. Raises :class:`LlmError`; cancellation propagates as CancelledError.
+
+    With ``settings.worker_process`` (the default) litellm runs in the helper process and this loop only
+    receives its chunks; otherwise here, as ``stream_in_process``."""
+    if not settings.configured:
+        raise LlmError("No model is configured: set [llm] model in config.toml or $DIDACTYL_MODEL.",
+                       "not_configured")
+    if settings.worker_process:
+        from .llm_worker_client import worker
+
+        stream = worker().stream(settings, messages, tools)
+    else:
+        stream = stream_in_process(settings, messages, tools)
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        await stream.aclose()
+
+
+async def stream_in_process(
+    settings: LlmSettings,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> AsyncIterator[LlmChunk]:
+    """Stream one completion with litellm on this event loop (the helper process runs this)."""
     if not settings.configured:
         raise LlmError("No model is configured: set [llm] model in config.toml or $DIDACTYL_MODEL.",
                        "not_configured")

@@ -321,7 +321,7 @@ class AppService:
         (no turn to win time for, and idle RSS stays ~200 MiB lower)."""
         if self._parts is None or not self._parts.chat.should_preload():
             return None
-        return preload_llm()
+        return preload_llm(self.config.llm.worker_process)
 
     # --- memory: the parts' API ----------------------------------------------------------------------
     # Memory, the soul and the task list share these (``t``: a memory type, "soul" or "tasks"): one editor,

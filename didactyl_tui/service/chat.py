@@ -279,8 +279,9 @@ class ChatService:
 _preload: list[threading.Thread] = []  # the one litellm import of this process
 
 
-def preload_llm() -> threading.Thread:
+def preload_llm(worker: bool = True) -> threading.Thread:
     """Start importing litellm in a background thread (the TUI calls this after its first paint); once.
+    With ``worker`` the helper process that streams replies starts first (it imports litellm on the other core).
     Returns the thread, so a caller can tell when litellm's objects exist (e.g. to freeze them out of the GC)."""
     if _preload:
         return _preload[0]
@@ -289,6 +290,8 @@ def preload_llm() -> threading.Thread:
         try:
             from ..agent import llm
 
+            if worker:
+                llm.start_worker()
             llm.preload()
         except Exception:
             log.exception("preloading litellm failed")

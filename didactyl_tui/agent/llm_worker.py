@@ -1,0 +1,106 @@
+"""The model client's own process: ``python -m didactyl_tui.agent.llm_worker``.
+
+litellm spends ~0.3 ms of CPU on every streamed chunk (bench/stream_bench.py: 3.4 s for a 10,000-chunk reply
+consumed raw). In the app's process that time is taken from the one thread that also paints the reply and
+echoes keys; a thread does not help (the GIL: measured worse). Here it runs on the other core, and the app
+receives plain chunks over a pipe (``llm_worker_client``).
+
+Protocol: one JSON object per line. In (stdin): ``{"op": "stream", "id", "settings", "messages", "tools",
+"env"}`` and ``{"op": "cancel", "id"}``. Out (the original stdout; fd 1 is pointed at stderr so a stray print
+from litellm cannot corrupt the channel): ``{"id", "c": [text, tool_calls, finish, usage]}`` per chunk, then
+``{"id", "end": true}`` or ``{"id", "error": {...}}``. The retry policy and every timeout are
+``llm.stream_in_process``'s, unchanged. The process ends when its stdin closes (the app stopped or died).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+
+def _settings(data: dict[str, Any]) -> Any:
+    from .limits import TurnLimits
+    from .llm import LlmSettings
+
+    limits = TurnLimits(**data.pop("limits", {}))
+    return LlmSettings(**data, limits=limits)
+
+
+def _chunk_row(chunk: Any) -> list[Any]:
+    calls = [[c.index, c.id, c.name, c.arguments] for c in chunk.tool_calls] or None
+    usage = chunk.usage
+    return [chunk.text, calls, chunk.finish_reason,
+            None if usage is None else [usage.prompt_tokens, usage.completion_tokens, usage.cost_usd]]
+
+
+async def _serve(out: Any) -> None:
+    from . import llm
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=256 * 1024 * 1024)  # a request carries the whole prompt
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    tasks: dict[int, asyncio.Task[None]] = {}
+
+    def send(message: dict[str, Any]) -> None:
+        out.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        out.flush()
+
+    async def run(request_id: int, request: dict[str, Any]) -> None:
+        env = request.get("env")
+        if isinstance(env, dict) and env != dict(os.environ):
+            os.environ.clear()  # the app's environment as it is now (a key set or removed since we started)
+            os.environ.update(env)
+        try:
+            async for chunk in llm.stream_in_process(_settings(request["settings"]), request["messages"],
+                                                     request.get("tools")):
+                send({"id": request_id, "c": _chunk_row(chunk)})
+            send({"id": request_id, "end": True})
+        except llm.LlmError as err:
+            send({"id": request_id, "error": {"message": err.message, "kind": err.kind,
+                                              "retry_after": err.retry_after, "status": err.status}})
+        except asyncio.CancelledError:
+            send({"id": request_id, "end": True})
+        except Exception as exc:  # never a traceback: the app shows one line
+            send({"id": request_id, "error": {"message": f"The model call failed: {type(exc).__name__}",
+                                              "kind": "unknown", "retry_after": None, "status": None}})
+        finally:
+            tasks.pop(request_id, None)
+
+    while True:
+        line = await reader.readline()
+        if not line:
+            break
+        try:
+            request = json.loads(line)
+            request_id = int(request["id"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if request.get("op") == "stream":
+            tasks[request_id] = asyncio.create_task(run(request_id, request))
+        elif request.get("op") == "cancel" and request_id in tasks:
+            tasks[request_id].cancel()
+    for task in list(tasks.values()):
+        task.cancel()
+
+
+def main() -> None:
+    channel = os.dup(1)
+    os.dup2(2, 1)  # litellm's banners, if any, go where the app does not read
+    # Whole lines, one write each (blocking: when the app reads slowly the pipe fills and the stream waits).
+    out = os.fdopen(channel, "wb", buffering=1 << 16)
+    try:
+        asyncio.run(_serve(out))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        try:
+            out.flush()
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""The app's side of the model client's process (``llm_worker``): one process shared by every model call.
+
+It is started by ``llm.preload()`` (a model is configured) or by the first call, and lives as long as the app;
+when it dies (killed, crashed), the calls it was serving fail with one readable line and the next call starts
+a new one. The pipe is read by one thread, which hands each read's lines to the event loop that asked for them
+(one wake-up per read, not per chunk); requests are written by one thread, so a large prompt never blocks a
+loop. Any event loop may call: the TUI's, ``didactyl serve``'s, a test's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .events import Usage
+from .llm_errors import LlmError
+
+if TYPE_CHECKING:
+    from .llm import LlmChunk, LlmSettings
+
+log = logging.getLogger("didactyl.llm")
+
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one chunk from the helper; a longer line means it is broken: it is stopped
+FIRST_ANSWER_GRACE_S = 120.0  # the helper's first call imports litellm (~8 s here, more under load)
+ANSWER_GRACE_S = 10.0  # beyond the call's own timeouts, which the helper enforces
+
+
+class _Call:
+    """One model call's inbox on the event loop that made it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.inbox: asyncio.Queue[list[dict[str, Any]]] = asyncio.Queue()
+
+    def post(self, messages: list[dict[str, Any]]) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.inbox.put_nowait, messages)
+        except RuntimeError:  # that loop has closed: nobody is waiting
+            pass
+
+
+class LlmWorker:
+    """The helper process and the two threads that talk to it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._calls: dict[int, _Call] = {}
+        self._ids = itertools.count(1)
+        self._outbox: queue.Queue[tuple[subprocess.Popen[bytes], bytes] | None] = queue.Queue()
+        self._writer: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the helper unless it runs (idempotent, thread-safe)."""
+        with self._lock:
+            self._ensure()
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            return proc
+        env = dict(os.environ)
+        env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        root = str(Path(__file__).resolve().parents[2])  # this package's own copy, whatever sys.path says
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "didactyl_tui.agent.llm_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True,  # the terminal's Ctrl-C is the app's to handle, not the helper's
+            bufsize=0,
+        )
+        self._proc = proc
+        threading.Thread(target=self._read, args=(proc,), name="llm-worker-reader", daemon=True).start()
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write, name="llm-worker-writer", daemon=True)
+            self._writer.start()
+        log.info("model helper process %d started", proc.pid)
+        return proc
+
+    def _write(self) -> None:
+        while True:
+            item = self._outbox.get()
+            if item is None:
+                return
+            proc, data = item
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(data)
+            except (OSError, ValueError):
+                pass  # it died: its reader fails the calls it served
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        pending = bytearray()
+        while True:
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:
+                break
+            if not data:
+                break
+            pending += data
+            end = pending.rfind(b"\n")
+            if end < 0:
+                if len(pending) > MAX_LINE_BYTES:
+                    log.warning("the model helper sent a line over %d bytes: stopped", MAX_LINE_BYTES)
+                    proc.kill()
+                    break
+                continue
+            lines, pending = bytes(pending[:end]).split(b"\n"), pending[end + 1:]
+            batches: dict[int, list[dict[str, Any]]] = {}
+            for line in lines:
+                try:
+                    message = json.loads(line)
+                    batches.setdefault(int(message["id"]), []).append(message)
+                except (ValueError, KeyError, TypeError):
+                    continue
+            with self._lock:
+                targets = [(self._calls.get(i), messages) for i, messages in batches.items()]
+            for call, messages in targets:
+                if call is not None:
+                    call.post(messages)
+            time.sleep(0.001)  # let a few more chunks gather: one wake-up of the loop per millisecond at most
+        with self._lock:
+            if self._proc is proc:
+                self._proc = None
+            orphans = list(self._calls.values()) if self._proc is None else []
+        for call in orphans:
+            call.post([{"gone": True}])
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    def _send(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+        self._outbox.put((proc, json.dumps(message, separators=(",", ":")).encode() + b"\n"))
+
+    async def stream(
+        self,
+        settings: LlmSettings,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+    ) -> AsyncIterator[LlmChunk]:
+        call = _Call(asyncio.get_running_loop())
+        call_id = next(self._ids)
+        with self._lock:
+            try:
+                proc = self._ensure()
+            except OSError as exc:  # e.g. out of processes or descriptors
+                raise LlmError(f"The model's helper process could not start ({exc.strerror or exc}).",
+                               "connection") from None
+            self._calls[call_id] = call
+        finished = False
+        try:
+            self._send(proc, {
+                "op": "stream", "id": call_id, "settings": _settings_data(settings),
+                "messages": [dict(m) for m in messages], "tools": [dict(t) for t in tools] if tools else None,
+                "env": dict(os.environ),
+            })
+            grace = FIRST_ANSWER_GRACE_S
+            while True:
+                try:
+                    async with asyncio.timeout(settings.timeout_s + settings.max_retry_wait_s + grace):
+                        batch = await call.inbox.get()
+                except TimeoutError:
+                    raise LlmError(f"The model did not answer within {settings.timeout_s:g} s.", "timeout") from None
+                grace = ANSWER_GRACE_S
+                for chunk in _chunks(batch):
+                    if chunk is None:
+                        finished = True
+                        return
+                    yield chunk
+        finally:
+            with self._lock:
+                self._calls.pop(call_id, None)
+            if not finished:
+                self._send(proc, {"op": "cancel", "id": call_id})
+
+    def stop(self) -> None:
+        """Close the helper's stdin (it exits) — at the process's end; a later call starts a new one."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None and proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+
+def _settings_data(settings: LlmSettings) -> dict[str, Any]:
+    data = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    data["limits"] = dataclasses.asdict(settings.limits)
+    return data
+
+
+def _chunks(batch: list[dict[str, Any]]) -> Iterator[LlmChunk | None]:
+    """The chunks of one read, in order (consecutive text-only ones joined); None ends the call, an error is
+    raised where it came (after the chunks before it)."""
+    from .llm import LlmChunk, ToolCallDelta
+
+    text: list[str] = []
+    for message in batch:
+        row = message.get("c")
+        if row is not None:
+            piece, calls, finish, usage = row
+            if not calls and finish is None and usage is None:
+                text.append(piece)
+                continue
+        if text:
+            yield LlmChunk("".join(text))
+            text.clear()
+        if row is not None:
+            yield LlmChunk(piece, tuple(ToolCallDelta(*c) for c in calls or ()), finish,
+                           Usage(*usage) if usage is not None else None)
+        elif "error" in message:
+            e = message["error"]
+            raise LlmError(e["message"], e["kind"], retry_after=e.get("retry_after"), status=e.get("status"))
+        elif message.get("gone"):
+            raise LlmError("The model's helper process stopped; try again.", "connection")
+        else:
+            yield None
+            return
+    if text:
+        yield LlmChunk("".join(text))
+
+
+_worker = LlmWorker()
+
+
+def worker() -> LlmWorker:
+    """The helper process of this app."""
+    return _worker

@@ -1,0 +1,136 @@
+"""The model client's helper process (agent.llm_worker): same chunks as litellm in this process, cancelled calls
+close their HTTP stream, a dead helper is one readable error and the next call starts a new one, and a broken
+helper cannot make this process buffer without bound. Real litellm in a real child process, against the stub."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+from llm_stub import LlmStub, Reply, ToolCall
+
+from didactyl_tui.agent import llm, llm_worker_client
+from didactyl_tui.agent.llm import LlmError, LlmSettings, stream_chat
+from didactyl_tui.config import LlmConfig
+
+TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look up.",
+                                         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+
+
+@pytest.fixture
+async def stub(warm_litellm: None):
+    async with LlmStub() as server:
+        yield server
+
+
+def settings_for(stub: LlmStub, **kw: Any) -> LlmSettings:
+    return LlmSettings(**{"model": "openai/stub-model", "api_base": stub.base_url, "api_key": "sk-worker-test",
+                          "timeout_s": 10.0, "max_retries": 0, **kw})
+
+
+async def collect(settings: LlmSettings, tools: list[dict] | None = None) -> tuple[str, list[Any], list[Any]]:
+    text, calls, ends = [], [], []
+    async for chunk in stream_chat(settings, [{"role": "user", "content": "hi"}], tools):
+        text.append(chunk.text)
+        calls.extend(chunk.tool_calls)
+        ends.append((chunk.finish_reason, chunk.usage))
+    return "".join(text), calls, [e for e in ends if e != (None, None)]
+
+
+async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_the_helper_and_this_process_give_the_same_reply(stub: LlmStub) -> None:
+    reply = Reply.tools(ToolCall("lookup", '{"q": "tea in Oslo"}', id="call_9"), text="Looking it up.", usage=(21, 4))
+    stub.script(reply, reply)
+    helper = await collect(settings_for(stub), [TOOL])
+    here = await collect(settings_for(stub, worker_process=False), [TOOL])
+    assert helper[0] == here[0] == "Looking it up."
+    args = ["".join(d.arguments for d in calls) for calls in (helper[1], here[1])]
+    assert args[0] == args[1] == '{"q": "tea in Oslo"}'
+    assert [d.id for d in helper[1] if d.id] == [d.id for d in here[1] if d.id] == ["call_9"]
+    assert [f for f, _ in helper[2] if f] == [f for f, _ in here[2] if f] == ["tool_calls"]
+    usage = [u for _, u in helper[2] if u is not None][-1]
+    assert (usage.prompt_tokens, usage.completion_tokens) == (21, 4)
+    assert stub.requests[0].body["tools"] == stub.requests[1].body["tools"] == [TOOL]
+
+
+async def test_the_setting_comes_from_config_and_defaults_on() -> None:
+    assert LlmSettings(model="x").worker_process is True
+    assert LlmSettings.from_config(LlmConfig(model="x", worker_process=False), {}).worker_process is False
+
+
+async def test_a_call_left_early_closes_its_stream_and_the_helper_goes_on(stub: LlmStub) -> None:
+    stub.script(Reply.endless("word ", 100_000, chunk_delay_s=0.005), Reply.text_reply("still here"))
+    helper = llm_worker_client.worker()
+    seen = 0
+    async for chunk in stream_chat(settings_for(stub), [{"role": "user", "content": "go"}]):
+        seen += len(chunk.text)
+        if seen > 50:
+            break
+    await wait_for(lambda: stub.open_streams == 0)  # the helper hung up: the server stopped sending
+    assert not helper._calls
+    assert (await collect(settings_for(stub)))[0] == "still here"
+
+
+async def test_a_helper_that_dies_is_one_readable_error_and_the_next_call_starts_another(stub: LlmStub) -> None:
+    stub.script(Reply.endless("word ", 100_000, chunk_delay_s=0.005), Reply.text_reply("a new helper"))
+    helper = llm_worker_client.worker()
+    with pytest.raises(LlmError) as info:
+        async for chunk in stream_chat(settings_for(stub), [{"role": "user", "content": "go"}]):
+            if chunk.text and helper._proc is not None:
+                os.kill(helper._proc.pid, signal.SIGKILL)
+    assert info.value.kind == "connection" and "helper process stopped" in info.value.message
+    assert "\n" not in info.value.message and "Traceback" not in info.value.message
+    assert (await collect(settings_for(stub)))[0] == "a new helper"
+
+
+async def test_errors_keep_their_kind_and_retry_after_across_the_pipe(stub: LlmStub) -> None:
+    stub.script(Reply.rate_limited(7))
+    with pytest.raises(LlmError) as info:
+        await collect(settings_for(stub, max_retry_wait_s=1.0))
+    assert info.value.kind == "rate_limit" and info.value.retry_after == 7 and info.value.status == 429
+
+
+async def test_an_over_long_line_from_the_helper_stops_it_instead_of_buffering(stub: LlmStub,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # One chunk of 200 kB: past a 64 kB bound the helper counts as broken (the real bound is 64 MiB).
+    monkeypatch.setattr(llm_worker_client, "MAX_LINE_BYTES", 64 * 1024)
+    stub.script(Reply.text_reply("x" * 200_000, chunks=["x" * 200_000]))
+    with pytest.raises(LlmError) as info:
+        await collect(settings_for(stub))
+    assert info.value.kind == "connection"
+    monkeypatch.undo()
+    stub.script(Reply.text_reply("fine again"))
+    assert (await collect(settings_for(stub)))[0] == "fine again"
+
+
+async def test_the_helper_sees_the_environment_as_it_is_now(stub: LlmStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The helper started long before this test; a key exported since reaches litellm there.
+    stub.script(Reply.text_reply("keyed"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    assert (await collect(settings_for(stub, api_key=None)))[0] == "keyed"
+    assert stub.requests[-1].headers["Authorization"] == "Bearer sk-from-the-environment"
+
+
+def test_settings_cross_the_pipe_whole() -> None:
+    settings = LlmSettings(model="openai/m", api_base="http://127.0.0.1:9/v1", api_key="sk-x", max_tokens=5)
+    data = llm_worker_client._settings_data(settings)
+    from didactyl_tui.agent.llm_worker import _settings
+
+    assert _settings(dict(data)) == settings
+    assert dataclasses.asdict(settings.limits) == data["limits"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _preloaded(warm_litellm: None) -> None:
+    llm.preload()
