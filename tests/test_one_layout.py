@@ -4,6 +4,9 @@ without Textual's private state gets the plain pass."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
+
+from textual.widgets import Static
 
 from didactyl_tui.tui.one_layout import layout_once
 
@@ -30,3 +33,58 @@ def test_without_textuals_private_state_the_pass_runs_as_it_is() -> None:
     ran: list[bool] = []
     layout_once(SimpleNamespace(), lambda: ran.append(True))  # type: ignore[arg-type]
     assert ran == [True]
+
+
+# --- a key's echo before the streaming layout pass (real Textual objects) -----------------------------------
+
+
+def _app() -> Any:
+    from textual.app import App, ComposeResult
+    from textual.containers import VerticalScroll
+    from textual.widgets import Input
+
+    class Chat(App[None]):
+        def compose(self) -> ComposeResult:
+            with VerticalScroll(id="conversation"):
+                for n in range(40):
+                    yield Static(f"block {n}")
+            yield Input(id="box")
+
+    return Chat()
+
+
+async def test_an_echo_is_painted_first_and_the_layout_pass_waits_for_the_next_update() -> None:
+    from didactyl_tui.tui.one_layout import echo_pending, keys_before_layout
+
+    app = _app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        screen, conversation, box = app.screen, app.query_one("#conversation"), app.query_one("#box")
+        assert not keys_before_layout(screen, conversation)  # nothing due: Textual's own update
+        assert not echo_pending(screen, conversation)
+        app.set_focus(None)  # the input's own messages (Changed) would count as a key still on its way
+        await pilot.pause()
+        frames: list[str] = []
+        display = app._display
+        app._display = lambda s, renderable: (frames.append(box.value), display(s, renderable))  # type: ignore[method-assign]
+        # No await from here on: Textual's own update (60 times a second) must not run in between.
+        block = Static("a streamed block")
+        conversation.mount(block)
+        screen._layout_required = True  # a layout pass is due (as the mount's Layout message will say)
+        box.insert_text_at_cursor("x")  # and a key's echo (as its Update message will say)
+        screen._dirty_widgets.add(box)
+        assert echo_pending(screen, conversation)
+        assert keys_before_layout(screen, conversation)
+        assert frames == ["x"]  # the echo went out in a frame of its own
+        assert screen._layout_required  # the pass is still due: the next update runs it
+        assert not echo_pending(screen, conversation)
+        assert not keys_before_layout(screen, conversation)  # no echo waiting: the update is Textual's
+        await pilot.pause()
+        assert not screen._layout_required and block.region.height == 1
+
+
+def test_without_textuals_private_state_the_update_is_textuals() -> None:
+    from didactyl_tui.tui.one_layout import echo_pending, keys_before_layout
+
+    assert not keys_before_layout(SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
+    assert not echo_pending(SimpleNamespace(), None)  # type: ignore[arg-type]

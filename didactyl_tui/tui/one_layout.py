@@ -1,10 +1,15 @@
-"""One layout pass per paint while a reply streams.
+"""One layout pass per paint while a reply streams, and a key's echo before it.
 
 After a layout pass Textual hands each widget the size it was just arranged at; a widget whose virtual size
 changed (every block a paint mounts: it had none) asks for a layout again, so each paint of a streaming reply
 was laid out twice, the second time to the same result (~12 ms over the whole screen each). While a reply
 streams, requests raised by the pass itself are dropped; requests made before it, or by anything else after
 it, stand. Outside streaming nothing changes (a resumed chat's stubs place entries using the second pass).
+
+A layout pass over a streaming screen costs 15–30 ms. When one is due and a widget outside the conversation
+(the chat input, after a key) needs painting too, that widget is painted first on its own — the pass would not
+move it — and the pass runs at the next update, one tick later; a key still queued puts the pass off the same
+way, a few ticks at most (``keys_before_layout``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from textual.screen import Screen
+from textual.widget import Widget
 
 
 def layout_once(screen: Screen, run_layout: Callable[[], None]) -> None:
@@ -30,3 +36,55 @@ def layout_once(screen: Screen, run_layout: Callable[[], None]) -> None:
     for widget in screen._compositor.widgets:
         if widget._layout_required and widget not in waiting:
             widget._layout_required = False
+
+
+def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
+    """When a layout pass is due: if a key is still queued, put the pass off (the key goes first); if widgets
+    outside ``conversation`` need painting (a key's echo), paint only those and leave the pass, and the
+    conversation's repaint, for the next update. Returns True if the update is done (the pass put off).
+
+    Private Textual state again (the dirty set, the update timer, the compositor refresh, as of 8.2); without it
+    the update runs as Textual's.
+    """
+    try:
+        dirty: set[Widget] = screen._dirty_widgets
+        if not (screen._layout_required and screen.is_current and not screen.app._batch_count):
+            return False
+        if _input_queued(screen):
+            screen._update_timer.pause()
+            screen._update_timer.resume()  # next tick, after the key
+            return True
+        echo = {widget for widget in dirty if _outside(widget, conversation)}
+        if not echo or screen in echo:
+            return False
+        rest = dirty - echo
+        screen._update_timer.pause()
+        screen._compositor.update_widgets(echo)
+        screen._compositor_refresh()  # paints the dirty regions just added; empties the dirty set
+        dirty.update(rest)
+        screen._update_timer.resume()  # the layout pass: next tick
+        return True
+    except AttributeError:
+        return False
+
+
+def _outside(widget: Widget, conversation: Widget) -> bool:
+    return widget is not conversation and conversation not in widget.ancestors
+
+
+def _input_queued(screen: Screen) -> bool:
+    if not screen.app._message_queue.empty():
+        return True
+    focused = screen.focused
+    return focused is not None and not focused._message_queue.empty()
+
+
+def echo_pending(screen: Screen, conversation: Widget | None) -> bool:
+    """Whether input is on its way to the screen: an event queued in the app or at the focused widget, or a
+    widget outside ``conversation`` waiting to be painted (a key's echo). Private Textual state as above."""
+    try:
+        if _input_queued(screen):
+            return True
+        return conversation is not None and any(_outside(w, conversation) for w in screen._dirty_widgets)
+    except AttributeError:
+        return False

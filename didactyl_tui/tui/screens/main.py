@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..widgets.prompt_inspector import PromptInspector
     from ..widgets.self_pane import SelfPane
 
+MAX_ECHO_TURNS = 3  # a layout pass is put off for keys at most this many updates in a row
 POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
 
 
@@ -66,8 +67,19 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
         layout_once(self, lambda: super(MainScreen, self)._refresh_layout(size, scroll))
 
+    def _on_timer_update(self) -> None:
+        if self.streaming and self._echo_turns < MAX_ECHO_TURNS:
+            from ..one_layout import keys_before_layout
+
+            if keys_before_layout(self, self.conversation):
+                self._echo_turns += 1
+                return
+        self._echo_turns = 0
+        super()._on_timer_update()
+
     def __init__(self, config: Config) -> None:
         super().__init__()
+        self._echo_turns = 0  # updates in a row that put the streaming layout pass off for a key (one_layout)
         self.config = config
         self.session_id: str | None = None
         self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed

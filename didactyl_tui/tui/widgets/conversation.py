@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 TAIL_SCREENS = 2  # a resumed chat mounts full entries for this many screens above its end
 TAIL_MIN_ENTRIES = 4
 MATERIALIZE_BATCH = 12  # older entries rendered per step while scrolling up
+STREAMING_FOLD_MARGIN_SCREENS = 0.25  # the parts of a reply that is streaming, which the view follows
 FOLD_MARGIN_SCREENS = 1.0  # entries (and parts of a long reply) further than this from the viewport fold
 
 
@@ -254,7 +255,11 @@ class Conversation(VerticalScroll):
         entries = self._message_entries()
         if not self._stubs_left():  # a resumed chat's stubs place entries by geometry: whole entries wait
             refold(self, [e for e in entries if not e.streaming], FOLD_MARGIN_SCREENS)
-        refold(self, [part for e in entries if e.display for part in e.finished_parts()], FOLD_MARGIN_SCREENS)
+        for entry in entries:
+            if entry.display:
+                # A streaming reply's view follows its end: fewer blocks kept near it, a cheaper layout pass.
+                margin = STREAMING_FOLD_MARGIN_SCREENS if entry.streaming else FOLD_MARGIN_SCREENS
+                refold(self, entry.finished_parts(), margin)
 
     def on_resize(self) -> None:
         width = self.size.width

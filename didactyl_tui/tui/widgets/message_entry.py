@@ -34,7 +34,7 @@ PAINT_DEFER_S = 0.005  # a paint due while keys wait is put off by this much
 MAX_PAINT_DEFERRALS = 6  # at most this many times in a row
 MIN_PAINT_GAP_S = 0.04  # at most ~25 paints a second
 MAX_PAINT_GAP_S = 0.25  # and at least 4 (a slow first paint, e.g. markdown-it's import, must not stall the rest)
-PAINT_SHARE = 0.2  # while streaming, painting may take this share of the time; the rest is for keys and input
+PAINT_SHARE = 0.5  # while streaming, painting may take this share of the time; the rest is for keys and input
 # Text handed to the Markdown per paint. Textual holds every frame while an append mounts its new blocks, so an
 # unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
 MAX_PAINT_CHARS = 2_000
@@ -136,12 +136,19 @@ class MessageEntry(Vertical):
             self._waiting_for_frame = True
             self.call_after_refresh(self._frame_composed, started)
 
+    async def _keys_through(self) -> None:
+        await asyncio.sleep(0)
+        for _ in range(MAX_PAINT_DEFERRALS):
+            if not self._input_waiting():
+                return
+            await asyncio.sleep(PAINT_DEFER_S)
+
     def _input_waiting(self) -> bool:
-        queue = getattr(self.app, "_message_queue", None)  # Textual's own queue: keys wait there
-        try:
-            return queue is not None and not queue.empty()
-        except Exception:
-            return False
+        """A key is on its way to the screen: queued in the app, queued at the focused widget, or handled with
+        its echo not painted yet. A paint holds every frame while it mounts, so it goes after the echo."""
+        from ..one_layout import echo_pending
+
+        return echo_pending(self.screen, self.parent)
 
     async def _append_unpainted(self) -> bool:
         """Paint at most ``MAX_PAINT_CHARS`` more: finished blocks go to the Markdown, the unfinished last
@@ -220,7 +227,7 @@ class MessageEntry(Vertical):
             self._text += f"\n\n*({note})*" if self._text else f"*({note})*"
         self.streaming = False
         while await self._append_unpainted():
-            await asyncio.sleep(0)  # let a frame (and any key) through between bounded paints
+            await self._keys_through()  # between bounded paints, a key typed meanwhile is echoed first
         self._streaming_border(False)
 
     def on_mount(self) -> None:
