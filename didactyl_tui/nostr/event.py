@@ -20,6 +20,9 @@ _HEX128 = re.compile(r"^[0-9a-f]{128}$")
 
 Tags = tuple[tuple[str, ...], ...]
 
+# One encoder for every canonical serialization: json.dumps with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
 
 def serialize_for_id(pubkey: str, created_at: int, kind: int, tags: Sequence[Sequence[str]], content: str) -> str:
     """The NIP-01 canonical form ``[0,pubkey,created_at,kind,tags,content]``.
@@ -28,11 +31,7 @@ def serialize_for_id(pubkey: str, created_at: int, kind: int, tags: Sequence[Seq
     JavaScript's ``JSON.stringify``) escape: ``"``, ``\\``, and control characters
     (``\\n \\r \\t \\b \\f`` by name, the rest as ``\\u00XX``); everything else is verbatim UTF-8.
     """
-    return json.dumps(
-        [0, pubkey, created_at, kind, [list(t) for t in tags], content],
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    return _CANONICAL.encode([0, pubkey, created_at, kind, tags, content])  # tuples encode as arrays
 
 
 def compute_id(pubkey: str, created_at: int, kind: int, tags: Sequence[Sequence[str]], content: str) -> str:
@@ -104,7 +103,7 @@ class Event:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+        return _CANONICAL.encode(self.to_dict())
 
     # --- verification -------------------------------------------------------------------
     def computed_id(self) -> str:

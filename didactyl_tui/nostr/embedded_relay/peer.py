@@ -32,8 +32,11 @@ WRITE_BATCH_FRAMES = 128  # frames handed to the socket in one write
 WRITE_BATCH_BYTES = 256 * 1024  # policy violation: the client does not read what it asked for
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once, not per message
+
+
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(obj)
 
 
 class OutputBudget:
@@ -172,8 +175,14 @@ class Peer:
                     # One write for many frames (a stored result): websockets' documented pattern for
                     # writing through its protocol, instead of one send() and one syscall per frame.
                     async with self.ws.send_context():
+                        protocol = self.ws.protocol
                         for text in batch:
-                            self.ws.protocol.send_text(text.encode())
+                            protocol.send_text(text.encode())
+                        # One write (one syscall) for the batch: send_context's own flush writes frame by frame.
+                        chunks = protocol.data_to_send()
+                        self.ws.transport.write(b"".join(chunks))
+                        if not all(chunks):  # end of stream (never from send_text): close, as websockets would
+                            self.ws.transport.close()
                 self._writing = False
         except ConnectionClosed:
             pass
