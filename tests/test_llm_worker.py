@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -134,3 +135,19 @@ def test_settings_cross_the_pipe_whole() -> None:
 @pytest.fixture(autouse=True, scope="module")
 def _preloaded(warm_litellm: None) -> None:
     llm.preload()
+
+
+async def test_a_helper_that_cannot_start_says_why_in_one_line(stub: LlmStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A broken install, say: the helper writes its last words to stderr and exits before answering (the escape
+    # sequence in them never reaches the terminal).
+    monkeypatch.setattr(llm_worker_client, "HELPER_COMMAND", [
+        sys.executable, "-c",
+        "import sys; sys.stderr.write('Traceback...\\nImportError: no module \\x1b[31mlitellm\\n'); sys.exit(1)"])
+    helper = llm_worker_client.LlmWorker()  # not the app's shared one
+    with pytest.raises(LlmError) as info:
+        async for _ in helper.stream(settings_for(stub), [{"role": "user", "content": "hi"}], None):
+            pass
+    assert info.value.kind == "connection"
+    assert info.value.message == ("The model's helper process stopped (ImportError: no module litellm); "
+                                  "try again.")
+    assert stub.requests == []

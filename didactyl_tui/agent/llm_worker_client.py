@@ -10,6 +10,7 @@ loop. Any event loop may call: the TUI's, ``didactyl serve``'s, a test's.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import itertools
 import json
@@ -24,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..terminal_text import one_line
 from .events import Usage
 from .llm_errors import LlmError
 
@@ -32,9 +34,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("didactyl.llm")
 
+HELPER_COMMAND = [sys.executable, "-m", "didactyl_tui.agent.llm_worker"]
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one chunk from the helper; a longer line means it is broken: it is stopped
 FIRST_ANSWER_GRACE_S = 120.0  # the helper's first call imports litellm (~8 s here, more under load)
 ANSWER_GRACE_S = 10.0  # beyond the call's own timeouts, which the helper enforces
+STDERR_TAIL_LINES = 20  # what is kept of the helper's stderr (the last line names why it died)
+MAX_STDERR_LINE_BYTES = 4096
 
 
 class _Call:
@@ -57,7 +62,7 @@ class LlmWorker:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, tuple[_Call, subprocess.Popen[bytes]]] = {}  # each call and the helper serving it
         self._ids = itertools.count(1)
         self._outbox: queue.Queue[tuple[subprocess.Popen[bytes], bytes] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
@@ -76,13 +81,16 @@ class LlmWorker:
         root = str(Path(__file__).resolve().parents[2])  # this package's own copy, whatever sys.path says
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "didactyl_tui.agent.llm_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            HELPER_COMMAND,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
             start_new_session=True,  # the terminal's Ctrl-C is the app's to handle, not the helper's
             bufsize=0,
         )
         self._proc = proc
-        threading.Thread(target=self._read, args=(proc,), name="llm-worker-reader", daemon=True).start()
+        tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        errors = threading.Thread(target=_read_stderr, args=(proc, tail), name="llm-worker-stderr", daemon=True)
+        errors.start()
+        threading.Thread(target=self._read, args=(proc, tail, errors), name="llm-worker-reader", daemon=True).start()
         if self._writer is None:
             self._writer = threading.Thread(target=self._write, name="llm-worker-writer", daemon=True)
             self._writer.start()
@@ -101,7 +109,7 @@ class LlmWorker:
             except (OSError, ValueError):
                 pass  # it died: its reader fails the calls it served
 
-    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+    def _read(self, proc: subprocess.Popen[bytes], tail: collections.deque[str], errors: threading.Thread) -> None:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         pending = bytearray()
@@ -130,20 +138,22 @@ class LlmWorker:
                     continue
             with self._lock:
                 targets = [(self._calls.get(i), messages) for i, messages in batches.items()]
-            for call, messages in targets:
-                if call is not None:
-                    call.post(messages)
+            for entry, messages in targets:
+                if entry is not None and entry[1] is proc:
+                    entry[0].post(messages)
             time.sleep(0.001)  # let a few more chunks gather: one wake-up of the loop per millisecond at most
-        with self._lock:
-            if self._proc is proc:
-                self._proc = None
-            orphans = list(self._calls.values()) if self._proc is None else []
-        for call in orphans:
-            call.post([{"gone": True}])
         try:
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
+        errors.join(1.0)  # its last words
+        with self._lock:
+            if self._proc is proc:
+                self._proc = None
+            orphans = [call for call, served_by in self._calls.values() if served_by is proc]
+        why = _last_words(tail)
+        for call in orphans:
+            call.post([{"gone": why}])
 
     def _send(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
         self._outbox.put((proc, json.dumps(message, separators=(",", ":")).encode() + b"\n"))
@@ -162,7 +172,7 @@ class LlmWorker:
             except OSError as exc:  # e.g. out of processes or descriptors
                 raise LlmError(f"The model's helper process could not start ({exc.strerror or exc}).",
                                "connection") from None
-            self._calls[call_id] = call
+            self._calls[call_id] = (call, proc)
         finished = False
         try:
             self._send(proc, {
@@ -188,17 +198,6 @@ class LlmWorker:
                 self._calls.pop(call_id, None)
             if not finished:
                 self._send(proc, {"op": "cancel", "id": call_id})
-
-    def stop(self) -> None:
-        """Close the helper's stdin (it exits) — at the process's end; a later call starts a new one."""
-        with self._lock:
-            proc, self._proc = self._proc, None
-        if proc is not None and proc.stdin is not None:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-
 
 def _settings_data(settings: LlmSettings) -> dict[str, Any]:
     data = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
@@ -228,13 +227,29 @@ def _chunks(batch: list[dict[str, Any]]) -> Iterator[LlmChunk | None]:
         elif "error" in message:
             e = message["error"]
             raise LlmError(e["message"], e["kind"], retry_after=e.get("retry_after"), status=e.get("status"))
-        elif message.get("gone"):
-            raise LlmError("The model's helper process stopped; try again.", "connection")
+        elif "gone" in message:
+            why = f" ({message['gone']})" if message["gone"] else ""
+            raise LlmError(f"The model's helper process stopped{why}; try again.", "connection")
         else:
             yield None
             return
     if text:
         yield LlmChunk("".join(text))
+
+
+def _read_stderr(proc: subprocess.Popen[bytes], tail: collections.deque[str]) -> None:
+    """Keep the helper's last lines of stderr (a crash's last words; litellm's warnings), never more."""
+    assert proc.stderr is not None
+    for raw in iter(lambda: proc.stderr.readline(MAX_STDERR_LINE_BYTES), b""):  # type: ignore[union-attr]
+        line = raw.decode("utf-8", "replace").strip()
+        if line:
+            tail.append(line)
+
+
+def _last_words(tail: collections.deque[str]) -> str:
+    """The last line a dead helper wrote (e.g. "MemoryError"), made safe for one line on a terminal."""
+    last = tail[-1] if tail else ""
+    return one_line(last)[:200]
 
 
 _worker = LlmWorker()
