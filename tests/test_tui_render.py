@@ -16,6 +16,7 @@ from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.widgets.conversation import Conversation
 from didactyl_tui.tui.widgets.history_stub import HistoryStub, specs_from_messages
 from didactyl_tui.tui.widgets.message_entry import MAX_PAINT_CHARS, PART_BLOCKS, MessageEntry
+from didactyl_tui.tui.widgets.message_part import MessagePart
 from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
 
 TURNS = 80
@@ -176,7 +177,14 @@ async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(m
         appended.append(len(fragment))
         return original(self, fragment)
 
+    original_blocks = MessagePart.append_blocks
+
+    def spy_blocks(self: MessagePart, fragment: str) -> Any:
+        appended.append(len(fragment))
+        return original_blocks(self, fragment)
+
     monkeypatch.setattr(Markdown, "append", spy)
+    monkeypatch.setattr(MessagePart, "append_blocks", spy_blocks)
     app = ConversationApp()
     async with app.run_test(size=(100, 30)) as pilot:
         entry = await app.query_one(Conversation).start_reply()

@@ -166,7 +166,11 @@ class MessageEntry(Vertical):
             self._painted = max(self._painted, end)
             if cut > self._handed:
                 markdown = self.markdown
-                await markdown.append(self._text[self._handed:cut])
+                text = self._text[self._handed:cut]
+                if self.streaming and self._tail is not None and hasattr(markdown, "append_blocks"):
+                    await markdown.append_blocks(text)  # whole blocks: none re-parsed, frames not held
+                else:
+                    await markdown.append(text)
                 self._handed = cut
                 if self.streaming and len(markdown.children) > PART_BLOCKS and self.is_attached:
                     await self._start_next_part(markdown)
@@ -195,7 +199,7 @@ class MessageEntry(Vertical):
         with self.app.batch_update():
             await last.remove()
             await self.mount(part, before=self._tail if self._tail is not None and self._tail.parent else None)
-            await part.append("".join(lines[cut:]))
+            await part.append_blocks("".join(lines[cut:]))
         self._frozen.append("".join(lines[:cut]))
         self._live = part
         self._join_parts(part)
