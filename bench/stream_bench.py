@@ -10,6 +10,8 @@ Lines:
   tui N                the real app (headless, 130x40, real service, embedded relay): from send to the first
                        frame composed after the reply's last token is painted; ratio to raw litellm
                        (target for 10,000: <= 1.25x). The painted text is checked against the full reply.
+                       litellm runs in the app's helper process ([llm] worker_process, the default), as
+                       for a user; the stub, the helper and the app share this machine's two cores.
   echo idle            keystroke -> first frame showing the character, nothing streaming
   echo streaming N     the same while the largest reply streams (target p95 <= 50 ms)
 Keys are injected from a thread through the driver, as a terminal's input thread does, every 40 ms.
