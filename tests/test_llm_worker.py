@@ -151,3 +151,16 @@ async def test_a_helper_that_cannot_start_says_why_in_one_line(stub: LlmStub, mo
     assert info.value.message == ("The model's helper process stopped (ImportError: no module litellm); "
                                   "try again.")
     assert stub.requests == []
+
+
+async def test_a_started_helper_imports_litellm_before_any_call() -> None:
+    # The app starts its helper after the first frame (when a model is configured): the first turn must not
+    # pay litellm's ~8 s import. A fresh helper says when the import is done, with no call made.
+    helper = llm_worker_client.LlmWorker()
+    helper.start()
+    try:
+        assert await asyncio.to_thread(helper.ready.wait, 120), "the helper never finished importing litellm"
+    finally:
+        assert helper._proc is not None and helper._proc.stdin is not None
+        helper._proc.stdin.close()  # it exits at once
+        await asyncio.to_thread(helper._proc.wait, 10)

@@ -8,7 +8,8 @@ receives plain chunks over a pipe (``llm_worker_client``).
 Protocol: one JSON object per line. In (stdin): ``{"op": "stream", "id", "settings", "messages", "tools",
 "env"}`` and ``{"op": "cancel", "id"}``. Out (the original stdout; fd 1 is pointed at stderr so a stray print
 from litellm cannot corrupt the channel): ``{"id", "c": [text, tool_calls, finish, usage]}`` per chunk, then
-``{"id", "end": true}`` or ``{"id", "error": {...}}``. The retry policy and every timeout are
+``{"id", "end": true}`` or ``{"id", "error": {...}}``; ``{"id": 0, "ready": true}`` once litellm is imported
+(which starts at once). The retry policy and every timeout are
 ``llm.stream_in_process``'s, unchanged. The process ends when its stdin closes (the app stopped or died).
 """
 
@@ -40,13 +41,18 @@ async def _serve(out: Any) -> None:
     from . import llm
 
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=256 * 1024 * 1024)  # a request carries the whole prompt
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    tasks: dict[int, asyncio.Task[None]] = {}
 
     def send(message: dict[str, Any]) -> None:
         out.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
         out.flush()
+
+    # litellm's import (~8 s) starts now, beside the app's first frames, not at the first turn; a call that
+    # comes meanwhile waits for it (the import lock).
+    preloading = loop.run_in_executor(None, llm.preload)
+    preloading.add_done_callback(lambda f: f.cancelled() or f.exception() or send({"id": 0, "ready": True}))
+    reader = asyncio.StreamReader(limit=256 * 1024 * 1024)  # a request carries the whole prompt
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    tasks: dict[int, asyncio.Task[None]] = {}
 
     async def run(request_id: int, request: dict[str, Any]) -> None:
         env = request.get("env")
@@ -82,8 +88,9 @@ async def _serve(out: Any) -> None:
             tasks[request_id] = asyncio.create_task(run(request_id, request))
         elif request.get("op") == "cancel" and request_id in tasks:
             tasks[request_id].cancel()
-    for task in list(tasks.values()):
-        task.cancel()
+    # The app is gone: no goodbyes (a litellm import still under way would hold a normal exit for seconds).
+    out.flush()
+    os._exit(0)
 
 
 def main() -> None:

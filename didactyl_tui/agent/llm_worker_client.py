@@ -66,6 +66,7 @@ class LlmWorker:
         self._ids = itertools.count(1)
         self._outbox: queue.Queue[tuple[subprocess.Popen[bytes], bytes] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
+        self.ready = threading.Event()  # the current helper has imported litellm
 
     def start(self) -> None:
         """Start the helper unless it runs (idempotent, thread-safe)."""
@@ -80,6 +81,7 @@ class LlmWorker:
         env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
         root = str(Path(__file__).resolve().parents[2])  # this package's own copy, whatever sys.path says
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        self.ready.clear()
         proc = subprocess.Popen(
             HELPER_COMMAND,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -136,6 +138,8 @@ class LlmWorker:
                     batches.setdefault(int(message["id"]), []).append(message)
                 except (ValueError, KeyError, TypeError):
                     continue
+            if batches.pop(0, None) is not None:  # litellm is imported there: a call now starts at once
+                self.ready.set()
             with self._lock:
                 targets = [(self._calls.get(i), messages) for i, messages in batches.items()]
             for entry, messages in targets:
