@@ -136,3 +136,82 @@ async def test_the_checkpoint_thread_runs_only_on_otherwise_idle_cpu(tmp_path: P
         assert os.sched_getscheduler(threads[-1].native_id) == os.SCHED_IDLE
     finally:
         await relay.stop()
+
+
+class _Recorded:
+    """The checkpointer's connection, noting when each checkpoint starts."""
+
+    def __init__(self, db: Any) -> None:
+        self.db, self.started = db, []
+
+    def execute(self, sql: str) -> Any:
+        self.started.append(time.monotonic())
+        return self.db.execute(sql)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _commits(path: Path, checkpointer: Checkpointer, seconds: float) -> list[float]:
+    """Commit a row every 5 ms for ``seconds``, poking as the writer does; returns the commit times."""
+    import sqlite3
+
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA wal_autocheckpoint=0")
+    db.execute("CREATE TABLE IF NOT EXISTS t (x BLOB)")
+    times = [time.monotonic()]
+    while times[-1] - times[0] < seconds:
+        db.execute("INSERT INTO t VALUES (?)", (os.urandom(2000),))
+        times.append(time.monotonic())
+        checkpointer.poke()
+        time.sleep(0.005)
+    db.close()
+    return times[1:]
+
+
+def test_a_checkpoint_waits_for_a_pause_in_the_commits(tmp_path: Path) -> None:
+    import sqlite3
+
+    from didactyl_tui.nostr.embedded_relay import wal
+
+    path = tmp_path / "quiet.db"
+
+    sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").fetchall()
+    checkpointer = Checkpointer(path, interval_s=0.02)
+    recorded = _Recorded(checkpointer._db)
+    checkpointer._db = recorded  # type: ignore[assignment]
+    try:
+        commits = _commits(path, checkpointer, 0.6)  # a run of commits 5 ms apart
+        deadline = time.monotonic() + 5
+        while not any(t > commits[-1] for t in recorded.started) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert any(t > commits[-1] for t in recorded.started), "no checkpoint after the commits stopped"
+        quiet = wal.QUIET_S * 0.8
+        for t in recorded.started:
+            # Only after a pause: the commit before it, or the gap before that commit (a loaded machine may
+            # have paused the run itself; a commit may land between the check and the checkpoint).
+            before = [c for c in commits if c <= t]
+            if before and len(before) < len(commits):
+                gap_before = before[-1] - before[-2] if len(before) > 1 else quiet
+                assert t - before[-1] >= quiet or gap_before >= quiet, "a checkpoint ran amid the commits"
+    finally:
+        checkpointer.stop()
+
+
+def test_a_checkpoint_waits_no_longer_than_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from didactyl_tui.nostr.embedded_relay import wal
+
+    monkeypatch.setattr(wal, "MAX_DEFER_S", 0.2)
+    path = tmp_path / "busy.db"
+    sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").fetchall()
+    checkpointer = Checkpointer(path, interval_s=0.02)
+    recorded = _Recorded(checkpointer._db)
+    checkpointer._db = recorded  # type: ignore[assignment]
+    try:
+        commits = _commits(path, checkpointer, 1.0)  # commits that never pause
+        assert any(commits[0] < t < commits[-1] for t in recorded.started), "the checkpoint waited past its bound"
+    finally:
+        checkpointer.stop()
