@@ -68,7 +68,9 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         layout_once(self, lambda: super(MainScreen, self)._refresh_layout(size, scroll))
 
     def _on_timer_update(self) -> None:
-        if self.streaming and self._echo_turns < MAX_ECHO_TURNS:
+        # Always, not only while streaming: the passes right after a reply ends (its last blocks, the parts
+        # unfolding) cost 40-90 ms, and keys typed as it ends waited for them.
+        if self._echo_turns < MAX_ECHO_TURNS:
             from ..one_layout import keys_before_layout
 
             if keys_before_layout(self, self.conversation):
