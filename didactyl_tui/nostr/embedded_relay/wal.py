@@ -64,6 +64,8 @@ class Checkpointer:
             if self._stopping:
                 break
             self._wait_for_quiet()
+            if self._stopping:  # stop() came while it waited: its wake-up must not be cleared below
+                break
             self._dirty.clear()
             with self._pass:
                 try:
