@@ -170,17 +170,22 @@ def _commits(path: Path, checkpointer: Checkpointer, seconds: float) -> list[flo
     return times[1:]
 
 
-def test_a_checkpoint_waits_for_a_pause_in_the_commits(tmp_path: Path) -> None:
+def _recorded_checkpointer(path: Path) -> tuple[Checkpointer, _Recorded]:
+    """A checkpointer on a new WAL database, its checkpoints' start times noted."""
     import sqlite3
-
-    from didactyl_tui.nostr.embedded_relay import wal
-
-    path = tmp_path / "quiet.db"
 
     sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").fetchall()
     checkpointer = Checkpointer(path, interval_s=0.02)
     recorded = _Recorded(checkpointer._db)
     checkpointer._db = recorded  # type: ignore[assignment]
+    return checkpointer, recorded
+
+
+def test_a_checkpoint_waits_for_a_pause_in_the_commits(tmp_path: Path) -> None:
+    from didactyl_tui.nostr.embedded_relay import wal
+
+    path = tmp_path / "quiet.db"
+    checkpointer, recorded = _recorded_checkpointer(path)
     try:
         commits = _commits(path, checkpointer, 0.6)  # a run of commits 5 ms apart
         deadline = time.monotonic() + 5
@@ -200,16 +205,11 @@ def test_a_checkpoint_waits_for_a_pause_in_the_commits(tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_waits_no_longer_than_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sqlite3
-
     from didactyl_tui.nostr.embedded_relay import wal
 
     monkeypatch.setattr(wal, "MAX_DEFER_S", 0.2)
     path = tmp_path / "busy.db"
-    sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").fetchall()
-    checkpointer = Checkpointer(path, interval_s=0.02)
-    recorded = _Recorded(checkpointer._db)
-    checkpointer._db = recorded  # type: ignore[assignment]
+    checkpointer, recorded = _recorded_checkpointer(path)
     try:
         commits = _commits(path, checkpointer, 1.0)  # commits that never pause
         assert any(commits[0] < t < commits[-1] for t in recorded.started), "the checkpoint waited past its bound"

@@ -164,3 +164,13 @@ async def test_a_started_helper_imports_litellm_before_any_call() -> None:
         assert helper._proc is not None and helper._proc.stdin is not None
         helper._proc.stdin.close()  # it exits at once
         await asyncio.to_thread(helper._proc.wait, 10)
+
+
+def test_an_error_of_a_kind_this_app_does_not_know_is_still_one_line() -> None:
+    batch = [{"id": 1, "c": ["partial", None, None, None]},
+             {"id": 1, "error": {"message": "The model call failed: OddError", "kind": "mystery"}}]
+    chunks = llm_worker_client._chunks(batch)
+    assert next(chunks).text == "partial"  # what came before the error is kept
+    with pytest.raises(LlmError) as info:
+        next(chunks)
+    assert info.value.kind == "server" and info.value.message == "The model call failed: OddError"

@@ -71,7 +71,7 @@ async def _serve(out: Any) -> None:
             send({"id": request_id, "end": True})
         except Exception as exc:  # never a traceback: the app shows one line
             send({"id": request_id, "error": {"message": f"The model call failed: {type(exc).__name__}",
-                                              "kind": "unknown", "retry_after": None, "status": None}})
+                                              "kind": "server", "retry_after": None, "status": None}})
         finally:
             tasks.pop(request_id, None)
 

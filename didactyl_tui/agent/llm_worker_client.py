@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..terminal_text import one_line
 from .events import Usage
-from .llm_errors import LlmError
+from .llm_errors import ERROR_KINDS, LlmError
 
 if TYPE_CHECKING:
     from .llm import LlmChunk, LlmSettings
@@ -230,7 +230,8 @@ def _chunks(batch: list[dict[str, Any]]) -> Iterator[LlmChunk | None]:
                            Usage(*usage) if usage is not None else None)
         elif "error" in message:
             e = message["error"]
-            raise LlmError(e["message"], e["kind"], retry_after=e.get("retry_after"), status=e.get("status"))
+            kind = e.get("kind") if e.get("kind") in ERROR_KINDS else "server"  # never a ValueError instead
+            raise LlmError(str(e.get("message", "")), kind, retry_after=e.get("retry_after"), status=e.get("status"))
         elif "gone" in message:
             why = f" ({message['gone']})" if message["gone"] else ""
             raise LlmError(f"The model's helper process stopped{why}; try again.", "connection")
