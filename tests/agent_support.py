@@ -5,22 +5,29 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from didactyl_tui.agent.documents.codecs import build_codecs
+from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity_cache import IdentityCache
-from didactyl_tui.agent.memory.store import MemoryStore, MemoryType
+from didactyl_tui.agent.soul import default_template
+from didactyl_tui.agent.tasks import TaskBook, TaskList
+from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.nostr.signer import LocalSigner
 
 AGENT_KEY = SecretKey.from_hex("7f" * 32)
 ADMIN_KEY = SecretKey.from_hex("3c" * 32)
 OTHER_KEY = SecretKey.from_hex("5a" * 32)
-LIMITS = {MemoryType.SHORT_TERM: 8000, MemoryType.LONG_TERM: 32000}
+LIMITS = {DocumentKey.SHORT_TERM: 8000, DocumentKey.LONG_TERM: 32000}
 NOW = 1_750_000_000
 
 
@@ -33,6 +40,43 @@ def memory_event(key: SecretKey, content: str, created_at: int, d: str = "short_
     payload = nip44.encrypt(content, conv) if content else ""
     tags = [["d", d], ["app", "didactyl"]] + ([["prev", prev]] if prev else [])
     return sign_event(key, kind=kind, content=payload, created_at=created_at, tags=tags)
+
+
+def tasks_event(key: SecretKey, tasks: TaskList, created_at: int, *, prev: str | None = None,
+                content: str | None = None) -> Event:
+    """A task-list version as another writer would publish it (``content``: a plaintext of one's own instead)."""
+    conv = nip44.get_conversation_key(key.secret_hex(), key.public_key_hex)
+    payload = nip44.encrypt(tasks.to_json() if content is None else content, conv)
+    tags = [["d", "tasks"], ["app", "didactyl"]] + ([["prev", prev]] if prev else [])
+    return sign_event(key, kind=30078, content=payload, created_at=created_at, tags=tags)
+
+
+def make_store(key: SecretKey, pool: Any, *, limits: dict[DocumentKey, int] | None = None,
+               clock: Callable[[], float] | None = None, **options: Any) -> DocumentStore:
+    """The agent's document store as the service builds it (every document's codec, the built-in soul)."""
+    codecs = build_codecs(limits=limits or LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
+                          initial_soul=default_template())
+    return DocumentStore(LocalSigner(key), pool, codecs, clock=clock or time.time, **options)
+
+
+def soul_event(key: SecretKey, template: Any, created_at: int, *, encrypt: bool = True, prev: str | None = None,
+               text: str | None = None) -> Event:
+    """A kind 31120 soul as another writer would publish it (docs/soul-event.md; ``text``: a document of one's own)."""
+    from didactyl_tui.agent.soul_event import soul_to_json
+
+    doc = soul_to_json(template) if text is None else text
+    tags = [["d", "soul"], ["app", "didactyl"]]
+    if encrypt:
+        doc = nip44.encrypt(doc, nip44.get_conversation_key(key.secret_hex(), key.public_key_hex))
+        tags.append(["encrypted", "nip44"])
+    tags += [["prev", prev]] if prev else []
+    return sign_event(key, kind=31120, content=doc, created_at=created_at, tags=tags)
+
+
+def task_book(store: DocumentStore, clock: Callable[[], float] | None = None) -> TaskBook:
+    """The task tools' book over ``store``'s task-list document (as the service wires it, without the sync)."""
+    return TaskBook(lambda: store.value(DocumentKey.TASKS),
+                    lambda derive: store.save(DocumentKey.TASKS, None, derive=derive), clock=clock or time.time)
 
 
 def profile_event(key: SecretKey, created_at: int = NOW, **fields: str) -> Event:
@@ -63,10 +107,10 @@ class Clock:
 
 
 def offline_context(tmp_path: Path, *, admin: bool = False, clock: Callable[[], float] | None = None,
-                    limits: dict[MemoryType, int] | None = None) -> AgentToolContext:
+                    limits: dict[DocumentKey, int] | None = None) -> AgentToolContext:
     """A tool context whose caches are filled by ``ingest`` (a pool with no relays: no network at all)."""
     clock = clock or Clock()
-    store = MemoryStore(AGENT_KEY, RelayPool([]), limits=limits or LIMITS, clock=clock)
+    store = make_store(AGENT_KEY, RelayPool([]), limits=limits, clock=clock)
     return AgentToolContext(
         memory=store,
         agent=IdentityCache(AGENT_KEY.public_key_hex, clock=clock),

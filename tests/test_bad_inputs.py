@@ -38,8 +38,8 @@ from relay_servers import ScriptedConnection, ScriptedRelay, free_port
 from tui_support import make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent import llm
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.events import ToolCallFinished, TurnFailed, TurnFinished
-from didactyl_tui.agent.memory.store import MemoryType
 from didactyl_tui.agent.tools.registry import build_tool
 from didactyl_tui.service import AppService
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
@@ -374,7 +374,7 @@ async def test_llm_tool_rows(row_id: str, call: ToolCall, extra_tool: Callable[[
             tools = ", ".join(t.name for t in service.registry.visible())
             matches_catalogue(row_id, line, {f"Available tools: {tools}.": "Available tools: <the tools offered>."})
             # Nothing was published by a refused or malformed memory_save.
-            assert service.memory(MemoryType.SHORT_TERM).event_id is None
+            assert service.memory(DocumentKey.SHORT_TERM).event_id is None
             # The conversation holds the whole turn and goes on.
             roles = [m["role"] for m in (await service.session_messages(session))]
             assert roles == ["user", "assistant", "tool", "assistant"]
@@ -467,7 +467,7 @@ async def test_editor_rows(row_id: str, limit: int, tmp_path: Path) -> None:
         await wait_for(pilot, lambda: "Not saved" in screen_text(app), 10, "the refusal")
         result = " ".join(str(editor.query_one("#editor-result").render()).split())
         assert editor.text_area.text == too_long  # the text stays
-        assert app.service.memory(MemoryType.SHORT_TERM).event_id is None  # nothing was published
+        assert app.service.memory(DocumentKey.SHORT_TERM).event_id is None  # nothing was published
         line = check_one_line(result, SCAN)
         await _notified(pilot, app, "Memory over limit")
     matches_catalogue(row_id, line)

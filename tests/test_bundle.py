@@ -8,7 +8,17 @@ import random
 from pathlib import Path
 
 import pytest
-from agent_support import AGENT_KEY, NOW, OTHER_KEY, Clock, memory_event, profile_event
+from agent_support import (
+    AGENT_KEY,
+    NOW,
+    OTHER_KEY,
+    Clock,
+    make_store,
+    memory_event,
+    profile_event,
+    soul_event,
+    tasks_event,
+)
 
 from didactyl_tui.agent.bundle import (
     MAX_EVENTS,
@@ -21,10 +31,10 @@ from didactyl_tui.agent.bundle import (
 from didactyl_tui.agent.conversation_records import export_records, restore_records
 from didactyl_tui.agent.conversations import ConversationStore
 from didactyl_tui.agent.soul import default_template
-from didactyl_tui.agent.soul_event import build_soul_event, read_soul_event
-from didactyl_tui.agent.tasks import TaskList, build_tasks_event, read_tasks_event
+from didactyl_tui.agent.tasks import TaskList
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.event import Event
+from didactyl_tui.nostr.pool import RelayPool
 
 
 def _events() -> list[Event]:
@@ -32,8 +42,8 @@ def _events() -> list[Event]:
     return [
         memory_event(AGENT_KEY, "Ada likes tea.", NOW),
         memory_event(AGENT_KEY, "Long story.", NOW, d="long_term_memory"),
-        build_soul_event(AGENT_KEY, default_template(), created_at=NOW),
-        build_tasks_event(AGENT_KEY, tasks, created_at=NOW),
+        soul_event(AGENT_KEY, default_template(), NOW),
+        tasks_event(AGENT_KEY, tasks, NOW),
         profile_event(AGENT_KEY, name="didactyl"),
     ]
 
@@ -56,7 +66,7 @@ def _view(store: ConversationStore) -> list:
             for i in store.list_sessions()]
 
 
-def test_export_then_import_into_an_empty_data_dir_restores_everything_exactly(tmp_path: Path) -> None:
+async def test_export_then_import_into_an_empty_data_dir_restores_everything_exactly(tmp_path: Path) -> None:
     old = ConversationStore(tmp_path / "old" / "conversations.sqlite3", clock=Clock())
     _fill(old)
     events = _events()
@@ -69,9 +79,9 @@ def test_export_then_import_into_an_empty_data_dir_restores_everything_exactly(t
     assert restore_records(new, bundle.sessions) == 2
     assert _view(new) == _view(old)
     soul = next(e for e in bundle.events if e.kind == 31120)
-    assert read_soul_event(soul, AGENT_KEY).sections == default_template().sections
+    assert (await make_store(AGENT_KEY, RelayPool([])).read(soul))[0].sections == default_template().sections
     tasks = next(e for e in bundle.events if e.d_tag == "tasks")
-    assert read_tasks_event(tasks, AGENT_KEY).tasks[0].title == "back up the agent"
+    assert (await make_store(AGENT_KEY, RelayPool([])).read(tasks))[0].tasks[0].title == "back up the agent"
     with pytest.raises(AgentError, match="already exists"):
         restore_records(new, bundle.sessions[:1])  # an import never overwrites a conversation
 

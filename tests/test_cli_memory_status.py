@@ -73,7 +73,7 @@ async def test_pending_shows_in_memory_show_and_status_until_the_relay_is_back(
     up = await run_cli(env, "memory", "status", "--json")
     assert up.code == 0, up.stderr
     status = json.loads(up.stdout)
-    assert set(status) == {"short_term", "long_term"}
+    assert set(status) == {"short_term", "long_term", "soul", "tasks", "profile", "contacts", "relays"}
     st = status["short_term"]
     assert st["newest_event_id"] == event_id and st["pending"] == []
     assert st["relays"][relay.url]["current"] and st["relays"][relay.url]["reachable"]

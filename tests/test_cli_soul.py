@@ -68,11 +68,13 @@ async def test_soul_publish_then_a_newer_soul_from_rust_nostr_changes_the_prompt
     shown = json.loads(didactyl(env, "soul", "show", "--json").stdout)
     assert shown["event_id"] == newer.id and not shown["encrypted"]
     history = json.loads(didactyl(env, "soul", "history", "--json").stdout)["versions"]
-    rows = [(v["event_id"], v["origin"], v["current"], v["sections"]) for v in history]
-    assert rows[0] == (newer.id, "relay", True, ["persona", "agent_npub"])
+    rows = [(v["event_id"], v["origin"], v["current"], v["problem"]) for v in history]
+    assert rows[0] == (newer.id, "remote", True, None)
     # Older: ours (the start of `soul publish` published the configured soul too: none was on the relay).
-    assert (first["event_id"], "own", False, ["persona", "agent_identity"]) in rows[1:]
-    assert {r[1] for r in rows[1:]} == {"own"} and not any(r[2] for r in rows[1:])
+    assert (first["event_id"], "local", False, None) in rows[1:]
+    assert {r[1] for r in rows[1:]} == {"local"} and not any(r[2] for r in rows[1:])
+    shown = json.loads(didactyl(env, "soul", "show", "--version", first["event_id"][:8], "--json").stdout)
+    assert [s["section"] for s in json.loads(shown["content"])["sections"]] == ["persona", "agent_identity"]
 
 
 def test_soul_edit_publishes_a_changed_soul_and_keeps_a_refused_edit(

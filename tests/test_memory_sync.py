@@ -27,9 +27,9 @@ from sync_support import (
 
 from didactyl_tui.agent.memory.lineage import base_of
 from didactyl_tui.nostr.event import sign_event
-from didactyl_tui.service import LOST_NOTE, MemoryType
+from didactyl_tui.service import LOST_NOTE, DocumentKey
 
-ST = MemoryType.SHORT_TERM
+ST = DocumentKey.SHORT_TERM
 T0 = 1_750_000_000
 
 
@@ -168,7 +168,8 @@ async def test_an_undecryptable_newer_version_keeps_the_previous_memory_and_warn
             seen = recorder(a)
             snap = a.memory(ST)
             assert (snap.content, snap.event_id) == ("the readable plan", good.id)
-            assert snap.unreadable == (bad.id, other.url)  # persistent: on the snapshot the views show
+            # persistent: on the snapshot the views show
+            assert (snap.unreadable.event_id, snap.unreadable.relay) == (bad.id, other.url)
             status = await a.memory_status(ST, bring_up_to_date=True)  # a repair never overwrites it with ours
             assert [ev.id for ev in await held(other)] == [bad.id]
             assert status.newest_event_id == good.id
@@ -197,7 +198,8 @@ async def test_an_undecryptable_version_that_replaced_ours_on_the_only_relay_lea
     assert [ev.id for ev in await held(relay)] == [bad.id]  # the relay keeps only the newest
     async with service_for(tmp_path / "a", relay.url) as a:
         snap = a.memory(ST)
-        assert (snap.content, snap.event_id, snap.unreadable) == ("kept here", saved.event_id, (bad.id, relay.url))
+        assert (snap.content, snap.event_id, snap.unreadable.event_id, snap.unreadable.relay) == (
+            "kept here", saved.event_id, bad.id, relay.url)
         await a.memory_status(ST, bring_up_to_date=True)
         assert [ev.id for ev in await held(relay)] == [bad.id]  # never overwritten without the user
 
@@ -254,7 +256,7 @@ async def test_the_cli_names_both_versions_and_prints_the_lost_text_for_merging(
     mine_id = next(v for v in (await asyncio.to_thread(cli, ["memory", "history", "--type", "short_term"], env))
                    .stdout.splitlines() if "lost to a newer version" in v).split()[0]
     assert line.startswith("warning: concurrent edit of the short-term memory: your version "
-                           f"{mine_id[:8]} and another device's version {theirs.id[:8]}")
+                           f"{mine_id[:8]} and another writer's version {theirs.id[:8]}")
     assert f"didactyl memory show --type short_term --version {mine_id[:8]}" in line
     old = await asyncio.to_thread(cli, ["memory", "show", "--type", "short_term", "--version", mine_id[:8]], env)
     assert old.code == 0 and old.stdout == "mine\n"

@@ -15,12 +15,12 @@ from agent_support import memory_event
 from memory_support import text_of
 from tui_support import TEST_KEY, make_app, make_config, make_env, screen_text, started, wait_for
 
-from didactyl_tui.agent.memory.sync import MemorySync
+from didactyl_tui.agent.documents.sync import DocumentSync as MemorySync
 from didactyl_tui.cli import run
-from didactyl_tui.service import REFUSED_NOTE, AppService, MemoryType, NewerVersionKnown
+from didactyl_tui.service import REFUSED_NOTE, AppService, DocumentKey, NewerVersionKnown
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 
-ST = MemoryType.SHORT_TERM
+ST = DocumentKey.SHORT_TERM
 SIZE = (130, 40)
 
 
@@ -30,7 +30,7 @@ def saves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = MemorySync.save
 
-    async def spy(self: MemorySync, t: MemoryType | str, content: str, **kw):  # type: ignore[no-untyped-def]
+    async def spy(self: MemorySync, t: DocumentKey | str, content: str, **kw):  # type: ignore[no-untyped-def]
         seen.append(content)
         return await real(self, t, content, **kw)
 

@@ -37,8 +37,8 @@ from llm_stub import LlmStub, Reply, ToolCall
 from tui_support import TEST_KEY, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent import llm
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.keystore import LoadedKey, load_agent_key, read_key_file
-from didactyl_tui.agent.memory.store import MemoryType
 from didactyl_tui.config import Config
 from didactyl_tui.errors import ConfigError, DidactylError, NostrError
 from didactyl_tui.nostr import nip19
@@ -311,7 +311,7 @@ async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
             assert stat.S_IMODE(data.stat().st_mode) == 0o700
             secret = SecretKey.parse(key_file.read_text())
             scan = SecretScan([secret.secret_hex()])
-            await service.save_memory(MemoryType.LONG_TERM, "long-term notes")
+            await service.save_memory(DocumentKey.LONG_TERM, "long-term notes")
             session = await service.new_session()
             events = await drain(service, session, "remember that I prefer tea")
             assert type(events[-1]).__name__ == "TurnFinished"

@@ -11,15 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import Clock, memory_event
+from agent_support import Clock, memory_event, soul_event, tasks_event
 from memory_support import put
 from relay_servers import EmbeddedRelayUnderTest
 from self_documents_support import running_relay, service_on, soul, stored
 from tui_support import TEST_KEY
 
 from didactyl_tui.agent.memory.lineage import base_of
-from didactyl_tui.agent.soul_event import build_soul_event
-from didactyl_tui.agent.tasks import TaskList, build_tasks_event
+from didactyl_tui.agent.tasks import TaskList
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.kinds import APP_DATA, SOUL
 from didactyl_tui.service import LOST_NOTE, MemoryChanged, ServiceWarning, read_soul_text
@@ -142,11 +141,8 @@ async def test_a_concurrent_soul_edit_from_another_writer_is_told_and_both_texts
         clock.t += 10
         ours = await svc.save_memory("soul", soul_text("You are Ours."))
         # Another writer edited the base, not ours: a concurrent edit, newer than ours.
-        theirs = build_soul_event(TEST_KEY, read_soul_text("t", soul_text("You are Theirs.")),
-                                  created_at=int(clock.t) + 10, base=base.event_id)
-        # The soul service picks a newer soul up (and records it) by its own live path: it is still judged here.
-        assert await svc.parts.soul.take_newer(theirs) is not None
-        await asyncio.to_thread(svc.parts.rt.history.record, theirs, "relay")
+        theirs = soul_event(TEST_KEY, read_soul_text("t", soul_text("You are Theirs.")), int(clock.t) + 10,
+                            prev=base.event_id)
         await put(relay.url, theirs)
         await until(lambda: any(isinstance(e, MemoryChanged) and e.lost_local for e in heard), "told of the loss")
         [told] = [e for e in heard if isinstance(e, MemoryChanged) and e.lost_local]
@@ -179,7 +175,7 @@ async def test_a_second_service_changing_the_tasks_reaches_the_first_live(
         # A newer task list that does not read is not used: told, kept in the history, the list stays.
         await put(relay.url, memory_event(TEST_KEY, "not a task list", int(clock.t) + 30, d="tasks"))
         await until(lambda: any(isinstance(e, ServiceWarning) and "task list" in e.message
-                                and "was not used" in e.message for e in heard), "told it was not used")
+                                and "cannot be used" in e.message for e in heard), "told it was not used")
         assert [t.title for t in first.tasks().tasks] == ["from the other writer"]
         assert "not used" in (await first.memory_history("tasks"))[0].note
 
@@ -195,7 +191,7 @@ async def test_a_concurrent_task_edit_made_while_away_is_told_at_start(
         ours = (await svc.memory_history("tasks"))[0]
     # While this device was away, another writer changed the base version, not ours.
     theirs_list = TaskList.from_json(base.content).update(1, now=int(clock.t) + 20, note="theirs")[0]
-    theirs = build_tasks_event(TEST_KEY, theirs_list, created_at=int(clock.t) + 20, base=base.event_id)
+    theirs = tasks_event(TEST_KEY, theirs_list, int(clock.t) + 20, prev=base.event_id)
     await put(relay.url, theirs)
     again = service_on(relay, tmp_path / "a", clock)
     heard: list[Any] = []

@@ -15,8 +15,8 @@ from agent_support import ADMIN_KEY, AGENT_KEY, OTHER_KEY, memory_event, profile
 from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs
 
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.events import TextDelta, ToolCallFinished, TurnFailed, TurnFinished, TurnStarted
-from didactyl_tui.agent.memory.store import MemoryType
 from didactyl_tui.config import Config
 from didactyl_tui.errors import AgentError, ConfigError
 from didactyl_tui.nostr.pool import RelayPool
@@ -32,7 +32,7 @@ from didactyl_tui.service import (
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")  # a turn here must not pay litellm's import
 
-ST, LT = MemoryType.SHORT_TERM, MemoryType.LONG_TERM
+ST, LT = DocumentKey.SHORT_TERM, DocumentKey.LONG_TERM
 
 
 def make_config(**relays: Any) -> Config:

@@ -15,12 +15,12 @@ from agent_support import AGENT_KEY, Clock, memory_event, wait_for
 from memory_support import held, put, text_of
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 
-from didactyl_tui.agent.memory.store import MemoryType
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.config import Config
 from didactyl_tui.errors import AgentError
 from didactyl_tui.service import LOST_NOTE, AppService, MemoryChanged, OutboxChanged, ServiceWarning
 
-ST, LT = MemoryType.SHORT_TERM, MemoryType.LONG_TERM
+ST, LT = DocumentKey.SHORT_TERM, DocumentKey.LONG_TERM
 T0 = 1_750_000_000
 
 
@@ -235,7 +235,7 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
             ("remote", mine.event_id, theirs.event_id)]
         warnings = [e.message for e in seen_a if isinstance(e, ServiceWarning)]
         assert any(f"concurrent edit of the short-term memory: your version {mine.event_id[:8]} and another "
-                   f"device's version {theirs.event_id[:8]}" in w for w in warnings), warnings
+                   f"writer's version {theirs.event_id[:8]}" in w for w in warnings), warnings
         kept = {v.event_id: v for v in (await a.memory_history(ST))}[mine.event_id]
         assert kept.origin == "local" and kept.note == LOST_NOTE and kept.content == "A's offline edit"
         # B won: nothing to tell it.

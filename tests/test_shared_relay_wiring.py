@@ -18,14 +18,14 @@ from relay_servers import free_port
 from tui_support import TEST_KEY, make_config, started, wait_for
 from tui_support import make_app as make_tui_app
 
-from didactyl_tui.agent.memory.store import MemoryType
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.nostr.embedded_relay.shared import find_shared_relay, stop_shared_relay
 from didactyl_tui.nostr.results import ConnectionState
 from didactyl_tui.service import AppService
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.memory_pane import MemoryPane
 
-ST = MemoryType.SHORT_TERM
+ST = DocumentKey.SHORT_TERM
 SIZE = (130, 40)
 
 

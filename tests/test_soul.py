@@ -121,8 +121,8 @@ def test_config_sections_and_soul_file(tmp_path: Path) -> None:
         load_soul_template(SoulConfig(sections=[SoulSection(section="x")]))
 
 
-def fill_caches(ctx, *, stm: str = "Admin is Ada.") -> None:
-    ctx.memory.ingest("ws://relay.test", memory_event(AGENT_KEY, stm, NOW - 5))
+async def fill_caches(ctx, *, stm: str = "Admin is Ada.") -> None:
+    assert await ctx.memory.take("ws://relay.test", memory_event(AGENT_KEY, stm, NOW - 5))
     ctx.agent.ingest("ws://relay.test", profile_event(AGENT_KEY, name="didactyl", about="An agent."))
     ctx.agent.ingest(None, contacts_event(AGENT_KEY, [ADMIN_KEY.public_key_hex]))
     ctx.agent.ingest(None, relays_event(AGENT_KEY, [("wss://a.test", ""), ("wss://b.test", "read")]))
@@ -132,9 +132,9 @@ def fill_caches(ctx, *, stm: str = "Admin is Ada.") -> None:
         ctx.admin.ingest(None, profile_event(ADMIN_KEY, name="Ada"))
 
 
-def test_assembly_layers_messages_and_totals(tmp_path: Path) -> None:
+async def test_assembly_layers_messages_and_totals(tmp_path: Path) -> None:
     ctx = offline_context(tmp_path, admin=True)
-    fill_caches(ctx)
+    await fill_caches(ctx)
     registry = build_base_registry(admin=True)
     history = [{"role": "user", "content": "earlier question"}, {"role": "assistant", "content": "earlier answer"}]
     snap = ctx.memory.snapshot("short_term")
@@ -198,9 +198,9 @@ def test_empty_caches_skip_sections_and_no_admin_says_why(tmp_path: Path) -> Non
     assert not any(name.startswith("nostr_admin") for name in asm.tool_names)
 
 
-def test_static_roles_unknown_and_async_tools(tmp_path: Path) -> None:
+async def test_static_roles_unknown_and_async_tools(tmp_path: Path) -> None:
     ctx = offline_context(tmp_path)
-    fill_caches(ctx)
+    await fill_caches(ctx)
     template = SoulTemplate((
         TemplateSection("persona", "system", content="You are Bo."),
         TemplateSection("example_q", "user", content="Who are you?"),

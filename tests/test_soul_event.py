@@ -1,31 +1,32 @@
-"""The soul as a kind 31120 event (encrypted to self by default), read back by us and made by rust-nostr."""
+"""The soul as a kind 31120 event (encrypted to self by default), written and read by the document store (the
+soul's codec), and made by rust-nostr."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from agent_support import AGENT_KEY, NOW, OTHER_KEY
+from agent_support import AGENT_KEY, NOW, OTHER_KEY, make_store, soul_event
 
+from didactyl_tui.agent.documents.codec import DocumentError
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.soul import SoulTemplate, TemplateSection, default_template
-from didactyl_tui.agent.soul_event import (
-    MAX_SECTIONS,
-    SOUL_FORMAT,
-    SoulEventError,
-    build_soul_event,
-    choose_soul,
-    read_soul_event,
-    soul_filter,
-    soul_from_json,
-    soul_to_json,
-)
-from didactyl_tui.agent.soul_lint import SoulLintError
-from didactyl_tui.agent.tools.builtin import build_base_registry
-from didactyl_tui.errors import AgentError
+from didactyl_tui.agent.soul_event import MAX_SECTIONS, SOUL_FORMAT, read_soul_text, soul_from_json, soul_to_json
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.filters import matches
 from didactyl_tui.nostr.kinds import SOUL
+from didactyl_tui.nostr.pool import RelayPool
+
+SOUL_DOC = DocumentKey.SOUL
+
+
+def _store():  # type: ignore[no-untyped-def]
+    return make_store(AGENT_KEY, RelayPool([]))
+
+
+async def _read(ev: Event) -> SoulTemplate:
+    return (await _store().read(ev))[0]
 
 CUSTOM = SoulTemplate((
     TemplateSection("soul", "system", content="You are Ada. «Be brief.»\n\nNever guess."),
@@ -44,18 +45,31 @@ def _event(doc: object, *, key=AGENT_KEY, encrypt: bool = True, d: str = "soul",
 
 
 @pytest.mark.parametrize("template", [CUSTOM, default_template()])
-def test_a_soul_round_trips_through_its_event_encrypted_and_in_the_clear(template: SoulTemplate) -> None:
-    secret = build_soul_event(AGENT_KEY, template, created_at=NOW)
+async def test_a_soul_round_trips_through_its_event_encrypted_and_in_the_clear(template: SoulTemplate) -> None:
+    store = _store()
+    secret = await store.build_event(SOUL_DOC, template, NOW, None)
     assert secret.kind == SOUL and secret.d_tag == "soul" and secret.is_valid()
-    assert ("encrypted", "nip44") in secret.tags
+    assert ("encrypted", "nip44") in secret.tags and ("app", "didactyl") in secret.tags
     assert "Ada" not in secret.content and "didactyl" not in secret.content
-    public = build_soul_event(AGENT_KEY, template, created_at=NOW, encrypt=False)
-    assert json.loads(public.content)["format"] == SOUL_FORMAT
+    public = await store.build_event(SOUL_DOC, template, NOW, "ab" * 32, encrypt=False)
+    assert json.loads(public.content)["format"] == SOUL_FORMAT and ("prev", "ab" * 32) in public.tags
     for ev in (secret, public):
-        back = read_soul_event(ev, AGENT_KEY)
+        back = await _read(ev)
         assert back.sections == template.sections
         assert back.source == f"soul event {ev.id[:12]}"
-        assert matches(soul_filter(AGENT_KEY.public_key_hex), ev)
+        assert matches(SOUL_DOC.filter(AGENT_KEY.public_key_hex), ev)
+
+
+async def test_the_seeds_section_list_is_read_as_a_soul_too() -> None:
+    seed = ("- section: persona\n  role: system\n  content: |\n    You are Ada.\n"
+            "- section: tasks\n  role: system\n  tool: task_list\n  skip_if_empty: true\n")
+    back = await _read(soul_event(AGENT_KEY, CUSTOM, NOW, text=seed))
+    assert [(s.section, s.tool, s.content) for s in back.sections] == [
+        ("persona", None, "You are Ada."), ("tasks", "task_list", None)]
+    assert read_soul_text("x", seed).sections == back.sections
+    # What we publish stays the documented JSON.
+    assert json.loads((await _store().build_event(SOUL_DOC, back, NOW, None, encrypt=False)).content)["format"] \
+        == SOUL_FORMAT
 
 
 def test_the_document_is_stable_and_names_exactly_one_source_per_section() -> None:
@@ -66,7 +80,7 @@ def test_the_document_is_stable_and_names_exactly_one_source_per_section() -> No
     assert soul_to_json(soul_from_json(soul_to_json(CUSTOM), "x")) == soul_to_json(CUSTOM)
 
 
-def test_rust_nostr_writes_a_soul_we_read() -> None:
+async def test_rust_nostr_writes_a_soul_we_read() -> None:
     nostr_sdk = pytest.importorskip("nostr_sdk")
     keys = nostr_sdk.Keys.parse(AGENT_KEY.secret_hex())
     doc = soul_to_json(CUSTOM)
@@ -75,34 +89,33 @@ def test_rust_nostr_writes_a_soul_we_read() -> None:
     rust_ev = (nostr_sdk.EventBuilder(nostr_sdk.Kind(SOUL), content).tags(tags)
                .custom_created_at(nostr_sdk.Timestamp.from_secs(NOW + 60)).finalize(keys))
     ours = Event.from_json(rust_ev.as_json())
-    assert read_soul_event(ours, AGENT_KEY).sections == CUSTOM.sections
+    assert (await _read(ours)).sections == CUSTOM.sections
     # and rust-nostr decrypts ours
-    mine = build_soul_event(AGENT_KEY, CUSTOM, created_at=NOW)
+    mine = await _store().build_event(SOUL_DOC, CUSTOM, NOW, None)
     assert json.loads(keys.nip44_decrypt(keys.public_key(), mine.content)) == json.loads(doc)
 
 
-def test_a_soul_event_that_is_not_ours_or_not_a_soul_is_refused_with_the_event_named() -> None:
-    good = build_soul_event(AGENT_KEY, CUSTOM, created_at=NOW)
+async def test_a_soul_event_that_is_not_ours_or_not_a_soul_is_refused_with_the_event_named() -> None:
+    good = soul_event(AGENT_KEY, CUSTOM, NOW)
     cases = [
-        (_event(json.loads(soul_to_json(CUSTOM)), key=OTHER_KEY), "not by this agent"),
-        (_event(json.loads(soul_to_json(CUSTOM)), kind=30078), "not a kind 31120"),
-        (_event(json.loads(soul_to_json(CUSTOM)), d="other"), "d tag 'other'"),
-        (Event.from_dict({**good.to_dict(), "created_at": NOW + 1}), "id does not match"),
-        (Event.from_dict({**good.to_dict(), "sig": "22" * 64}), "bad signature"),
+        _event(json.loads(soul_to_json(CUSTOM)), key=OTHER_KEY),
+        _event(json.loads(soul_to_json(CUSTOM)), kind=31121),
+        _event(json.loads(soul_to_json(CUSTOM)), d="other"),
+        Event.from_dict({**good.to_dict(), "created_at": NOW + 1}),
+        Event.from_dict({**good.to_dict(), "sig": "22" * 64}),
     ]
-    for ev, reason in cases:
-        with pytest.raises(SoulEventError, match=reason) as caught:
-            read_soul_event(ev, AGENT_KEY)
-        assert f"soul event {ev.id[:12]}" in str(caught.value)
-        assert isinstance(caught.value, AgentError)
+    for ev in cases:
+        with pytest.raises(DocumentError, match=f"event {ev.id[:12]} is not a version") as caught:
+            await _read(ev)
+        assert f"event {ev.id[:12]}" in str(caught.value)
 
 
-def test_an_encrypted_soul_we_cannot_decrypt_is_refused() -> None:
+async def test_an_encrypted_soul_we_cannot_decrypt_is_refused() -> None:
     conv = nip44.get_conversation_key(AGENT_KEY.secret_hex(), OTHER_KEY.public_key_hex)
     ev = sign_event(AGENT_KEY, kind=SOUL, content=nip44.encrypt(soul_to_json(CUSTOM), conv), created_at=NOW,
                     tags=[["d", "soul"], ["encrypted", "nip44"]])
-    with pytest.raises(SoulEventError, match="cannot decrypt"):
-        read_soul_event(ev, AGENT_KEY)
+    with pytest.raises(DocumentError, match=f"soul event {ev.id[:12]} does not decrypt"):
+        await _read(ev)
 
 
 def _doc(*sections: object, **extra: object) -> dict:
@@ -124,38 +137,23 @@ def _doc(*sections: object, **extra: object) -> dict:
     (_doc({"section": "p" * 65, "content": "x"}), "at most 64 characters"),
     (_doc({"section": "", "content": "x"}), "needs a name"),
 ])
-def test_a_bad_soul_document_is_refused_naming_the_section(doc: object, reason: str) -> None:
-    with pytest.raises(SoulEventError, match=reason):
-        read_soul_event(_event(doc), AGENT_KEY)
+async def test_a_bad_soul_document_is_refused_naming_the_section(doc: object, reason: str) -> None:
+    ev = _event(doc)
+    with pytest.raises(DocumentError, match=reason) as caught:
+        await _read(ev)
+    assert f"soul event {ev.id[:12]}" in str(caught.value)
 
 
-def test_a_soul_too_large_for_one_event_is_refused_before_signing() -> None:
-    huge = SoulTemplate((TemplateSection("soul", content="x" * 70_000),), "config")
-    with pytest.raises(SoulEventError, match="at most 65,535 fit"):
-        build_soul_event(AGENT_KEY, huge, created_at=NOW)
-
-
-def test_choose_soul_prefers_the_newest_good_soul_on_the_relays_and_says_why_it_skipped_one() -> None:
-    registry = build_base_registry()
-    initial = default_template()
-    none_yet = choose_soul(initial, [], AGENT_KEY, registry)
-    assert (none_yet.template, none_yet.event, none_yet.publish_initial, none_yet.warnings) == (initial, None, True, ())
-
-    older = build_soul_event(AGENT_KEY, CUSTOM, created_at=NOW)
+async def test_a_soul_that_does_not_lint_is_refused_on_read_and_before_signing() -> None:
     bad_tool = SoulTemplate((*CUSTOM.sections, TemplateSection("weather", tool="weather_now")), "x")
-    newer_bad = build_soul_event(AGENT_KEY, bad_tool, created_at=NOW + 10)
-    stranger = build_soul_event(OTHER_KEY, default_template(), created_at=NOW + 20)
-    chosen = choose_soul(initial, [older, newer_bad, stranger], AGENT_KEY, registry)
-    assert chosen.event == older and chosen.template.sections == CUSTOM.sections and not chosen.publish_initial
-    assert len(chosen.warnings) == 1 and "section 'weather' (#4): unknown tool 'weather_now'" in chosen.warnings[0]
-
-    garbled = _event("not json")
-    only_bad = choose_soul(initial, [garbled], AGENT_KEY, registry)
-    assert only_bad.template == initial and only_bad.event is None and not only_bad.publish_initial
-    assert only_bad.warnings == (f"soul event {garbled.id[:12]}: the soul is not valid JSON",)
+    with pytest.raises(DocumentError, match="section 'weather' \\(#4\\): unknown tool 'weather_now'"):
+        await _read(soul_event(AGENT_KEY, bad_tool, NOW))
+    twice = SoulTemplate((TemplateSection("soul", content="a"), TemplateSection("soul", content="b")), "config")
+    with pytest.raises(DocumentError, match="section 'soul' \\(#2\\)"):
+        await _store().build_event(SOUL_DOC, twice, NOW, None)
 
 
-def test_choose_soul_lints_the_initial_soul_too() -> None:
-    bad = SoulTemplate((TemplateSection("soul", content="a"), TemplateSection("soul", content="b")), "config")
-    with pytest.raises(SoulLintError, match="section 'soul' \\(#2\\)"):
-        choose_soul(bad, [], AGENT_KEY, build_base_registry())
+async def test_a_soul_too_large_for_one_event_is_refused_before_signing() -> None:
+    huge = SoulTemplate((TemplateSection("soul", content="x" * 70_000),), "config")
+    with pytest.raises(DocumentError, match="at most 65,535 fit"):
+        await _store().build_event(SOUL_DOC, huge, NOW, None)

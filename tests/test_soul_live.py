@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import test_cli
-from agent_support import ADMIN_KEY, AGENT_KEY, wait_for
+from agent_support import ADMIN_KEY, AGENT_KEY, soul_event, tasks_event, wait_for
 from bad_inputs_support import recording_app
 from llm_stub import LlmStub, Reply
 from relay_servers import RelayUnderTest, fast_client_kwargs
@@ -24,8 +24,7 @@ from tui_support import SIZE, TEST_KEY, LoopIoWatch, make_config, make_env, star
 from tui_support import wait_for as wait_in_app
 
 from didactyl_tui.agent.soul import SoulTemplate, TemplateSection
-from didactyl_tui.agent.soul_event import build_soul_event
-from didactyl_tui.agent.tasks import TaskList, build_tasks_event
+from didactyl_tui.agent.tasks import TaskList
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.kinds import SOUL
@@ -111,11 +110,15 @@ async def test_a_newer_soul_from_rust_nostr_is_used_by_the_next_prompt_and_a_bad
         assert await _first_section(svc) == "You are Relay Didactyl."  # the soul in use stays
         assert svc.soul_view().event_id == good_id
         assert [e.event_id for e in heard if isinstance(e, SoulChanged)] == [good_id]
-        # Both are kept in the soul's history (the refused one reads; it is the linter that refuses it).
-        await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)
-        history = {v.event_id: v for v in await svc.soul_history()}
-        assert history[good_id].current and history[good_id].origin == "relay"
-        assert history[bad_id].sections == ["persona", "weather_report"] and not history[bad_id].current
+        # Both are kept in the soul's history (the refused one with why it cannot be used: the linter refused it).
+        async def both_kept() -> bool:
+            return {good_id, bad_id} <= {v.event_id for v in await svc.memory_history("soul")}
+
+        await wait_for(both_kept, timeout=10)
+        history = {v.event_id: v for v in await svc.memory_history("soul")}
+        assert history[good_id].current and history[good_id].origin == "remote"
+        assert "get_weather" in history[bad_id].problem and not history[bad_id].current
+        assert history[bad_id].note.startswith("not used: ")
 
 
 async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one(tmp_path: Path) -> None:
@@ -146,9 +149,9 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
         assert (prompt.layers[0].section, prompt.layers[0].content) == ("[b]persona[/]", "You are CLI Didactyl.")
 
         # A newer soul naming an unknown tool (signed with the agent's key, sent straight to the relay).
-        bad = build_soul_event(TEST_KEY, SoulTemplate((
+        bad = soul_event(TEST_KEY, SoulTemplate((
             TemplateSection("[red]weather[/]", "system", "get_weather", None, True),), "test"),
-            created_at=int(time.time()) + 30)
+            int(time.time()) + 30)
         async with RelayPool([url], **fast_client_kwargs()) as pool:
             assert (await pool.publish(bad, timeout=5)).any_accepted
 
@@ -170,7 +173,7 @@ async def test_a_newer_task_list_from_rust_nostr_reaches_the_running_service_and
         await svc.parts.rt.tool_context.tasks.add("water the plants")
         now = int(time.time())
         other_device, _ = TaskList().add("call Ana", note="about the van", now=now)
-        ev = build_tasks_event(AGENT_KEY, other_device, created_at=now + 30)  # NIP-44 to self, as ours are
+        ev = tasks_event(AGENT_KEY, other_device, now + 30)  # NIP-44 to self, as ours are
         await rust_publish(rust_relay.url, ev)  # rust-nostr's client sends it, as another program would
         await wait_for(lambda: [t.title for t in svc.tasks().tasks] == ["call Ana"], timeout=20)
         tasks = next(x for x in (await svc.dry_run("live-tasks-check")).layers if x.section == "tasks")

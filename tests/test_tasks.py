@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from agent_support import AGENT_KEY, NOW, OTHER_KEY
+from agent_support import AGENT_KEY, NOW, OTHER_KEY, make_store, tasks_event
 
+from didactyl_tui.agent.documents.codec import DocumentError
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.tasks import (
     MAX_NOTE_CHARS,
     MAX_TASKS,
@@ -16,14 +18,14 @@ from didactyl_tui.agent.tasks import (
     TaskBook,
     TaskError,
     TaskList,
-    build_tasks_event,
-    read_tasks_event,
-    tasks_filter,
 )
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.filters import matches
+from didactyl_tui.nostr.pool import RelayPool
+
+TASKS = DocumentKey.TASKS
 
 
 def _three() -> TaskList:
@@ -112,39 +114,40 @@ def test_json_round_trips_and_refuses_what_is_broken() -> None:
             TaskList.from_json(text)
 
 
-def test_the_stored_event_is_kind_30078_d_tasks_encrypted_to_self() -> None:
+async def test_the_stored_event_is_kind_30078_d_tasks_encrypted_to_self() -> None:
     tl = _three()
-    ev = build_tasks_event(AGENT_KEY, tl, created_at=NOW)
+    store = make_store(AGENT_KEY, RelayPool([]))
+    ev = await store.build_event(TASKS, tl, NOW, None)
     assert (ev.kind, ev.d_tag, ev.first_tag("app")) == (30078, "tasks", "didactyl") and ev.is_valid()
     assert "milk" not in ev.content
-    assert matches(tasks_filter(AGENT_KEY.public_key_hex), ev)
-    assert read_tasks_event(ev, AGENT_KEY) == tl
-    foreign = build_tasks_event(OTHER_KEY, tl, created_at=NOW)
+    assert matches(TASKS.filter(AGENT_KEY.public_key_hex), ev)
+    assert (await store.read(ev))[0] == tl
+    foreign = tasks_event(OTHER_KEY, tl, NOW)
     memory = sign_event(AGENT_KEY, kind=30078, content=ev.content, created_at=NOW, tags=[["d", "short_term_memory"]])
     forged = Event.from_dict({**ev.to_dict(), "sig": "33" * 64})
     conv = nip44.get_conversation_key(AGENT_KEY.secret_hex(), OTHER_KEY.public_key_hex)
     to_other = sign_event(AGENT_KEY, kind=30078, content=nip44.encrypt(tl.to_json(), conv), created_at=NOW,
                           tags=[["d", "tasks"]])
-    for bad, reason in ((foreign, "not this agent's"), (memory, "not this agent's"), (forged, "bad signature"),
-                        (to_other, "invalid MAC")):
-        with pytest.raises(TaskError, match=reason):
-            read_tasks_event(bad, AGENT_KEY)
+    not_a_list = tasks_event(AGENT_KEY, tl, NOW, content='{"format": "something else"}')
+    assert (await store.read(memory))[0] != tl  # read as the short-term memory it claims to be, never as tasks
+    for bad, reason in ((foreign, "not a version"), (forged, "not a version"), (to_other, "does not decrypt"),
+                        (not_a_list, "not a didactyl-tasks/1 document")):
+        with pytest.raises(DocumentError, match=reason):
+            await store.read(bad)
 
 
 async def test_a_failed_save_leaves_the_book_unchanged_and_a_good_one_becomes_current() -> None:
     saved: list[TaskList] = []
     fail = [True]
 
-    async def load() -> TaskList | None:
-        return saved[-1] if saved else None
-
-    async def save(tl: TaskList) -> None:
+    async def change(derive) -> None:
+        new = derive(saved[-1] if saved else TaskList())
         if fail[0]:
             raise TaskError("no relay is reachable")
-        saved.append(tl)
+        saved.append(new)
 
-    book = TaskBook(load, save, clock=lambda: NOW)
-    assert (await book.refresh()) == TaskList() and book.loaded
+    book = TaskBook(lambda: saved[-1] if saved else TaskList(), change, clock=lambda: NOW)
+    assert book.current == TaskList()
     with pytest.raises(TaskError, match="no relay"):
         await book.add("buy milk")
     assert book.current == TaskList() and saved == []

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from agent_support import AGENT_KEY, LIMITS
+from agent_support import AGENT_KEY, LIMITS, make_store
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.identity_cache import IdentityCache
-from didactyl_tui.agent.memory.store import MemoryStore, MemoryType
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
 from didactyl_tui.nostr.pool import RelayPool
@@ -26,7 +26,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[tuple[AgentToolContext, str, Re
     await pool.start()
     await reader.start()
     ctx = AgentToolContext(
-        memory=MemoryStore(AGENT_KEY, pool, limits={**LIMITS, MemoryType.SHORT_TERM: 20}),
+        memory=make_store(AGENT_KEY, pool, limits={**LIMITS, DocumentKey.SHORT_TERM: 20}),
         agent=IdentityCache(AGENT_KEY.public_key_hex),
         admin=None,
         files_root=tmp_path / "memory",

@@ -6,34 +6,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_support import AGENT_KEY, Clock, offline_context
+from agent_support import AGENT_KEY, Clock, make_store, offline_context, task_book
 from relay_servers import RelayUnderTest, fast_client_kwargs
 
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.soul import SoulTemplate, TemplateSection, assemble
 from didactyl_tui.agent.soul_lint import lint_soul
-from didactyl_tui.agent.tasks import TaskBook, TaskError, event_storage, read_tasks_event, tasks_filter
+from didactyl_tui.agent.tasks import TaskBook
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.notes import NotePoster
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.nostr.replaceable import newest
+
+TASKS = DocumentKey.TASKS
 
 TEMPLATE = SoulTemplate((TemplateSection("soul", content="You are Ada."),
                          TemplateSection("tasks", tool="tasks_open_read")), "test")
 
 
-def _book_on(pool: RelayPool, clock: Clock) -> TaskBook:
-    async def fetch() -> Event | None:
-        return newest(await pool.query([tasks_filter(AGENT_KEY.public_key_hex)], timeout=3))
+def _recorded_book(saved: list[object]) -> TaskBook:
+    """A book whose changes are recorded, not published (the list in use is the last one recorded)."""
+    from didactyl_tui.agent.tasks import TaskList
 
-    async def publish(ev: Event) -> object:
-        outcome = await pool.publish(ev, timeout=3)
-        if not outcome.any_accepted:
-            raise TaskError(f"the task list was not saved: {outcome.summary()}")
-        return outcome
+    async def change(derive) -> None:
+        saved.append(derive(saved[-1] if saved else TaskList()))
 
-    load, save = event_storage(AGENT_KEY, fetch, publish, clock=clock)
-    return TaskBook(load, save, clock=clock)
+    return TaskBook(lambda: saved[-1] if saved else TaskList(), change, clock=Clock())
 
 
 async def test_the_tools_change_the_list_on_the_relay_and_a_fresh_start_reads_it_back(
@@ -42,8 +40,9 @@ async def test_the_tools_change_the_list_on_the_relay_and_a_fresh_start_reads_it
     registry = build_base_registry(tasks=True)
     ctx = offline_context(tmp_path, clock=clock)
     async with RelayPool([any_relay.url], **fast_client_kwargs()) as pool:
-        ctx.tasks = _book_on(pool, clock)
-        await ctx.tasks.refresh()
+        store = make_store(AGENT_KEY, pool, clock=clock)
+        await store.load()
+        ctx.tasks = task_book(store, clock)
         for title in ("buy milk", "call Ana"):
             out = await registry.call("task_add", json.dumps({"title": title}), ctx)
             assert not out.is_error, out.content
@@ -52,28 +51,21 @@ async def test_the_tools_change_the_list_on_the_relay_and_a_fresh_start_reads_it
         assert json.loads(out.content)["updated"]["status"] == "in_progress"
         out = await registry.call("task_remove", {"id": 2}, ctx)
         assert json.loads(out.content)["removed"]["title"] == "call Ana"
-        [stored] = await pool.query([tasks_filter(AGENT_KEY.public_key_hex)], timeout=3)
-        assert read_tasks_event(stored, AGENT_KEY) == ctx.tasks.current
+        [stored] = await pool.query([TASKS.filter(AGENT_KEY.public_key_hex)], timeout=3)
+        assert (await store.read(stored))[0] == ctx.tasks.current
 
     async with RelayPool([any_relay.url], **fast_client_kwargs()) as pool:
-        fresh = _book_on(pool, Clock(clock.t + 10))
-        back = await fresh.refresh()
+        fresh = make_store(AGENT_KEY, pool, clock=Clock(clock.t + 10))
+        back = (await fresh.load([TASKS]))[TASKS].value
     assert back == ctx.tasks.current
     assert [(t.id, t.title, t.status, t.note) for t in back.tasks] == [(1, "buy milk", "in_progress", "2 litres")]
 
 
 async def test_task_list_and_the_tasks_section_show_open_tasks_and_skip_when_none(tmp_path: Path) -> None:
     saved: list[object] = []
-
-    async def load() -> None:
-        return None
-
-    async def save(tl: object) -> None:
-        saved.append(tl)
-
     registry = build_base_registry(tasks=True)
     ctx = offline_context(tmp_path)
-    ctx.tasks = TaskBook(load, save, clock=Clock())
+    ctx.tasks = _recorded_book(saved)
     assert lint_soul(TEMPLATE, registry) == []
 
     def tasks_layer():
@@ -99,18 +91,11 @@ async def test_task_list_and_the_tasks_section_show_open_tasks_and_skip_when_non
 
 async def test_the_model_gets_readable_errors_and_nothing_is_saved(tmp_path: Path) -> None:
     saved: list[object] = []
-
-    async def load() -> None:
-        return None
-
-    async def save(tl: object) -> None:
-        saved.append(tl)
-
     registry = build_base_registry(tasks=True)
     ctx = offline_context(tmp_path)
     no_book = await registry.call("task_add", {"title": "x"}, ctx)
     assert no_book.is_error and no_book.content == "Error: the task list is not available here"
-    ctx.tasks = TaskBook(load, save, clock=Clock())
+    ctx.tasks = _recorded_book(saved)
     for name, args, expected in (
         ("task_update", {"id": 4, "status": "done"}, "there is no task 4 (task ids: none)"),
         ("task_update", {"id": 1, "status": "finished"}, "parameter 'status' of task_update must be"),

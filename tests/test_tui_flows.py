@@ -10,7 +10,7 @@ from llm_stub import LlmStub, Reply, ToolCall
 from tui_support import NOW, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent import llm
-from didactyl_tui.agent.memory.store import MemoryType
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient
@@ -213,7 +213,7 @@ async def test_editor_save_lands_on_the_relay_with_verdicts(tmp_path: Path) -> N
         url = app.service.embedded_relay_url
         events = await relay_memory(url)
         assert [decrypt_own(ev.content) for ev in events] == ["# Facts\n- the user writes Rust"]
-        assert events[0].id == app.service.memory(MemoryType.SHORT_TERM).event_id
+        assert events[0].id == app.service.memory(DocumentKey.SHORT_TERM).event_id
 
         await pilot.press("escape")
         await pilot.pause()
@@ -236,7 +236,7 @@ async def test_editor_refuses_an_over_limit_save_and_keeps_the_text(tmp_path: Pa
         assert editor.text_area.text == too_long
         assert "the limit is 20" in " ".join(screen_text(app).split())
         assert await relay_memory(app.service.embedded_relay_url) == []  # nothing was published
-        assert app.service.memory(MemoryType.SHORT_TERM).content == ""
+        assert app.service.memory(DocumentKey.SHORT_TERM).content == ""
 
 
 async def _publish_from_other_device(url: str, text: str, created_at: int) -> str:

@@ -12,7 +12,7 @@ from memory_support import held, put, text_of
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 from tui_support import NOW, TEST_KEY, Clock, LabelledApp, make_config, make_env, screen_text, started, wait_for
 
-from didactyl_tui.agent.memory.store import MemoryType
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.service import AppService
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.screens.diff import DiffScreen
@@ -20,7 +20,7 @@ from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
 from didactyl_tui.tui.screens.merge import MergeScreen
 
 SIZE = (130, 40)
-ST = MemoryType.SHORT_TERM
+ST = DocumentKey.SHORT_TERM
 
 
 @pytest.fixture

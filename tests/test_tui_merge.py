@@ -11,11 +11,11 @@ from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 from tui_support import TEST_KEY, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.memory.lineage import base_of
-from didactyl_tui.service import AppService, MemoryType
+from didactyl_tui.service import AppService, DocumentKey
 from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.screens.merge import MergeScreen, union_draft
 
-ST = MemoryType.SHORT_TERM
+ST = DocumentKey.SHORT_TERM
 T0 = 1_750_000_000
 SIZE = (130, 40)
 

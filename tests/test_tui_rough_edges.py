@@ -13,7 +13,7 @@ from textual import events
 from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent import llm
-from didactyl_tui.agent.memory.store import MemoryType
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.service.drafts import Draft, draft_path, read_draft, write_draft
 from didactyl_tui.tui.screens.confirm import UnsavedChangesScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
@@ -178,7 +178,7 @@ async def test_editor_esc_asks_before_discarding_and_keeps_a_draft(tmp_path: Pat
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen) and app.screen)
         await pilot.click("#discard")
         await wait_for(pilot, lambda: app.screen is app.main_screen and not draft.exists(), 10, "the discard")
-        assert app.service.memory(MemoryType.SHORT_TERM).content == ""  # nothing published
+        assert app.service.memory(DocumentKey.SHORT_TERM).content == ""  # nothing published
         assert dialog is not None
 
         # Unchanged text closes at once, no question.
@@ -197,7 +197,7 @@ async def test_editor_save_from_the_question_publishes_and_closes(tmp_path: Path
         await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen))
         await pilot.click("#save")
         await wait_for(pilot, lambda: app.screen is app.main_screen, 10, "save and close")
-        assert app.service.memory(MemoryType.SHORT_TERM).content == "keep this"
+        assert app.service.memory(DocumentKey.SHORT_TERM).content == "keep this"
         await wait_for(pilot, lambda: not draft_path(tmp_path, "short_term").exists(), 5, "the draft removed")
 
 
@@ -218,7 +218,7 @@ async def test_editor_draft_survives_a_quit_and_comes_back(tmp_path: Path) -> No
         assert "Restored your unsaved draft" in screen_text(app)
         assert editor.theirs is None  # begun on the version that is still current: nothing to resolve
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: app.service.memory(MemoryType.SHORT_TERM).content == "half a thought", 10)
+        await wait_for(pilot, lambda: app.service.memory(DocumentKey.SHORT_TERM).content == "half a thought", 10)
         await wait_for(pilot, lambda: not draft_path(tmp_path, "short_term").exists(), 5, "the draft removed")
 
 
@@ -232,7 +232,7 @@ async def test_a_draft_begun_on_an_older_version_is_not_saved_over_the_newer(tmp
         assert editor.theirs is not None and editor.query_one("#editor-conflict").display
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "Not saved: a newer version arrived" in screen_text(app), 10)
-        assert app.service.memory(MemoryType.SHORT_TERM).content == ""
+        assert app.service.memory(DocumentKey.SHORT_TERM).content == ""
 
 
 def test_draft_file_bounds_and_bad_files(tmp_path: Path) -> None:

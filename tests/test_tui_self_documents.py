@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from agent_support import soul_event, tasks_event
 from memory_support import put
 from relay_servers import EmbeddedRelayUnderTest
 from self_documents_support import running_relay, service_on, soul, stored
@@ -28,8 +29,7 @@ from tui_support import (
 )
 
 from didactyl_tui.agent.memory.lineage import base_of
-from didactyl_tui.agent.soul_event import build_soul_event
-from didactyl_tui.agent.tasks import TaskList, build_tasks_event
+from didactyl_tui.agent.tasks import TaskList
 from didactyl_tui.nostr.kinds import SOUL
 from didactyl_tui.service import read_soul_text
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
@@ -190,8 +190,7 @@ async def test_a_concurrent_soul_edit_opens_the_merge_view_with_both_texts(
         ours = await service.save_memory("soul", soul("Ours"))
         # A second writer with the same key edited the base, not ours: a concurrent edit, newer than ours.
         async with service_on(relay, tmp_path / "b", clock) as other:
-            theirs = build_soul_event(TEST_KEY, read_soul_text("t", soul("Theirs")), created_at=int(clock.t) + 10,
-                                      base=base.event_id)
+            theirs = soul_event(TEST_KEY, read_soul_text("t", soul("Theirs")), int(clock.t) + 10, prev=base.event_id)
             assert (await other.parts.rt.pool.publish(theirs, timeout=3.0)).any_accepted
             merge = await wait_for(pilot, lambda: isinstance(app.screen, MergeScreen) and app.screen, 10,
                                    "the merge view")
@@ -243,8 +242,8 @@ async def test_no_sqlite_nip44_or_signature_on_the_ui_loop_for_the_soul_and_the_
             history.action_close()
             await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
         # Another writer's newer task list arrives live (signed before watching: the other writer's work).
-        theirs = build_tasks_event(TEST_KEY, TaskList().add("from elsewhere", now=int(NOW))[0],
-                                   created_at=int(NOW) + 60, base=app.service.memory("tasks").event_id)
+        theirs = tasks_event(TEST_KEY, TaskList().add("from elsewhere", now=int(NOW))[0], int(NOW) + 60,
+                             prev=app.service.memory("tasks").event_id)
         with LoopIoWatch() as watch:
             await put(app.service.embedded_relay_url, theirs)
             await wait_for(pilot, lambda: "#1 from elsewhere · open" in screen_text(app), 10, "their tasks, live")

@@ -98,8 +98,12 @@ def relays_of(ev: Event | None) -> list[tuple[str, str]]:
 class IdentityCache:
     """The cached public identity of one pubkey."""
 
-    def __init__(self, pubkey: str, *, notes_limit: int = 20, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, pubkey: str, *, notes_limit: int = 20, clock: Callable[[], float] | None = None,
+                 own_documents: bool = False) -> None:
+        """``own_documents``: the agent's own cache, whose profile, contacts and relay list are its documents (read
+        and versioned by the document store, given here by :meth:`put_own`): only its notes are fetched here."""
         self.pubkey = pubkey
+        self.own_documents = own_documents
         self.npub = nip19.encode_npub(pubkey)
         self.notes_limit = notes_limit
         self._clock = clock or time.time
@@ -114,10 +118,18 @@ class IdentityCache:
         self._listeners: list[Callable[[], None]] = []
 
     def filters(self) -> list[dict[str, Any]]:
-        return [
-            {"authors": [self.pubkey], "kinds": [METADATA, CONTACTS, RELAY_LIST]},
-            {"authors": [self.pubkey], "kinds": [TEXT_NOTE], "limit": self.notes_limit},
-        ]
+        notes = {"authors": [self.pubkey], "kinds": [TEXT_NOTE], "limit": self.notes_limit}
+        if self.own_documents:
+            return [notes]
+        return [{"authors": [self.pubkey], "kinds": [METADATA, CONTACTS, RELAY_LIST]}, notes]
+
+    def put_own(self, ev: Event, relays: Iterable[str]) -> None:
+        """The version of a profile, contact list or relay list the document store uses (it judged it: newest
+        that reads), and the relays that hold it."""
+        self._served[ev.id] = set(relays)
+        if self._replaceable.get(ev.kind) is not ev:
+            self._replaceable[ev.kind] = ev
+            self._changed()
 
     def add_listener(self, cb: Callable[[], None]) -> Callable[[], None]:
         self._listeners.append(cb)
@@ -137,7 +149,7 @@ class IdentityCache:
         if ev.pubkey != self.pubkey:
             self.dropped["foreign_author"] += 1
             return False
-        if ev.kind not in (METADATA, CONTACTS, RELAY_LIST, TEXT_NOTE):
+        if ev.kind not in (METADATA, CONTACTS, RELAY_LIST, TEXT_NOTE) or (self.own_documents and ev.kind != TEXT_NOTE):
             self.dropped["wrong_kind"] += 1
             return False
         if ev.created_at > self._clock() + MAX_FUTURE_SECONDS:

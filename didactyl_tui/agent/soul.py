@@ -292,11 +292,13 @@ def assemble(
     backend_context: str | None = None,
     backend_tools: Sequence[Tool] = (),
     source_events: Mapping[str, SourceEvent] | None = None,
+    soul_source: SourceEvent | None = None,
     dry_run: bool = False,
 ) -> PromptAssembly:
     """Build the prompt record and exactly the messages to send. Pure: no network, no clock.
 
-    ``source_events`` maps a tool name to the Nostr event its content came from (memory sections).
+    ``source_events`` maps a tool name to the Nostr event its content came from (documents, identity);
+    ``soul_source`` is the soul's own version: the source of every literal-text section.
     Backend tools are offered after the registry's visible tools.
     """
     layers: list[PromptLayer] = []
@@ -315,6 +317,7 @@ def assemble(
             source = sources.get(tool.name)
         else:
             text = sec.content or ""
+            source = soul_source
         if not text.strip() and sec.skip_if_empty:
             layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, "empty (skip_if_empty)", source))
             continue

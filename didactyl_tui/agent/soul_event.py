@@ -1,36 +1,20 @@
-"""The soul template as an addressable Nostr event (kind 31120), NIP-44 encrypted to the agent itself.
-
-Pure: the caller passes the key, ``created_at`` and (for tests) the nonce. The format is documented in
-docs/soul-event.md: tags ``["d","soul"]``, ``["app","didactyl"]`` and, when the content is encrypted,
-``["encrypted","nip44"]``; the content (after decryption) is the JSON document
-``{"format": "didactyl-soul/1", "sections": [{"section", "role", "tool" | "content", "skip_if_empty"}]}``.
-
-Reading checks the kind, the author (only the agent's own soul is read), the ``d`` tag, the id and
-signature, the size and every section (as a config soul is checked); a failure is a :class:`SoulEventError`
-naming the event and, where it applies, the section.
+"""The soul's document as it travels in its kind 31120 event (docs/soul-event.md): the JSON form we publish,
+``{"format": "didactyl-soul/1", "sections": [{"section", "role", "tool" | "content", "skip_if_empty"}]}``, and a
+liberal reader that also takes the seeds' section list. Pure. The event itself (tags ``["d","soul"]``,
+``["app","didactyl"]``, ``["encrypted","nip44"]``, NIP-44 to the agent) is the document model's: the soul's codec
+(agent/documents/codecs.py); a failure here is a :class:`SoulEventError` naming the source and the section.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AgentError, ConfigError, NostrError
+from ..errors import AgentError, ConfigError
 from ..nostr import nip44
-from ..nostr.event import Event, sign_event
-from ..nostr.keys import SecretKey
-from ..nostr.kinds import SOUL
-from .memory.lineage import prev_tags
-from .soul import ROLES, SoulTemplate, TemplateSection, check_section
-from .soul_lint import check_soul
-from .tools.registry import ToolRegistry
+from .soul import ROLES, SoulTemplate, TemplateSection, check_section, parse_soul_list
 
 SOUL_FORMAT = "didactyl-soul/1"
-SOUL_D_TAG = "soul"
-APP_TAG = ("app", "didactyl")
-ENCRYPTED_TAG = ("encrypted", "nip44")
 MAX_SECTIONS = 64  # a soul is a prompt outline; hundreds of sections are a mistake or an attack
 MAX_SECTION_NAME_CHARS = 64
 MAX_SOUL_BYTES = nip44.MAX_PLAINTEXT_BYTES  # the encrypted form's limit applies to the plain one too
@@ -102,93 +86,16 @@ def _section(item: Any, n: int, source: str) -> TemplateSection:
         raise SoulEventError(exc.message) from None
 
 
-def build_soul_event(sk: SecretKey, template: SoulTemplate, *, created_at: int, encrypt: bool = True,
-                     nonce: bytes | None = None, base: str | None = None) -> Event:
-    """The signed kind 31120 holding ``template`` (encrypted to ``sk``'s own key unless ``encrypt=False``);
-    ``base``: the version it was edited from (``["prev", id]``, as memory's)."""
-    text = soul_to_json(template)
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_SOUL_BYTES:
-        raise SoulEventError(f"the soul is {size:,} bytes as JSON; at most {MAX_SOUL_BYTES:,} fit in one event")
-    tags: list[tuple[str, ...]] = [("d", SOUL_D_TAG), APP_TAG]
-    if encrypt:
-        key = nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex)
-        content = nip44.encrypt(text, key, nonce)
-        tags.append(ENCRYPTED_TAG)
-    else:
-        content = text
-    return sign_event(sk, kind=SOUL, content=content, created_at=created_at, tags=[*tags, *prev_tags(base)])
-
-
-def soul_filter(pubkey: str) -> dict[str, Any]:
-    """The query for the agent's soul (the newest version wins, NIP-01)."""
-    return {"kinds": [SOUL], "authors": [pubkey], "#d": [SOUL_D_TAG]}
-
-
-def read_soul_event(ev: Event, sk: SecretKey) -> SoulTemplate:
-    """Check and decode a kind 31120 of ``sk``'s own; the template's source is ``soul event <id>``."""
-    return soul_from_json(soul_event_text(ev, sk), f"soul event {ev.id[:12]}")
-
-
-def soul_event_text(ev: Event, sk: SecretKey) -> str:
-    """The document a kind 31120 of ``sk``'s own holds (checked, decrypted; not parsed)."""
-    source = f"soul event {ev.id[:12]}"
-    if ev.kind != SOUL:
-        raise SoulEventError(f"{source}: kind {ev.kind}, not a kind {SOUL} soul")
-    if ev.pubkey != sk.public_key_hex:
-        raise SoulEventError(f"{source}: written by {ev.pubkey[:12]}…, not by this agent")
-    if ev.d_tag != SOUL_D_TAG:
-        raise SoulEventError(f"{source}: d tag {ev.d_tag!r}, expected {SOUL_D_TAG!r}")
+def read_soul_text(source: str, text: str) -> SoulTemplate:
+    """A soul in either form: our ``didactyl-soul/1`` JSON document, or the seeds' section list (``- section: NAME`` /
+    ``role:`` / ``tool:`` / ``skip_if_empty:`` / ``content:``). Liberal on read; what we publish is the JSON.
+    SoulEventError naming ``source`` (and the section or line) when it does not parse; linting comes after."""
+    if text.lstrip()[:1] in ("{", "["):
+        return soul_from_json(text, source)
     try:
-        ev.check()
-    except NostrError as exc:
-        raise SoulEventError(f"{source}: {exc.message}") from None
-    if ENCRYPTED_TAG in ev.tags:
-        try:
-            key = nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex)
-            text = nip44.decrypt(ev.content, key)
-        except NostrError as exc:
-            raise SoulEventError(f"{source}: cannot decrypt: {exc.message}") from None
-    else:
-        text = ev.content
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_SOUL_BYTES:
-            raise SoulEventError(f"{source}: larger than {MAX_SOUL_BYTES:,} bytes")
-    return text
-
-
-# --- which soul to use on start ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SoulChoice:
-    """The soul to assemble with, where it came from, and what the start-up should tell the user."""
-
-    template: SoulTemplate
-    event: Event | None  # the kind 31120 it was read from; None: the initial (config/file/built-in) soul
-    publish_initial: bool  # no soul on the relays yet: publish the initial one (the intent) once
-    warnings: tuple[str, ...]
-
-
-def choose_soul(initial: SoulTemplate, events: Iterable[Event], sk: SecretKey,
-                registry: ToolRegistry) -> SoulChoice:
-    """The relays are the truth, the config is the initial intent.
-
-    The newest of the agent's kind 31120 souls that reads and lints clean wins; each newer one refused
-    on the way is a warning naming the event and the section. With none on the relays the initial soul
-    is used and should be published; with only refused ones it is used but not published (publishing
-    would overwrite a soul the user may want to fix rather than lose).
-    """
-    mine = [ev for ev in events if ev.kind == SOUL and ev.pubkey == sk.public_key_hex and ev.d_tag == SOUL_D_TAG]
-    mine.sort(key=lambda ev: (-ev.created_at, ev.id))  # NIP-01: newest first, ties to the lowest id
-    warnings: list[str] = []
-    for ev in mine:
-        try:
-            return SoulChoice(check_soul(read_soul_event(ev, sk), registry), ev, False, tuple(warnings))
-        except AgentError as exc:
-            warnings.append(soul_refusal(ev, exc))
-    return SoulChoice(check_soul(initial, registry), None, not mine, tuple(warnings))
-
-
-def soul_refusal(ev: Event, exc: AgentError) -> str:
-    """Why ``ev`` is not used, naming the event and (where it applies) the section."""
-    return exc.message if isinstance(exc, SoulEventError) else f"soul event {ev.id[:12]}: {exc}"
+        return parse_soul_list(text, source)
+    except ConfigError as exc:
+        if not any(line.lstrip().startswith("- ") for line in text.splitlines()):
+            raise SoulEventError(f"{source}: the soul is not valid JSON, nor a section list "
+                                 "(- section: NAME / role: / tool: or content:)") from None
+        raise SoulEventError(exc.message) from None

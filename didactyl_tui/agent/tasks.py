@@ -1,9 +1,8 @@
 """The agent's task list: a small, bounded list of tasks stored as one kind 30078 event (``d = tasks``).
 
-:class:`TaskList` is a pure value (every change returns a new list); :class:`TaskBook` holds the current
-list and changes it through injected ``load``/``save`` callables, so the service can route saves through
-the memory save path (outbox, history, conflicts). A change is applied to a copy, checked against the
-bounds, saved, and only then becomes current: a failed save changes nothing.
+:class:`TaskList` is a pure value (every change returns a new list); :class:`TaskBook` is what the tools change
+it through: the list is a document of the agent's (agent/documents: read, versioned, saved like memory). A change is
+applied to a copy, checked against the bounds, saved, and only then becomes current: a failed save changes nothing.
 
 Stored form (plaintext, before NIP-44 to self)::
 
@@ -15,23 +14,15 @@ Ids are small integers that are never reused, so the model can say ``task_update
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
-from ..errors import AgentError, NostrError
-from ..nostr import nip44
-from ..nostr.event import Event, sign_event
-from ..nostr.keys import SecretKey
-from ..nostr.kinds import APP_DATA
-from .memory.lineage import prev_tags
+from ..errors import AgentError
 
 TASKS_FORMAT = "didactyl-tasks/1"
-TASKS_D_TAG = "tasks"
-APP_TAG = ("app", "didactyl")
 Status = Literal["open", "in_progress", "done", "cancelled"]
 STATUSES: tuple[str, ...] = get_args(Status)
 OPEN_STATUSES = ("open", "in_progress")
@@ -213,106 +204,35 @@ def _task_from(item: Any, n: int) -> Task:
                 _clean_note(values["note"]), values["created_at"], values["updated_at"])
 
 
-# --- the Nostr form: kind 30078, d=tasks, NIP-44 to self ------------------------------------------
-
-
-def build_tasks_event(sk: SecretKey, tasks: TaskList, *, created_at: int, nonce: bytes | None = None,
-                      base: str | None = None) -> Event:
-    """``base``: the version this list was changed from (``["prev", id]``, as memory's)."""
-    key = nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex)
-    return sign_event(sk, kind=APP_DATA, content=nip44.encrypt(tasks.to_json(), key, nonce),
-                      created_at=created_at, tags=[["d", TASKS_D_TAG], list(APP_TAG), *prev_tags(base)])
-
-
-def read_tasks_event(ev: Event, sk: SecretKey) -> TaskList:
-    """Check (kind, author, d, id, signature) and decrypt a stored task list."""
-    where = f"task list event {ev.id[:12]}"
-    if ev.kind != APP_DATA or ev.d_tag != TASKS_D_TAG or ev.pubkey != sk.public_key_hex:
-        raise TaskError(f"{where} is not this agent's kind {APP_DATA} d={TASKS_D_TAG} event")
-    try:
-        ev.check()
-        text = nip44.decrypt(ev.content, nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex))
-    except NostrError as exc:
-        raise TaskError(f"{where}: {exc.message}") from None
-    return TaskList.from_json(text)
-
-
-def tasks_filter(pubkey: str) -> dict[str, Any]:
-    return {"kinds": [APP_DATA], "authors": [pubkey], "#d": [TASKS_D_TAG]}
-
-
-# --- the book: current list + injected storage ------------------------------------------------------
-
-LoadTasks = Callable[[], Awaitable[TaskList | None]]
-SaveTasks = Callable[[TaskList], Awaitable[object]]
-
-
-def event_storage(sk: SecretKey, fetch: Callable[[], Awaitable[Event | None]],
-                  publish: Callable[[Event], Awaitable[object]], *,
-                  clock: Callable[[], float] = time.time,
-                  base: Callable[[], str | None] = lambda: None) -> tuple[LoadTasks, SaveTasks]:
-    """``load``/``save`` over the Nostr form: ``fetch`` returns the newest stored event (or None),
-    ``publish`` sends a signed one (the service passes its memory save path here), ``base`` names the version
-    a change starts from (its ``prev`` tag)."""
-    last = [0]
-
-    async def load() -> TaskList | None:
-        ev = await fetch()
-        if ev is None:
-            return None
-        last[0] = max(last[0], ev.created_at)
-        return await asyncio.to_thread(read_tasks_event, ev, sk)  # decrypting: off the loop (the UI shares it)
-
-    async def save(tasks: TaskList) -> object:
-        created_at = max(int(clock()), last[0] + 1)  # each version strictly newer than the last
-        ev = await asyncio.to_thread(build_tasks_event, sk, tasks, created_at=created_at, base=base())
-        result = await publish(ev)
-        last[0] = created_at
-        return result
-
-    return load, save
+# --- the book: the list in use, changed through the document model --------------------------------------
 
 
 class TaskBook:
-    """The agent's current tasks. Changes are serialized and saved before they become current."""
+    """The agent's tasks, as its tools see them. The list is the task-list document (kind 30078 ``d = tasks``, read
+    and versioned like every document: docs/sync.md); a change is computed on the list in use and published through
+    the one save path before it counts (``change``: the document sync's ``update``), so a failed save changes
+    nothing and a list that cannot be read is never changed as if it were empty."""
 
-    def __init__(self, load: LoadTasks, save: SaveTasks, *, clock: Callable[[], float] = time.time) -> None:
-        self._load, self._save, self._clock = load, save, clock
-        self._tasks = TaskList()
-        self._lock = asyncio.Lock()
-        self.loaded = False
+    def __init__(self, current: Callable[[], TaskList],
+                 change: Callable[[Callable[[TaskList], TaskList]], Awaitable[object]], *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._current, self._change_list, self._clock = current, change, clock
 
     @property
     def current(self) -> TaskList:
-        return self._tasks
-
-    async def refresh(self) -> TaskList:
-        async with self._lock:
-            stored = await self._load()
-            self._tasks = stored if stored is not None else TaskList()
-            self.loaded = True
-            return self._tasks
+        return self._current()
 
     async def _change(self, apply: Callable[[TaskList, int], tuple[TaskList, Task]]) -> Task:
-        async with self._lock:
-            new_list, task = apply(self._tasks, int(self._clock()))
+        done: list[Task] = []
+
+        def derive(tasks: TaskList) -> TaskList:
+            new_list, task = apply(tasks, int(self._clock()))
             new_list.to_json()  # the size bound, before anything is saved
-            await self._save(new_list)
-            self._tasks = new_list
-            return task
+            done.append(task)
+            return new_list
 
-    def adopt(self, tasks: TaskList) -> None:
-        """A newer list from another writer (read and checked by the caller) is the list from now on."""
-        self._tasks, self.loaded = tasks, True
-
-    async def replace(self, tasks: TaskList) -> Any:
-        """The whole list, as edited in the app: checked, saved, then current (a failed save changes nothing).
-        Returns what the save gave (the service's publish outcome)."""
-        async with self._lock:
-            tasks.to_json()  # the size bound, before anything is saved
-            result = await self._save(tasks)
-            self._tasks = tasks
-            return result
+        await self._change_list(derive)
+        return done[-1]
 
     async def add(self, title: str, note: str = "") -> Task:
         return await self._change(lambda tl, now: tl.add(title, note=note, now=now))

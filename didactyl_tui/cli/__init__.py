@@ -97,6 +97,35 @@ def _service(config: Config, data: Path, env: Mapping[str, str], out: _Out, *, r
 # --- commands -----------------------------------------------------------------------------------
 
 
+def _document_command(args: argparse.Namespace, command: str, config: Config, data: Path, env: Mapping[str, str],
+                      out: _Out, stdin: TextIO) -> int:
+    """``memory --type T VERB``, ``soul VERB``, ``tasks [VERB]``: one set of verbs for every document."""
+    from . import documents
+
+    verb = args.document_command
+    if command == "soul" and (verb == "publish" or (verb == "show" and not args.version)):
+        from . import soul
+
+        if verb == "publish":
+            return asyncio.run(soul.publish(args, config, data, env, out, stdin))
+        return asyncio.run(soul.show(args, config, data, env, out))
+    if command == "tasks" and verb is None:
+        from . import tasks
+
+        return asyncio.run(tasks.show(args, config, data, env, out))
+    key = args.memory_type if command == "memory" else command
+    if verb == "status":
+        from .parser import DOCUMENT_TYPES
+
+        return asyncio.run(documents.status(args, config, data, env, out, [key] if key else list(DOCUMENT_TYPES)))
+    if verb == "save":
+        content = args.content if args.content is not None else _read_file(args.file, stdin)
+        return asyncio.run(documents.save(args, config, data, env, out, key, content))
+    run = {"show": documents.show, "edit": documents.edit, "history": documents.history, "diff": documents.diff,
+           "rollback": documents.rollback}[verb]
+    return asyncio.run(run(args, config, data, env, out, key))
+
+
 def cmd_keygen(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> int:
     from ..service import ENV_NSEC, SecretKey, ensure_data_dir, key_file_path, write_key_file
 
@@ -306,33 +335,13 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: T
         from .serve import serve
 
         return asyncio.run(serve(config, data, env, debug=bool(env.get(DEBUG_ENV))))
-    if command == "soul":
-        from . import soul
-
-        if args.soul_command == "publish":
-            return asyncio.run(soul.publish(args, config, data, env, out, stdin))
-        command_of = {"show": soul.show, "edit": soul.edit, "history": soul.history}
-        return asyncio.run(command_of[args.soul_command](args, config, data, env, out))
+    if command in ("soul", "tasks", "memory"):
+        return _document_command(args, command, config, data, env, out, stdin)
     if command == "bundle":
         from . import bundle
 
         run_bundle = bundle.export if args.bundle_command == "export" else bundle.import_
         return asyncio.run(run_bundle(args, config, data, env, out))
-    if command == "tasks":
-        from . import tasks
-
-        return asyncio.run(tasks.show(args, config, data, env, out))
-    if command == "memory":
-        from . import memory
-
-        if args.memory_command == "show":
-            return asyncio.run(memory.show(args, config, data, env, out))
-        if args.memory_command == "status":
-            return asyncio.run(memory.status(args, config, data, env, out))
-        if args.memory_command == "history":
-            return asyncio.run(memory.history(args, config, data, env, out))
-        content = args.content if args.content is not None else _read_file(args.file, stdin)
-        return asyncio.run(memory.save(args, config, data, env, out, content))
     if command == "identity":
         from . import identity
 

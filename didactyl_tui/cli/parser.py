@@ -8,6 +8,8 @@ from typing import Any, NoReturn
 from ..errors import DidactylError
 
 MEMORY_TYPES = ("short_term", "long_term")
+# Every document of the agent's (agent.documents.keys.DocumentKey: a test keeps the two the same).
+DOCUMENT_TYPES = ("short_term", "long_term", "soul", "tasks", "profile", "contacts", "relays")
 
 
 class UsageError(DidactylError):
@@ -71,21 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
 
-    soul = sub.add_parser("soul", help="show, publish, edit or list the versions of the agent's soul (kind 31120)")
-    ssub = soul.add_subparsers(dest="soul_command", metavar="ACTION", parser_class=_Parser, required=True)
-    p = ssub.add_parser("show", help="the soul in use (read from the relays at start) and its event")
-    p.add_argument("--json", action="store_true", help="print JSON (the event id and the soul document)")
+    soul = sub.add_parser("soul", help="the agent's soul (kind 31120): show, save, edit, publish, status, history, "
+                          "diff, rollback")
+    ssub = soul.add_subparsers(dest="document_command", metavar="ACTION", parser_class=_Parser, required=True)
+    _add_document_verbs(ssub, typed=False, plain=True)
     p = ssub.add_parser("publish", help="check the soul, then publish it as a new version (default: the soul "
                         "in the config or soul file)")
     p.add_argument("--file", metavar="PATH", help="a soul document (didactyl-soul/1 JSON) or a soul file in the "
                    "list format ('-' reads stdin)")
     p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
     p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
-    p = ssub.add_parser("edit", help="edit the soul's JSON document in $VISUAL/$EDITOR; checked and published "
-                        "when it changed")
-    p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
-    p = ssub.add_parser("history", help="every version of the soul seen here, newest first")
-    p.add_argument("--json", action="store_true", help="print JSON")
 
     bundle = sub.add_parser("bundle", help="back up or restore the agent (signed events and conversations)")
     bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=_Parser, required=True)
@@ -97,31 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("tasks", help="list the agent's tasks (open, in progress, done, cancelled)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    tasks = sub.add_parser("tasks", help="list the agent's tasks; or show, save, edit, status, history, diff, "
+                           "rollback its task list")
+    tasks.add_argument("--json", action="store_true", help="print JSON")
+    tsub = tasks.add_subparsers(dest="document_command", metavar="ACTION", parser_class=_Parser)
+    _add_document_verbs(tsub, typed=False)
 
-    mem = sub.add_parser("memory", help="show or save the agent's memory")
-    msub = mem.add_subparsers(dest="memory_command", metavar="ACTION", parser_class=_Parser, required=True)
-    p = msub.add_parser("show", help="print a memory (decrypted)")
-    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
-    p.add_argument("--version", metavar="EVENT_ID", help="print a past version from the history instead (an id "
-                   "or a prefix of at least 4 characters; e.g. your text that lost to a concurrent edit)")
-    p.add_argument("--json", action="store_true",
-                   help="print JSON with the event id, the relays and what is still pending in the outbox")
-    p = msub.add_parser("save", help="replace a memory (encrypt, sign, publish to every relay)")
-    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--content", metavar="TEXT", help="the new text")
-    src.add_argument("--file", metavar="PATH", help="read the new text from a file ('-' for stdin)")
-    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
-    p = msub.add_parser("status", help="which version of the memory each relay holds (read back by id); "
-                        "--fix sends the newest to lagging relays")
-    p.add_argument("--type", choices=MEMORY_TYPES, dest="memory_type", help="one memory (default: both)")
-    p.add_argument("--fix", action="store_true", help="send the newest version to relays that lag")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = msub.add_parser("history", help="list every version of a memory seen here (own saves and other devices')")
-    p.add_argument("--type", required=True, choices=MEMORY_TYPES, dest="memory_type")
-    p.add_argument("--json", action="store_true", help="print JSON (ids, times, origins, sizes, notes; no text)")
+    mem = sub.add_parser("memory", help="the agent's documents (--type: a memory, the soul, the task list, the "
+                         "profile, contacts or relays): show, save, edit, status, history, diff, rollback")
+    msub = mem.add_subparsers(dest="document_command", metavar="ACTION", parser_class=_Parser, required=True)
+    _add_document_verbs(msub, typed=True)
     ident = sub.add_parser("identity", help="show, publish or adopt the agent's public profile, contacts and relays")
     isub = ident.add_subparsers(dest="identity_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = isub.add_parser("show", help="what the relays hold, and any drift from config.toml (publishes nothing)")
@@ -133,6 +115,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     _add_sessions_parser(sub)
     return parser
+
+
+def _add_document_verbs(sub: Any, *, typed: bool, plain: bool = False) -> None:
+    """The verbs every document has (cli/documents.py); ``typed``: each takes ``--type``, the document."""
+
+    def verb(name: str, help_text: str, *, type_required: bool = True) -> Any:
+        p = sub.add_parser(name, help=help_text)
+        if typed:
+            p.add_argument("--type", required=type_required, choices=DOCUMENT_TYPES, dest="memory_type",
+                           help="which document" + ("" if type_required else " (default: every one)"))
+        return p
+
+    p = verb("show", "print the document's text (decrypted)")
+    p.add_argument("--version", metavar="EVENT_ID", help="print a past version from the history instead (an id "
+                   "or a prefix of at least 4 characters; e.g. your text that lost to a concurrent edit)")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON with the event id, the relays and what is still pending in the outbox")
+    p = verb("save", "replace the document (checked, then signed and published to every relay)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--content", metavar="TEXT", help="the new text")
+    src.add_argument("--file", metavar="PATH", help="read the new text from a file ('-' for stdin)")
+    if plain:
+        p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
+    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
+    p = verb("edit", "edit the document's text in $VISUAL/$EDITOR; checked and saved when it changed")
+    if plain:
+        p.add_argument("--plain", action="store_true", help="publish it unencrypted (default: NIP-44 to the agent)")
+    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
+    p = verb("status", "which version each relay holds (read back by id); --fix sends the newest to lagging "
+             "relays", type_required=False)
+    p.add_argument("--fix", action="store_true", help="send the newest version to relays that lag")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = verb("history", "list every version seen here (own saves and other writers')")
+    p.add_argument("--json", action="store_true", help="print JSON (ids, times, origins, sizes, notes; no text)")
+    p = verb("diff", "a unified diff of two versions (the newer defaults to the one in use)")
+    p.add_argument("older", metavar="OLDER", help="an event id or a prefix of at least 4 characters")
+    p.add_argument("newer", metavar="NEWER", nargs="?", help="an event id or prefix (default: the one in use)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = verb("rollback", "save an older version's text again, as a new version")
+    p.add_argument("version_id", metavar="EVENT_ID", help="an event id or a prefix of at least 4 characters")
+    p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
 
 
 def _add_sessions_parser(sub: Any) -> None:

@@ -1,4 +1,5 @@
-"""``didactyl tasks [--json]``: the agent's task list, as read from its relays."""
+"""``didactyl tasks [--json]``: the agent's tasks, one a line (the task list's other verbs are every document's:
+cli/documents.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from . import EXIT_OK, _Out, _service
 
 
 async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out) -> int:
-    async with _service(config, data, env, out) as service:
+    async with _service(config, data, env, out, read_only=True) as service:
         tasks = service.tasks()
+        snap = service.memory("tasks")
+    if snap.unreadable is not None:
+        out.warn(f"the newest task list (event {snap.unreadable.event_id[:12]}) cannot be used: "
+                 f"{snap.unreadable.reason}" + ("; showing the last one that can" if snap.event_id else ""))
     if args.json:
         out.json({"tasks": [t.to_dict() for t in tasks.tasks], "next_id": tasks.next_id})
         return EXIT_OK

@@ -3,12 +3,12 @@
 Parts, each owning its state:
 
 - ``runtime``: the started objects (key, relays, stores, caches, conversations, backend); never None once built
-- ``memory``: snapshots, the one save path, rollback, history, relay status, the outbox count
+- ``documents``: the agent's documents (memories, soul, tasks, profile, contacts, relays): snapshots, the one save
+  path, rollback, history, relay status, the outbox count
 - ``chat``: the model in use, sessions, prompt assembly, turns
 - ``identity``: the agent's and admin's public identity, fetched, followed and published (startup events too)
 - ``dm``: NIP-17 direct messages answered in DM sessions (TUI and ``serve``)
-- ``soul``: the soul as a kind 31120 event (``soul_live``: a newer one from the relays, used while running);
-  ``tasks``: the task book; ``bundle``: backup export/import
+- ``soul``: how the views see the soul in use; ``bundle``: backup export/import
 - ``notes``: who may confirm a ``post_note`` (the turn's session kind)
 - ``events``: the typed events views receive (light: importable before the first frame)
 - ``state``: <data dir>/state.toml, the one reader and writer (light)
@@ -16,7 +16,7 @@ Parts, each owning its state:
 - ``app``: AppService, which starts the parts and is the views' one entry point
 
 Importing this package is light: the names below load their modules on first use (the TUI's first frame
-imports ``events`` and ``state`` only). Relay sync and lost-edit logic live in ``agent.memory.sync``.
+imports ``events`` and ``state`` only). Relay sync and lost-edit logic live in ``agent.documents.sync``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ from .state import read_state, remember, write_state
 if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
     from ..agent.assembly_log import SavedAssembly
     from ..agent.conversations import SessionInfo
+    from ..agent.documents.codec import DocumentError
+    from ..agent.documents.keys import MEMORIES, DocumentKey
+    from ..agent.documents.sync import REFUSED_NOTE, NewerVersionKnown
+    from ..agent.documents.versions import DocumentSnapshot, SaveResult
     from ..agent.events import (
         AgentEvent,
         TextDelta,
@@ -53,11 +57,11 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     )
     from ..agent.identity_cache import IdentityView, SelfContextSnapshot
     from ..agent.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
-    from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
-    from ..agent.memory.sync import LOST_NOTE, REFUSED_NOTE, NewerVersionKnown
+    from ..agent.memory.lineage import LOST_NOTE
     from ..agent.prompt_record import PromptAssembly
-    from ..agent.self_documents import SelfDocument
     from ..agent.session_kind import SessionKind
+    from ..agent.soul_event import read_soul_text
+    from ..agent.soul_lint import SoulLintError
     from ..agent.tasks import Task, TaskList
     from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
@@ -69,8 +73,8 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from .chat import Sessions, open_sessions
     from .model import ModelCheck, ModelSettings
     from .runtime import ServiceToolContext, dm_peers
-    from .soul import SoulLintError, SoulView, read_soul_text
-    from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
+    from .soul import SoulView
+    from .views import DocumentStatus, DocumentVersionView, PendingPublish, RelayDocumentStatus
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(["SessionInfo"], "..agent.conversations"),
@@ -80,10 +84,14 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["IdentityView", "SelfContextSnapshot"], "..agent.identity_cache"),
     **dict.fromkeys(["ENV_NSEC", "ensure_data_dir", "key_file_path", "load_agent_key", "write_key_file"],
                     "..agent.keystore"),
-    **dict.fromkeys(["MemorySnapshot", "MemoryType", "SaveResult"], "..agent.memory.store"),
-    **dict.fromkeys(["LOST_NOTE", "REFUSED_NOTE", "NewerVersionKnown"], "..agent.memory.sync"),
+    **dict.fromkeys(["DocumentError"], "..agent.documents.codec"),
+    **dict.fromkeys(["MEMORIES", "DocumentKey"], "..agent.documents.keys"),
+    **dict.fromkeys(["REFUSED_NOTE", "NewerVersionKnown"], "..agent.documents.sync"),
+    **dict.fromkeys(["DocumentSnapshot", "SaveResult"], "..agent.documents.versions"),
+    **dict.fromkeys(["LOST_NOTE"], "..agent.memory.lineage"),
     **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
-    **dict.fromkeys(["SelfDocument"], "..agent.self_documents"),
+    **dict.fromkeys(["read_soul_text"], "..agent.soul_event"),
+    **dict.fromkeys(["SoulLintError"], "..agent.soul_lint"),
     **dict.fromkeys(["SessionKind"], "..agent.session_kind"),
     **dict.fromkeys(["Task", "TaskList"], "..agent.tasks"),
     **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),
@@ -95,9 +103,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
     **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),
-    **dict.fromkeys(["SoulLintError", "SoulView", "read_soul_text"], ".soul"),
+    **dict.fromkeys(["SoulView"], ".soul"),
     **dict.fromkeys(["is_newer"], "..nostr.replaceable"),
-    **dict.fromkeys(["MemoryStatus", "MemoryVersionView", "PendingPublish", "RelayMemoryStatus"], ".views"),
+    **dict.fromkeys(["DocumentStatus", "DocumentVersionView", "PendingPublish", "RelayDocumentStatus"], ".views"),
 }
 
 
@@ -111,11 +119,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [  # noqa: RUF022 (sorted)
-    "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "ENV_NSEC", "IdentityView", "LOST_NOTE",
-    "MemoryChanged", "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck",
+    "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "DocumentError", "DocumentKey",
+    "DocumentSnapshot", "DocumentStatus", "DocumentVersionView", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MEMORIES",
+    "MemoryChanged", "ModelCheck",
     "ModelSettings", "NewerVersionKnown", "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly",
-    "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
-    "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "SelfDocument", "ServiceEvent",
+    "PublishOutcome", "REFUSED_NOTE", "RelayDocumentStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
+    "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "ServiceEvent",
     "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind", "Sessions", "SoulChanged", "SoulLintError",
     "SoulView", "Task", "TaskList", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
     "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir",

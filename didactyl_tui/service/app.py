@@ -1,10 +1,11 @@
 """AppService: the one API the TUI and the CLI call. It owns the configuration, the event stream and the
 parts; each part owns its state (see the package docstring for the map).
 
-Start-up: key → embedded relay → relay pool → memories, soul, tasks, self- and admin-context fetched (relay
-trouble never raises: it shows in ``relay_states()`` and as :class:`ServiceWarning`) → live subscriptions →
-the DM inbox (``answer_dms``) → the agent's configured profile, contacts, relay list and startup events
-published when they differ from the relays'.
+Start-up: key → embedded relay → relay pool → the agent's documents (memories, soul, tasks, profile, contacts, relay
+list) and the admin's context fetched (relay trouble never raises: it shows in ``relay_states()`` and as
+:class:`ServiceWarning`) → the newest version kept here of each document that the relays lack or cannot give in a
+readable form → live subscriptions → the DM inbox (``answer_dms``) → the configured soul, profile, contacts, relay
+list and startup events published where the relays hold nothing (or this device's own older version).
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ from typing import Any
 
 from ..agent.conversations import SessionInfo
 from ..agent.dm_inbox import DmPolicy
+from ..agent.documents.codecs import build_codecs
+from ..agent.documents.keys import DocumentKey
+from ..agent.documents.sync import RECONCILE_START_DELAY_S
+from ..agent.documents.versions import DocumentSnapshot, SaveResult
 from ..agent.events import AgentEvent, TurnFailed
 from ..agent.identity_cache import KindDrift, OwnIdentityDraft, SelfContextSnapshot, pubkey_hex
-from ..agent.memory.store import MemorySnapshot, MemoryType, SaveResult
-from ..agent.memory.sync import RECONCILE_START_DELAY_S
 from ..agent.prompt_record import PromptAssembly
-from ..agent.self_documents import SelfDocument
 from ..agent.session_kind import SessionKind
 from ..agent.soul import SoulTemplate, load_soul_template
-from ..agent.tasks import TaskList
+from ..agent.tasks import TaskBook, TaskList
 from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.notes import NotePoster
 from ..agent.tools.registry import ToolOutcome
@@ -38,28 +40,24 @@ from . import state
 from .bundle import BundleReport, BundleService
 from .chat import ChatService, Sessions, preload_llm
 from .dm import DmService
+from .documents import DocumentService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
-from .memory import MemoryService
 from .model import ModelCheck, ModelChoice, ModelSettings
 from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
-from .self_documents import SelfDocService
-from .soul import SoulService, SoulVersionView, SoulView
-from .soul_live import soul_listener
+from .soul import SoulView, soul_view
 from .startup import publish_startup_events, startup_intents
-from .tasks import load_tasks
-from .views import MemoryStatus, MemoryVersionView, PendingPublish
+from .views import DocumentStatus, DocumentVersionView, PendingPublish
 
 
 class _Parts:
     """What exists only while started: never Optional inside."""
 
-    def __init__(self, rt: Runtime, memory: MemoryService, chat: ChatService, identity: IdentityService,
-                 soul: SoulService) -> None:
-        self.rt, self.memory, self.chat, self.identity, self.soul = rt, memory, chat, identity, soul
+    def __init__(self, rt: Runtime, documents: DocumentService, chat: ChatService,
+                 identity: IdentityService) -> None:
+        self.rt, self.documents, self.chat, self.identity = rt, documents, chat, identity
         self.dm: DmService | None = None  # only when this service answers direct messages
-        self.docs: SelfDocService  # the soul and the task list, versioned like memory (set right after)
 
 
 def admin_pubkey_of(config: Config) -> str | None:
@@ -142,41 +140,41 @@ class AppService:
         if self._parts is not None:
             return
         read_only = self.read_only if read_only is None else read_only
-        memory: MemoryService | None = None
+        documents: DocumentService | None = None
+        codecs = build_codecs(limits={DocumentKey.SHORT_TERM: self.config.memory.short_term_max_chars,
+                                      DocumentKey.LONG_TERM: self.config.memory.long_term_max_chars},
+                              registry=self.registry, initial_soul=self.soul)
         rt = await start_runtime(
             self.config, self.data_dir, self.env, admin_pubkey=self.admin_pubkey, clock=self._clock,
             client_options=self._client_options, emit=self._events.emit, warn=self._warn,
-            on_lost=lambda t, lost, winner: memory.lost(t, lost, winner) if memory else None,
-            on_outbox_change=lambda: memory.outbox_changed() if memory else None)
+            on_lost=lambda key, lost, winner: documents.lost(key, lost, winner) if documents else None,
+            on_outbox_change=lambda: documents.outbox_changed() if documents else None, codecs=codecs)
         try:
-            memory = MemoryService(rt, self._events.emit, self._warn)
+            documents = DocumentService(rt, self._events.emit, self._warn)
             identity = IdentityService(rt, self.config, self._clock, self._warn, self.data_dir,
                                        emit_changed=lambda: self._events.emit(SelfContextChanged("agent")))
             rt.sync.repairs = not read_only
-            chat = ChatService(rt, self.config, self.env, self.soul, self.registry, self._model, self._clock,
+            chat = ChatService(rt, self.config, self.env, self.registry, self._model, self._clock,
                                self._events.emit, self._warn)
             wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
             wanted = wanted and not read_only  # a read-only command publishes nothing of its own
-            soul = SoulService(rt, chat, self.soul, self.registry, self._clock, self._warn)
-            self._parts = _Parts(rt, memory, chat, identity, soul)
-            self._parts.docs = docs = SelfDocService(rt, soul, self.registry, self._clock, self._events.emit,
-                                                     self._warn)
-            rt.tool_context.tasks = tasks = docs.book
+            self._parts = _Parts(rt, documents, chat, identity)
+            rt.tool_context.tasks = TaskBook(lambda: rt.store.value(DocumentKey.TASKS), documents.task_changes(),
+                                             clock=self._clock)
             rt.tool_context.notes = NotePoster(
                 rt.key, lambda ev: rt.pool.publish(ev, rt.timeout_s),
                 None if self.config.tools.post_notes_without_asking else self.note_confirmation, self._clock)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(rt.store.load())
-                tg.create_task(soul.load(publish_initial=wanted))
-                tg.create_task(load_tasks(tasks, self._warn))
                 for cache in rt.caches:
                     tg.create_task(identity.load(cache))
+            # The newest version kept here of each document (an edit the relays did not confirm, or the last one that
+            # reads when the relays' newest does not) is the document unless the relays gave a newer one that reads.
             await rt.sync.restore_newest_known()
             rt.store.start_live()
             identity.follow()
-            # Soul and task-list versions from other writers: judged, kept; the task list used, and the soul in use
-            # from the next prompt (SoulChanged).
-            docs.follow(on_soul=soul_listener(soul, self._events.emit, rt.tasks.spawn))
+            if read_only:  # a command that only reads still finishes what an earlier run left in the outbox
+                await documents.deliver_pending()
             # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
             rt.daemons.spawn(rt.publisher.run())
             rt.sync.ready = True
@@ -186,8 +184,9 @@ class AppService:
                                            self._events.emit, self._warn)
                 await self._parts.dm.start()
             if wanted:
+                self._publish_initial_soul()
                 intents = startup_intents(self.config)
-                identity.publish_own(skip_kinds=frozenset(i.kind for i in intents))
+                await identity.publish_own(skip_kinds=frozenset(i.kind for i in intents))
                 if intents:
                     rt.tasks.spawn(publish_startup_events(rt, intents, self._clock, self._warn))
         except BaseException:
@@ -323,55 +322,49 @@ class AppService:
             return None
         return preload_llm(self.config.llm.worker_process)
 
-    # --- memory: the parts' API ----------------------------------------------------------------------
-    # Memory, the soul and the task list share these (``t``: a memory type, "soul" or "tasks"): one editor,
-    # history, diff, rollback and merge view for every self-document (service/self_documents.py).
-    def memory(self, t: MemoryType | SelfDocument | str) -> MemorySnapshot:
-        doc = SelfDocument.find(t)
-        return self.parts.docs.snapshot(doc) if doc else self.parts.memory.snapshot(t)
+    # --- the agent's documents: one API for every one of them --------------------------------------
+    # ``key``: a document's key ("short_term", "long_term", "soul", "tasks", "profile", "contacts", "relays") or a
+    # DocumentKey; every document is read, saved, versioned and repaired the same way (service/documents.py).
+    def memory(self, key: DocumentKey | str) -> DocumentSnapshot:
+        """A document as known now (its text, value, version, relays; a newer version that does not read)."""
+        return self.parts.documents.snapshot(key)
 
-    def memory_relay_versions(self, t: MemoryType | str) -> dict[str, tuple[str, int]]:
-        return self.parts.memory.relay_versions(t)
+    def memory_relay_versions(self, key: DocumentKey | str) -> dict[str, tuple[str, int]]:
+        return self.parts.documents.relay_versions(key)
 
-    async def load_long_term(self) -> MemorySnapshot:
-        return await self.parts.memory.load_long_term()
+    async def load_long_term(self) -> DocumentSnapshot:
+        return await self.parts.documents.load_long_term()
 
-    async def save_memory(self, t: MemoryType | SelfDocument | str, content: str) -> SaveResult:
-        """The one save path (the memory_save tool's too; the soul's linted first, the task list's)."""
-        doc = SelfDocument.find(t)
-        return await (self.parts.docs.save(doc, content) if doc else self.parts.memory.save(t, content))
+    async def save_memory(self, key: DocumentKey | str, content: str, *, encrypt: bool = True) -> SaveResult:
+        """The one save path of an edited text (the memory_save tool's too). Bad text raises AgentError before
+        anything is signed (a soul names its bad section)."""
+        return await self.parts.documents.save(key, content, encrypt=encrypt)
 
     def memory_not_persisted(self, event_id: str) -> str | None:
-        """Why a saved memory version is not written on this device (disk full...), or None."""
-        return self.parts.memory.not_persisted(event_id) if self._parts is not None else None
+        """Why a saved version is not written on this device (disk full...), or None."""
+        return self.parts.documents.not_persisted(event_id) if self._parts is not None else None
 
     def memory_at_risk(self) -> list[str]:
-        """Memory edits lost if the app quits now, one line each (empty: quitting loses nothing)."""
-        return self.parts.memory.at_risk() if self._parts is not None else []
+        """Edits lost if the app quits now (on no relay, not written on this device), one line each."""
+        return self.parts.documents.at_risk() if self._parts is not None else []
 
-    async def rollback_memory(self, t: MemoryType | SelfDocument | str, event_id: str) -> SaveResult:
-        doc = SelfDocument.find(t)
-        return await (self.parts.docs.rollback(doc, event_id) if doc else self.parts.memory.rollback(t, event_id))
+    async def rollback_memory(self, key: DocumentKey | str, event_id: str) -> SaveResult:
+        return await self.parts.documents.rollback(key, event_id)
 
-    async def memory_history(self, t: MemoryType | SelfDocument | str) -> list[MemoryVersionView]:
-        doc = SelfDocument.find(t)
-        return await (self.parts.docs.history(doc) if doc else self.parts.memory.history(t))
+    async def memory_history(self, key: DocumentKey | str) -> list[DocumentVersionView]:
+        return await self.parts.documents.history(key)
 
-    async def memory_version(self, t: MemoryType | SelfDocument | str, event_id: str) -> MemoryVersionView:
-        doc = SelfDocument.find(t)
-        return await (self.parts.docs.version(doc, event_id) if doc else self.parts.memory.version(t, event_id))
+    async def memory_version(self, key: DocumentKey | str, event_id: str) -> DocumentVersionView:
+        return await self.parts.documents.version(key, event_id)
 
-    async def memory_diff(self, t: MemoryType | SelfDocument | str, older_id: str, newer_id: str) -> str:
-        doc = SelfDocument.find(t)
-        if doc is not None:
-            return await self.parts.docs.diff(doc, older_id, newer_id)
-        return await self.parts.memory.diff(t, older_id, newer_id)
+    async def memory_diff(self, key: DocumentKey | str, older_id: str, newer_id: str) -> str:
+        return await self.parts.documents.diff(key, older_id, newer_id)
 
-    async def memory_status(self, t: MemoryType | str, *, bring_up_to_date: bool = False) -> MemoryStatus:
-        return await self.parts.memory.status(t, bring_up_to_date=bring_up_to_date)
+    async def memory_status(self, key: DocumentKey | str, *, bring_up_to_date: bool = False) -> DocumentStatus:
+        return await self.parts.documents.status(key, bring_up_to_date=bring_up_to_date)
 
-    async def pending_publishes(self, t: MemoryType | str | None = None) -> list[PendingPublish]:
-        return await self.parts.memory.pending_publishes(t) if self._parts is not None else []
+    async def pending_publishes(self, key: DocumentKey | str | None = None) -> list[PendingPublish]:
+        return await self.parts.documents.pending_publishes(key) if self._parts is not None else []
 
     @property
     def reconcile_interval_s(self) -> float:
@@ -383,16 +376,33 @@ class AppService:
 
     # --- the soul (kind 31120) ---------------------------------------------------------------------
     def soul_view(self) -> SoulView:
-        """The soul in use, and the event it came from."""
-        return self.parts.soul.view()
-
-    async def soul_history(self) -> list[SoulVersionView]:
-        """Every version of the soul seen here (published here or read from the relays), newest first."""
-        return await self.parts.soul.history()
+        """The soul in use, and the version it came from."""
+        rt = self.parts.rt
+        return soul_view(rt.store.snapshot(DocumentKey.SOUL), rt.store.current_event(DocumentKey.SOUL))
 
     async def publish_soul(self, template: SoulTemplate | None = None, *, encrypt: bool = True) -> PublishOutcome:
-        """Lint and publish ``template`` (default: the configured soul) as the agent's kind 31120."""
-        return await self.parts.soul.publish(template or self.soul, encrypt=encrypt)
+        """Publish ``template`` (default: the configured soul) as the agent's kind 31120: checked (linted) and saved
+        through the one save path, a new version based on the one in use."""
+        chosen = template or self.soul
+        documents = self.parts.documents
+        text = self.parts.rt.store.codec(DocumentKey.SOUL).to_text(chosen)
+        return (await documents.save(DocumentKey.SOUL, text, encrypt=encrypt)).outcome
+
+    def _publish_initial_soul(self) -> None:
+        """The configured soul, published once: when the relays answered and hold no soul at all (one that does not
+        read is not published over: the user may want to fix it rather than lose it)."""
+        documents = self.parts.documents
+        snap = documents.snapshot(DocumentKey.SOUL)
+        if not snap.loaded or snap.event_id is not None or snap.unreadable is not None:
+            return
+
+        async def publish() -> None:
+            try:
+                await documents.save_value(DocumentKey.SOUL, self.soul)
+            except Exception as exc:  # a bad configured soul, or a newer one arrived: told, never raised
+                self._warn(f"the soul was not published: {exc}")
+
+        self.parts.rt.tasks.spawn(publish())
 
     def set_note_asker(self, ask: Callable[[str], Awaitable[bool]] | None) -> None:
         """How a terminal turn asks the user before the agent posts a public note (the TUI's dialog)."""
@@ -409,9 +419,8 @@ class AppService:
 
     # --- tasks ----------------------------------------------------------------------------------------
     def tasks(self) -> TaskList:
-        """The agent's task list as last loaded or saved."""
-        book = self.parts.rt.tool_context.tasks
-        return book.current if book is not None else TaskList()
+        """The agent's task list in use."""
+        return self.parts.rt.store.value(DocumentKey.TASKS)
 
     # --- chat: the parts' API ------------------------------------------------------------------------
     @property

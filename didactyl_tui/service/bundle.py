@@ -15,13 +15,11 @@ from typing import Any
 
 from ..agent.bundle import MAX_BUNDLE_BYTES, BundleError, read_bundle, write_bundle
 from ..agent.conversation_records import export_records, restore_records
-from ..agent.memory.store import MemoryType
+from ..agent.documents.keys import DocumentKey
 from ..agent.private_files import PRIVATE_FILE_MODE
-from ..agent.soul_event import SOUL_D_TAG
-from ..agent.tasks import TASKS_D_TAG
 from ..errors import AgentError
 from ..nostr.event import Event
-from ..nostr.kinds import APP_DATA, CONTACTS, DM_RELAY_LIST, METADATA, RELAY_LIST, SOUL, TEXT_NOTE
+from ..nostr.kinds import DM_RELAY_LIST, TEXT_NOTE
 from .runtime import Runtime
 
 MAX_NOTES = 500  # the agent's latest public notes carried along
@@ -43,9 +41,8 @@ class BundleReport:
 
 def _own_filters(pubkey: str) -> list[dict[str, Any]]:
     return [
-        {"kinds": [APP_DATA], "authors": [pubkey], "#d": [*(t.d_tag for t in MemoryType), TASKS_D_TAG]},
-        {"kinds": [SOUL], "authors": [pubkey], "#d": [SOUL_D_TAG]},
-        {"kinds": [METADATA, CONTACTS, RELAY_LIST, DM_RELAY_LIST], "authors": [pubkey]},
+        *(key.filter(pubkey) for key in DocumentKey),  # every document of the agent's
+        {"kinds": [DM_RELAY_LIST], "authors": [pubkey]},
         {"kinds": [TEXT_NOTE], "authors": [pubkey], "limit": MAX_NOTES},
     ]
 

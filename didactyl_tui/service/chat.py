@@ -12,8 +12,8 @@ from typing import Any
 
 from ..agent.assembly_log import AssemblyLog, SavedAssembly
 from ..agent.conversations import ConversationStore, SessionInfo
+from ..agent.documents.keys import DocumentKey
 from ..agent.events import AgentEvent, TurnFailed, TurnFinished
-from ..agent.memory.store import MemoryType
 from ..agent.prompt_record import PromptAssembly, SourceEvent
 from ..agent.session_kind import SessionKind
 from ..agent.soul import SoulTemplate, assemble
@@ -29,6 +29,12 @@ log = logging.getLogger("didactyl.service")
 
 NO_MODEL = "set $DIDACTYL_MODEL or [llm] model in the config (e.g. openai/gpt-4o-mini)"
 
+
+# The context tools that render a document of the agent's (the section's source is that document's version).
+DOCUMENT_TOOLS: dict[DocumentKey, tuple[str, ...]] = {
+    DocumentKey.SHORT_TERM: ("memory_short_term_read",),
+    DocumentKey.TASKS: ("tasks_open_read", "task_list"),
+}
 
 MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
 
@@ -98,10 +104,10 @@ def open_sessions(data_dir: Any) -> Sessions:
 
 
 class ChatService:
-    def __init__(self, rt: Runtime, config: Config, env: Mapping[str, str], soul: SoulTemplate,
-                 registry: ToolRegistry, model: ModelChoice, clock: Callable[[], float],
-                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
-        self._rt, self._config, self._env, self.soul = rt, config, env, soul
+    def __init__(self, rt: Runtime, config: Config, env: Mapping[str, str], registry: ToolRegistry,
+                 model: ModelChoice, clock: Callable[[], float], emit: Callable[[ServiceEvent], None],
+                 warn: Callable[[str], None]) -> None:
+        self._rt, self._config, self._env = rt, config, env
         self._registry, self._model, self._clock, self._emit, self._warn = registry, model, clock, emit, warn
         self.sessions = Sessions(rt.conversations, keep_assemblies=config.llm.saved_assemblies)
         self._background: set[asyncio.Future[Any]] = set()  # saves started while a turn was being cancelled
@@ -126,13 +132,26 @@ class ChatService:
     def tool_names_offered(self) -> list[str]:
         return [t.name for t in self._registry.visible()] + [t.name for t in self._backend_tools() if t.visible]
 
+    @property
+    def soul(self) -> SoulTemplate:
+        """The soul in use: the soul document's (the configured one until the relays hold one that reads)."""
+        return self._rt.store.value(DocumentKey.SOUL)
+
+    def _document_source(self, key: DocumentKey) -> SourceEvent | None:
+        snap = self._rt.store.snapshot(key)
+        if snap.event_id is None or snap.created_at is None:
+            return None
+        return SourceEvent(snap.event_id, snap.created_at, snap.relays)
+
     def _source_events(self) -> dict[str, SourceEvent]:
-        """Provenance of every injected section: memory, and each identity section (event, time, relays)."""
+        """Provenance of every injected section: the document or identity event it came from (event, time,
+        relays)."""
         rt = self._rt
         out: dict[str, SourceEvent] = {}
-        snap = rt.store.snapshot(MemoryType.SHORT_TERM)
-        if snap.event_id is not None and snap.created_at is not None:
-            out["memory_short_term_read"] = SourceEvent(snap.event_id, snap.created_at, snap.relays)
+        for key, tools in DOCUMENT_TOOLS.items():
+            source = self._document_source(key)
+            if source is not None:
+                out.update(dict.fromkeys(tools, source))
         out.update(rt.agent_cache.source_events("nostr_agent", "agent_identity"))
         if rt.admin_cache is not None:
             out.update(rt.admin_cache.source_events("nostr_admin", "admin_identity"))
@@ -154,7 +173,8 @@ class ChatService:
             self.soul, model=self._model.name, registry=self._registry, ctx=self._rt.tool_context,
             created_at=self._clock(), history=list(history), history_dropped=int(dropped), user_message=message,
             backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(),
-            source_events=self._source_events(), dry_run=dry_run,
+            source_events=self._source_events(), soul_source=self._document_source(DocumentKey.SOUL),
+            dry_run=dry_run,
         )
         self._emit(PromptAssembled(assembly))
         return assembly

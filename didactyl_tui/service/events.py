@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 if TYPE_CHECKING:
-    from ..agent.memory.store import MemorySnapshot, MemoryType
+    from ..agent.documents.keys import DocumentKey
+    from ..agent.documents.versions import DocumentSnapshot
     from ..agent.prompt_record import PromptAssembly
-    from ..agent.self_documents import SelfDocument
     from ..nostr.results import ConnectionState
 
 log = logging.getLogger("didactyl.service")
@@ -23,13 +23,15 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class MemoryChanged:
-    type: MemoryType | SelfDocument  # a memory, the soul or the task list
-    snapshot: MemorySnapshot
+    """One of the agent's documents changed (a memory, the soul, the task list, the profile, contacts, relays)."""
+
+    type: DocumentKey
+    snapshot: DocumentSnapshot
     origin: Literal["local", "remote"]
     # This device's own edit lost to a newer version from another device (its text is in memory_history).
     lost_local: bool = False
     lost_event_id: str | None = None
-    winner_event_id: str | None = None  # the concurrent version that is now the memory
+    winner_event_id: str | None = None  # the concurrent version that is now the document
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from ..agent.documents.codecs import TagList
+from ..agent.documents.keys import DocumentKey
+from ..agent.documents.versions import SaveResult
 from ..agent.identity_cache import (
     IdentityCache,
     KindDrift,
@@ -25,7 +28,7 @@ from ..agent.identity_cache import (
     pubkey_hex,
 )
 from ..config import Config, config_error
-from ..nostr.event import Event, sign_event
+from ..errors import AgentError
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
 from ..nostr.results import PublishOutcome
 from . import state
@@ -34,7 +37,7 @@ from .runtime import Runtime
 WHAT = {METADATA: "profile", CONTACTS: "contact list", RELAY_LIST: "relay list"}
 KNOWN_KEY = "identity_known"  # state.toml: {kind: id} of the versions this device published or adopted
 INTENT_KEY = "identity_intent"  # state.toml: {kind: the config's fields for it} when published or adopted
-MAX_AHEAD_S = 5  # a new version is dated after the one it replaces, but never more than this ahead of now
+DOCUMENT = {METADATA: DocumentKey.PROFILE, CONTACTS: DocumentKey.CONTACTS, RELAY_LIST: DocumentKey.RELAYS}
 
 
 class IdentityService:
@@ -85,9 +88,14 @@ class IdentityService:
             self._warn(config_error(cfg.path, "agent", "contacts", f"{exc}; contacts not published").message)
             return []
 
+    def _loaded(self) -> bool:
+        """Some relay answered for the agent's profile, contacts and relay list (publishing over versions we
+        could not read would drop fields set elsewhere)."""
+        return all(self._rt.store.snapshot(key).loaded for key in DOCUMENT.values())
+
     def drift(self) -> list[KindDrift]:
         """Kinds the relays hold in a version published elsewhere that the config would change."""
-        if not self._rt.agent_cache.loaded:
+        if not self._loaded():
             return []
         return identity_drift(self._rt.agent_cache.view(), self.drafts(), self._known.values())
 
@@ -103,24 +111,28 @@ class IdentityService:
     def _may_publish(self, draft: OwnIdentityDraft) -> bool:
         """Config's first publish (the relays hold nothing), or the config changed since this device published or
         adopted the relays' version. Never over a version published elsewhere (drift)."""
+        snap = self._rt.store.snapshot(DOCUMENT[draft.kind])
+        if snap.unreadable is not None:
+            return False  # a newer version that does not read: never published over from the config
         ev = self._rt.agent_cache.event(draft.kind)
         if ev is None:
             return True
         return ev.id in self._known.values() and self._intent.get(str(draft.kind)) != self._config_intent(draft.kind)
 
     # --- publishing ----------------------------------------------------------------------------------
-    def publish_own(self, *, skip_kinds: frozenset[int] = frozenset()) -> None:
+    async def publish_own(self, *, skip_kinds: frozenset[int] = frozenset()) -> None:
         """At start: the config's first publish, or its changes over our own last version; never over drift.
         The cache shows it at once; the relays get it in the background. ``skip_kinds``: kinds declared in
         ``[[agent.startup_events]]``, which replace the ones built from ``[agent]``."""
-        if not self._rt.agent_cache.loaded:
+        if not self._loaded():
             return
         drifted = {d.kind for d in self.drift()}
-        own = [self._sign(d) for d in self.drafts() if self._may_publish(d) and d.kind not in skip_kinds]
-        for ev in own:
-            self._rt.agent_cache.ingest(None, ev)
+        own = [d for d in self.drafts() if self._may_publish(d) and d.kind not in skip_kinds]
         if own:
-            self._rt.tasks.spawn(self._publish(own))
+            adopted = [asyncio.Event() for _ in own]
+            self._rt.tasks.spawn(self._publish(own, adopted))
+            for event in adopted:  # signed and in use here: the relays get it in the background
+                await event.wait()
         if drifted:
             self._emit_changed()
 
@@ -128,10 +140,7 @@ class IdentityService:
         """The config's fields merged into the relays' drifted versions (other fields kept), published;
         with ``only_drifted=False`` every kind the config would change (``didactyl identity publish``)."""
         drifted = {d.kind for d in self.drift()}
-        events = [self._sign(d) for d in self.drafts() if d.kind in drifted or not only_drifted]
-        for ev in events:
-            self._rt.agent_cache.ingest(None, ev)
-        outcomes = await self._publish(events)
+        outcomes = await self._publish([d for d in self.drafts() if d.kind in drifted or not only_drifted])
         self._emit_changed()
         return outcomes
 
@@ -142,22 +151,30 @@ class IdentityService:
         self._emit_changed()
         return [d.kind for d in drifts]
 
-    def _sign(self, draft: OwnIdentityDraft) -> Event:
-        current = self._rt.agent_cache.event(draft.kind)
-        now = int(self._clock())
-        created_at = now if current is None or current.created_at < now else \
-            min(current.created_at + 1, now + MAX_AHEAD_S)
-        return sign_event(self._rt.key, kind=draft.kind, content=draft.content, created_at=created_at,
-                          tags=draft.tags)
-
-    async def _publish(self, events: list[Event]) -> dict[int, PublishOutcome]:
+    async def _publish(self, drafts: list[OwnIdentityDraft],
+                       adopted: list[asyncio.Event] | None = None) -> dict[int, PublishOutcome]:
+        """Each draft saved as a new version of its document (the one save path: dated after the version it
+        merges into, outbox, every relay, history), the documents side by side."""
         outcomes: dict[int, PublishOutcome] = {}
-        for ev in events:
-            outcome = await self._rt.pool.publish(ev, timeout=self._config.relays.timeout_s)
-            outcomes[ev.kind] = outcome
-            if outcome.results and not outcome.any_accepted:
-                self._warn(f"the agent's {WHAT[ev.kind]} was not published: {outcome.summary()}")
-        await self._remember({ev.kind: ev.id for ev in events if outcomes[ev.kind].any_accepted})
+        published: dict[int, str] = {}
+
+        async def save(draft: OwnIdentityDraft, signed: asyncio.Event | None) -> SaveResult | None:
+            try:
+                return await self._rt.sync.save_value(DOCUMENT[draft.kind], _value(draft), adopted=signed)
+            except AgentError as exc:  # a newer version is known, or one dated too far ahead: nothing published
+                self._warn(f"the agent's {WHAT[draft.kind]} was not published: {exc.message}")
+                return None
+
+        results = await asyncio.gather(*(save(d, adopted[n] if adopted else None) for n, d in enumerate(drafts)))
+        for draft, result in zip(drafts, results, strict=True):
+            if result is None:
+                continue
+            outcomes[draft.kind] = result.outcome
+            if result.any_accepted:
+                published[draft.kind] = result.event_id
+            elif result.outcome.results:
+                self._warn(f"the agent's {WHAT[draft.kind]} was not published: {result.outcome.summary()}")
+        await self._remember(published)
         return outcomes
 
     async def _remember(self, ids: dict[int, str]) -> None:
@@ -170,6 +187,13 @@ class IdentityService:
                 await asyncio.to_thread(_record, self._data_dir, dict(self._known), dict(self._intent))
             except Exception as exc:  # a preference file must not fail a publish
                 self._warn(f"could not record the published identity: {exc}")
+
+
+def _value(draft: OwnIdentityDraft) -> object:
+    """A draft as its document's value."""
+    if draft.kind == METADATA:
+        return json.loads(draft.content)
+    return TagList(tuple(tuple(t) for t in draft.tags), draft.content)
 
 
 def _str_map(value: object) -> dict[str, str]:

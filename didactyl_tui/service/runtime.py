@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.background import BackgroundTasks
 from ..agent.conversations import ConversationStore
+from ..agent.documents.codec import DocumentCodec
+from ..agent.documents.keys import DocumentKey
+from ..agent.documents.store import DocumentStore
+from ..agent.documents.sync import DocumentSync
 from ..agent.identity_cache import IdentityCache, pubkey_hex
 from ..agent.keystore import ensure_data_dir, load_agent_key
 from ..agent.memory.backend import MemoryManager, create_memory_manager
 from ..agent.memory.history import MemoryHistory
 from ..agent.memory.outbox import Outbox
 from ..agent.memory.publisher import MemoryPublisher
-from ..agent.memory.store import MemoryStore, MemoryType
-from ..agent.memory.sync import MemorySync
 from ..agent.private_files import permission_warnings, tighten_sqlite_files
 from ..agent.tools.context import AgentToolContext
 from ..config import Config
@@ -29,6 +31,7 @@ from ..nostr.keys import SecretKey
 from ..nostr.pool import RelayPool
 from ..nostr.relay_guard import FailedEvents
 from ..nostr.results import ConnectionState
+from ..nostr.signer import LocalSigner, Signer
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
 from .relay_keeper import EmbeddedRelayKeeper
 
@@ -44,7 +47,7 @@ HISTORY_DB = "memory-history.sqlite3"
 
 @dataclass
 class ServiceToolContext(AgentToolContext):
-    """What the model's tool calls run with: the store, the caches, the config, the one save path."""
+    """What the model's tool calls run with: the documents, the caches, the config, the one save path."""
 
     config: Config | None = None
     data_dir: Path | None = None
@@ -53,13 +56,14 @@ class ServiceToolContext(AgentToolContext):
 @dataclass
 class Runtime:
     key: SecretKey
+    signer: Signer  # every signature and NIP-44 operation of the agent's key
     pool: RelayPool
     embedded_relay: SharedRelay | None  # its own process: outlives this runtime
     outbox: Outbox
     history: MemoryHistory
     publisher: MemoryPublisher
-    store: MemoryStore
-    sync: MemorySync
+    store: DocumentStore
+    sync: DocumentSync
     agent_cache: IdentityCache
     admin_cache: IdentityCache | None
     tool_context: ServiceToolContext
@@ -132,15 +136,16 @@ async def start_runtime(
     client_options: Mapping[str, Any],
     emit: Callable[[ServiceEvent], None],
     warn: Callable[[str], None],
-    on_lost: Callable[[MemoryType, str, str], None],
+    on_lost: Callable[[DocumentKey, str, str], None],
     on_outbox_change: Callable[[], None],
+    codecs: Mapping[DocumentKey, DocumentCodec[Any]],
 ) -> Runtime:
     """Open everything (no fetching yet). Files and SQLite open on worker threads, off the event loop."""
     closers = contextlib.AsyncExitStack()
     try:
         return await _open(config, data_dir, env, closers, admin_pubkey=admin_pubkey, clock=clock,
                            client_options=client_options, emit=emit, warn=warn, on_lost=on_lost,
-                           on_outbox_change=on_outbox_change)
+                           on_outbox_change=on_outbox_change, codecs=codecs)
     except BaseException:
         await closers.aclose()  # a half-started service leaves no relay or socket behind
         raise
@@ -149,7 +154,8 @@ async def start_runtime(
 async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers: contextlib.AsyncExitStack, *,
                 admin_pubkey: str | None, clock: Callable[[], float], client_options: Mapping[str, Any],
                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
-                on_lost: Callable[[MemoryType, str, str], None], on_outbox_change: Callable[[], None]) -> Runtime:
+                on_lost: Callable[[DocumentKey, str, str], None], on_outbox_change: Callable[[], None],
+                codecs: Mapping[DocumentKey, DocumentCodec[Any]]) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     loaded = await asyncio.to_thread(load_agent_key, data_dir, env)
     key = loaded.key
@@ -178,16 +184,15 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                                       "memory versions are kept", warn)
     closers.callback(_quietly_sync, history.close)
     publisher = MemoryPublisher(pool, outbox, timeout=config.relays.timeout_s, on_change=on_outbox_change)
-    limits = {MemoryType.SHORT_TERM: config.memory.short_term_max_chars,
-              MemoryType.LONG_TERM: config.memory.long_term_max_chars}
-    store = MemoryStore(key, pool, limits=limits, relay_timeout=config.relays.timeout_s, clock=clock,
-                        publisher=publisher.publish, sign_ahead_max_s=config.memory.sign_ahead_max_s)
+    signer = LocalSigner(key)
+    store = DocumentStore(signer, pool, codecs, relay_timeout=config.relays.timeout_s, clock=clock,
+                          publisher=publisher.publish, sign_ahead_max_s=config.memory.sign_ahead_max_s)
     closers.push_async_callback(_quietly, store.stop_live)
     store.add_warning_listener(warn)
-    sync = MemorySync(store, publisher, outbox, history, warn=warn, on_lost=on_lost)
+    sync = DocumentSync(store, publisher, outbox, history, warn=warn, on_lost=on_lost)
     pool.add_state_listener(lambda url, state: emit(RelayStateChanged(url, state)))
     pool.add_state_listener(sync.relay_state_changed)
-    agent_cache = IdentityCache(key.public_key_hex, clock=clock)
+    agent_cache = IdentityCache(key.public_key_hex, clock=clock, own_documents=True)
     agent_cache.add_listener(lambda: emit(SelfContextChanged("agent")))
     admin_cache = None
     if admin_pubkey is not None:
@@ -201,8 +206,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
     closers.push_async_callback(_quietly, manager.aclose)
-    rt = Runtime(key, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache, tool_context,
-                 conversations, manager, config.relays.timeout_s, closers)
+    rt = Runtime(key, signer, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache,
+                 tool_context, conversations, manager, config.relays.timeout_s, closers)
     if relay is not None:
         pool.add_state_listener(EmbeddedRelayKeeper(rt, config, data_dir, warn, relay_options).state_changed)
     await pool.start()

@@ -1,28 +1,24 @@
-"""How the views (TUI, CLI) see the memory outbox, history and relay consensus."""
+"""How the views (TUI, CLI) see the outbox, a document's history and relay consensus."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..agent.documents.keys import DocumentKey
 from ..agent.memory.outbox import RELAY_ACCEPTED, classify_verdict
-from ..agent.memory.store import MemoryType
-from ..errors import AgentError, NostrError
+from ..errors import AgentError
 from ..nostr.event import Event
 from ..nostr.results import RelayVerdict
 from ..terminal_text import one_line
 from .labels import short_id, when
 
-if TYPE_CHECKING:
-    from ..agent.self_documents import SelfDocument
-
 
 @dataclass(frozen=True, slots=True)
 class PendingPublish:
-    """A memory (or soul, task-list) version some relay still needs (from the outbox)."""
+    """A document's version some relay still needs (from the outbox)."""
 
-    type: MemoryType | SelfDocument
+    type: DocumentKey
     event_id: str
     created_at: int
     state: str  # "pending" (no relay took it yet) | "delivered" (some did) | "unsaved" (outbox not writable)
@@ -51,19 +47,20 @@ class PendingPublish:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryVersionView:
-    """One version in a memory's history (or the soul's, the task list's). ``content`` decrypts on each call; the
-    text is kept nowhere."""
+class DocumentVersionView:
+    """One version in a document's history, as read when the history was listed (``text`` None: it does not
+    read, and ``problem`` says why)."""
 
-    type: MemoryType | SelfDocument
+    type: DocumentKey
     event_id: str
     created_at: int
     origin: str  # "local" (saved on this device) | "remote" (seen on a relay)
     note: str
     seen_at: float
-    current: bool  # the version the memory shows now
+    current: bool  # the version in use now
     event: Event = field(repr=False, compare=False)
-    _decrypt: Callable[[Event], str] = field(repr=False, compare=False)
+    text: str | None = field(default=None, repr=False, compare=False)
+    problem: str = ""
 
     @property
     def label(self) -> str:
@@ -71,29 +68,26 @@ class MemoryVersionView:
 
     @property
     def content(self) -> str:
-        try:
-            return self._decrypt(self.event)
-        except NostrError as exc:
-            raise AgentError(f"version {short_id(self.event_id)} does not decrypt with this key ({exc.message})",
-                             "Memory history") from None
+        """The version's text; AgentError saying why when it does not read."""
+        if self.text is None:
+            raise AgentError(f"version {short_id(self.event_id)} cannot be read: {self.problem}", "History")
+        return self.text
 
     def to_json_dict(self) -> dict[str, Any]:
         """For ``didactyl memory history --json``: sizes, never the text."""
-        try:
-            text: str | None = self.content
-        except AgentError:
-            text = None
+        text = self.text
         return {
             "event_id": self.event_id, "created_at": self.created_at, "origin": self.origin, "note": self.note,
             "current": self.current, "seen_at": round(self.seen_at, 3),
             "chars": len(text) if text is not None else None,
             "utf8_bytes": len(text.encode("utf-8", "surrogatepass")) if text is not None else None,
+            "problem": self.problem or None,
         }
 
 
 @dataclass(frozen=True, slots=True)
-class RelayMemoryStatus:
-    """Which version of one memory one relay holds."""
+class RelayDocumentStatus:
+    """Which version of one document one relay holds."""
 
     url: str
     reachable: bool  # answered the query completely
@@ -139,13 +133,13 @@ class RelayMemoryStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryStatus:
-    """Per relay, which version of a memory it holds; lagging relays were offered the newest."""
+class DocumentStatus:
+    """Per relay, which version of a document it holds; lagging relays were offered the newest."""
 
-    type: MemoryType
+    type: DocumentKey
     newest_event_id: str | None
     newest_created_at: int | None
-    relays: tuple[RelayMemoryStatus, ...]
+    relays: tuple[RelayDocumentStatus, ...]
     pending: tuple[PendingPublish, ...]
 
     @property

@@ -3,8 +3,8 @@
 Pushed by a scripted relay on the soul subscription (it acknowledges every publish, stores nothing), each
 dated after the soul in use so it would win if trusted:
 a bad signature and a changed content under our key, a stranger's soul, our key with another ``d`` tag, and
-300 distinct genuine versions older than the soul in use (replays of old versions, past the bound of soul ids
-remembered as judged). None is used and none is warned about; a genuine newer soul that fails the linter,
+300 distinct genuine versions older than the soul in use (replays of old versions: never even read).
+None is used and none is warned about; a genuine newer soul that fails the linter,
 delivered again and again, is warned about once; a genuine good one after all that is used.
 """
 
@@ -14,17 +14,15 @@ import asyncio
 import time
 from pathlib import Path
 
-from agent_support import AGENT_KEY, OTHER_KEY, wait_for
+from agent_support import AGENT_KEY, OTHER_KEY, soul_event, wait_for
 from fault_relay import forged, with_bad_signature
 from relay_servers import ScriptedConnection, ScriptedRelay, fast_client_kwargs
 
 from didactyl_tui.agent.soul import SoulTemplate, TemplateSection
-from didactyl_tui.agent.soul_event import build_soul_event
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.kinds import SOUL
 from didactyl_tui.service import AppService, ServiceEvent, ServiceWarning, SoulChanged
-from didactyl_tui.service.soul import MAX_JUDGED
 
 OLD_VERSIONS = 300
 
@@ -64,7 +62,6 @@ class SoulPusher:
 
 
 async def test_forged_stray_and_replayed_souls_change_nothing_and_a_bad_one_is_told_once(tmp_path: Path) -> None:
-    assert OLD_VERSIONS > MAX_JUDGED
     heard: list[ServiceEvent] = []
     pusher = SoulPusher()
     async with ScriptedRelay(pusher.script) as relay:
@@ -79,21 +76,21 @@ async def test_forged_stray_and_replayed_souls_change_nothing_and_a_bad_one_is_t
             in_use = svc.soul_view()
             assert in_use.created_at is not None
             later = max(int(time.time()), in_use.created_at) + 60
-            real = build_soul_event(AGENT_KEY, _soul("a forged soul"), created_at=later)
+            real = soul_event(AGENT_KEY, _soul("a forged soul"), later)
             attacks = [
                 with_bad_signature(real),
-                forged(real, content=build_soul_event(AGENT_KEY, _soul("changed"), created_at=later).content),
-                build_soul_event(OTHER_KEY, _soul("a stranger's soul"), created_at=later).to_dict(),
+                forged(real, content=soul_event(AGENT_KEY, _soul("changed"), later).content),
+                soul_event(OTHER_KEY, _soul("a stranger's soul"), later).to_dict(),
                 sign_event(AGENT_KEY, kind=SOUL, content=real.content, created_at=later,
                            tags=[("d", "not-the-soul"), ("encrypted", "nip44")]).to_dict(),
-                *(build_soul_event(AGENT_KEY, _soul(f"old {n}"), created_at=in_use.created_at - 1 - n).to_dict()
+                *(soul_event(AGENT_KEY, _soul(f"old {n}"), in_use.created_at - 1 - n).to_dict()
                   for n in range(OLD_VERSIONS)),
             ]
             await pusher.push(attacks)
-            bad = build_soul_event(AGENT_KEY, _soul("lint me", tool="get_weather"), created_at=later + 1)
+            bad = soul_event(AGENT_KEY, _soul("lint me", tool="get_weather"), later + 1)
             for _ in range(3):  # the same bad soul, delivered again and again
                 await pusher.push([bad.to_dict()])
-            good = build_soul_event(AGENT_KEY, _soul("You are the newer real soul."), created_at=later + 2)
+            good = soul_event(AGENT_KEY, _soul("You are the newer real soul."), later + 2)
             await pusher.push([good.to_dict()])
 
             async def uses_the_good_one() -> bool:

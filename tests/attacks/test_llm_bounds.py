@@ -20,11 +20,11 @@ from llm_stub import LlmStub, Reply, ToolCall
 
 from didactyl_tui.agent import llm
 from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.events import TextDelta, ToolCallFinished, TurnFinished
 from didactyl_tui.agent.limits import ToolCallGate, TurnLimits
 from didactyl_tui.agent.llm import LlmSettings
 from didactyl_tui.agent.loop import run_turn
-from didactyl_tui.agent.memory.store import MemoryType
 from didactyl_tui.agent.prompt_record import PromptAssembly
 from didactyl_tui.agent.tools.files import FILE_TOOLS
 from didactyl_tui.agent.tools.memory import MEMORY_TOOLS
@@ -205,7 +205,7 @@ async def test_1000_memory_saves_in_one_reply_are_capped(stub: LlmStub, tmp_path
     assert agent.dispatched == 4
     assert all("max_memory_saves_per_turn" in e.result and "one save" in e.result
                for e in finished if e.is_error)
-    snap = agent.ctx.memory.snapshot(MemoryType.SHORT_TERM)
+    snap = agent.ctx.memory.snapshot(DocumentKey.SHORT_TERM)
     assert snap.content in {f"note {n}" for n in range(16)}
     # The second request carries 16 calls and 16 results, not 1,000.
     second = stub.requests[1].messages

@@ -100,9 +100,10 @@ class MemoryHistory:
             row = self._db.execute("SELECT at FROM memory_delivered WHERE event_id=?", (event_id,)).fetchone()
         return float(row[0]) if row else None
 
-    def versions(self, d: str, author: str | None = None) -> list[MemoryVersion]:
+    def versions(self, d: str, author: str | None = None, kind: int | None = None) -> list[MemoryVersion]:
         """Newest first (NIP-01 order: created_at desc, then lowest id); only ``author``'s when given
-        (after a key change the old key's versions stay apart)."""
+        (after a key change the old key's versions stay apart), only of ``kind`` when given (the replaceable kinds
+        0, 3 and 10002 share ``d = ""``)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT event_json, d, origin, seen_at, note FROM memory_versions WHERE d=?"
@@ -110,7 +111,8 @@ class MemoryHistory:
                 (d,),
             ).fetchall()
         versions = [MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) for r in rows]
-        return versions if author is None else [v for v in versions if v.event.pubkey == author]
+        return [v for v in versions
+                if (author is None or v.event.pubkey == author) and (kind is None or v.event.kind == kind)]
 
     def get(self, event_id: str) -> MemoryVersion | None:
         with self._lock:

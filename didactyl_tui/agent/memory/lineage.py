@@ -34,12 +34,6 @@ class Relation(str, Enum):
     CONCURRENT = "concurrent"  # edited from an older version than ours: ours lost
 
 
-def prev_tags(base: str | None) -> list[list[str]]:
-    """The tag naming the version an edit started from (none for a first version). Every self-document
-    (memory, soul, tasks) carries it, so every device judges edits the same way."""
-    return [[PREV_TAG, base]] if base else []
-
-
 def base_of(ev: Event) -> str | None:
     """The ``prev`` tag's event id, or None (untagged: another client, or a version from before the tag)."""
     for tag in ev.tags:
@@ -68,9 +62,9 @@ def relation(history: MemoryHistory, newer: Event, ours: Event) -> Relation:
     return Relation.LATER_EDIT if history.delivered_at(ours.id) is not None else Relation.CONCURRENT
 
 
-def latest_local(history: MemoryHistory, d: str, author: str) -> MemoryVersion | None:
-    """This device's latest save of document ``d`` that went out (refused ones never did)."""
-    for v in history.versions(d, author):
+def latest_local(history: MemoryHistory, d: str, author: str, kind: int | None = None) -> MemoryVersion | None:
+    """This device's latest save of document ``d`` (of ``kind``) that went out (refused ones never did)."""
+    for v in history.versions(d, author, kind):
         if v.origin == "local" and not v.note.startswith("not published"):
             return v
     return None
@@ -85,7 +79,7 @@ def lost_local_edit(history: MemoryHistory, author: str, newer: Event, replaced_
     (another part may have recorded ``newer`` first), with ``once_recorded=False``."""
     if once_recorded and history.get(newer.id) is not None:
         return None  # seen before (our own save coming back, or judged when it first arrived)
-    ours = latest_local(history, newer.d_tag, author)
+    ours = latest_local(history, newer.d_tag, author, newer.kind)
     if ours is None or ours.event_id == newer.id or not is_newer(newer, ours.event):
         return None
     if replaced_id is not None and replaced_id != ours.event_id:

@@ -349,15 +349,18 @@ class MemoryPublisher:
         return gone
 
     async def relay_versions(self, author: str, kind: int, d: str) -> tuple[Event | None, list[RelayHolding]]:
-        """Ask every relay which version of (kind, author, d) it holds."""
-        flt = {"authors": [author], "kinds": [kind], "#d": [d]}
+        """Ask every relay which version of (kind, author, d) it holds (``d`` "" for a replaceable kind)."""
+        flt: dict[str, Any] = {"authors": [author], "kinds": [kind]}
+        if d:
+            flt["#d"] = [d]
         by_relay = await self.pool.query_by_relay([flt], timeout=self.timeout)
         held: dict[str, Event | None] = {}
         reachable: dict[str, bool] = {}
         for url in self.pool.urls:
             events = by_relay.get(url)
             reachable[url] = events is not None
-            held[url] = newest(e for e in (events or []) if e.pubkey == author and e.kind == kind and e.d_tag == d)
+            held[url] = newest(e for e in (events or [])
+                               if e.pubkey == author and e.kind == kind and (not d or e.d_tag == d))
         best = newest(e for e in held.values() if e is not None)
         holdings = []
         for url in self.pool.urls:

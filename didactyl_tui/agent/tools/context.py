@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..documents.keys import DocumentKey
+from ..documents.store import DocumentStore
+from ..documents.versions import SaveResult
 from ..identity_cache import IdentityCache
-from ..memory.store import MemoryStore, MemoryType, SaveResult
 from ..tasks import TaskBook
 from .registry import ToolContext
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:  # notes.py imports this module
 
 @dataclass
 class AgentToolContext(ToolContext):
-    memory: MemoryStore
+    memory: DocumentStore  # the agent's documents (memory, soul, tasks, self-context)
     agent: IdentityCache
     admin: IdentityCache | None
     files_root: Path  # <data dir>/memory: the only folder read_file/write_file may touch
@@ -30,10 +32,10 @@ class AgentToolContext(ToolContext):
     notes: NotePoster | None = None  # post_note, likewise
     relays_in_use: tuple[str, ...] = ()  # the relays the agent reads and publishes to (embedded included)
     embedded_relay: str | None = None  # which of them is the embedded relay
-    # The app's one memory save path (MemorySync.save: refusals noted, newer versions fetched); a bare
+    # The app's one save path (DocumentSync.save_coalescing: refusals noted, newer versions fetched); a bare
     # context (unit tests, the bench) saves straight through the store.
-    save_memory: Callable[[MemoryType, str], Awaitable[SaveResult]] | None = None
+    save_memory: Callable[[DocumentKey, str], Awaitable[SaveResult]] | None = None
 
     def __post_init__(self) -> None:
         if self.save_memory is None:
-            self.save_memory = self.memory.save
+            self.save_memory = self.memory.save_text

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..memory.store import MemorySnapshot, MemoryType
+from ..documents.keys import DocumentKey
+from ..documents.versions import DocumentSnapshot
 from .context import AgentToolContext
 from .registry import Tool, build_tool
 
 
-def usage_line(snap: MemorySnapshot) -> str:
+def usage_line(snap: DocumentSnapshot) -> str:
     """Letta-style budget line, e.g. ``(1,234/8,000 chars used)``."""
     return f"({snap.chars:,}/{snap.limit_chars:,} chars used)"
 
 
-def render_memory_section(snap: MemorySnapshot) -> str:
+def render_memory_section(snap: DocumentSnapshot) -> str:
     """``## Short-Term Memory`` + blank line + the content, then the budget on its own line; "" when empty."""
     if not snap.content.strip():
         return ""
@@ -39,7 +40,7 @@ async def memory_save(type: Literal["short_term", "long_term"], content: str, ct
         type: Which memory to replace: "short_term" or "long_term".
         content: The complete new text of that memory (markdown); it replaces the old text entirely.
     """
-    t = MemoryType.parse(type)
+    t = DocumentKey.parse_memory(type)
     assert ctx.save_memory is not None  # set by AgentToolContext.__post_init__
     result = await ctx.save_memory(t, content)
     out = result.to_json_dict()
@@ -57,7 +58,9 @@ async def memory_save(type: Literal["short_term", "long_term"], content: str, ct
 
 async def my_memory(ctx: AgentToolContext) -> dict[str, Any]:
     """Read your long-term memory (decrypted). Empty when you have not saved one yet."""
-    snap = await ctx.memory.load_long_term()
+    snap = ctx.memory.snapshot(DocumentKey.LONG_TERM)
+    if not snap.loaded:
+        snap = (await ctx.memory.load([DocumentKey.LONG_TERM]))[DocumentKey.LONG_TERM]
     if not snap.content.strip():
         return {"content": "", "note": "Your long-term memory is empty.", "limit_chars": snap.limit_chars}
     return {
@@ -70,7 +73,7 @@ async def my_memory(ctx: AgentToolContext) -> dict[str, Any]:
 
 def memory_short_term_read(ctx: AgentToolContext) -> dict[str, str]:
     """Your short-term memory, as shown in the prompt (internal: feeds the short_term_memory section)."""
-    return {"content": render_memory_section(ctx.memory.snapshot(MemoryType.SHORT_TERM))}
+    return {"content": render_memory_section(ctx.memory.snapshot(DocumentKey.SHORT_TERM))}
 
 
 MEMORY_TOOLS: tuple[Tool, ...] = (

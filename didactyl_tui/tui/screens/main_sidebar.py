@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from textual import work
 
 if TYPE_CHECKING:
-    from ...service import MemorySnapshot
+    from ...service import DocumentSnapshot
     from ..widgets.memory_pane import MemoryPane
     from ..widgets.prompt_inspector import PromptInspector
 
@@ -86,7 +86,7 @@ class SidebarActions:
     def on_memory_pane_history_requested(self, message: MemoryPane.HistoryRequested) -> None:
         self.open_history(message.memory_type)
 
-    def show_document(self, memory_type: str, snapshot: MemorySnapshot) -> None:
+    def show_document(self, memory_type: str, snapshot: DocumentSnapshot) -> None:
         """A memory's pane, or the tasks pane (the soul has no pane: its editor and history are in the palette)."""
         if memory_type == TASKS:
             self.show_tasks()

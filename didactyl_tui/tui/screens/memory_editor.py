@@ -36,14 +36,14 @@ if TYPE_CHECKING:
     from textual.timer import Timer
     from textual.worker import Worker
 
-    from ...service import MemorySnapshot, PublishOutcome
+    from ...service import DocumentSnapshot, PublishOutcome
     from ..app import DidactylApp
 
 
-MEMORIES = ("short_term", "long_term")  # the other self-documents (soul, tasks) edit here too
+MEMORIES = ("short_term", "long_term")  # markdown; the other documents (soul, tasks, profile…) are JSON
 
 
-def _version(snapshot: MemorySnapshot) -> str:
+def _version(snapshot: DocumentSnapshot) -> str:
     return version_label(snapshot.event_id, snapshot.created_at)
 
 
@@ -61,11 +61,11 @@ class MemoryEditorScreen(Screen[None]):
     CSS_PATH = "memory_editor.tcss"  # read when first shown, not before the first frame
     BINDINGS = bindings("editor")
 
-    def __init__(self, snapshot: MemorySnapshot) -> None:
+    def __init__(self, snapshot: DocumentSnapshot) -> None:
         super().__init__()
         self.memory_type = snapshot.type
         self.base = snapshot  # the version this edit started from (or last agreed with)
-        self.theirs: MemorySnapshot | None = None  # a newer version that arrived while editing
+        self.theirs: DocumentSnapshot | None = None  # a newer version that arrived while editing
         self._saving_text: str | None = None
         self._draft_timer: Timer | None = None
 
@@ -159,7 +159,7 @@ class MemoryEditorScreen(Screen[None]):
                 return  # our own save (a soul comes back in its normal form, not as typed)
             self.consider_version(event.snapshot)
 
-    def consider_version(self, snapshot: MemorySnapshot) -> None:
+    def consider_version(self, snapshot: DocumentSnapshot) -> None:
         if snapshot.event_id is None or snapshot.event_id == self.base.event_id:
             return
         if self._saving_text is not None and snapshot.content == self._saving_text:
@@ -173,11 +173,11 @@ class MemoryEditorScreen(Screen[None]):
         ))
         self.query_one("#editor-conflict").display = True
 
-    def _rebase(self, snapshot: MemorySnapshot) -> None:
+    def _rebase(self, snapshot: DocumentSnapshot) -> None:
         self.base = snapshot
         self.query_one("#editor-base", Static).update(Content(f"based on {_version(snapshot)}"))
 
-    def _resolve(self) -> MemorySnapshot | None:
+    def _resolve(self) -> DocumentSnapshot | None:
         theirs, self.theirs = self.theirs, None
         self.query_one("#editor-conflict").display = False
         if theirs is not None:
@@ -236,7 +236,7 @@ class MemoryEditorScreen(Screen[None]):
         finally:
             self._saving_text = None
         self._rebase(result.snapshot)
-        if self.memory_type not in MEMORIES and self.text_area.text == text != result.snapshot.content:
+        if self.text_area.text == text != result.snapshot.content:
             self.text_area.load_text(clean(result.snapshot.content))  # the saved document in its normal form
         if self._show_outcome(app, result) and not self.unsaved:
             await asyncio.to_thread(remove_draft, self._data_dir, self.memory_type.value)

@@ -30,7 +30,7 @@ from .diff import DiffScreen
 if TYPE_CHECKING:
     from textual.worker import Worker
 
-    from ...service import AppService, MemoryVersionView
+    from ...service import AppService, DocumentVersionView
     from ..app import DidactylApp
 
 
@@ -50,25 +50,19 @@ class VersionRow:
     origin: str
     note: str
     current: bool
-    chars: int | None  # None: it does not decrypt with this key
+    chars: int | None  # None: it cannot be read (``problem`` says why)
     event: Any = field(repr=False, compare=False)
 
 
-def version_rows(versions: list[MemoryVersionView]) -> list[VersionRow]:
+def version_rows(versions: list[DocumentVersionView]) -> list[VersionRow]:
     rows = []
     for v in versions:
-        try:
-            chars: int | None = len(v.content)
-        except AgentError:
-            chars = None
+        chars = len(v.text) if v.text is not None else None
         rows.append(VersionRow(v.event_id, v.created_at, v.origin, v.note, v.current, chars, v.event))
     return rows
 
 
 ROWS_PER_STEP = 40
-# Every self-document has this history (the same service calls): its title by name.
-DOCUMENT_TITLES = {"short_term": "Short-term memory", "long_term": "Long-term memory", "soul": "Soul",
-                   "tasks": "Task list"}
 
 
 class MemoryHistoryScreen(Screen[None]):
@@ -83,7 +77,10 @@ class MemoryHistoryScreen(Screen[None]):
 
     @property
     def title_text(self) -> str:
-        return DOCUMENT_TITLES.get(self.memory_type, "Long-term memory")
+        from ...service import DocumentKey
+
+        title = DocumentKey.parse(self.memory_type).title
+        return title[:1] + title[1:].lower()  # "Short-term memory", "Task list"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="memory-history") as box:
@@ -218,7 +215,7 @@ class MemoryHistoryScreen(Screen[None]):
         service = self._service()
         older = await service.memory_version(self.memory_type, old.event_id)
         newer = await service.memory_version(self.memory_type, new.event_id)
-        old_text, new_text = await asyncio.to_thread(lambda: (older.content, newer.content))  # decrypting: work
+        old_text, new_text = older.content, newer.content  # (read when the history was listed)
         self.app.push_screen(DiffScreen(
             old_text, new_text, title=f"{self.title_text}: {short_id(old.event_id)} → {short_id(new.event_id)}",
             old_label=older.label, new_label=newer.label,

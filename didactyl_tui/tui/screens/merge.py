@@ -8,7 +8,6 @@ only yours had). Saving goes through the one save path, based on theirs (a later
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, cast
 
@@ -29,7 +28,7 @@ from .diff import diff_content
 if TYPE_CHECKING:
     from textual.worker import Worker
 
-    from ...service import MemoryType
+    from ...service import DocumentKey
     from ..app import DidactylApp
 
 
@@ -70,7 +69,7 @@ class MergeScreen(Screen[None]):
     CSS_PATH = "merge.tcss"
     BINDINGS = [Binding("ctrl+s", "save", "Save merged"), Binding("escape", "keep_theirs", "Keep theirs")]
 
-    def __init__(self, memory_type: MemoryType, ours_id: str, theirs_id: str) -> None:
+    def __init__(self, memory_type: DocumentKey, ours_id: str, theirs_id: str) -> None:
         super().__init__()
         self.memory_type, self.ours_id, self.theirs_id = memory_type, ours_id, theirs_id
         self.ours_text: str | None = None
@@ -108,8 +107,7 @@ class MergeScreen(Screen[None]):
             raise AgentError("not started: cannot load the versions", "Merge")
         ours = await service.memory_version(self.memory_type, self.ours_id)
         theirs = await service.memory_version(self.memory_type, self.theirs_id)
-        # Decrypting a big memory is CPU work: off the UI loop.
-        self.ours_text, self.theirs_text = await asyncio.to_thread(lambda: (ours.content, theirs.content))
+        self.ours_text, self.theirs_text = ours.content, theirs.content  # (read off the loop by the service)
         self.query_one("#merge-diff-text", Static).update(diff_content(
             self.ours_text, self.theirs_text, f"yours ({ours.label})", f"theirs ({theirs.label})"))
         self.text_area.load_text(merge_draft(self.theirs_text, self.ours_text))

@@ -16,10 +16,10 @@ from ...terminal_text import clean
 from .memory_gauge import MemoryGauge
 
 if TYPE_CHECKING:
-    from ...service import MemorySnapshot
+    from ...service import DocumentSnapshot
 
 
-def describe_source(snapshot: MemorySnapshot) -> str:
+def describe_source(snapshot: DocumentSnapshot) -> str:
     """``event 1a2b3c4d · 2025-01-02 10:11 · on 2 relays`` (public data only)."""
     if not snapshot.loaded:
         return "not loaded"
@@ -31,7 +31,9 @@ def describe_source(snapshot: MemorySnapshot) -> str:
     n = len(snapshot.relays)
     parts.append(f"on {n} relay{'s' if n != 1 else ''}")
     if snapshot.unreadable is not None:  # persistent until a newer readable version (e.g. our save) replaces it
-        parts.append(f"newer {short_id(snapshot.unreadable[0])} does not decrypt: save to overwrite")
+        bad = snapshot.unreadable
+        why = "does not decrypt" if bad.undecryptable else "cannot be used"
+        parts.append(f"newer {short_id(bad.event_id)} {why}: save to overwrite")
     return " · ".join(parts)
 
 
@@ -61,7 +63,7 @@ class MemoryPane(Vertical):
         super().__init__(id=id, classes="memory-pane")
         self.memory_type = memory_type
         self.loadable = loadable
-        self.snapshot: MemorySnapshot | None = None
+        self.snapshot: DocumentSnapshot | None = None
         self._limit = limit
         self.border_title = title
         self.border_subtitle = "starting…"
@@ -76,7 +78,7 @@ class MemoryPane(Vertical):
             if self.loadable:
                 yield Button("Load", id="load", compact=True, disabled=True)
 
-    def show_snapshot(self, snapshot: MemorySnapshot) -> None:
+    def show_snapshot(self, snapshot: DocumentSnapshot) -> None:
         self.snapshot = snapshot
         self.border_subtitle = describe_source(snapshot)
         self.query_one(MemoryGauge).show(snapshot.chars, snapshot.utf8_bytes, snapshot.limit_chars)

@@ -14,7 +14,7 @@ from ...terminal_text import one_line
 from .memory_pane import MemoryPane, describe_source
 
 if TYPE_CHECKING:
-    from ...service import MemorySnapshot, Task, TaskList
+    from ...service import DocumentSnapshot, Task, TaskList
 
 TASKS = "tasks"
 STATUS_MARK = {"open": "○", "in_progress": "◐", "done": "●", "cancelled": "✕"}
@@ -57,7 +57,7 @@ class TasksPane(Vertical):
             yield Button("Edit", id="edit", compact=True, disabled=True)
             yield Button("History", id="history", compact=True, disabled=True)
 
-    def show_tasks(self, tasks: TaskList, snapshot: MemorySnapshot) -> None:
+    def show_tasks(self, tasks: TaskList, snapshot: DocumentSnapshot) -> None:
         open_count = len(tasks.open_tasks())
         self.border_title = f"Tasks ({open_count} open)" if tasks.tasks else "Tasks"
         self.border_subtitle = describe_source(snapshot)

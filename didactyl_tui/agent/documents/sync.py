@@ -1,0 +1,402 @@
+"""Document sync: versions, bases and conflicts between this device, other writers and the relays — for every
+document alike.
+
+- :meth:`DocumentSync.save` (a text) and :meth:`DocumentSync.save_value` / :meth:`DocumentSync.update` (a value, or
+  a change of the value in use) are THE paths that publish a document: the tools, the editor, the CLI, rollback
+  and merges all call them. A save refused because another writer's newer version is known is noted in the
+  history and the newer version is fetched, whoever saved.
+- Every version the store sees is kept in the history. A newer version built on this device's latest save is a
+  later edit (adopted quietly); one edited from an older version is a concurrent edit: ``on_lost`` is told (once),
+  the edit stays in the history (see :mod:`didactyl_tui.agent.memory.lineage` and docs/sync.md).
+- A version that cannot be used is recorded with the reason (``not used: …``); at start the newest version this
+  device kept that reads is the document when the relays' newest does not (:meth:`restore_newest_known`).
+- A burst of saves (the clock would not allow a date after the last one without signing ahead of it) is coalesced
+  when the caller does not wait: the newest text is kept and signed as soon as the clock allows.
+- After start and after reconnects (rate-limited) each relay is asked which version of every document it holds,
+  and lagging ones get the newest (:meth:`DocumentSync.check`).
+
+The history is SQLite: every read and write of it runs on one worker thread, in order, never on the event loop.
+Trouble is reported through ``warn``, never raised out of a background path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ...errors import AgentError
+from ...nostr.event import Event
+from ...nostr.replaceable import is_newer, newest_first
+from ...nostr.results import ConnectionState, PublishOutcome
+from ..background import BackgroundTasks
+from ..memory.history import MemoryHistory, MemoryVersion
+from ..memory.lineage import lost_local_edit
+from ..memory.outbox import REFUSED as OUTBOX_REFUSED
+from ..memory.outbox import Outbox
+from ..memory.publisher import MemoryPublisher, RelayHolding
+from .codec import DocumentError
+from .keys import DocumentKey
+from .store import BURST_WAIT_MAX_S, DatedAheadError, DocumentStore
+from .versions import SaveResult, VersionSeen
+
+log = logging.getLogger("didactyl.documents.sync")
+
+RECONCILE_MIN_INTERVAL_S = 10.0  # at most one relay-consensus check per this many seconds after reconnects
+RECONCILE_START_DELAY_S = 1.0  # the first check waits for the outbox's first retries (and a CLI command's own)
+UNUSABLE_NOTE = "not used: "  # + the reason: a version that does not decrypt, parse or pass the checks
+OLD_UNREADABLE_NOTE = "does not decrypt with this key"  # the note older versions of the app wrote
+RESTORE_CANDIDATES = 8  # versions from the history tried at start when the relays' newest does not read
+REFUSED_NOTE = "not published: a newer version from another device already existed"
+
+R = TypeVar("R")
+
+
+def usable_note(note: str) -> bool:
+    """Whether a history note leaves the version usable (not refused as unreadable, not a save never sent)."""
+    return not (note.startswith(UNUSABLE_NOTE) or OLD_UNREADABLE_NOTE in note or note.startswith("not published"))
+
+
+def _kept(key: DocumentKey) -> str:
+    return f"your text is kept in the memory history (`didactyl memory history --type {key.value}`)"
+
+
+class NewerVersionKnown(AgentError):
+    """A save was refused: another writer's newer version is known (nothing published, the text kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsensusCheck:
+    """Which version of one document each relay holds, and what bringing the lagging ones up to date gave."""
+
+    type: DocumentKey
+    newest_event_id: str | None
+    newest_created_at: int | None
+    holdings: tuple[RelayHolding, ...]
+    outcome: PublishOutcome | None
+    # Relays that acknowledged the newest version (OK true) but do not serve it when asked by id.
+    unserved: tuple[str, ...] = ()
+
+
+class DocumentSync:
+    def __init__(
+        self,
+        store: DocumentStore,
+        publisher: MemoryPublisher,
+        outbox: Outbox,
+        history: MemoryHistory,
+        *,
+        warn: Callable[[str], None],
+        on_lost: Callable[[DocumentKey, str, str], None],
+    ) -> None:
+        self.store, self.publisher, self.outbox, self.history = store, publisher, outbox, history
+        self._warn, self._on_lost = warn, on_lost
+        self._loop = asyncio.get_running_loop()
+        self._history_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="document-history")
+        self._history_error: str | None = None
+        self._last_local: dict[DocumentKey, str] = {}  # document -> the last version saved here
+        # document -> (the newest text of a burst, not signed yet; the version it was written on)
+        self._deferred: dict[DocumentKey, tuple[Any, str | None]] = {}
+        self._flushers: dict[DocumentKey, asyncio.Task[Any]] = {}
+        self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
+        self.ready = False  # relay (re)connects trigger checks only once start-up is done
+        self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
+        self.repairs = True  # False for read-only commands: no consensus check republishes to lagging relays
+        self._reconcile_lock = asyncio.Lock()
+        self._reconcile_task: asyncio.Task[Any] | None = None
+        self._reconcile_again = False
+        self._last_reconcile = float("-inf")
+        store.add_version_listener(self._version_seen)
+
+    # --- the history, on its own thread ------------------------------------------------------------
+    def _guarded(self, fn: Callable[..., R], *args: Any) -> R | None:
+        """(On the history thread.) A locked or broken file gives one warning, never an exception."""
+        try:
+            result = fn(*args)
+        except (AgentError, sqlite3.Error) as exc:  # locked by another program, or closed at stop
+            message = exc.message if isinstance(exc, AgentError) else str(exc)
+            if message != self._history_error:
+                self._loop.call_soon_threadsafe(self._warn, f"document history: {message}")
+            self._history_error = message
+            return None
+        self._history_error = None
+        return result
+
+    async def _history(self, fn: Callable[..., R], *args: Any) -> R | None:
+        return await self._loop.run_in_executor(self._history_thread, self._guarded, fn, *args)
+
+    async def versions(self, key: DocumentKey) -> list[MemoryVersion]:
+        """This key's versions of document ``key``, newest first."""
+        return await self._history(self.history.versions, key.d_tag, self.store.pubkey, key.kind) or []
+
+    async def annotate(self, event_id: str, note: str) -> None:
+        await self._history(self.history.annotate, event_id, note)
+
+    # --- every version seen ------------------------------------------------------------------------
+    def _version_seen(self, seen: VersionSeen) -> None:
+        """(Store listener, on the loop.) Judge and keep ``seen`` on the history thread, in arrival order."""
+        if seen.origin == "local" and seen.became_current:
+            self._last_local[seen.type] = seen.event.id
+        judge = seen.origin != "local" and seen.became_current
+        self._history_thread.submit(self._judge_and_record, seen, judge)
+        if seen.origin == "remote":
+            self._tasks.spawn(self._note_remote(seen.event))
+
+    def _judge_and_record(self, seen: VersionSeen, judge: bool) -> None:
+        lost = self._guarded(self._lost_local_edit, seen) if judge else None
+        note = f"{UNUSABLE_NOTE}{seen.unusable}" if seen.unusable else ""
+        self._guarded(self.history.record, seen.event, seen.origin, note)
+        if seen.unusable:
+            self._guarded(self._note_unusable, seen.event.id, note)
+        if seen.origin == "remote" and not seen.unusable:
+            self._guarded(self.history.mark_delivered, seen.event.id)  # a relay serves it: others can read it
+        if lost is not None:
+            self._loop.call_soon_threadsafe(self._tell_lost, seen.type, lost, seen.event.id)
+
+    def _note_unusable(self, event_id: str, note: str) -> None:
+        known = self.history.get(event_id)
+        if known is not None and usable_note(known.note):  # seen before it was judged (e.g. as an older version)
+            self.history.annotate(event_id, note)
+
+    def _tell_lost(self, key: DocumentKey, lost_event_id: str, winner_id: str) -> None:
+        self._warn(f"concurrent edit of the {key.title.lower()}: your version {lost_event_id[:8]} and another "
+                   f"writer's version {winner_id[:8]} were both edited from an older version; theirs (newer) is now "
+                   "in use and yours is kept in the memory history; to merge, open the merge view in the app, or print "
+                   f"yours with `didactyl memory show --type {key.value} --version {lost_event_id[:8]}` and save the "
+                   "merged text")
+        self._on_lost(key, lost_event_id, winner_id)
+
+    async def _note_remote(self, ev: Event) -> None:
+        try:
+            await self.publisher.note_remote(ev)
+        except Exception:  # the outbox reports its own trouble through on_change
+            log.exception("noting a remote version failed")
+
+    def _lost_local_edit(self, seen: VersionSeen) -> str | None:
+        """(On the history thread.) The id of this device's latest save when ``seen`` (a newer version that
+        replaced it) is a concurrent edit — annotated as lost; None for a later edit, or nothing of ours."""
+        def same_text(ours: Event) -> bool:
+            try:
+                return self.store.read_blocking(ours, self._loop) == seen.content
+            except (DocumentError, TimeoutError):
+                return True  # ours does not read: nothing to merge
+        replaced = seen.replaced.id if seen.replaced is not None else None
+        return lost_local_edit(self.history, self.store.pubkey, seen.event, replaced, same_text)
+
+    async def restore_newest_known(self) -> None:
+        """The newest version this device knows — an edit the relays did not confirm before the last run ended, or
+        a version the relays have since lost, or the last good one when the relays' newest does not read — is still
+        the document: used (and sent by the retry loop or the consensus check) unless the relays gave something
+        newer that reads."""
+        await asyncio.gather(*(self._restore(key) for key in self.store.keys))
+
+    async def _restore(self, key: DocumentKey) -> None:
+        candidates: list[tuple[Event, str]] = []
+        try:
+            entry = await asyncio.to_thread(self.outbox.latest, key.address(self.store.pubkey))
+        except AgentError:
+            entry = None
+        if entry is not None and entry.state != OUTBOX_REFUSED:
+            candidates.append((entry.event, "local"))
+        kept = [v for v in (await self.versions(key)) if usable_note(v.note)][:RESTORE_CANDIDATES]
+        candidates += [(v.event, v.origin) for v in kept]
+        for ev, origin in sorted(candidates, key=lambda pair: newest_first(pair[0])):
+            if await self.store.restore(ev, origin=origin):
+                break
+
+    # --- the one save path --------------------------------------------------------------------------
+    async def save(self, key: DocumentKey | str, text: str, *, wait: bool = True,
+                   encrypt: bool = True) -> SaveResult:
+        """Publish ``text`` as a new version of document ``key``. Bad input raises DocumentError before anything
+        is published; a newer version from another writer raises :class:`NewerVersionKnown` (nothing published,
+        the text kept in the history, the newer version fetched).
+
+        In a burst of saves the next date would be more than the allowed seconds ahead of the clock: with
+        ``wait`` the save waits (briefly) for the clock; without it (the agent's tool) the text is kept and
+        shown at once, and the newest text of the burst is signed and sent as soon as the clock allows
+        (``SaveResult.deferred``)."""
+        key = DocumentKey.parse(key)
+        value = self.store.from_text(key, text)
+        delay = self.store.sign_delay(key)
+        # Only a burst is coalesced: a version dated far ahead (a fast clock elsewhere) is refused now, below.
+        if not wait and (key in self._deferred or 0 < delay <= BURST_WAIT_MAX_S):
+            return self._defer(key, value)
+        self._deferred.pop(key, None)  # this newer text supersedes a burst's text not signed yet
+        return await self._save_now(key, value, encrypt=encrypt)
+
+    async def save_coalescing(self, key: DocumentKey | str, text: str) -> SaveResult:
+        """The agent's ``memory_save``: never waits for the clock (a burst is coalesced)."""
+        return await self.save(key, text, wait=False)
+
+    async def save_value(self, key: DocumentKey | str, value: Any, *, encrypt: bool = True,
+                         adopted: asyncio.Event | None = None) -> SaveResult:
+        """Publish a value built by the caller (checked by the codec as it is encoded). ``adopted``: set once the
+        version is in use here, before the relays answer."""
+        key = DocumentKey.parse(key)
+        self._deferred.pop(key, None)
+        return await self._save_now(key, value, encrypt=encrypt, adopted=adopted)
+
+    async def update(self, key: DocumentKey | str, derive: Callable[[Any], Any]) -> SaveResult:
+        """Publish ``derive(the value in use)``, computed under the document's save lock (a task added to the list as
+        it is now). Refused when the newest version does not read and no earlier one is known (see
+        :meth:`DocumentStore.save`)."""
+        key = DocumentKey.parse(key)
+        return await self._save_now(key, None, derive=derive)
+
+    async def _save_now(self, key: DocumentKey, value: Any, base: str | None = None, *, encrypt: bool = True,
+                        derive: Callable[[Any], Any] | None = None,
+                        adopted: asyncio.Event | None = None) -> SaveResult:
+        before = self._last_local.get(key)
+        try:
+            result = await self.store.save(key, value, base=base, encrypt=encrypt, derive=derive, adopted=adopted)
+        except DatedAheadError as exc:
+            if exc.kept_event_id:
+                await self.annotate(exc.kept_event_id, f"not published: {exc.message}")
+            raise NewerVersionKnown(f"the {key.title.lower()} was not saved: {exc.message}; {_kept(key)}",
+                                    key.title) from None
+        except DocumentError:
+            raise  # bad input, or a derived change of a document that does not read: nothing was signed
+        except AgentError as exc:
+            refused = self._last_local.pop(key, None)
+            if before is not None:
+                self._last_local[key] = before
+            if refused is not None and refused != before:
+                await self.annotate(refused, REFUSED_NOTE)
+            self._tasks.spawn(self.store.load([key]))  # fetch the newer version the publisher knows of
+            raise NewerVersionKnown(f"the {key.title.lower()} was not saved: {exc.message}; {_kept(key)}",
+                                    key.title) from None
+        if result.any_accepted:
+            await self._history(self.history.mark_delivered, result.event_id)
+        return result
+
+    def _defer(self, key: DocumentKey, value: Any) -> SaveResult:
+        # Its base is the version held when the first text of the burst was given (a version arriving
+        # meanwhile was not seen by the writer: the flushed save must not claim it as its base).
+        held = self.store.current_event(key)
+        base = self._deferred[key][1] if key in self._deferred else (held.id if held else None)
+        self._deferred[key] = (value, base)
+        self.store.show_deferred(key, self.store.codec(key).to_text(value), value)
+        task = self._flushers.get(key)
+        if task is None or task.done():
+            self._flushers[key] = self._tasks.spawn(self._flush_deferred(key))
+        return SaveResult(key, "", PublishOutcome("", {}), 0, self.store.snapshot(key), deferred=True)
+
+    async def _flush_deferred(self, key: DocumentKey) -> None:
+        """Sign and send the newest text of a burst as soon as the clock allows (no date ahead of it)."""
+        while key in self._deferred:
+            await asyncio.sleep(min(max(self.store.sign_delay(key), 0.05), 1.0))
+            if 0 < self.store.sign_delay(key) <= BURST_WAIT_MAX_S:
+                continue  # (further ahead: a version from a fast clock arrived; the save below is refused)
+            deferred = self._deferred.pop(key, None)
+            if deferred is None:
+                return
+            try:
+                await self._save_now(key, *deferred)
+            except AgentError as exc:
+                self._warn(exc.message)
+
+    async def flush(self, timeout: float) -> None:
+        """Send what a burst left unsigned (at stop): waits for the clock, at most ``timeout`` seconds."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                for key in list(self._deferred):
+                    deferred = self._deferred.pop(key, None)
+                    if deferred is not None:
+                        with contextlib.suppress(AgentError):
+                            await self._save_now(key, *deferred)
+
+    # --- relay consensus ----------------------------------------------------------------------------
+    def relay_state_changed(self, url: str, state: ConnectionState) -> None:
+        if state is not ConnectionState.CONNECTED or not self.ready:
+            return
+        self.publisher.wake()  # retry what this relay missed now, not at the next backoff
+        self.schedule_reconcile()
+
+    def schedule_reconcile(self, delay: float = 0.0) -> None:
+        """Check every relay's versions of every document soon: at most once per ``reconcile_interval_s``."""
+        if not self.repairs:
+            return
+        if self._reconcile_task is not None and not self._reconcile_task.done():
+            self._reconcile_again = True
+            return
+        self._reconcile_task = self._tasks.spawn(self._reconcile_soon(delay))
+
+    async def _reconcile_soon(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        while True:
+            wait = self._last_reconcile + self.reconcile_interval_s - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._reconcile_again = False
+            self._last_reconcile = loop.time()
+            for key in self.store.keys:
+                try:
+                    check = await self.check(key, fix=True)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # relay trouble shows in the relay states; never out of a background check
+                    log.exception("checking the relays' %s failed", key.value)
+                    continue
+                if check.outcome is not None and check.outcome.accepted_by:
+                    log.info("brought %s up to date on %s", key.value, ", ".join(check.outcome.accepted_by))
+            if not self._reconcile_again:
+                return
+
+    async def check(self, key: DocumentKey | str, *, fix: bool) -> ConsensusCheck:
+        """Ask every relay which version of ``key`` it holds; with ``fix``, lagging ones get the newest."""
+        async with self._reconcile_lock:
+            return await self._check(DocumentKey.parse(key), fix=fix)
+
+    async def _check(self, key: DocumentKey, *, fix: bool) -> ConsensusCheck:
+        store, publisher = self.store, self.publisher
+        # Whatever the outbox has due goes out first, so what the relays hold is looked at settled, not
+        # mid-flight (finishing a save already waiting is not a new write: done with or without ``fix``).
+        await publisher.retry_due()
+        best, holdings = await publisher.relay_versions(store.pubkey, key.kind, key.d_tag)
+        holdings = list(holdings)
+        if best is not None and store.version_key(best) is key:
+            for h in holdings:
+                if h.event_id == best.id:
+                    await store.take(h.url, best)  # newer than the one in use: used when it reads (and kept)
+        # The newest the store accepts: a relay's (now in use) or this device's own newer save.
+        target = store.current_event(key)
+        outcome: PublishOutcome | None = None
+        # A newer version the store refused (dated too far ahead, or not readable) is not overwritten.
+        if fix and target is not None and (best is None or not is_newer(best, target)):
+            outcome = await publisher.reconcile(target, holdings)
+        newest_id = outcome.event_id if outcome is not None else (target.id if target else None)
+        newest_at = target.created_at if target is not None and target.id == newest_id else None
+        if newest_at is None and newest_id is not None:  # reconcile sent a newer save from the outbox
+            entry = await asyncio.to_thread(publisher.outbox.get, newest_id)
+            newest_at = entry.event.created_at if entry is not None else None
+        unserved = await self._unserved(newest_id, holdings, outcome) if newest_id is not None else ()
+        return ConsensusCheck(key, newest_id, newest_at, tuple(holdings), outcome, unserved)
+
+    async def _unserved(self, newest_id: str, holdings: list[RelayHolding],
+                        outcome: PublishOutcome | None) -> tuple[str, ...]:
+        """Relays that said OK to the newest version but do not hold it: read it back from them by id."""
+        publisher = self.publisher
+        entry = await asyncio.to_thread(publisher.outbox.get, newest_id)
+        acked = set(entry.accepted_by if entry is not None else ())
+        if outcome is not None and outcome.event_id == newest_id:
+            acked |= set(outcome.accepted_by)
+        showing = {h.url for h in holdings if h.event_id == newest_id}
+        doubtful = [h.url for h in holdings if h.reachable and h.url in acked and h.url not in showing]
+        served = await publisher.served_by(newest_id, doubtful)
+        return tuple(u for u in doubtful if u not in served)
+
+    # --- stop ---------------------------------------------------------------------------------------
+    async def stop(self, timeout: float) -> None:
+        """Cancel the retry loop's helpers and consensus checks (the outbox keeps what is unsent); let the
+        history thread finish what it was given."""
+        self.ready = False
+        await self.flush(min(timeout, self.store.sign_ahead_max_s + 2))
+        await self._tasks.cancel(timeout)
+        await asyncio.to_thread(self._history_thread.shutdown, True)

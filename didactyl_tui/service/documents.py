@@ -1,0 +1,212 @@
+"""The agent's documents as the views use them — short- and long-term memory, the soul, the task list, the profile,
+contacts and relay list alike: snapshots, THE save path (the document sync's, shared with the tools), rollback,
+history, diff, relay status with repair, and the outbox. SQLite and decryption run off the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..agent.documents.keys import DocumentKey
+from ..agent.documents.sync import ConsensusCheck
+from ..agent.documents.versions import DocumentSnapshot, SaveResult
+from ..agent.memory.history import unified_diff
+from ..agent.memory.outbox import OutboxEntry
+from ..agent.memory.publisher import RelayHolding
+from ..errors import AgentError
+from ..nostr.event import Event
+from .events import MemoryChanged, OutboxChanged, ServiceEvent, SoulChanged
+from .labels import short_id
+from .runtime import Runtime
+from .views import DocumentStatus, DocumentVersionView, PendingPublish, RelayDocumentStatus
+
+log = logging.getLogger("didactyl.service")
+
+SELF_CONTEXT = (DocumentKey.PROFILE, DocumentKey.CONTACTS, DocumentKey.RELAYS)
+
+
+class DocumentService:
+    def __init__(self, rt: Runtime, emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
+        self._rt, self._emit, self._warn = rt, emit, warn
+        self._outbox_error: str | None = None
+        self._soul_in_use: str | None = None  # the soul version the views were last told of
+        rt.store.add_listener(self._changed)
+
+    def _changed(self, snap: DocumentSnapshot, origin: str) -> None:
+        rt, key = self._rt, snap.type
+        if key is DocumentKey.LONG_TERM and rt.memory_manager.backend is not None and snap.loaded:
+            rt.tasks.spawn(rt.memory_manager.index_long_term(snap.content))  # recall indexes the long-term memory
+        if key in SELF_CONTEXT:
+            ev = rt.store.current_event(key)
+            if ev is not None:  # the context tools read the agent's identity from its cache
+                rt.agent_cache.put_own(ev, snap.relays)
+        if key is DocumentKey.SOUL and snap.event_id != self._soul_in_use:
+            self._soul_in_use = snap.event_id
+            if origin == "remote" and snap.event_id is not None and snap.created_at:  # published elsewhere
+                relay = snap.relays[0] if snap.relays else ""
+                log.info("a newer soul is in use: event %s from %s", snap.event_id[:12], relay or "a relay")
+                self._emit(SoulChanged(snap.event_id, snap.created_at, tuple(snap.value.names), relay))
+        self._emit(MemoryChanged(key, snap, "local" if origin == "local" else "remote"))
+
+    def lost(self, key: DocumentKey, lost_event_id: str, winner_event_id: str) -> None:
+        """This device's edit and another writer's were concurrent; theirs won (the sync found out)."""
+        self._emit(MemoryChanged(key, self._rt.store.snapshot(key), "remote", lost_local=True,
+                                 lost_event_id=lost_event_id, winner_event_id=winner_event_id))
+
+    def outbox_changed(self) -> None:
+        error = self._rt.publisher.outbox_error
+        if error and error != self._outbox_error:
+            self._warn(f"{error}; edits are still sent, and stored once the file is writable")
+        self._outbox_error = error
+        self._rt.daemons.spawn(self._count_pending())
+
+    async def _count_pending(self) -> None:
+        self._emit(OutboxChanged(len(await self.pending_publishes())))
+
+    # --- reading and saving ----------------------------------------------------------------------
+    def snapshot(self, key: DocumentKey | str) -> DocumentSnapshot:
+        return self._rt.store.snapshot(key)
+
+    def relay_versions(self, key: DocumentKey | str) -> dict[str, tuple[str, int]]:
+        return self._rt.store.relay_versions(key)
+
+    async def load_long_term(self) -> DocumentSnapshot:
+        store = self._rt.store
+        if store.snapshot(DocumentKey.LONG_TERM).loaded:
+            return store.snapshot(DocumentKey.LONG_TERM)
+        return (await store.load([DocumentKey.LONG_TERM]))[DocumentKey.LONG_TERM]
+
+    async def save(self, key: DocumentKey | str, text: str, *, encrypt: bool = True) -> SaveResult:
+        """The one save path of an edited text (the editor's, the CLI's, the merge view's, rollback's)."""
+        return await self._rt.sync.save(key, text, encrypt=encrypt)
+
+    async def save_value(self, key: DocumentKey | str, value: Any, *, encrypt: bool = True) -> SaveResult:
+        """A value built by a part of the service (the config's soul, the merged profile): the same path."""
+        return await self._rt.sync.save_value(key, value, encrypt=encrypt)
+
+    def not_persisted(self, event_id: str) -> str | None:
+        """Why the version ``event_id`` is not written on this device (e.g. "disk full: ..."), or None when it
+        is. Such a version lives in memory only: it is retried while the app runs and lost when it quits,
+        unless a relay holds it."""
+        publisher = self._rt.publisher
+        if any(ev.id == event_id for ev in publisher.unsaved()):
+            return publisher.outbox_error or "the edit could not be written to the outbox"
+        return None
+
+    def at_risk(self) -> list[str]:
+        """Edits lost if the app quits now (on no relay, not written on this device), one line each."""
+        publisher = self._rt.publisher
+        reason = publisher.outbox_error or "it could not be written to the outbox"
+        out = []
+        for ev in publisher.unsaved_nowhere():
+            key = self._own_document(ev)
+            what = f"the {key.title.lower()}" if key is not None else "a document"
+            out.append(f"your edit of {what} (event {short_id(ev.id)}) is on no relay yet and not saved on this "
+                       f"device ({reason})")
+        return out
+
+    async def rollback(self, key: DocumentKey | str, event_id: str) -> SaveResult:
+        """An older version's text saved again (checked like any edit): a new version; history is not rewritten."""
+        key = DocumentKey.parse(key)
+        version = await self.version(key, event_id)
+        if version.current:
+            raise AgentError(f"version {short_id(version.event_id)} is already the current {key.title.lower()}",
+                             "Rollback")
+        result = await self.save(key, version.content)
+        await self._rt.sync.annotate(result.event_id, f"rollback to {short_id(version.event_id)}")
+        return result
+
+    # --- history ---------------------------------------------------------------------------------
+    async def history(self, key: DocumentKey | str) -> list[DocumentVersionView]:
+        """Every version of ``key`` this app has seen (own saves and other writers'), newest first, each read (a
+        version that does not read says why)."""
+        key = DocumentKey.parse(key)
+        store = self._rt.store
+        current = store.snapshot(key).event_id
+        versions = await self._rt.sync.versions(key)
+
+        async def view(v: Any) -> DocumentVersionView:
+            try:
+                text, problem = (await store.read(v.event))[1], ""
+            except AgentError as exc:
+                text, problem = None, exc.message
+            return DocumentVersionView(key, v.event_id, v.created_at, v.origin, v.note, v.seen_at,
+                                       v.event_id == current, v.event, text, problem)
+
+        return list(await asyncio.gather(*(view(v) for v in versions)))
+
+    async def version(self, key: DocumentKey | str, event_id: str) -> DocumentVersionView:
+        """One version from the history, by event id (or an unambiguous prefix of at least 4 characters)."""
+        key = DocumentKey.parse(key)
+        wanted = event_id.strip().lower()
+        versions = await self.history(key)
+        exact = [v for v in versions if v.event_id == wanted]
+        found = exact or ([v for v in versions if v.event_id.startswith(wanted)] if len(wanted) >= 4 else [])
+        if len(found) != 1:
+            state = "is ambiguous" if found else "is not"
+            raise AgentError(f"{event_id!r} {state} in the {key.title.lower()} history", "History")
+        return found[0]
+
+    async def diff(self, key: DocumentKey | str, older_id: str, newer_id: str) -> str:
+        """A unified diff between two versions' texts (empty when they are equal)."""
+        old, new = await self.version(key, older_id), await self.version(key, newer_id)
+        return await asyncio.to_thread(lambda: unified_diff(old.content, new.content, old_label=old.label,
+                                                            new_label=new.label))
+
+    # --- relays and the outbox -------------------------------------------------------------------
+    async def status(self, key: DocumentKey | str, *, bring_up_to_date: bool = False) -> DocumentStatus:
+        """Ask every relay which version of ``key`` it holds (and read the newest back by id from those that
+        acknowledged it); with ``bring_up_to_date`` lagging relays are sent the newest."""
+        key = DocumentKey.parse(key)
+        check = await self._rt.sync.check(key, fix=bring_up_to_date)
+        relays = tuple(_relay_status(h, check) for h in check.holdings)
+        return DocumentStatus(key, check.newest_event_id, check.newest_created_at, relays,
+                              tuple(await self.pending_publishes(key)))
+
+    async def deliver_pending(self) -> None:
+        """Send what the outbox has due now (a save an earlier run left waiting): finishing a write, not a new one."""
+        try:
+            await self._rt.publisher.retry_due()
+        except Exception as exc:  # relay trouble shows in the outbox; never out of a command
+            self._warn(f"the outbox could not be sent: {exc}")
+
+    async def pending_publishes(self, key: DocumentKey | str | None = None) -> list[PendingPublish]:
+        """Versions some relay still needs (of ``key``, or of every document), oldest first, from the outbox:
+        ``pending`` ones no relay took yet, ``delivered`` ones some relays still lack, ``unsaved`` ones held in
+        memory while the outbox file is not writable."""
+        wanted = DocumentKey.parse(key) if key is not None else None
+        publisher, urls = self._rt.publisher, self._rt.pool.urls
+        try:
+            entries: list[OutboxEntry] = await asyncio.to_thread(publisher.outbox.unfinished, urls)
+        except AgentError:
+            entries = []
+        rows = [(e.event, e.state, e.attempts, e.next_attempt_at, tuple(e.accepted_by),
+                 tuple(e.relays_to_retry(urls)), e.last_error) for e in entries]
+        rows += [(ev, "unsaved", 0, 0.0, (), tuple(urls), self._outbox_error or "") for ev in publisher.unsaved()]
+        out: list[PendingPublish] = []
+        for ev, *rest in rows:
+            doc = self._own_document(ev)
+            if doc is not None and (wanted is None or doc is wanted):
+                out.append(PendingPublish(doc, ev.id, ev.created_at, *rest))
+        return out
+
+    def _own_document(self, ev: Event) -> DocumentKey | None:
+        """Which of the agent's documents ``ev`` is a version of."""
+        if ev.pubkey != self._rt.store.pubkey:
+            return None
+        return DocumentKey.of_event(ev.kind, ev.d_tag)
+
+    # --- the task list: changes computed on the list in use ---------------------------------------------
+    def task_changes(self) -> Callable[[Callable[[Any], Any]], Awaitable[SaveResult]]:
+        """How the task book changes the list: under the document's save lock, on the list in use."""
+        return lambda derive: self._rt.sync.update(DocumentKey.TASKS, derive)
+
+
+def _relay_status(h: RelayHolding, check: ConsensusCheck) -> RelayDocumentStatus:
+    newest_id, outcome = check.newest_event_id, check.outcome
+    lagging = h.reachable and newest_id is not None and h.event_id != newest_id
+    verdict = outcome.results.get(h.url) if outcome is not None and lagging else None
+    return RelayDocumentStatus(h.url, h.reachable, h.event_id, h.created_at, lagging, verdict,
+                               acknowledged_not_serving=h.url in check.unserved)
