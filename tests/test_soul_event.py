@@ -17,6 +17,7 @@ from didactyl_tui.agent.soul_event import (
     read_soul_event,
     soul_filter,
     soul_from_json,
+    soul_from_text,
     soul_to_json,
 )
 from didactyl_tui.agent.soul_lint import SoulLintError
@@ -81,6 +82,42 @@ def test_rust_nostr_writes_a_soul_we_read() -> None:
     assert json.loads(keys.nip44_decrypt(keys.public_key(), mine.content)) == json.loads(doc)
 
 
+SEED_LIST = """\
+- section: persona
+  role: system
+  content: |
+    You are Skald.
+    Keep it short.
+- section: tasks
+  role: system
+  tool: task_list
+  skip_if_empty: true
+"""
+
+
+@pytest.mark.parametrize("encrypt", [True, False])
+def test_a_soul_written_as_the_seeds_write_it_is_read_as_our_json_is(encrypt: bool) -> None:
+    back = read_soul_event(_event(SEED_LIST, encrypt=encrypt), AGENT_KEY)
+    assert back.sections == (TemplateSection("persona", "system", content="You are Skald.\nKeep it short."),
+                             TemplateSection("tasks", "system", tool="task_list", skip_if_empty=True))
+    # What we publish stays the JSON document (docs/soul-event.md), whatever form we read.
+    again = read_soul_event(build_soul_event(AGENT_KEY, back, created_at=NOW), AGENT_KEY)
+    assert again.sections == back.sections
+    assert json.loads(soul_to_json(again))["format"] == SOUL_FORMAT
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("- section: a\n  colour: red\n", "line 2: unknown key 'colour'"),
+    ("- section: a\n  tool: my_npub\n  content: x\n", "needs exactly one of tool or content"),
+    ("".join(f"- section: s{i}\n  content: x\n" for i in range(MAX_SECTIONS + 1)), "at most 64 allowed"),
+    (f"- section: {'p' * 65}\n  content: x\n", "at most 64 characters"),
+])
+def test_a_bad_section_list_is_refused_with_the_same_bounds_as_json(text: str, reason: str) -> None:
+    with pytest.raises(SoulEventError, match=reason) as caught:
+        soul_from_text(text, "soul event abc")
+    assert str(caught.value).startswith("soul event abc")
+
+
 def test_a_soul_event_that_is_not_ours_or_not_a_soul_is_refused_with_the_event_named() -> None:
     good = build_soul_event(AGENT_KEY, CUSTOM, created_at=NOW)
     cases = [
@@ -110,7 +147,8 @@ def _doc(*sections: object, **extra: object) -> dict:
 
 
 @pytest.mark.parametrize(("doc", "reason"), [
-    ("not json {", "not valid JSON"),
+    ("not json {", "neither a didactyl-soul/1 JSON document nor a section list"),
+    ("{ not json", "not valid JSON"),
     ("[" * 5000 + "]" * 5000, "not valid JSON"),
     ({"format": "didactyl-soul/9", "sections": []}, "not a didactyl-soul/1 document"),
     (_doc(), "has no sections"),
@@ -152,7 +190,8 @@ def test_choose_soul_prefers_the_newest_good_soul_on_the_relays_and_says_why_it_
     garbled = _event("not json")
     only_bad = choose_soul(initial, [garbled], AGENT_KEY, registry)
     assert only_bad.template == initial and only_bad.event is None and not only_bad.publish_initial
-    assert only_bad.warnings == (f"soul event {garbled.id[:12]}: the soul is not valid JSON",)
+    assert only_bad.warnings == (f"soul event {garbled.id[:12]}: not a soul: neither a didactyl-soul/1 JSON document "
+                                 "nor a section list ('- section: NAME' lines)",)
 
 
 def test_choose_soul_lints_the_initial_soul_too() -> None:

@@ -4,6 +4,7 @@ Pure: the caller passes the key, ``created_at`` and (for tests) the nonce. The f
 docs/soul-event.md: tags ``["d","soul"]``, ``["app","didactyl"]`` and, when the content is encrypted,
 ``["encrypted","nip44"]``; the content (after decryption) is the JSON document
 ``{"format": "didactyl-soul/1", "sections": [{"section", "role", "tool" | "content", "skip_if_empty"}]}``.
+Liberal on read: a soul written as the seeds write it (the original section list) is read too; we publish JSON.
 
 Reading checks the kind, the author (only the agent's own soul is read), the ``d`` tag, the id and
 signature, the size and every section (as a config soul is checked); a failure is a :class:`SoulEventError`
@@ -13,6 +14,7 @@ naming the event and, where it applies, the section.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +25,7 @@ from ..nostr.event import Event, sign_event
 from ..nostr.keys import SecretKey
 from ..nostr.kinds import SOUL
 from .memory.lineage import prev_tags
-from .soul import ROLES, SoulTemplate, TemplateSection, check_section
+from .soul import ROLES, SoulTemplate, TemplateSection, check_section, parse_soul_list
 from .soul_lint import check_soul
 from .tools.registry import ToolRegistry
 
@@ -35,6 +37,7 @@ MAX_SECTIONS = 64  # a soul is a prompt outline; hundreds of sections are a mist
 MAX_SECTION_NAME_CHARS = 64
 MAX_SOUL_BYTES = nip44.MAX_PLAINTEXT_BYTES  # the encrypted form's limit applies to the plain one too
 _KEYS = frozenset({"section", "role", "tool", "content", "skip_if_empty"})
+_LIST_START = re.compile(r"^\s*-\s+section\s*:", re.M)  # the seeds' section list starts a section so
 
 
 class SoulEventError(AgentError):
@@ -72,6 +75,28 @@ def soul_from_json(text: str, source: str) -> SoulTemplate:
     if len(items) > MAX_SECTIONS:
         raise SoulEventError(f"{source}: {len(items)} sections, at most {MAX_SECTIONS} allowed")
     return SoulTemplate(tuple(_section(item, n, source) for n, item in enumerate(items, 1)), source)
+
+
+def soul_from_text(text: str, source: str) -> SoulTemplate:
+    """Liberal on read: a ``didactyl-soul/1`` JSON document (what we publish) or the seeds' section list
+    (``- section: NAME`` / ``role:`` / ``tool:`` / ``skip_if_empty:`` / ``content:``), as another client may
+    write it. Both get the same bounds; a failure is a :class:`SoulEventError` naming ``source``."""
+    if text.lstrip().startswith(("{", "[")):
+        return soul_from_json(text, source)
+    if not _LIST_START.search(text):
+        raise SoulEventError(f"{source}: not a soul: neither a {SOUL_FORMAT} JSON document nor a section list "
+                             "('- section: NAME' lines)")
+    try:
+        template = parse_soul_list(text, source)
+    except ConfigError as exc:
+        raise SoulEventError(exc.message) from None
+    if len(template.sections) > MAX_SECTIONS:
+        raise SoulEventError(f"{source}: {len(template.sections)} sections, at most {MAX_SECTIONS} allowed")
+    for sec in template.sections:
+        if len(sec.section) > MAX_SECTION_NAME_CHARS:
+            raise SoulEventError(f"{source}, section {sec.section[:MAX_SECTION_NAME_CHARS]!r}…: a section name is "
+                                 f"at most {MAX_SECTION_NAME_CHARS} characters")
+    return template
 
 
 def _section(item: Any, n: int, source: str) -> TemplateSection:
@@ -126,8 +151,9 @@ def soul_filter(pubkey: str) -> dict[str, Any]:
 
 
 def read_soul_event(ev: Event, sk: SecretKey) -> SoulTemplate:
-    """Check and decode a kind 31120 of ``sk``'s own; the template's source is ``soul event <id>``."""
-    return soul_from_json(soul_event_text(ev, sk), f"soul event {ev.id[:12]}")
+    """Check and decode a kind 31120 of ``sk``'s own (either form, :func:`soul_from_text`); the template's source
+    is ``soul event <id>``."""
+    return soul_from_text(soul_event_text(ev, sk), f"soul event {ev.id[:12]}")
 
 
 def soul_event_text(ev: Event, sk: SecretKey) -> str:

@@ -15,14 +15,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.soul import SoulTemplate, parse_soul_list
+from ..agent.soul import SoulTemplate
 from ..agent.soul_event import (
     SOUL_D_TAG,
     build_soul_event,
     choose_soul,
     read_soul_event,
     soul_filter,
-    soul_from_json,
+    soul_from_text,
     soul_refusal,
     soul_to_json,
 )
@@ -69,9 +69,9 @@ class SoulVersionView:
 
 
 def read_soul_text(source: str, text: str) -> SoulTemplate:
-    """A soul document (``didactyl-soul/1`` JSON) or a soul file in the original list format; ConfigError or
-    SoulEventError naming ``source`` and the section when it does not parse (linting comes at publish)."""
-    return soul_from_json(text, source) if text.lstrip().startswith("{") else parse_soul_list(text, source)
+    """A soul document (``didactyl-soul/1`` JSON) or a soul file in the original list format; SoulEventError
+    naming ``source`` and the section when it does not parse (linting comes at publish)."""
+    return soul_from_text(text, source)
 
 
 MAX_JUDGED = 256  # soul ids remembered as already judged (only the agent's key can sign one)
