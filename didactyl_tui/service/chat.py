@@ -169,7 +169,7 @@ class ChatService:
         outcome = await self._rt.memory_manager.call_tool(name, arguments)
         if outcome is not None:
             return outcome
-        return await self._registry.call(name, arguments, self._rt.tool_context)
+        return await self._registry.call(name, arguments, self._rt.tool_context, also_offered=self._backend_tools())
 
     def _llm_settings(self) -> Any:
         from ..agent.llm import LlmSettings
