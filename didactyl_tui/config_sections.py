@@ -324,6 +324,14 @@ class Config:
     """[keys]: action = "key" remaps, e.g. send = "ctrl+j" (terminals swallow some keys)."""
 
     path: Path | None = None  # the file it came from (not a config key)
+    relays_override: list[str] | None = None
+    """$DIDACTYL_RELAYS: this run's relays instead of ``[relays] urls`` (not a config key). ``relays.urls`` stays
+    the file's, the intent published as the agent's relay list; an override is never published (docs/sync.md)."""
+
+    @property
+    def run_relay_urls(self) -> list[str]:
+        """The relays this run uses besides the embedded one: ``$DIDACTYL_RELAYS`` when set, else ``[relays] urls``."""
+        return self.relays_override if self.relays_override is not None else self.relays.urls
 
 
 SECTIONS: dict[str, type] = {
