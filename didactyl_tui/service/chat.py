@@ -154,6 +154,7 @@ class ChatService:
             self.soul, model=self._model.name, registry=self._registry, ctx=self._rt.tool_context,
             created_at=self._clock(), history=list(history), history_dropped=int(dropped), user_message=message,
             backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(),
+            backend_place=self._config.memory.backend_context,
             source_events=self._source_events(), dry_run=dry_run,
         )
         self._emit(PromptAssembled(assembly))
