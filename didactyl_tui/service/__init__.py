@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
     from .chat import Sessions, open_sessions
+    from .merge import MergeDraft
     from .model import ModelCheck, ModelSettings
     from .runtime import ServiceToolContext, dm_peers
     from .soul import SoulLintError, SoulView, read_soul_text
@@ -93,6 +94,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
+    **dict.fromkeys(["MergeDraft"], ".merge"),
     **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),
     **dict.fromkeys(["SoulLintError", "SoulView", "read_soul_text"], ".soul"),
@@ -112,7 +114,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [  # noqa: RUF022 (sorted)
     "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "ENV_NSEC", "IdentityView", "LOST_NOTE",
-    "MemoryChanged", "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck",
+    "MemoryChanged", "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "MergeDraft", "ModelCheck",
     "ModelSettings", "NewerVersionKnown", "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly",
     "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
     "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "SelfDocument", "ServiceEvent",

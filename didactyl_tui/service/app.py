@@ -41,6 +41,7 @@ from .dm import DmService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .memory import MemoryService
+from .merge import MODEL_DRAFT_TIMEOUT_S, MergeDraft, draft_merge, resolve_with_model
 from .model import ModelCheck, ModelChoice, ModelSettings
 from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
@@ -366,6 +367,19 @@ class AppService:
         if doc is not None:
             return await self.parts.docs.diff(doc, older_id, newer_id)
         return await self.parts.memory.diff(t, older_id, newer_id)
+
+    async def merge_draft(self, t: MemoryType | SelfDocument | str, ours_id: str, theirs_id: str) -> MergeDraft:
+        """The merge view's draft of two concurrent versions: merged three-way from their common base (found in the
+        history), conflicts marked; two-way, every difference a conflict, when no base is known (service/merge.py)."""
+        return await draft_merge(self.parts.rt.history, lambda eid: self.memory_version(t, eid), t, ours_id,
+                                 theirs_id)
+
+    async def model_merge_draft(self, t: MemoryType | SelfDocument | str, draft: str) -> str:
+        """The configured model's resolution of the conflicts marked in ``draft``: a proposal, nothing is saved."""
+        snap = self.memory(t)
+        return await resolve_with_model(
+            lambda messages, n: self.parts.chat.complete(messages, max_chars=n, timeout_s=MODEL_DRAFT_TIMEOUT_S),
+            f"the agent's {snap.type.title.lower()}", draft, snap.limit_chars)
 
     async def memory_status(self, t: MemoryType | str, *, bring_up_to_date: bool = False) -> MemoryStatus:
         return await self.parts.memory.status(t, bring_up_to_date=bring_up_to_date)
