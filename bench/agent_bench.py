@@ -6,7 +6,7 @@ Lines:
   assemble (warm)        soul.assemble, nothing changed since the last turn           target median < 5 ms
   assemble (changed)     a new short-term memory version and one more history message
                          every iteration (renderers and token counts recomputed)       target median < 5 ms
-  memory_save e2e        MemoryStore.save: validate, NIP-44 encrypt, sign, cache,     reported as a ratio to
+  memory_save e2e        DocumentStore.save: validate, NIP-44 encrypt, sign, cache,     reported as a ratio to
                          publish to the embedded relay on loopback, OK back            the raw publish below
   raw publish            RelayPool.publish of a pre-signed event of the same size
 
@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 
 from didactyl_tui.agent import tokens
+from didactyl_tui.agent.documents.codecs import build_codecs
+from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity_cache import IdentityCache
-from didactyl_tui.agent.memory.store import MemoryStore, MemoryType
 from didactyl_tui.agent.soul import assemble, default_template
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
@@ -37,10 +39,11 @@ from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.nostr.signer import LocalSigner
 
 ASSEMBLE_MS_TARGET = 5.0
 STM_CHARS = 8000
-LIMITS = {MemoryType.SHORT_TERM: 8000, MemoryType.LONG_TERM: 32000}
+LIMITS = {DocumentKey.SHORT_TERM: 8000, DocumentKey.LONG_TERM: 32000}
 MODEL = "openai/gpt-4o-mini"
 NOW = int(time.time()) - 3600
 
@@ -85,14 +88,20 @@ def history(turns: int) -> list[dict[str, str]]:
     return out
 
 
-def bench_assemble(rounds: int) -> tuple[float, float, int, int]:
+def make_store(pool: RelayPool, **options: object) -> DocumentStore:
+    codecs = build_codecs(limits=LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
+                          initial_soul=default_template())
+    return DocumentStore(LocalSigner(AGENT), pool, codecs, **options)  # type: ignore[arg-type]
+
+
+async def bench_assemble(rounds: int) -> tuple[float, float, int, int]:
     with tempfile.TemporaryDirectory() as tmp:
-        store = MemoryStore(AGENT, RelayPool([]), limits=LIMITS, clock=lambda: NOW + 10_000)
+        store = make_store(RelayPool([]), clock=lambda: NOW + 10_000)
         ctx = AgentToolContext(store, IdentityCache(AGENT.public_key_hex), IdentityCache(ADMIN.public_key_hex),
                                Path(tmp) / "memory")
         fill_identity(ctx.agent, AGENT, "didactyl")
         fill_identity(ctx.admin, ADMIN, "ada")
-        store.ingest("ws://bench", memory_version(words(STM_CHARS, 5), NOW))
+        await store.take("ws://bench", memory_version(words(STM_CHARS, 5), NOW))
         registry = build_base_registry(admin=True)
         template = default_template()
         hist = history(40)
@@ -114,7 +123,7 @@ def bench_assemble(rounds: int) -> tuple[float, float, int, int]:
         changed: list[float] = []
         grown = list(hist)
         for n in range(rounds):
-            store.ingest("ws://bench", versions[n])
+            await store.take("ws://bench", versions[n])
             grown = [*grown[2:], {"role": "user", "content": words(200, 500 + n)},
                      {"role": "assistant", "content": words(600, 700 + n)}]
             t0 = time.perf_counter()
@@ -131,9 +140,9 @@ async def bench_save(rounds: int) -> tuple[float, float]:
         pool = RelayPool([relay.url])
         await pool.start()
         try:
-            store = MemoryStore(AGENT, pool, limits=LIMITS)
+            store = make_store(pool)
             texts = [words(STM_CHARS, n) for n in range(rounds)]
-            await store.save(MemoryType.SHORT_TERM, "warm-up")
+            await store.save_text(DocumentKey.SHORT_TERM, "warm-up")
             # The raw side: events of the same size, signed beforehand (a separate d tag, so no replacement
             # interplay with the store's own versions).
             base = int(time.time()) - rounds - 10
@@ -144,7 +153,7 @@ async def bench_save(rounds: int) -> tuple[float, float]:
             raws: list[float] = []
             for n in range(rounds):  # interleaved: both sides see the same machine load
                 t0 = time.perf_counter()
-                result = await store.save(MemoryType.SHORT_TERM, texts[n])
+                result = await store.save_text(DocumentKey.SHORT_TERM, texts[n])
                 saves.append(time.perf_counter() - t0)
                 assert result.any_accepted, result.outcome.summary()
                 t0 = time.perf_counter()
@@ -163,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--saves", type=int, default=60, help="memory saves (default 60)")
     args = parser.parse_args(argv)
 
-    warm_ms, changed_ms, total_tokens, n_messages = bench_assemble(args.rounds)
+    warm_ms, changed_ms, total_tokens, n_messages = asyncio.run(bench_assemble(args.rounds))
     save_ms, raw_ms = asyncio.run(bench_save(args.saves))
     ok = warm_ms < ASSEMBLE_MS_TARGET and changed_ms < ASSEMBLE_MS_TARGET
     print(f"token counter: {tokens.counter_backend()}; prompt: {total_tokens:,} tokens in {n_messages} messages")

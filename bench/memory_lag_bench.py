@@ -29,7 +29,7 @@ from didactyl_tui.config import Config
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.keys import SecretKey
-from didactyl_tui.service import AppService, MemoryType
+from didactyl_tui.service import AppService, DocumentKey
 
 KEY = SecretKey.from_hex("7f" * 32)
 T0 = int(time.time()) - 100_000
@@ -89,7 +89,7 @@ async def worst_stretches(data: Path, saves: int) -> list[float]:
         probe = Probe()
         for i in range(saves):
             probe.start()
-            result = await service.save_memory(MemoryType.SHORT_TERM, f"save {i}: " + "plan " * 200)
+            result = await service.save_memory(DocumentKey.SHORT_TERM, f"save {i}: " + "plan " * 200)
             await service.pending_publishes()  # what the status bar asks after a save
             await asyncio.sleep(0.1)  # what follows a save: history record, outbox count
             out.append(await probe.stop())

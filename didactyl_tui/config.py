@@ -232,7 +232,7 @@ def apply_env(cfg: Config, env: dict[str, str] | None = None) -> Config:
             problem = relay_url_problem(u)
             if problem:
                 raise ConfigError(f"$DIDACTYL_RELAYS: {u[:200]!r} {problem}", "Bad config")
-        cfg.relays.urls = urls
+        cfg.relays_override = urls  # for this run only: [relays] urls stays the published intent
     return cfg
 
 
@@ -245,7 +245,7 @@ def validate(cfg: Config) -> Config:
         problem = relay_url_problem(u)
         if problem:
             raise loader.fail("relays", "urls", f"{u[:200]!r} {problem}")
-    if not cfg.relays.urls and not cfg.relays.embedded:
+    if not cfg.run_relay_urls and not cfg.relays.embedded:
         raise loader.fail("relays", "embedded", "is false and no [relays] urls are set: the agent needs a relay")
     if cfg.relays.penalty_max_s < cfg.relays.penalty_base_s:
         raise loader.fail("relays", "penalty_max_s", f"must be at least penalty_base_s ({cfg.relays.penalty_base_s:g}),"

@@ -137,7 +137,9 @@ def render_reference(key_actions: dict[str, str] | None = None, sections: dict[s
     ]
     for dotted, var in ENV_OVERRIDES.items():
         section, key = dotted.rsplit(".", 1)
-        how = " (comma-separated ws:// or wss:// URLs)" if key == "urls" else ""
+        how = (" for this run only (comma-separated ws:// or wss:// URLs): the agent's published relay list (kind "
+               "10002) still comes from the file, and is not published while the override is in effect") \
+            if key == "urls" else ""
         out.append(f"| `{var}` | Overrides `[{section}] {key}`{how}. |")
     for var, meaning in OTHER_ENV.items():
         out.append(f"| `{var}` | {_md(meaning)} |")

@@ -263,6 +263,11 @@ class MemoryConfig:
     sign_ahead_max_s: int = _f(5, "Most seconds a memory version we sign may be dated ahead of this clock (a "
                                "burst of saves within one second is coalesced instead of dated ahead).",
                                min=1, max=60)
+    backend_context: str = _f("system", "Where the backend's context goes in each prompt: \"system\" (at the end of "
+                              "the system message, after the soul's system sections, as the Skald design has it) or "
+                              "\"after_history\" (its own system message after the history: everything before it stays "
+                              "the same from turn to turn, so providers' prefix caching keeps working).",
+                              choices=("system", "after_history"))
     index_long_term: bool = _f(True, "Let the recall backend index the long-term memory (a plaintext copy in "
                                "recall.sqlite3, mode 0600, for search); false keeps only the encrypted copy on "
                                "relays, and chat turns are still indexed.")
@@ -324,6 +329,14 @@ class Config:
     """[keys]: action = "key" remaps, e.g. send = "ctrl+j" (terminals swallow some keys)."""
 
     path: Path | None = None  # the file it came from (not a config key)
+    relays_override: list[str] | None = None
+    """$DIDACTYL_RELAYS: this run's relays instead of ``[relays] urls`` (not a config key). ``relays.urls`` stays
+    the file's, the intent published as the agent's relay list; an override is never published (docs/sync.md)."""
+
+    @property
+    def run_relay_urls(self) -> list[str]:
+        """The relays this run uses besides the embedded one: ``$DIDACTYL_RELAYS`` when set, else ``[relays] urls``."""
+        return self.relays_override if self.relays_override is not None else self.relays.urls
 
 
 SECTIONS: dict[str, type] = {

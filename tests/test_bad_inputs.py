@@ -40,7 +40,7 @@ from tui_support import make_config, make_env, screen_text, started, wait_for
 from didactyl_tui.agent import llm
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.events import ToolCallFinished, TurnFailed, TurnFinished
-from didactyl_tui.agent.tools.registry import build_tool
+from didactyl_tui.agent.tools.registry import build_tool, unknown_tool_message
 from didactyl_tui.service import AppService
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 
@@ -371,8 +371,10 @@ async def test_llm_tool_rows(row_id: str, call: ToolCall, extra_tool: Callable[[
             tool_message = stub.requests[1].messages[-1]
             assert tool_message["role"] == "tool" and tool_message["content"] == finished[0].result
             line = check_one_line(finished[0].result, SCAN)
-            tools = ", ".join(t.name for t in service.registry.visible())
-            matches_catalogue(row_id, line, {f"Available tools: {tools}.": "Available tools: <the tools offered>."})
+            offered = [*service.registry.visible(), *service.parts.rt.memory_manager.tools()]
+            tools = unknown_tool_message("", offered).split("The tools you can call: ", 1)[1]
+            matches_catalogue(row_id, line, {f"The tools you can call: {tools}":
+                                             "The tools you can call: <every tool offered, and its aliases>."})
             # Nothing was published by a refused or malformed memory_save.
             assert service.memory(DocumentKey.SHORT_TERM).event_id is None
             # The conversation holds the whole turn and goes on.

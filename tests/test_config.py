@@ -93,13 +93,14 @@ def test_environment_overrides_and_lookup_order(tmp_path: Path) -> None:
            "DIDACTYL_RELAYS": "wss://a.test, ws://b.test"}
     cfg = load_config(None, env=env)
     assert cfg.llm.model == "openai/env" and cfg.llm.api_base == "http://h:1/v1"
-    assert cfg.relays.urls == ["wss://a.test", "ws://b.test"]
+    # For this run only: the file's list stays the intent (what is published as the relay list).
+    assert cfg.run_relay_urls == ["wss://a.test", "ws://b.test"] and cfg.relays.urls == ["wss://file.test"]
     with pytest.raises(ConfigError, match="DIDACTYL_RELAYS"):
         load_config(None, env={"DIDACTYL_RELAYS": "https://nope"})
     with pytest.raises(ConfigError, match=r"DIDACTYL_RELAYS: 'ws://\[::1' is not a valid URL"):
         load_config(None, env={"DIDACTYL_RELAYS": "ws://[::1"})
     cfg = load_config(None, env={"DIDACTYL_RELAYS": "ws://[::1]:7447", "XDG_CONFIG_HOME": str(tmp_path / "e")})
-    assert cfg.relays.urls == ["ws://[::1]:7447"]
+    assert cfg.run_relay_urls == ["ws://[::1]:7447"] and cfg.relays.urls == []
     with pytest.raises(ConfigError, match="no such config file"):
         load_config(tmp_path / "missing.toml", env={})
     # No file at the default place: the defaults run.

@@ -196,3 +196,47 @@ def test_merge_never_deletes_a_field_and_lists_only_grow() -> None:
     [drift] = identity_drift(cache.view(), drafts, known_ids=[])
     assert [(c.field, c.config) for c in drift.changes] == [("contacts", "+ " + "c" * 64)]
     assert identity_drift(cache.view(), drafts, known_ids=[cache.event(3).id]) == []
+
+
+async def test_a_relay_override_is_for_one_run_and_never_publishes_the_relay_list(tmp_path: Path) -> None:
+    """``DIDACTYL_RELAYS=… didactyl tasks``: the run uses the override's relays; the agent's kind 10002 stays the one
+    published from the file (no new version, not on the override's relays either), and state.toml's recorded intent
+    is unchanged, so the next run without the override has nothing to republish."""
+    from relay_servers import EmbeddedRelayUnderTest
+
+    from didactyl_tui.nostr.kinds import RELAY_LIST
+    from didactyl_tui.service import read_state
+
+    home, other = EmbeddedRelayUnderTest(tmp_path / "home.sqlite3"), EmbeddedRelayUnderTest(tmp_path / "other.sqlite3")
+    await home.start()
+    await other.start()
+    try:
+        env = setup_env(tmp_path)
+        (tmp_path / "config" / "didactyl" / "config.toml").write_text(
+            CONFIG.replace("[relays]\n", f'[relays]\nembedded = false\nurls = ["{home.url}"]\n'))
+
+        async def relay_lists(url: str) -> list[Event]:
+            async with RelayPool([url], **fast_client_kwargs()) as pool:
+                return await pool.query([{"authors": [AGENT_KEY.public_key_hex], "kinds": [RELAY_LIST]}], timeout=3)
+
+        await asyncio.to_thread(cli, env, "tasks")  # the first run publishes the file's intent
+        [published] = await relay_lists(home.url)
+        assert [t[1] for t in published.tags if t[0] == "r"] == [home.url]
+        intent = read_state(Path(env["DIDACTYL_DATA_DIR"]))["identity_intent"]
+
+        overridden = {**env, "DIDACTYL_RELAYS": f"{home.url},{other.url}"}
+        await asyncio.to_thread(cli, overridden, "tasks", "--json")
+        await asyncio.to_thread(cli, overridden, "memory", "save", "--type", "short_term", "--content", "via both")
+        await asyncio.to_thread(cli, overridden, "identity", "publish")  # an explicit publish leaves it alone too
+        assert [ev.id for ev in await relay_lists(home.url)] == [published.id]
+        assert await relay_lists(other.url) == []
+        assert read_state(Path(env["DIDACTYL_DATA_DIR"]))["identity_intent"] == intent
+
+        # The override was in use for those runs: the memory save reached the other relay too.
+        async with RelayPool([other.url], **fast_client_kwargs()) as pool:
+            assert await pool.query([{"authors": [AGENT_KEY.public_key_hex], "kinds": [30078]}], timeout=3)
+        await asyncio.to_thread(cli, env, "tasks")  # back without it: nothing new to publish
+        assert [ev.id for ev in await relay_lists(home.url)] == [published.id]
+    finally:
+        await home.stop()
+        await other.stop()

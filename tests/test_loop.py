@@ -230,7 +230,7 @@ async def test_unknown_tool_is_a_readable_result(stub: LlmStub) -> None:
     stub.script(Reply.tools(ToolCall("launch_rockets", '{"count": 3}')), Reply.text_reply("I cannot do that."))
     events = await collect(settings_for(stub))
     (fin,) = [e for e in events if isinstance(e, ToolCallFinished)]
-    assert fin.is_error and "unknown tool 'launch_rockets'" in fin.result and "add" in fin.result
+    assert fin.is_error and 'there is no tool "launch_rockets"' in fin.result and "add" in fin.result
     assert stub.requests[1].messages[-1]["content"] == fin.result
     assert isinstance(last(events), TurnFinished)
 

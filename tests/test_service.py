@@ -271,8 +271,13 @@ async def test_recall_backend_context_follows_the_history(service: AppService) -
         await asyncio.sleep(0.02)
     prompt = await service.dry_run(session, "which tea does Ada like?")
     assert prompt.backend_id == "recall" and "oolong" in prompt.backend_context
-    assert prompt.messages[-2] == {"role": "system", "content": prompt.backend_context}
-    assert prompt.messages[-1]["role"] == "user"
+    # In the system message, after the soul's system sections ([memory] backend_context = "system", the default).
+    assert prompt.backend_place == "system" and [m["role"] for m in prompt.messages] == ["system", "user"]
+    assert prompt.messages[0]["content"].endswith("\n\n" + prompt.backend_context)
+    service.config.memory.backend_context = "after_history"  # read at each assembly
+    tail = await service.dry_run(session, "which tea does Ada like?")
+    assert tail.messages[-2] == {"role": "system", "content": tail.backend_context}
+    assert tail.messages[-1]["role"] == "user" and "oolong" not in tail.messages[0]["content"]
     assert "memory_query" in service.tool_names_offered()
 
 

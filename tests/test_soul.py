@@ -161,14 +161,15 @@ async def test_assembly_layers_messages_and_totals(tmp_path: Path) -> None:
     for layer in asm.layers:
         assert layer.tokens == (0 if layer.skipped else count_tokens("openai/stub-model", layer.content))
 
-    # Exactly what is sent: one merged system message, the history, the backend tail, the user's message.
+    # Exactly what is sent: one system message (the soul's system sections, then the backend's context, as the Skald
+    # design prepends it to the extra system context), the history, the user's message.
     sent = list(asm.messages)
     included = [layer.content for layer in asm.layers if not layer.skipped]
-    assert sent[0] == {"role": "system", "content": "\n\n".join(included)}
+    recall = "## Recall\n\n- earlier: Ada likes tea"
+    assert sent[0] == {"role": "system", "content": "\n\n".join([*included, recall])}
     assert sent[1:3] == history
-    assert sent[3] == {"role": "system", "content": "## Recall\n\n- earlier: Ada likes tea"}
-    assert sent[4] == {"role": "user", "content": "What do you remember?"}
-    assert len(sent) == 5
+    assert sent[3] == {"role": "user", "content": "What do you remember?"}
+    assert len(sent) == 4 and asm.backend_place == "system"
 
     assert asm.history_dropped == 3 and asm.backend_id == "recall" and asm.backend_tokens > 0
     assert "memory_short_term_read" not in asm.tool_names
@@ -181,6 +182,17 @@ async def test_assembly_layers_messages_and_totals(tmp_path: Path) -> None:
     assert data["sections"][-2]["source_event"] == {  # the short-term memory section (tasks is last)
         "event_id": snap.event_id, "created_at": snap.created_at, "relays": ["ws://relay.test"]}
     assert data["tools"] == asm.tool_names and data["total_tokens"] == asm.total_tokens
+    assert data["backend"] == {"id": "recall", "context": recall, "tokens": asm.backend_tokens, "place": "system"}
+
+    # The old place, for providers' prefix caching ([memory] backend_context = "after_history"): its own system
+    # message after the history; the rest of the prompt is the same as without a backend.
+    tail = assemble(default_template(), model="openai/stub-model", registry=registry, ctx=ctx, created_at=123.0,
+                    history=history, user_message="What do you remember?", backend_id="recall",
+                    backend_context=recall, backend_place="after_history")
+    assert list(tail.messages) == [{"role": "system", "content": "\n\n".join(included)}, *history,
+                                   {"role": "system", "content": recall},
+                                   {"role": "user", "content": "What do you remember?"}]
+    assert tail.total_tokens == asm.total_tokens
 
 
 def test_empty_caches_skip_sections_and_no_admin_says_why(tmp_path: Path) -> None:
@@ -214,7 +226,7 @@ async def test_static_roles_unknown_and_async_tools(tmp_path: Path) -> None:
     reasons = {layer.section: layer.skip_reason for layer in asm.layers if layer.skipped}
     assert reasons == {
         "missing": "unknown tool 'no_such_tool'",
-        "long_term": "tool my_memory is async; a soul section needs a cache-only tool",
+        "long_term": "tool 'my_memory' is async; a section needs a cache-only tool",  # the linter's words
     }
     assert [m["role"] for m in asm.messages] == ["system", "user", "assistant", "system", "user"]
     assert asm.messages[3]["content"].startswith("## Short-Term Memory\n\nAdmin is Ada.")

@@ -11,7 +11,13 @@ from agent_support import AGENT_KEY, NOW, OTHER_KEY, make_store, soul_event
 from didactyl_tui.agent.documents.codec import DocumentError
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.soul import SoulTemplate, TemplateSection, default_template
-from didactyl_tui.agent.soul_event import MAX_SECTIONS, SOUL_FORMAT, read_soul_text, soul_from_json, soul_to_json
+from didactyl_tui.agent.soul_event import (
+    MAX_SECTIONS,
+    SOUL_FORMAT,
+    SoulEventError,
+    read_soul_text,
+    soul_to_json,
+)
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.filters import matches
@@ -60,26 +66,6 @@ async def test_a_soul_round_trips_through_its_event_encrypted_and_in_the_clear(t
         assert matches(SOUL_DOC.filter(AGENT_KEY.public_key_hex), ev)
 
 
-async def test_the_seeds_section_list_is_read_as_a_soul_too() -> None:
-    seed = ("- section: persona\n  role: system\n  content: |\n    You are Ada.\n"
-            "- section: tasks\n  role: system\n  tool: task_list\n  skip_if_empty: true\n")
-    back = await _read(soul_event(AGENT_KEY, CUSTOM, NOW, text=seed))
-    assert [(s.section, s.tool, s.content) for s in back.sections] == [
-        ("persona", None, "You are Ada."), ("tasks", "task_list", None)]
-    assert read_soul_text("x", seed).sections == back.sections
-    # What we publish stays the documented JSON.
-    assert json.loads((await _store().build_event(SOUL_DOC, back, NOW, None, encrypt=False)).content)["format"] \
-        == SOUL_FORMAT
-
-
-def test_the_document_is_stable_and_names_exactly_one_source_per_section() -> None:
-    doc = json.loads(soul_to_json(CUSTOM))
-    assert doc["sections"][1] == {"section": "agent_identity", "role": "system", "tool": "agent_identity",
-                                  "skip_if_empty": False}
-    assert "tool" not in doc["sections"][0]
-    assert soul_to_json(soul_from_json(soul_to_json(CUSTOM), "x")) == soul_to_json(CUSTOM)
-
-
 async def test_rust_nostr_writes_a_soul_we_read() -> None:
     nostr_sdk = pytest.importorskip("nostr_sdk")
     keys = nostr_sdk.Keys.parse(AGENT_KEY.secret_hex())
@@ -93,6 +79,42 @@ async def test_rust_nostr_writes_a_soul_we_read() -> None:
     # and rust-nostr decrypts ours
     mine = await _store().build_event(SOUL_DOC, CUSTOM, NOW, None)
     assert json.loads(keys.nip44_decrypt(keys.public_key(), mine.content)) == json.loads(doc)
+
+
+SEED_LIST = """\
+- section: persona
+  role: system
+  content: |
+    You are Skald.
+    Keep it short.
+- section: tasks
+  role: system
+  tool: task_list
+  skip_if_empty: true
+"""
+
+
+@pytest.mark.parametrize("encrypt", [True, False])
+async def test_a_soul_written_as_the_seeds_write_it_is_read_as_our_json_is(encrypt: bool) -> None:
+    back = await _read(_event(SEED_LIST, encrypt=encrypt))
+    assert back.sections == (TemplateSection("persona", "system", content="You are Skald.\nKeep it short."),
+                             TemplateSection("tasks", "system", tool="task_list", skip_if_empty=True))
+    # What we publish stays the JSON document (docs/soul-event.md), whatever form we read.
+    published = await _store().build_event(SOUL_DOC, back, NOW, None, encrypt=False)
+    assert json.loads(published.content)["format"] == SOUL_FORMAT
+    assert (await _read(published)).sections == back.sections
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("- section: a\n  colour: red\n", "line 2: unknown key 'colour'"),
+    ("- section: a\n  tool: my_npub\n  content: x\n", "needs exactly one of tool or content"),
+    ("".join(f"- section: s{i}\n  content: x\n" for i in range(MAX_SECTIONS + 1)), "at most 64 allowed"),
+    (f"- section: {'p' * 65}\n  content: x\n", "at most 64 characters"),
+])
+def test_a_bad_section_list_is_refused_with_the_same_bounds_as_json(text: str, reason: str) -> None:
+    with pytest.raises(SoulEventError, match=reason) as caught:
+        read_soul_text("soul event abc", text)
+    assert str(caught.value).startswith("soul event abc")
 
 
 async def test_a_soul_event_that_is_not_ours_or_not_a_soul_is_refused_with_the_event_named() -> None:
@@ -123,7 +145,8 @@ def _doc(*sections: object, **extra: object) -> dict:
 
 
 @pytest.mark.parametrize(("doc", "reason"), [
-    ("not json {", "not valid JSON"),
+    ("not json {", "neither a didactyl-soul/1 JSON document nor a section list"),
+    ("{ not json", "not valid JSON"),
     ("[" * 5000 + "]" * 5000, "not valid JSON"),
     ({"format": "didactyl-soul/9", "sections": []}, "not a didactyl-soul/1 document"),
     (_doc(), "has no sections"),

@@ -43,10 +43,12 @@ def _config(url: str) -> Config:
     return cfg
 
 
-async def _rust_client_publishes_soul(url: str, sections: list[dict], created_at: int) -> str:
-    """Another program (rust-nostr's client) with the agent's key publishes a plain kind 31120."""
+async def _rust_client_publishes_soul(url: str, sections: list[dict] | str, created_at: int) -> str:
+    """Another program (rust-nostr's client) with the agent's key publishes a plain kind 31120 (``sections``: our
+    JSON document's sections, or a document's text as it is)."""
     keys = nostr_sdk.Keys.parse(AGENT_KEY.secret_hex())
-    document = json.dumps({"format": "didactyl-soul/1", "sections": sections})
+    document = sections if isinstance(sections, str) else json.dumps({"format": "didactyl-soul/1",
+                                                                       "sections": sections})
     event = (nostr_sdk.EventBuilder(nostr_sdk.Kind(SOUL), document)
              .tags([nostr_sdk.Tag.parse(["d", "soul"]), nostr_sdk.Tag.parse(["app", "didactyl"])])
              .custom_created_at(nostr_sdk.Timestamp.from_secs(created_at)).finalize(keys))
@@ -163,6 +165,38 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
         prompt = await app.service.dry_run(await app.service.new_session(), "hi")
         assert prompt.layers[0].content == "You are CLI Didactyl."  # the soul in use stays
         assert app.service.soul_view().event_id == cli_id
+
+
+SEED_SOUL = """\
+# written by another client, the way the seeds write a soul
+- section: persona
+  role: system
+  content: You are Seed Didactyl.
+- section: tasks
+  role: system
+  tool: tasks_open_read
+  skip_if_empty: true
+"""
+
+
+async def test_a_soul_in_the_seeds_list_form_from_another_client_is_read_and_used(
+        rust_relay: RelayUnderTest, tmp_path: Path) -> None:
+    soul_id = await _rust_client_publishes_soul(rust_relay.url, SEED_SOUL, int(time.time()) - 5)
+    heard: list[ServiceEvent] = []
+    svc = AppService(_config(rust_relay.url), data_dir=tmp_path / "data", env={"DIDACTYL_NSEC": AGENT_KEY.nsec()},
+                     relay_client_options=fast_client_kwargs())
+    svc.add_listener(heard.append)
+    async with svc:
+        view = svc.soul_view()
+        assert view.event_id == soul_id and view.template.names == ["persona", "tasks"]
+        assert await _first_section(svc) == "You are Seed Didactyl."
+        assert not [e for e in heard if isinstance(e, ServiceWarning) and soul_id[:12] in e.message]
+        # Its history shows the list as it was written; the editor's next save publishes our JSON form.
+        [version] = await svc.memory_history("soul")
+        assert version.content == SEED_SOUL
+        await svc.save_memory("soul", version.content.replace("Seed Didactyl", "Edited Didactyl"))
+        assert json.loads(svc.memory("soul").content)["format"] == "didactyl-soul/1"
+        assert await _first_section(svc) == "You are Edited Didactyl."
 
 
 async def test_a_newer_task_list_from_rust_nostr_reaches_the_running_service_and_its_next_prompt(

@@ -72,7 +72,7 @@ async def test_admin_tools_offered_only_with_an_admin(tmp_path: Path) -> None:
     names = [t["function"]["name"] for t in without.openai_schemas()]
     assert not any("admin" in n for n in names)
     refused = await without.call("nostr_admin_profile", "{}", offline_context(tmp_path))
-    assert refused.is_error and "unknown tool" in refused.content
+    assert refused.is_error and "there is no tool" in refused.content
 
     ctx = offline_context(tmp_path, admin=True)
     ctx.admin.ingest(None, profile_event(ADMIN_KEY, name="Ada"))

@@ -76,6 +76,6 @@ async def test_short_term_read_is_internal_only(setup) -> None:
     registry = build_base_registry()
     await registry.call("memory_save", {"type": "short_term", "content": "todo: tea"}, ctx)
     from_model = await registry.call("memory_short_term_read", "{}", ctx)
-    assert from_model.is_error and "unknown tool" in from_model.content
+    assert from_model.is_error and "there is no tool" in from_model.content
     internal = await registry.call("memory_short_term_read", "{}", ctx, internal=True)
     assert json.loads(internal.content)["content"] == "## Short-Term Memory\n\ntodo: tea\n\n(9/20 chars used)"

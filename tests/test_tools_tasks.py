@@ -98,9 +98,11 @@ async def test_the_model_gets_readable_errors_and_nothing_is_saved(tmp_path: Pat
     ctx.tasks = _recorded_book(saved)
     for name, args, expected in (
         ("task_update", {"id": 4, "status": "done"}, "there is no task 4 (task ids: none)"),
-        ("task_update", {"id": 1, "status": "finished"}, "parameter 'status' of task_update must be"),
+        ("task_update", {"id": 1, "status": "finished"},
+         'the parameter "status" of task_update must be one of "open", "in_progress", "done" or "cancelled"; '
+         'it was the text "finished"'),
         ("task_add", {"title": ""}, "a task needs a title"),
-        ("task_remove", {"id": "1"}, "parameter 'id' of task_remove must be integer"),
+        ("task_remove", {"id": "1"}, 'the parameter "id" of task_remove must be a whole number; it was the text "1"'),
     ):
         out = await registry.call(name, args, ctx)
         assert out.is_error and expected in out.content, out.content

@@ -200,7 +200,12 @@ async def test_a_concurrent_soul_edit_opens_the_merge_view_with_both_texts(
         text = flat(app)
         assert "Concurrent edits of the soul" in text and ours.event_id[:8] in text and theirs.id[:8] in text
         assert '- "content": "You are Ours.",' in text and '+ "content": "You are Theirs.",' in text
-        assert merge.text_area.text == merge.theirs_text  # a JSON document: the draft starts from theirs
+        # A JSON document merged key by key from the base: the persona line both changed is the one conflict.
+        await wait_for(pilot, lambda: merge.draft is not None, 10, "the merged draft")
+        assert merge.text_area.text.count("<<<<<<< yours") == 1
+        assert '<<<<<<< yours\n   "content": "You are Ours.",\n=======\n   "content": "You are Theirs.",\n' \
+            '>>>>>>> theirs\n' in merge.text_area.text
+        await wait_for(pilot, lambda: "1 conflict to resolve" in flat(app), 5, "the count")
         assert service.soul_view().event_id == theirs.id
         clock.t += 20
         merge.text_area.load_text(soul("Ours and Theirs"))

@@ -38,7 +38,7 @@ class PromptAssembly:
     history: tuple[dict[str, Any], ...]  # the past messages included (OpenAI format)
     history_dropped: int  # older messages left out to fit the token budget
     backend_id: str | None
-    backend_context: str | None  # the memory backend's dynamic tail (after history)
+    backend_context: str | None  # the memory backend's context this turn (placed as ``backend_place`` says)
     backend_tokens: int
     user_message: str | None
     tools: tuple[dict[str, Any], ...]  # OpenAI-format tool schemas offered
@@ -46,6 +46,9 @@ class PromptAssembly:
     total_tokens: int
     dry_run: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # Where the backend context went: "system" (end of the leading system message, after the soul's system
+    # sections) or "after_history" (its own system message after the history; records from before the choice).
+    backend_place: str = "after_history"
 
     @property
     def tool_names(self) -> list[str]:
@@ -68,7 +71,8 @@ class PromptAssembly:
                 }
                 for layer in self.layers
             ],
-            "backend": {"id": self.backend_id, "context": self.backend_context, "tokens": self.backend_tokens},
+            "backend": {"id": self.backend_id, "context": self.backend_context, "tokens": self.backend_tokens,
+                        "place": self.backend_place},
             "history_messages": len(self.history),
             "history_dropped": self.history_dropped,
             "tools": self.tool_names,

@@ -8,6 +8,7 @@ liberal reader that also takes the seeds' section list. Pure. The event itself (
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..errors import AgentError, ConfigError
@@ -19,6 +20,7 @@ MAX_SECTIONS = 64  # a soul is a prompt outline; hundreds of sections are a mist
 MAX_SECTION_NAME_CHARS = 64
 MAX_SOUL_BYTES = nip44.MAX_PLAINTEXT_BYTES  # the encrypted form's limit applies to the plain one too
 _KEYS = frozenset({"section", "role", "tool", "content", "skip_if_empty"})
+_LIST_START = re.compile(r"^\s*-\s+section\s*:", re.M)  # the seeds' section list starts a section so
 
 
 class SoulEventError(AgentError):
@@ -87,15 +89,23 @@ def _section(item: Any, n: int, source: str) -> TemplateSection:
 
 
 def read_soul_text(source: str, text: str) -> SoulTemplate:
-    """A soul in either form: our ``didactyl-soul/1`` JSON document, or the seeds' section list (``- section: NAME`` /
-    ``role:`` / ``tool:`` / ``skip_if_empty:`` / ``content:``). Liberal on read; what we publish is the JSON.
-    SoulEventError naming ``source`` (and the section or line) when it does not parse; linting comes after."""
-    if text.lstrip()[:1] in ("{", "["):
+    """Liberal on read: a soul in either form — our ``didactyl-soul/1`` JSON document (what we publish), or the seeds'
+    section list (``- section: NAME`` / ``role:`` / ``tool:`` / ``skip_if_empty:`` / ``content:``), as another client
+    may write it. Both get the same bounds; a failure is a :class:`SoulEventError` naming ``source`` (and the section
+    or line). Linting comes after."""
+    if text.lstrip().startswith(("{", "[")):
         return soul_from_json(text, source)
+    if not _LIST_START.search(text):
+        raise SoulEventError(f"{source}: not a soul: neither a {SOUL_FORMAT} JSON document nor a section list "
+                             "('- section: NAME' lines)")
     try:
-        return parse_soul_list(text, source)
+        template = parse_soul_list(text, source)
     except ConfigError as exc:
-        if not any(line.lstrip().startswith("- ") for line in text.splitlines()):
-            raise SoulEventError(f"{source}: the soul is not valid JSON, nor a section list "
-                                 "(- section: NAME / role: / tool: or content:)") from None
         raise SoulEventError(exc.message) from None
+    if len(template.sections) > MAX_SECTIONS:
+        raise SoulEventError(f"{source}: {len(template.sections)} sections, at most {MAX_SECTIONS} allowed")
+    for sec in template.sections:
+        if len(sec.section) > MAX_SECTION_NAME_CHARS:
+            raise SoulEventError(f"{source}, section {sec.section[:MAX_SECTION_NAME_CHARS]!r}…: a section name is "
+                                 f"at most {MAX_SECTION_NAME_CHARS} characters")
+    return template

@@ -7,19 +7,20 @@ section it is in (and its position, for duplicates). Errors:
 - ``duplicate-section``: a second section with the same name (the inspector and provenance key on it);
 - ``no-source``: neither a tool nor any content (an empty or blank ``content`` counts as none);
 - ``never-renders``: the tool can never feed a section: it needs parameters, or it is async (a section
-  is filled synchronously from caches), or the section's fixed content is blank and skipped when empty.
+  is filled synchronously from caches: :func:`~.soul.section_tool_problem`, the rule assembly applies too), or
+  the section's fixed content is blank and skipped when empty. Every other tool renders what it returns
+  (:func:`~.soul.section_text`): its ``content``, or its whole result.
 
 Pure: reads the template and the registry only.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import AgentError
-from .soul import SoulTemplate, TemplateSection
+from .soul import SoulTemplate, TemplateSection, section_tool_problem
 from .tools.registry import ToolRegistry
 
 
@@ -82,8 +83,5 @@ def _source_problem(sec: TemplateSection, registry: ToolRegistry) -> tuple[str, 
     if tool is None:
         known = ", ".join(sorted(registry.names()))
         return "unknown-tool", f"unknown tool {sec.tool!r} (known tools: {known})"
-    if tool.parameters.get("required"):
-        return "never-renders", f"tool {tool.name!r} needs parameters, which a section cannot give"
-    if inspect.iscoroutinefunction(tool.handler):
-        return "never-renders", f"tool {tool.name!r} is async; a section needs a cache-only tool"
-    return None
+    problem = section_tool_problem(tool)  # the very rule assembly applies: what passes here renders there
+    return ("never-renders", problem) if problem is not None else None

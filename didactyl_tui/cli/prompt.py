@@ -21,7 +21,8 @@ def _render_prompt(assembly: Any) -> str:
             lines.append(f"- {layer.section} [{layer.role}, {source}] {layer.tokens} tokens")
     lines.append(f"- history: {len(assembly.history)} messages ({assembly.history_dropped} older left out)")
     if assembly.backend_id:
-        lines.append(f"- memory backend {assembly.backend_id}: {assembly.backend_tokens} tokens")
+        where = "in the system message" if assembly.backend_place == "system" else "after the history"
+        lines.append(f"- memory backend {assembly.backend_id}: {assembly.backend_tokens} tokens ({where})")
     lines.append(f"- tools offered: {', '.join(assembly.tool_names)}")
     lines.append(f"- total: {assembly.total_tokens} tokens")
     lines.append("")

@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
     from .chat import Sessions, open_sessions
+    from .merge import MergeDraft
     from .model import ModelCheck, ModelSettings
     from .runtime import ServiceToolContext, dm_peers
     from .soul import SoulView
@@ -101,6 +102,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
+    **dict.fromkeys(["MergeDraft"], ".merge"),
     **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),
     **dict.fromkeys(["SoulView"], ".soul"),
@@ -121,7 +123,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [  # noqa: RUF022 (sorted)
     "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "DocumentError", "DocumentKey",
     "DocumentSnapshot", "DocumentStatus", "DocumentVersionView", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MEMORIES",
-    "MemoryChanged", "ModelCheck",
+    "MemoryChanged", "MergeDraft", "ModelCheck",
     "ModelSettings", "NewerVersionKnown", "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly",
     "PublishOutcome", "REFUSED_NOTE", "RelayDocumentStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
     "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "ServiceEvent",

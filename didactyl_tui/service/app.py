@@ -43,6 +43,7 @@ from .dm import DmService
 from .documents import DocumentService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
+from .merge import MODEL_DRAFT_TIMEOUT_S, MergeDraft, draft_merge, resolve_with_model
 from .model import ModelCheck, ModelChoice, ModelSettings
 from .notes import NoteConfirmation
 from .runtime import Runtime, start_runtime
@@ -359,6 +360,20 @@ class AppService:
 
     async def memory_diff(self, key: DocumentKey | str, older_id: str, newer_id: str) -> str:
         return await self.parts.documents.diff(key, older_id, newer_id)
+
+    async def merge_draft(self, key: DocumentKey | str, ours_id: str, theirs_id: str) -> MergeDraft:
+        """The merge view's draft of two concurrent versions: merged three-way from their common base (found in the
+        history), conflicts marked; two-way, every difference a conflict, when no base is known (service/merge.py)."""
+        store = self.parts.rt.store
+        return await draft_merge(self.parts.rt.history, lambda eid: self.memory_version(key, eid),
+                                 lambda text: store.from_text(key, text), ours_id, theirs_id)
+
+    async def model_merge_draft(self, key: DocumentKey | str, draft: str) -> str:
+        """The configured model's resolution of the conflicts marked in ``draft``: a proposal, nothing is saved."""
+        snap = self.memory(key)
+        return await resolve_with_model(
+            lambda messages, n: self.parts.chat.complete(messages, max_chars=n, timeout_s=MODEL_DRAFT_TIMEOUT_S),
+            f"the agent's {snap.type.title.lower()}", draft, snap.limit_chars)
 
     async def memory_status(self, key: DocumentKey | str, *, bring_up_to_date: bool = False) -> DocumentStatus:
         return await self.parts.documents.status(key, bring_up_to_date=bring_up_to_date)

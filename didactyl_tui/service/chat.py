@@ -5,6 +5,7 @@ here (``preload_llm`` starts it in a thread, off the UI path)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -173,6 +174,7 @@ class ChatService:
             self.soul, model=self._model.name, registry=self._registry, ctx=self._rt.tool_context,
             created_at=self._clock(), history=list(history), history_dropped=int(dropped), user_message=message,
             backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(),
+            backend_place=self._config.memory.backend_context,
             source_events=self._source_events(), soul_source=self._document_source(DocumentKey.SOUL),
             dry_run=dry_run,
         )
@@ -189,7 +191,31 @@ class ChatService:
         outcome = await self._rt.memory_manager.call_tool(name, arguments)
         if outcome is not None:
             return outcome
-        return await self._registry.call(name, arguments, self._rt.tool_context)
+        return await self._registry.call(name, arguments, self._rt.tool_context, also_offered=self._backend_tools())
+
+    async def complete(self, messages: list[dict[str, Any]], *, max_chars: int, timeout_s: float) -> str:
+        """One completion with the model in use and no tools, outside any chat (the merge view's model draft):
+        through the agent's one door to the model, bounded in size (``max_chars`` of reply) and time. AgentError
+        says why there is no answer (no model configured, the model failed, too long, too slow)."""
+        from ..agent import llm
+
+        if not self._model.name.strip():
+            raise AgentError(NO_MODEL, "No model configured")
+        parts: list[str] = []
+        size = 0
+        try:
+            async with asyncio.timeout(timeout_s), contextlib.aclosing(
+                    llm.stream_chat(self._llm_settings(), messages)) as stream:
+                async for chunk in stream:
+                    parts.append(chunk.text)
+                    size += len(chunk.text)
+                    if size > max_chars:
+                        raise AgentError(f"the model's answer passed {max_chars:,} characters: stopped", "Model")
+        except llm.LlmError as exc:
+            raise AgentError(exc.message, "Model") from None
+        except TimeoutError:
+            raise AgentError(f"the model did not answer within {timeout_s:g} s", "Model") from None
+        return "".join(parts)
 
     def _llm_settings(self) -> Any:
         from ..agent.llm import LlmSettings

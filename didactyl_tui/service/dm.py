@@ -247,9 +247,10 @@ class DmService:
             return (await pool.publish(wrap, timeout)).accepted_by
 
     async def _publish_own_relay_list(self) -> None:
-        """Our kind 10050: where we read gift wraps (the relays in use), when the relays' copy differs."""
+        """Our kind 10050: where we read gift wraps (the relays in use), when the relays' copy differs. Not while
+        ``$DIDACTYL_RELAYS`` overrides the relays: they are this run's, not where the agent reads from for good."""
         pool, timeout, key = self._rt.pool, self._config.relays.timeout_s, self._rt.key
-        if not pool.urls:
+        if not pool.urls or self._config.relays_override is not None:
             return
         current = [ev for ev in await pool.query([dm_relay_list_filter([key.public_key_hex])], timeout=timeout)
                    if ev.pubkey == key.public_key_hex]

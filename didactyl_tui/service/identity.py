@@ -75,10 +75,13 @@ class IdentityService:
 
     # --- drift -----------------------------------------------------------------------------------
     def drafts(self) -> list[OwnIdentityDraft]:
-        """The config's fields merged into the relays' versions, where that changes something."""
+        """The config's fields merged into the relays' versions, where that changes something. While
+        ``$DIDACTYL_RELAYS`` overrides the relays for this run, the relay list is left alone: this run does not see
+        the relays that hold it, and an override is never the agent's public list."""
         cfg = self._config
-        return own_identity_drafts(self._rt.agent_cache, name=cfg.agent.name, about=cfg.agent.about,
-                                   picture=cfg.agent.picture, contacts=self._contacts, relay_urls=cfg.relays.urls)
+        drafts = own_identity_drafts(self._rt.agent_cache, name=cfg.agent.name, about=cfg.agent.about,
+                                     picture=cfg.agent.picture, contacts=self._contacts, relay_urls=cfg.relays.urls)
+        return drafts if cfg.relays_override is None else [d for d in drafts if d.kind != RELAY_LIST]
 
     def _configured_contacts(self) -> list[str]:
         cfg = self._config

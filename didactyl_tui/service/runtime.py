@@ -172,7 +172,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         relay = await start_embedded_relay(config, data_dir, warn, relay_options)
     if relay is not None:
         urls.append(relay.url)
-    urls += [u for u in config.relays.urls if u not in urls]
+    urls += [u for u in config.run_relay_urls if u not in urls]
     if not urls:
         warn("no relay is available: memory saves will not be published")
     pool = RelayPool(urls, auth_key=key, **{**relay_client_defences(config), **client_options})

@@ -12,17 +12,21 @@ from collections.abc import Callable
 from ..agent.startup_events import StartupEvent, check_intents, plan_startup_events, startup_event, startup_filters
 from ..config import Config, config_error
 from ..errors import AgentError
+from ..nostr.kinds import RELAY_LIST
 from ..nostr.replaceable import newest
 from .runtime import Runtime
 
 
 def startup_intents(config: Config) -> list[StartupEvent]:
-    """The declared events, checked (a bad one is a ConfigError naming ``[agent] startup_events``)."""
+    """The declared events, checked (a bad one is a ConfigError naming ``[agent] startup_events``). A declared
+    relay list (kind 10002) waits while ``$DIDACTYL_RELAYS`` overrides the relays: this run does not see the
+    relays that hold the agent's list."""
     try:
-        return check_intents(startup_event(e.kind, e.content, e.tags, where=f"startup event #{n}")
-                             for n, e in enumerate(config.agent.startup_events, 1))
+        intents = check_intents(startup_event(e.kind, e.content, e.tags, where=f"startup event #{n}")
+                                for n, e in enumerate(config.agent.startup_events, 1))
     except AgentError as exc:
         raise config_error(config.path, "agent", "startup_events", exc.message) from None
+    return intents if config.relays_override is None else [i for i in intents if i.kind != RELAY_LIST]
 
 
 async def publish_startup_events(rt: Runtime, intents: list[StartupEvent], clock: Callable[[], float],

@@ -15,7 +15,7 @@ import inspect
 import json
 import re
 import types
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -226,16 +226,72 @@ class ToolRegistry:
         ctx: ToolContext | None = None,
         *,
         internal: bool = False,
+        also_offered: Sequence[Tool] = (),
     ) -> ToolOutcome:
         """Run a tool by name or alias. Never raises for tool problems: they become an error outcome.
 
         ``internal=False`` (a call from the model) refuses tools that are not offered to the LLM.
+        ``also_offered``: tools offered beside the registry's (the memory backend's), named when the tool is
+        unknown.
         """
         tool = self.get(name)
         if tool is None or (not internal and not tool.visible):
-            available = ", ".join(t.name for t in self.visible())
-            return ToolOutcome(name, f"Error: unknown tool {name!r}. Available tools: {available}.", True)
+            return ToolOutcome(name, unknown_tool_message(name, [*self.visible(), *also_offered]), True)
         return await invoke(tool, arguments, ctx)
+
+
+def unknown_tool_message(name: str, offered: Sequence[Tool]) -> str:
+    """The model's error for a call to a tool it was not offered: every name it can call, aliases too."""
+    names = [t.name + (f" (also {', '.join(t.aliases)})" if t.aliases else "") for t in offered if t.visible]
+    listed = ", ".join(names) if names else "none"
+    return f"Error: there is no tool {_quoted(name)}. The tools you can call: {listed}."
+
+
+def _quoted(text: str, limit: int = 80) -> str:
+    """A name or value as JSON text (double quotes, escapes), cut to ``limit`` characters."""
+    out = json.dumps(text, ensure_ascii=False)
+    return out if len(out) <= limit else out[:limit - 2] + '…"'
+
+
+def _words_for(schema: dict[str, Any]) -> str:
+    """What a parameter's schema asks for, in words: ``one of "short_term" or "long_term"``, ``a whole number``."""
+    if "enum" in schema:
+        values = [json.dumps(v, ensure_ascii=False) for v in schema["enum"]]
+        return values[0] if len(values) == 1 else f"one of {', '.join(values[:-1])} or {values[-1]}"
+    kind = schema.get("type")
+    if kind == "array":
+        item = schema.get("items") or {}
+        return f"a list of {_plural(item)}" if item.get("type") or "enum" in item else "a list"
+    return _KIND_WORDS.get(kind or "", "a value")
+
+
+_KIND_WORDS = {"string": "text", "integer": "a whole number", "number": "a number",
+               "boolean": "true or false", "object": "a JSON object"}
+
+
+def _plural(item: dict[str, Any]) -> str:
+    if "enum" in item:
+        return f"values from {', '.join(json.dumps(v, ensure_ascii=False) for v in item['enum'])}"
+    return {"string": "texts", "integer": "whole numbers", "number": "numbers", "boolean": "true/false values",
+            "object": "JSON objects", "array": "lists"}.get(item.get("type", ""), "values")
+
+
+def _value_words(value: Any) -> str:
+    """What the model sent, in words: ``the text "3"``, ``the number 3.5``, ``null``, ``a list of 2 items``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        number = json.dumps(value)
+        return f"the number {number if len(number) <= 40 else number[:39] + '…'}"
+    if isinstance(value, str):
+        return f"the text {_quoted(value)}"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if isinstance(value, dict):
+        return "a JSON object"
+    return type(value).__name__
 
 
 def _check_type(value: Any, schema: dict[str, Any]) -> bool:
@@ -273,17 +329,21 @@ async def invoke(tool: Tool, arguments: str | dict[str, Any] | None, ctx: ToolCo
     if not isinstance(args, dict):
         return ToolOutcome(name, f"Error: the arguments for {name} must be a JSON object.", True)
     props = tool.parameters.get("properties", {})
+    listed = " and ".join(", ".join(_quoted(p) for p in props).rsplit(", ", 1)) if props else ""
     unknown = sorted(set(args) - set(props))
     if unknown:
-        return ToolOutcome(name, f"Error: {name} has no parameter(s) {', '.join(unknown)}. "
-                           f"Parameters: {', '.join(props) or 'none'}.", True)
+        which = " or ".join(_quoted(u) for u in unknown)
+        takes = f"it takes {listed}" if props else "it takes no parameters"
+        return ToolOutcome(name, f"Error: {name} has no parameter {which}; {takes}.", True)
     missing = [p for p in tool.parameters.get("required", []) if p not in args]
     if missing:
-        return ToolOutcome(name, f"Error: {name} needs the parameter(s) {', '.join(missing)}.", True)
+        needs = "; ".join(f"{_quoted(p)} ({_words_for(props[p])})" for p in missing)
+        return ToolOutcome(name, f"Error: {name} needs {'these parameters' if len(missing) > 1 else 'the parameter'}"
+                           f" {needs}.", True)
     for key, value in args.items():
         if not _check_type(value, props[key]):
-            expected = props[key].get("enum") or props[key].get("type")
-            return ToolOutcome(name, f"Error: parameter {key!r} of {name} must be {expected}, got {value!r}.", True)
+            return ToolOutcome(name, f"Error: the parameter {_quoted(key)} of {name} must be "
+                               f"{_words_for(props[key])}; it was {_value_words(value)}.", True)
     if tool.context_param is not None:
         if ctx is None:
             return ToolOutcome(name, f"Error: {name} is not available here (no context).", True)

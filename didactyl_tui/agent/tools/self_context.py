@@ -1,7 +1,8 @@
 """Self-knowledge tools: the agent's own identity, profile, contacts, relays and notes, from the cache.
 
 Every tool returns ``{"content": markdown}`` headed like ``## Agent Kind 0 Profile (source: nostr kind 0)``;
-the content is empty when nothing is cached, so a soul section fed by it is skipped. The renderers are
+the content is empty when nothing is cached, so a soul section fed by it is skipped (with ``skip_if_empty``);
+a ``note`` then says so for the model's own call (and for a section kept when empty). The renderers are
 shared with the admin tools (``who`` = "Agent" or "Admin") and memoized per cache change.
 """
 
@@ -135,8 +136,9 @@ NO_CONTACTS = "## Agent Contacts (source: nostr kind 3)\n\nNo contacts yet: you 
 
 def nostr_agent_contacts(ctx: AgentToolContext) -> dict[str, str]:
     """The accounts you follow (your kind 3 contact list)."""
-    # Said outright rather than left out: the model should know it has no contacts, not wonder.
-    return {"content": render_contacts("Agent", ctx.agent) or NO_CONTACTS}
+    # Said outright (the note) rather than left out: the model should know it has no contacts, not wonder. The
+    # content stays empty, so a section with skip_if_empty is skipped; the built-in soul keeps it and shows the note.
+    return context_result(render_contacts("Agent", ctx.agent), NO_CONTACTS)
 
 
 def nostr_agent_relays(ctx: AgentToolContext) -> dict[str, str]:

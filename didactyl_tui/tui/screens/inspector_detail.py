@@ -29,7 +29,7 @@ def assembly_as_text(a: PromptAssembly) -> str:
         if layer.source_event is not None:
             out.append(f"source event: {layer.source_event.event_id} at {layer.source_event.created_at}")
         out += [layer.content, ""]
-    out.append(f"## memory backend: {a.backend_id or 'none'} tokens={a.backend_tokens}")
+    out.append(f"## memory backend: {a.backend_id or 'none'} tokens={a.backend_tokens} place={a.backend_place}")
     out += [a.backend_context or "", ""]
     out.append(f"## tools offered: {', '.join(a.tool_names)}")
     out.append(f"## history: {len(a.history)} messages, {a.history_dropped} dropped")

@@ -1,14 +1,17 @@
 """The merge view: two concurrent edits of a memory, the soul or the task list (ours lost to a newer one from
 another writer).
 
-Shows the diff (yours → theirs) beside an editor that starts with a line-by-line union (theirs, then the lines
-only yours had). Saving goes through the one save path, based on theirs (a later edit for every device);
-"Keep theirs" closes and leaves the memory as it is (your version stays in the history).
+Shows the diff (yours → theirs) beside an editor that starts with the two versions merged from their common base
+(three-way: a line one side deleted stays deleted, a change made on one side only is taken, and where both changed
+the same lines both are kept between conflict markers for you to resolve); when no common base is known the merge is
+two-way and every difference is marked. The conflict count follows the edits; saving is refused while markers
+remain. "Draft with the model" asks the configured model to resolve the marked conflicts and shows its proposal as a
+diff to accept or discard. Saving goes through the one save path, based on theirs (a later edit for every device);
+"Keep theirs" closes and leaves the document as it is (your version stays in the history).
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, cast
 
 from textual import on, work
@@ -16,43 +19,21 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Static, TextArea
 
 from ...errors import AgentError
 from ...service.events import MemoryChanged
 from ...service.labels import short_id
+from ...service.merge import END, START, conflicts_left
 from ..widgets.publish_verdicts import verdict_lines
 from .diff import diff_content
 
 if TYPE_CHECKING:
     from textual.worker import Worker
 
-    from ...service import DocumentKey
+    from ...service import DocumentKey, MergeDraft
     from ..app import DidactylApp
-
-
-def union_draft(theirs: str, ours: str) -> str:
-    """Theirs, then the lines only ours had (in our order): a starting point the user edits."""
-    have = set(theirs.splitlines())
-    extra = [line for line in ours.splitlines() if line not in have]
-    if not extra:
-        return theirs
-    joined = theirs if theirs.endswith("\n") or not theirs else theirs + "\n"
-    return joined + "\n".join(extra) + ("\n" if ours.endswith("\n") else "")
-
-
-def merge_draft(theirs: str, ours: str) -> str:
-    """The union draft; for a JSON document (the soul, the task list) whose union would not parse, theirs: the
-    diff beside it shows what only yours had."""
-    draft = union_draft(theirs, ours)
-    if draft == theirs or not theirs.lstrip().startswith("{"):
-        return draft
-    try:
-        json.loads(draft)
-    except ValueError:
-        return theirs
-    return draft
 
 
 def offer_merge(screen: Screen[object], event: MemoryChanged) -> None:
@@ -65,15 +46,51 @@ def offer_merge(screen: Screen[object], event: MemoryChanged) -> None:
     screen.app.push_screen(MergeScreen(event.type, event.lost_event_id, event.winner_event_id))
 
 
+class ProposalScreen(ModalScreen[bool]):
+    """The model's proposal as a diff against the current draft: dismissed True (accept) or False (discard)."""
+
+    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
+    BINDINGS = [Binding("escape", "discard", "Discard")]
+
+    def __init__(self, current: str, proposed: str) -> None:
+        super().__init__(classes="dialog-screen")
+        self.current, self.proposed = current, proposed
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="proposal-dialog", classes="dialog") as box:
+            box.border_title = "The model's draft"
+            left = conflicts_left(self.proposed)
+            yield Static(Content("Changes it makes to your draft. Nothing is saved: accept puts it in the editor." + (
+                f" It still marks {left} conflict{'s' if left != 1 else ''}." if left else "")), id="proposal-about")
+            with VerticalScroll(id="proposal-scroll"):
+                yield Static(diff_content(self.current, self.proposed, "your draft", "the model's draft"),
+                             id="proposal-diff")
+            with Horizontal(classes="dialog-actions"):
+                yield Button("Accept", id="accept-proposal", variant="primary")
+                yield Button("Discard", id="discard-proposal")
+
+    def on_mount(self) -> None:
+        self.query_one("#accept-proposal", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "accept-proposal")
+
+    def action_discard(self) -> None:
+        self.dismiss(False)
+
+
 class MergeScreen(Screen[None]):
     CSS_PATH = "merge.tcss"
-    BINDINGS = [Binding("ctrl+s", "save", "Save merged"), Binding("escape", "keep_theirs", "Keep theirs")]
+    BINDINGS = [Binding("ctrl+s", "save", "Save merged"), Binding("ctrl+g", "model_draft", "Draft with the model"),
+                Binding("escape", "keep_theirs", "Keep theirs")]
 
     def __init__(self, memory_type: DocumentKey, ours_id: str, theirs_id: str) -> None:
         super().__init__()
         self.memory_type, self.ours_id, self.theirs_id = memory_type, ours_id, theirs_id
         self.ours_text: str | None = None
         self.theirs_text: str | None = None
+        self.draft: MergeDraft | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="merge") as box:
@@ -81,8 +98,9 @@ class MergeScreen(Screen[None]):
             yield Static(Content(
                 f"Your version {short_id(self.ours_id)} and version {short_id(self.theirs_id)} from another writer "
                 "were both edited from an older version. Theirs is newer and is now in use; yours is kept in "
-                "the history. Edit the merged text (theirs, then the lines only yours had) and save, or keep "
-                "theirs."), id="merge-about")
+                "the history. The editor holds both merged from that older version: resolve each conflict marked "
+                f"{START} … {END} (yours first) and save, or keep theirs."), id="merge-about")
+            yield Static(Content(""), id="merge-conflicts")
             with Horizontal(id="merge-body"):
                 with VerticalScroll(id="merge-diff"):
                     yield Static(Content("Loading both versions…"), id="merge-diff-text")
@@ -90,12 +108,18 @@ class MergeScreen(Screen[None]):
             yield Static(Content(""), id="merge-result")
             with Horizontal(classes="pane-actions"):
                 yield Button("Save merged", id="save-merged", variant="primary", compact=True, disabled=True)
+                yield Button("Draft with the model", id="model-draft", compact=True, disabled=True)
                 yield Button("Keep theirs", id="keep-theirs", compact=True)
         yield Footer()
 
     @property
     def text_area(self) -> TextArea:
         return self.query_one("#merge-text", TextArea)
+
+    @property
+    def conflicts(self) -> int:
+        """Conflicts still marked in the editor."""
+        return conflicts_left(self.text_area.text)
 
     def on_mount(self) -> None:
         self.load()
@@ -110,19 +134,80 @@ class MergeScreen(Screen[None]):
         self.ours_text, self.theirs_text = ours.content, theirs.content  # (read off the loop by the service)
         self.query_one("#merge-diff-text", Static).update(diff_content(
             self.ours_text, self.theirs_text, f"yours ({ours.label})", f"theirs ({theirs.label})"))
-        self.text_area.load_text(merge_draft(self.theirs_text, self.ours_text))
+        self.draft = await service.merge_draft(self.memory_type, self.ours_id, self.theirs_id)
+        self.text_area.load_text(self.draft.text)
         self.text_area.disabled = False
         self.query_one("#save-merged", Button).disabled = False
+        self.query_one("#model-draft", Button).disabled = not service.model_configured
+        self._show_conflicts()
         self.text_area.focus()
+
+    @on(TextArea.Changed, "#merge-text")
+    def _edited(self) -> None:
+        if self.draft is not None:
+            self._show_conflicts()
+
+    def _show_conflicts(self) -> None:
+        draft, left = self.draft, self.conflicts
+        parts: list[Content] = []
+        if draft is not None and draft.base_id is None:
+            parts.append(Content.styled(f"Two-way merge: {draft.why_two_way}; every difference is marked. ",
+                                        "$text-warning"))
+        elif draft is not None:
+            parts.append(Content(f"Merged from their common base {short_id(draft.base_id or '')}. "))
+        if left:
+            parts.append(Content.styled(f"{left} conflict{'s' if left != 1 else ''} to resolve.", "$text-warning"))
+        else:
+            parts.append(Content("No conflict marked."))
+        if draft is not None and draft.problem and self.text_area.text == draft.text:
+            parts.append(Content.styled(f" The merged {self.memory_type.title.lower()} does not read: "
+                                        f"{draft.problem}", "$text-error"))
+        self.query_one("#merge-conflicts", Static).update(Content("").join(parts))
 
     @on(Button.Pressed, "#save-merged")
     def action_save(self) -> None:
-        if self.theirs_text is not None:
-            self.save(self.text_area.text)
+        if self.theirs_text is None:
+            return
+        left = self.conflicts
+        if left:  # the text stays in the editor
+            self._show(Content.styled(
+                f"Not saved: {left} conflict{'s are' if left != 1 else ' is'} still marked ({START} … {END}); "
+                "resolve them, or draft with the model.", "$text-error"))
+            return
+        self.save(self.text_area.text)
 
     @on(Button.Pressed, "#keep-theirs")
     def action_keep_theirs(self) -> None:
         self.dismiss(None)
+
+    @on(Button.Pressed, "#model-draft")
+    def action_model_draft(self) -> None:
+        if self.draft is not None and not self.query_one("#model-draft", Button).disabled:
+            self.model_draft(self.text_area.text)
+
+    @work(exclusive=True, group="merge-model", exit_on_error=False)
+    async def model_draft(self, current: str) -> None:
+        app = cast("DidactylApp", self.app)
+        if app.service is None:
+            raise AgentError("not started: cannot ask the model", "Merge")
+        button = self.query_one("#model-draft", Button)
+        button.disabled = True
+        self._show(Content.styled(f"Asking {app.service.model} to resolve the conflicts…", "$text-muted"))
+        try:
+            proposed = await app.service.model_merge_draft(self.memory_type, current)
+        except AgentError as exc:
+            self._show(Content.styled(f"No draft from the model: {exc.message}", "$text-error"))
+            raise
+        finally:
+            button.disabled = False
+        accepted = await self.app.push_screen_wait(ProposalScreen(current, proposed))
+        if accepted and self.text_area.text == current:
+            self.text_area.load_text(proposed)
+            self._show(Content("The model's draft is in the editor: check it, then save."))
+        elif accepted:
+            self._show(Content.styled("Not applied: the draft changed while the model was working.", "$text-warning"))
+        else:
+            self._show(Content("The model's draft was discarded; your draft is unchanged."))
 
     @work(exclusive=True, group="merge-save", exit_on_error=False)
     async def save(self, text: str) -> None:

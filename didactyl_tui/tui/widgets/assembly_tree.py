@@ -145,6 +145,17 @@ class AssemblyTree(Tree[NodeInfo]):
             parent.add_leaf(_label(f"… {more} more lines (open the entry to see all)"),
                             data=NodeInfo(number, "meta", "meta"))
 
+    def _backend_layer(self, parent: TreeNode[NodeInfo], entry: InspectorEntry) -> None:
+        """The memory backend's context as a layer of its own, labelled like a section, with where it is sent."""
+        a, n = entry.assembly, entry.number
+        where = "end of the system message" if a.backend_place == "system" else "after the history"
+        head = f"memory_backend [system] · backend {a.backend_id} · {where}"
+        if not a.backend_context:
+            parent.add_leaf(_label(f"{head} · skipped: no context this turn"), data=NodeInfo(n, "backend", "skipped"))
+            return
+        backend = parent.add(_label(f"{head} · {a.backend_tokens:,} tok"), data=NodeInfo(n, "backend"))
+        self._text_leaves(backend, n, a.backend_context)
+
     def _fill(self, node: TreeNode[NodeInfo], entry: InspectorEntry) -> None:
         a = entry.assembly
         n = entry.number
@@ -155,7 +166,13 @@ class AssemblyTree(Tree[NodeInfo]):
             _label(f"Sections: {len(used)} used, {skipped} skipped · {section_tokens:,} tok"),
             data=NodeInfo(n, "sections"),
         )
+        # The backend's context placed in the system message is a layer of its own, where it is sent: after the
+        # leading system sections (before the first user/assistant section that is sent).
+        in_system = bool(a.backend_id) and a.backend_place == "system"
         for layer in a.layers:
+            if in_system and not layer.skipped and layer.role != "system":
+                self._backend_layer(sections, entry)
+                in_system = False
             tool = f" · {layer.tool}" if layer.tool else " · static"
             if layer.skipped:
                 label = f"{layer.section} [{layer.role}]{tool} · skipped: {layer.skip_reason or 'no reason given'}"
@@ -173,12 +190,10 @@ class AssemblyTree(Tree[NodeInfo]):
                 child.add_leaf(_label(f"source event {src.event_id} · {at} · on: {relays}"),
                                data=NodeInfo(n, "meta", "meta"))
             self._text_leaves(child, n, layer.content, "skipped" if layer.skipped else None)
+        if in_system:
+            self._backend_layer(sections, entry)
 
-        if a.backend_id:
-            backend = node.add(_label(f"Memory backend: {a.backend_id} · {a.backend_tokens:,} tok"),
-                               data=NodeInfo(n, "backend"))
-            self._text_leaves(backend, n, a.backend_context or "(no context this turn)")
-        else:
+        if not a.backend_id:
             node.add_leaf(_label("Memory backend: none"), data=NodeInfo(n, "backend", "skipped"))
 
         tools = node.add(_label(f"Tools offered: {len(a.tools)}"), data=NodeInfo(n, "tools"))
@@ -194,6 +209,8 @@ class AssemblyTree(Tree[NodeInfo]):
             first = (_message_text(message).splitlines() or [""])[0]
             child = history.add(_label(f"{message.get('role', '?')}: {first[:120]}"), data=NodeInfo(n, "message"))
             self._text_leaves(child, n, _message_text(message))
+        if a.backend_id and a.backend_place != "system":
+            self._backend_layer(node, entry)
 
         if a.user_message is not None:
             user = node.add(_label("User message"), data=NodeInfo(n, "user"))
