@@ -252,7 +252,7 @@ async def test_every_tool_backed_section_names_its_source_event_and_relays(
         await svc.save_memory(SOUL, json.dumps({"format": "didactyl-soul/1", "sections": [
             {"section": "persona", "content": "You are Sourced."},
             {"section": "stm", "tool": "memory_short_term_read"},
-            {"section": "tasks", "tool": "tasks_open_read"},
+            {"section": "tasks", "tool": "task_list"},
             {"section": "contacts", "tool": "nostr_agent_contacts"},
             {"section": "profile", "tool": "nostr_agent_profile"},
             {"section": "me", "tool": "agent_identity"},
