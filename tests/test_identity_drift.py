@@ -219,7 +219,8 @@ async def test_a_relay_override_is_for_one_run_and_never_publishes_the_relay_lis
             async with RelayPool([url], **fast_client_kwargs()) as pool:
                 return await pool.query([{"authors": [AGENT_KEY.public_key_hex], "kinds": [RELAY_LIST]}], timeout=3)
 
-        await asyncio.to_thread(cli, env, "tasks")  # the first run publishes the file's intent
+        # The first run that may publish (a save; `tasks` only reads) publishes the file's intent.
+        await asyncio.to_thread(cli, env, "memory", "save", "--type", "long_term", "--content", "first run")
         [published] = await relay_lists(home.url)
         assert [t[1] for t in published.tags if t[0] == "r"] == [home.url]
         intent = read_state(Path(env["DIDACTYL_DATA_DIR"]))["identity_intent"]

@@ -139,7 +139,9 @@ async def warm_up(actions: Actions, session: str) -> str:
     pilot, app, main = actions.pilot, actions.app, actions.main
     main.open_history("long_term")
     warm = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen, 10, "warm")
-    await wait_for(pilot, lambda: not warm.workers._workers and warm.query("#history-result"), 10, "warm rows")
+    # The screen's own workers (the app's may still be importing litellm: not this screen's business).
+    await wait_for(pilot, lambda: not [w for w in app.workers if w.node is warm] and warm.rows is not None
+                   and warm.query("#history-result"), 10, "warm rows")
     warm.action_close()
     await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
     first = next(s.id for s in await app.service.list_sessions() if s.id != session)

@@ -155,6 +155,9 @@ class AppService:
             identity = IdentityService(rt, self.config, self._clock, self._warn, self.data_dir,
                                        emit_changed=lambda: self._events.emit(SelfContextChanged("agent")))
             rt.sync.repairs = not read_only
+            if self.config.relays_override is not None:  # this run's relays never receive the public relay list
+                rt.sync.not_repaired = frozenset({DocumentKey.RELAYS})
+                rt.publisher.held_kinds = frozenset({DocumentKey.RELAYS.kind})
             chat = ChatService(rt, self.config, self.env, self.registry, self._model, self._clock,
                                self._events.emit, self._warn)
             wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile

@@ -107,6 +107,9 @@ class DocumentSync:
         self.ready = False  # relay (re)connects trigger checks only once start-up is done
         self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
         self.repairs = True  # False for read-only commands: no consensus check republishes to lagging relays
+        # Documents never copied to a lagging relay (the public relay list while this run's relays are an override:
+        # copying it to them would publish it there).
+        self.not_repaired: frozenset[DocumentKey] = frozenset()
         self._reconcile_lock = asyncio.Lock()
         self._reconcile_task: asyncio.Task[Any] | None = None
         self._reconcile_again = False
@@ -337,6 +340,8 @@ class DocumentSync:
             self._reconcile_again = False
             self._last_reconcile = loop.time()
             for key in self.store.keys:
+                if key in self.not_repaired:
+                    continue
                 try:
                     check = await self.check(key, fix=True)
                 except asyncio.CancelledError:
@@ -369,7 +374,7 @@ class DocumentSync:
         target = store.current_event(key)
         outcome: PublishOutcome | None = None
         # A newer version the store refused (dated too far ahead, or not readable) is not overwritten.
-        if fix and target is not None and (best is None or not is_newer(best, target)):
+        if fix and key not in self.not_repaired and target is not None and (best is None or not is_newer(best, target)):
             outcome = await publisher.reconcile(target, holdings)
         newest_id = outcome.event_id if outcome is not None else (target.id if target else None)
         newest_at = target.created_at if target is not None and target.id == newest_id else None

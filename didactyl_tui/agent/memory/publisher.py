@@ -98,6 +98,9 @@ class MemoryPublisher:
         self._in_flight: set[str] = set()  # event ids a send is waiting on
         self._unsaved: dict[str, _Unsaved] = {}  # address -> newest event the outbox could not store
         self.outbox_error: str | None = None  # why the outbox is not writable right now
+        # Kinds this run never retries or copies (the public relay list while the run's relays are an override: they
+        # are not the agent's published relays). They wait in the outbox for a run without one.
+        self.held_kinds: frozenset[int] = frozenset()
 
     def _changed(self) -> None:
         if self._on_change is not None:
@@ -275,7 +278,7 @@ class MemoryPublisher:
         current = await asyncio.to_thread(self.outbox.get, entry.event.id)
         if current is None or current.state == SUPERSEDED:
             return False
-        targets = current.relays_to_retry(urls)
+        targets = current.relays_to_retry(urls) if entry.event.kind not in self.held_kinds else []
         # Checked with no await between it and the hand-over to the pool: see the module docstring.
         if not targets or self._is_stale(entry.event) or entry.event.id in self._in_flight:
             return False
