@@ -6,7 +6,8 @@ Parts, each owning its state:
 - ``memory``: snapshots, the one save path, rollback, history, relay status, the outbox count
 - ``chat``: the model in use, sessions, prompt assembly, turns
 - ``identity``: the agent's and admin's public identity, fetched, followed and published (startup events too)
-- ``dm``: NIP-17 direct messages answered in DM sessions (TUI and ``serve``)
+- ``dm``: NIP-17 direct messages answered in DM sessions (TUI and ``serve``); ``relay_status``: what the
+  shared embedded relay enforces
 - ``soul``: the soul as a kind 31120 event (``soul_live``: a newer one from the relays, used while running);
   ``tasks``: the task book; ``bundle``: backup export/import
 - ``notes``: who may confirm a ``post_note`` (the turn's session kind)
@@ -67,7 +68,9 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
     from .chat import Sessions, open_sessions
+    from .dm import DmStatus
     from .model import ModelCheck, ModelSettings
+    from .relay_status import RelayStatus, embedded_relay_options, relay_status
     from .runtime import ServiceToolContext, dm_peers
     from .soul import SoulLintError, SoulView, read_soul_text
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
@@ -93,6 +96,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ConnectionState", "PublishOutcome", "RelayVerdict"], "..nostr.results"),
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
+    **dict.fromkeys(["DmStatus"], ".dm"),
+    **dict.fromkeys(["RelayStatus", "embedded_relay_options", "relay_status"], ".relay_status"),
     **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),
     **dict.fromkeys(["SoulLintError", "SoulView", "read_soul_text"], ".soul"),
@@ -111,15 +116,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [  # noqa: RUF022 (sorted)
-    "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "ENV_NSEC", "IdentityView", "LOST_NOTE",
-    "MemoryChanged", "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck",
+    "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "DmStatus", "ENV_NSEC", "IdentityView",
+    "LOST_NOTE", "MemoryChanged", "MemorySnapshot", "MemoryStatus", "MemoryType", "MemoryVersionView", "ModelCheck",
     "ModelSettings", "NewerVersionKnown", "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly",
-    "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
+    "PublishOutcome", "REFUSED_NOTE", "RelayMemoryStatus", "RelayStateChanged", "RelayStatus", "RelayVerdict",
+    "SaveResult",
     "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "SelfDocument", "ServiceEvent",
     "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind", "Sessions", "SoulChanged", "SoulLintError",
     "SoulView", "Task", "TaskList", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
-    "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir",
+    "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "embedded_relay_options", "encode_npub",
+    "ensure_data_dir",
     "is_newer", "key_file_path", "load_agent_key", "one_line", "open_sessions", "read_soul_text", "read_state",
-    "remember",
+    "relay_status", "remember",
     "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
 ]
