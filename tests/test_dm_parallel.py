@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from agent_support import AGENT_KEY
+from dm_support import AGENT_ENV, dm_config
 from llm_stub import LlmStub, ReceivedRequest, Reply
 from relay_servers import fast_client_kwargs
 
-from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.kinds import GIFT_WRAP
 from didactyl_tui.nostr.pool import RelayPool
@@ -26,18 +26,6 @@ pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 SENDERS, PER_SENDER = 20, 10
 TURN_S = 0.3  # the scripted model's time per turn: 10 turns in a row take 3 s
-
-
-def dm_config(base_url: str, allow: list[str], **dm: object) -> Config:
-    cfg = Config()
-    cfg.relays.embedded_port, cfg.relays.timeout_s = 0, 3.0
-    cfg.llm.model, cfg.llm.api_base, cfg.llm.api_key_env = "openai/stub-model", base_url, "STUB_KEY"
-    cfg.memory.backend = "none"
-    cfg.agent.publish_profile = False
-    cfg.dm.allow = allow
-    for key, value in dm.items():
-        setattr(cfg.dm, key, value)
-    return cfg
 
 
 def echo(request: ReceivedRequest) -> Reply:
@@ -58,9 +46,9 @@ async def test_200_messages_from_20_senders_are_answered_once_each_in_order_and_
 
     async with LlmStub() as stub:
         stub.respond(echo)
-        cfg = dm_config(stub.base_url, hexes, max_parallel=SENDERS, max_queued=256)
+        cfg = dm_config(stub.base_url, allow=hexes, max_parallel=SENDERS, max_queued=256)
         svc = AppService(cfg, data_dir=tmp_path, answer_dms=True, relay_client_options=fast_client_kwargs(),
-                         env={"DIDACTYL_NSEC": AGENT_KEY.nsec(), "STUB_KEY": "sk"})
+                         env=AGENT_ENV)
         async with svc, RelayPool([svc.embedded_relay_url], **fast_client_kwargs()) as pool:
             sub = pool.subscribe([{"kinds": [GIFT_WRAP], "#p": hexes}], reply_seen)
             assert await pool.wait_connected(5)

@@ -153,9 +153,9 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: _Out) -> in
 
 async def _relay_status(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str],
                         out: _Out) -> int:
-    from ..service import relay_status
+    from ..service import embedded_relay_status
 
-    status = await relay_status(config, data, env)
+    status = await embedded_relay_status(config, data, env)
     if args.json:
         out.json(status.to_json())
     else:

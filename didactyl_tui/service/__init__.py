@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from .chat import Sessions, open_sessions
     from .dm import DmStatus
     from .model import ModelCheck, ModelSettings
-    from .relay_status import RelayStatus, embedded_relay_options, relay_status
+    from .relay_status import RelayStatus, embedded_relay_options, embedded_relay_status
     from .runtime import ServiceToolContext, dm_peers
     from .soul import SoulLintError, SoulView, read_soul_text
     from .views import MemoryStatus, MemoryVersionView, PendingPublish, RelayMemoryStatus
@@ -97,7 +97,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
     **dict.fromkeys(["DmStatus"], ".dm"),
-    **dict.fromkeys(["RelayStatus", "embedded_relay_options", "relay_status"], ".relay_status"),
+    **dict.fromkeys(["RelayStatus", "embedded_relay_options", "embedded_relay_status"], ".relay_status"),
     **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),
     **dict.fromkeys(["SoulLintError", "SoulView", "read_soul_text"], ".soul"),
@@ -124,9 +124,9 @@ __all__ = [  # noqa: RUF022 (sorted)
     "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "SelfDocument", "ServiceEvent",
     "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind", "Sessions", "SoulChanged", "SoulLintError",
     "SoulView", "Task", "TaskList", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
-    "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "embedded_relay_options", "encode_npub",
-    "ensure_data_dir",
+    "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "embedded_relay_options",
+    "embedded_relay_status", "encode_npub", "ensure_data_dir",
     "is_newer", "key_file_path", "load_agent_key", "one_line", "open_sessions", "read_soul_text", "read_state",
-    "relay_status", "remember",
+    "remember",
     "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",
 ]

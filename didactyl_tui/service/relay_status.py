@@ -77,7 +77,7 @@ class RelayStatus:
                 "matches_config": self.matches_config}
 
 
-async def relay_status(config: Config, data_dir: Path, env: Mapping[str, str]) -> RelayStatus:
+async def embedded_relay_status(config: Config, data_dir: Path, env: Mapping[str, str]) -> RelayStatus:
     from ..nostr.embedded_relay.options import digest
     from ..nostr.embedded_relay.shared import find_shared_relay
 
