@@ -175,6 +175,16 @@ class DropTally:
         self._logged[cause] = (now, count)
         return count
 
+    def unlogged(self) -> dict[str, int]:
+        """Every cause counted since its last line, whatever the interval (a final flush at stop)."""
+        now = self.clock()
+        out = {}
+        for cause, count in self.counts.items():
+            if self._logged.get(cause, (0.0, 0))[1] != count:
+                self._logged[cause] = (now, count)
+                out[cause] = count
+        return out
+
     def pending(self) -> dict[str, int]:
         """Causes counted since their last line whose interval has passed (a periodic flush logs them)."""
         now = self.clock()

@@ -133,6 +133,7 @@ class DmService:
         self._stopping = False
         self._tally = DropTally(DROP_LOG_INTERVAL_S)
         self.dropped = 0  # wraps set aside because the queue was full (fetched again once it drains)
+        self._relay_drops = 0  # wraps the relay client dropped (bad id, signature, date) before the inbox saw them
         self._catch_up_task: asyncio.Task[None] | None = None
         self._handled: dict[str, None] = {}  # wrap ids handled this run (bounded), so a catch-up skips them
         guest, unknown = chat.tool_names(config.dm.guest_tools)
@@ -145,9 +146,8 @@ class DmService:
         """Verdicts so far (answer, duplicate, stranger, own_copy, unreadable) and wraps set aside by a full
         queue (``dropped``: fetched again later)."""
         counts = dict(self._inbox.counts) if self._inbox is not None else {}
-        relay_drops = sum(n for cause, n in self._tally.counts.items() if cause in _RELAY_DROPS.values())
-        if relay_drops:
-            counts["unreadable"] = counts.get("unreadable", 0) + relay_drops
+        if self._relay_drops:
+            counts["unreadable"] = counts.get("unreadable", 0) + self._relay_drops
         if self.dropped:
             counts["dropped"] = self.dropped
         return counts
@@ -228,7 +228,7 @@ class DmService:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2 * self._rt.timeout_s + 1):
                     await self._delivery.deliver_due()
-        for cause, count in self._tally.pending().items():
+        for cause, count in self._tally.unlogged().items():
             log.info("dm not answered (%s): %d so far", cause, count)
         self._lock.release()
 
@@ -248,6 +248,7 @@ class DmService:
 
     def _dropped_by_relay(self, url: str, reason: str) -> None:
         """The relay client dropped an event sent for the gift-wrap subscription (bad id, signature, date)."""
+        self._relay_drops += 1
         self._count_drop("unreadable", _RELAY_DROPS.get(reason, reason), f"from {url}")
 
     def _count_drop(self, verdict: str, cause: str, reason: str) -> None:
