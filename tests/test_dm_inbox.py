@@ -201,3 +201,16 @@ async def test_rust_nostr_admin_dm_through_a_real_relay_is_answered_and_read_bac
     assert gift.rumor().content() == "groceries, then call Ana"
     assert gift.sender().to_hex() == AGENT_KEY.public_key_hex
     assert ["e", dm.id] in [t.to_vec() for t in gift.rumor().tags()]
+
+
+async def test_a_group_too_large_to_answer_is_dropped_before_any_turn(tmp_path: Path) -> None:
+    from didactyl_tui.nostr.nip59 import wrap_with_rng
+
+    others = [f"{i:064x}" for i in range(1, 18)]  # 17 besides the agent: a reply could not tag them all
+    rumor = Rumor.build(ADMIN_KEY.public_key_hex, kind=14, content="hi all", created_at=NOW,
+                        tags=[("p", AGENT_KEY.public_key_hex), *(("p", pk) for pk in others)])
+    wrap = wrap_with_rng(rumor, ADMIN_KEY, AGENT_KEY.public_key_hex, now=NOW, rng=random.Random(3))
+    inbox = _inbox(tmp_path)
+    decision = await inbox.receive(wrap)
+    assert decision.verdict is Verdict.UNREADABLE and decision.cause == "too many participants"
+    assert inbox.ledger.state(rumor.id) is None

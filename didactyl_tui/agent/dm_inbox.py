@@ -29,7 +29,7 @@ from enum import Enum
 from ..errors import AgentError
 from ..nostr.event import Event
 from ..nostr.keys import is_hex_pubkey
-from ..nostr.nip17 import DirectMessage, NotADirectMessage, make_message
+from ..nostr.nip17 import MAX_RECIPIENTS, DirectMessage, NotADirectMessage, make_message
 from ..nostr.nip59 import DecryptFailed, RumorRejected, SealRejected, SenderMismatch, UnwrapError, WrapRejected
 from .dm_ledger import DmLedger
 from .dm_signer import DmSigner
@@ -136,6 +136,9 @@ class DmInbox:
         if not self.policy.accepts(dm.sender):
             return Decision(Verdict.STRANGER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…, not allowed",
                             "stranger")
+        if len(dm.room - {self.me}) > MAX_RECIPIENTS:  # a reply could not tag them all
+            return Decision(Verdict.UNREADABLE, dm, f"message {dm.id[:12]}… has {len(dm.room)} participants",
+                            "too many participants")
         room = room_key(dm, self.me)
         if not await asyncio.to_thread(self.ledger.claim, dm.id, dm.sender, self.run_id, room):
             return Decision(Verdict.DUPLICATE, dm, f"message {dm.id[:12]}… received before", "duplicate")
