@@ -58,9 +58,12 @@ async def test_a_three_member_group_is_answered_in_the_same_conversation_in_each
             sessions = await svc.list_sessions()
             ledger = svc.parts.dm.ledger
             await until(lambda: ledger.record(group_id).state == "delivered", 30, "the group reply delivered")
-            group_wraps = {pk: state for pk, state, _ in ledger.wraps_of(group_id)}
+            # Each member's wrap (and our own copy) was taken by a relay that member reads.
+            await until(lambda: {pk: state for pk, state, _ in ledger.wraps_of(group_id)} == {
+                ADMIN: "delivered", BOB: "delivered", ME: "delivered"}, 30, "every wrap of the group reply taken")
+            bob_relays = next(relays for pk, _, relays in ledger.wraps_of(group_id) if pk == BOB)
 
-    assert group_wraps == {ADMIN: "delivered", BOB: "delivered", ME: "delivered"}
+    assert bob_relays == {rust_relay.url: "accepted"}
     for keys, wrap in ((admin, for_admin[0]), (bob, for_bob)):
         rumor = opened(nostr_sdk, keys, wrap)
         assert rumor.author().to_hex() == ME and rumor.content() == "Friday at noon works for me."

@@ -51,7 +51,7 @@ async def test_a_friend_cannot_make_the_agent_save_memory_or_post_but_the_admin_
 
             # The admin's own conversation: the same call runs.
             assert (await pool.publish(sdk_dm(nostr_sdk, admin, "Please remember this."), timeout=3)).any_accepted
-            await until(lambda: svc.memory(MemoryType.SHORT_TERM).content, 60, "the admin's save")
+            await until(lambda: len(stub.requests) == 4, 60, "the admin's turn to end")
             memory_after_admin = svc.memory(MemoryType.SHORT_TERM).content
 
     assert opened(nostr_sdk, friend, reply).content() == "I can't do that here."

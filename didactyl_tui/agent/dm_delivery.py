@@ -68,6 +68,8 @@ class DmDelivery:
         self._wake_all = True  # a (re)started delivery tries everything at once
         self._lists: dict[str, tuple[float, list[str]]] = {}  # recipient -> (until, their DM relays)
         self._sending: set[str] = set()  # wrap ids an attempt is under way for
+        self._attempts: set[asyncio.Task[None]] = set()  # each bounded by the relay timeouts
+        self._room = asyncio.Semaphore(MAX_PARALLEL_SENDS)
 
     def wake(self) -> None:
         """Look for due wraps now (a reply was just written)."""
@@ -94,8 +96,9 @@ class DmDelivery:
                 async with asyncio.timeout(sleep):
                     await self._wake.wait()
 
-    async def deliver_due(self) -> int:
-        """One attempt for every wrap due now; how many were attempted."""
+    async def deliver_due(self, *, wait: bool = False) -> int:
+        """Start one attempt for every wrap due now, each on its own (a slow or dead relay holds only the wraps
+        sent to it); with ``wait``, until they end. How many were started."""
         if self._wake_all:
             self._wake_all = False
             await asyncio.to_thread(self._ledger.wake_all)
@@ -103,17 +106,25 @@ class DmDelivery:
         if not due:
             return 0
         targets = await self.targets_for({w.recipient for w in due})
-        room = asyncio.Semaphore(MAX_PARALLEL_SENDS)
+        started = []
+        for pending in due:
+            self._sending.add(pending.wrap.id)
+            task = asyncio.create_task(self._attempt(pending, targets[pending.recipient]))
+            self._attempts.add(task)
+            task.add_done_callback(self._attempts.discard)
+            started.append(task)
+        if wait:
+            await asyncio.wait(started)
+        return len(started)
 
-        async def one(pending: PendingWrap) -> None:
-            async with room:
-                await self._attempt(pending, targets[pending.recipient])
-
-        async with asyncio.TaskGroup() as tg:
-            for pending in due:
-                self._sending.add(pending.wrap.id)
-                tg.create_task(one(pending))
-        return len(due)
+    async def close(self) -> None:
+        """Cancel the attempts under way: what they did not finish stays due in the outbox."""
+        attempts = list(self._attempts)
+        for task in attempts:
+            task.cancel()
+        for task in attempts:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     async def targets_for(self, recipients: Iterable[str]) -> dict[str, list[str]]:
         """Where each recipient reads gift wraps: their kind 10050's relays, else ours (cached a while)."""
@@ -133,15 +144,19 @@ class DmDelivery:
 
     async def _attempt(self, pending: PendingWrap, targets: list[str]) -> None:
         try:
-            statuses = await self._send(pending.wrap, targets)
+            async with self._room:
+                statuses = await self._send(pending.wrap, targets)
             delay = backoff_delay(pending.attempts, base=self._retry_base, cap=self._retry_max)
             outcome = await asyncio.to_thread(self._ledger.record_attempt, pending.wrap.id, statuses,
                                               next_attempt_at=self._clock() + delay,
                                               give_up_after_s=self._give_up)
+            if outcome is not None:
+                self._on_outcome(outcome)
+        except Exception:  # this wrap stays due; the next attempt may fare better
+            log.exception("a direct-message reply could not be sent")
         finally:
             self._sending.discard(pending.wrap.id)
-        if outcome is not None:
-            self._on_outcome(outcome)
+            self._wake.set()  # the run loop works out its next wake-up again
 
     async def _send(self, wrap: Event, targets: list[str]) -> dict[str, str]:
         ours = [u for u in targets if u in self._pool.urls]

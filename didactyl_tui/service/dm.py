@@ -227,7 +227,8 @@ class DmService:
             self._rt.pool.remove_state_listener(self._delivery.relay_state_changed)
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2 * self._rt.timeout_s + 1):
-                    await self._delivery.deliver_due()
+                    await self._delivery.deliver_due(wait=True)
+            await self._delivery.close()
         for cause, count in self._tally.unlogged().items():
             log.info("dm not answered (%s): %d so far", cause, count)
         self._lock.release()
