@@ -77,7 +77,8 @@ MiB = 1024 * 1024
 class EmbeddedRelayConfig:
     """The embedded relay: whether it runs, who may write to it, and every bound it enforces
     (modelled on strfry's and nostr-rs-relay's limits; docs/security.md explains each). Rate limits
-    and max_db_bytes set to 0 are switched off."""
+    and max_db_bytes set to 0 are switched off. A relay already running takes a change of these (or of
+    [admin] and [dm] allow) when the next didactyl starts; `didactyl relay status` shows what it enforces."""
 
     enabled: bool = _f(True, "Run the embedded SQLite relay on loopback (the zero-setup default). The older "
                        "form [relays] embedded = true/false is still read.")
@@ -227,15 +228,34 @@ class AdminConfig:
     pubkey: str = _f("", "Your public key (hex or npub): the agent reads your profile, contacts, relays and notes.")
 
 
+GUEST_TOOLS = ["agent_identity", "nostr_agent_profile", "nostr_agent_contacts", "nostr_agent_relays",
+               "nostr_agent_notes", "my_npub", "my_pubkey", "admin_identity", "nostr_admin_profile",
+               "nostr_admin_contacts", "nostr_admin_relays", "nostr_admin_notes"]
+
+
 @dataclass
 class DmConfig:
-    """Direct messages to the agent (NIP-17): who may talk to it besides the admin."""
+    """Direct messages to the agent (NIP-17): who may talk to it besides the admin, how many conversations are
+    answered at once, what others may make it do, and how long a reply is retried."""
 
     allow: list[str] = _f([], "Pubkeys (hex or npub) whose NIP-17 direct messages the agent answers, besides "
                           "[admin] pubkey. Everyone else's are counted and dropped, never shown to the model.")
-    max_queued: int = _f(64, "Most incoming gift wraps waiting to be opened and answered; past it new ones are "
-                         "set aside (counted) and fetched again from the relays once the queue drains.",
-                         min=1, max=10_000)
+    max_queued: int = _f(64, "Most incoming gift wraps waiting to be opened, and most messages waiting for their "
+                         "conversation's turn; past it new wraps are set aside (counted) and fetched again from "
+                         "the relays once there is room.", min=1, max=10_000)
+    max_parallel: int = _f(4, "Most conversations answered at once (one model turn each); messages of one "
+                           "conversation are always answered one at a time, in order.", min=1, max=64)
+    guest_tools: list[str] = _f(GUEST_TOOLS, "Tools the model may call in a conversation that is not the admin's "
+                                "own (an allow-listed sender, or a group): by default only reading public Nostr "
+                                "data, so nothing is written or published (no memory, soul, task or profile change, "
+                                "no note) and no private memory is read. The admin's own conversation has every "
+                                "tool. A call to any other tool is refused; the model is told why.")
+    give_up_after_s: float = _f(86_400.0, "Seconds a written reply is retried (with backoff) before the message "
+                                "is given up as undelivered (said in the app and in serve's log).",
+                                min=1, max=30 * 86_400)
+    retry_max_interval_s: float = _f(300.0, "Longest pause between two tries of a reply no relay of its "
+                                     "recipient has taken yet (the pause doubles from 1 s up to this).",
+                                     min=0.1, max=86_400)
 
 
 @dataclass

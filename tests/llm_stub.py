@@ -9,7 +9,9 @@ A test scripts the replies in order (one per request), points litellm at ``stub.
 Replies: streamed or whole text, tool calls (several per round, malformed arguments, unknown names), a
 final usage chunk when the request asks for it, HTTP errors (429 + Retry-After, 500, 401, 400
 context_length_exceeded) and a hang. ``GET /v1/models`` lists ``stub.models`` (None: a 404).
-A request with nothing scripted gets a 500 whose message says so.
+A request with nothing scripted gets a 500 whose message says so, unless a responder is set
+(``stub.respond(fn)``): then ``fn(request)`` makes the reply, e.g. from the last user message (concurrent turns,
+whose order no script can know).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +123,11 @@ class ReceivedRequest:
     def tool_names(self) -> list[str]:
         return [t["function"]["name"] for t in self.body.get("tools") or []]
 
+    @property
+    def last_user_text(self) -> str:
+        users = [m.get("content") for m in self.messages if m.get("role") == "user"]
+        return users[-1] if users and isinstance(users[-1], str) else ""
+
 
 class LlmStub:
     """The stub server; bind with ``await start()`` (or ``async with``), a free port on 127.0.0.1."""
@@ -133,6 +140,7 @@ class LlmStub:
         self.models: list[str] | None = [self.model_id, "stub-large"]
         self.model_list_requests: list[dict[str, str]] = []
         self._script: deque[Reply] = deque()
+        self._responder: Callable[[ReceivedRequest], Reply] | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.open_streams = 0  # streamed replies being sent right now (a client that hung up ends its own)
@@ -143,6 +151,10 @@ class LlmStub:
 
     def script(self, *replies: Reply) -> None:
         self._script.extend(replies)
+
+    def respond(self, responder: Callable[[ReceivedRequest], Reply] | None) -> None:
+        """Answer every request the script does not with ``responder(request)``."""
+        self._responder = responder
 
     @property
     def pending(self) -> int:
@@ -189,12 +201,16 @@ class LlmStub:
             body = await request.json()
         except ValueError:
             return web.json_response({"error": {"message": "body is not JSON"}}, status=400)
-        self.requests.append(ReceivedRequest(request.path, dict(request.headers), body, time.monotonic()))
-        if not self._script:
+        received = ReceivedRequest(request.path, dict(request.headers), body, time.monotonic())
+        self.requests.append(received)
+        if self._script:
+            reply = self._script.popleft()
+        elif self._responder is not None:
+            reply = self._responder(received)
+        else:
             return web.json_response(
                 {"error": {"message": "stub: no scripted response left", "type": "server_error"}}, status=500
             )
-        reply = self._script.popleft()
         if reply.kind == "hang":
             await asyncio.sleep(reply.hang_s)
             return web.json_response({"error": {"message": "stub: hung"}}, status=504)

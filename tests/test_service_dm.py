@@ -84,24 +84,31 @@ async def test_a_message_set_aside_by_a_full_queue_is_fetched_again_and_answered
     async with LlmStub() as stub:
         cfg = _config(stub.base_url)
         cfg.dm.allow = [FRIEND.npub, slow_friend.npub]
-        cfg.dm.max_queued = 2
-        stub.script(Reply.text_reply("slow", chunks=["s", "low"], pauses={0: 3.0}), Reply.text_reply("fast"))
+        cfg.dm.max_queued, cfg.dm.max_parallel = 2, 1
+        stub.script(Reply.text_reply("slow", chunks=["s", "low"], pauses={0: 3.0}), Reply.text_reply("one"),
+                    Reply.text_reply("two"), Reply.text_reply("three"))
         svc = AppService(cfg, data_dir=tmp_path, answer_dms=True, env={"DIDACTYL_NSEC": AGENT_KEY.nsec(),
                          "STUB_KEY": "sk"}, relay_client_options=fast_client_kwargs())
         async with svc, RelayPool([svc.embedded_relay_url], **fast_client_kwargs()) as pool:
             dm = svc.parts.dm
             assert (await pool.publish(_wrap(slow_friend, "take your time", 1), timeout=3)).any_accepted
             deadline = time.monotonic() + 30
-            while not stub.requests and time.monotonic() < deadline:  # the worker is inside the slow turn
+            while not stub.requests and time.monotonic() < deadline:  # the slow turn is under way
                 await _pause()
-            for n in range(2):  # the queue is full now
+            # Its conversation's next message takes the second place waiting; a third waits for room, holding
+            # the inbox; two more wraps fill the inbox's queue.
+            assert (await pool.publish(_wrap(slow_friend, "and then?", 2), timeout=3)).any_accepted
+            assert (await pool.publish(_wrap(FRIEND, "hello", 3), timeout=3)).any_accepted
+            while svc.dm_counts().get("answer", 0) < 3 and time.monotonic() < deadline:
+                await _pause()
+            for n in range(2):
                 dm._arrived("ws://test", _wrap(OTHER_KEY, f"stranger {n}", 10 + n))
-            # The friend's message arrives live while the queue is full: set aside, then fetched again.
-            assert (await pool.publish(_wrap(FRIEND, "are you there?", 2), timeout=3)).any_accepted
-            while svc.dm_counts().get("answer", 0) < 2 and time.monotonic() < deadline:
-                await _pause()
-            while len(stub.requests) < 2 and time.monotonic() < deadline:
+            # The friend's next message arrives live while everything is full: set aside, then fetched again.
+            assert (await pool.publish(_wrap(FRIEND, "are you there?", 4), timeout=3)).any_accepted
+            while len(stub.requests) < 4 and time.monotonic() < deadline:
                 await _pause()
             counts = svc.dm_counts()
-    assert counts["dropped"] >= 1 and counts["answer"] == 2 and counts["stranger"] == 2
-    assert [("are you there?" in str(r.messages)) for r in stub.requests] == [False, True]
+    assert counts["dropped"] >= 1 and counts["answer"] == 4 and counts["stranger"] == 2
+    asked = [r.last_user_text for r in stub.requests]
+    assert sorted(asked) == sorted(["take your time", "and then?", "hello", "are you there?"])
+    assert asked.index("take your time") < asked.index("and then?")  # one conversation: in order

@@ -46,6 +46,7 @@ from didactyl_tui.nostr.embedded_relay.shared import (
 )
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
+from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.relay import RelayClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +61,7 @@ from pathlib import Path
 from didactyl_tui.nostr.embedded_relay.shared import ensure_shared_relay
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.keys import SecretKey
+from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.relay import RelayClient
 
 async def main(data_dir, publish):
@@ -379,3 +381,68 @@ async def test_an_unusable_data_dir_is_reported_in_one_line(tmp_path: Path) -> N
     blocker.write_text("a file where the data dir should be")
     with pytest.raises(RelayError, match="cannot use the embedded relay's files"):
         await ensure_shared_relay(blocker / "data", port=0)
+
+
+# --- the relay follows the config: options reloaded in place ------------------------------------------------
+
+
+def _options(*writers: str, **limits: object) -> dict[str, object]:
+    return {"limits": limits, "allowed_writers": list(writers), "gift_wrap_recipients": list(writers)}
+
+
+async def test_a_running_relay_takes_a_new_allow_list_in_place_and_keeps_its_connections(data_dir: Path) -> None:
+    from didactyl_tui.nostr.embedded_relay.options import digest
+
+    agent, admin = SK.public_key_hex, SecretKey.from_hex("00" * 31 + "53")
+    first = await ensure_shared_relay(data_dir, port=0, relay_options=_options(agent), reconfigure=True)
+    assert first.options_digest == digest(_options(agent)) and not first.reloaded
+    states: list[object] = []
+    client = RelayPool([first.url], on_state=lambda url, state: states.append(state), **fast_client_kwargs())
+    await client.start()
+    try:
+        assert await client.wait_connected(5)
+        by_admin = sign_event(admin, kind=1, content="before", created_at=int(time.time()))
+        assert "blocked" in (await client.publish(by_admin, 3)).summary()
+        connected_states = len(states)
+        wanted = _options(agent, admin.public_key_hex)
+        again = await ensure_shared_relay(data_dir, port=0, relay_options=wanted, reconfigure=True)
+        assert again.reloaded and again.pid == first.pid and again.url == first.url
+        assert again.options_digest == read_lock(data_dir / LOCK_FILE).options_digest == digest(wanted)
+        later = sign_event(admin, kind=1, content="after", created_at=int(time.time()))
+        assert (await client.publish(later, 3)).any_accepted
+        assert len(states) == connected_states  # no reconnect: the same connection, judged by the new list
+        # Without reconfigure (a revival), the relay is used as it is.
+        same = await ensure_shared_relay(data_dir, port=0, relay_options=_options(agent))
+        assert same.options_digest == digest(wanted)
+    finally:
+        await client.close()
+
+
+async def test_other_options_restart_the_relay_inside_its_process_on_the_same_port(data_dir: Path) -> None:
+    first = await ensure_shared_relay(data_dir, port=0, relay_options=_options(SK.public_key_hex), reconfigure=True)
+    async with RelayPool([first.url], **fast_client_kwargs()) as client:
+        assert await client.wait_connected(5)
+        assert (await client.publish(note("kept across the restart"), 3)).any_accepted
+        again = await ensure_shared_relay(data_dir, port=0, relay_options=_options(SK.public_key_hex,
+                                                                                   max_subscriptions=3),
+                                          reconfigure=True)
+        assert again.reloaded and again.pid == first.pid and again.port == first.port
+        doc = await fetch_info_document(again.host, again.port)
+        assert doc is not None and doc["limitation"]["max_subscriptions"] == 3
+        assert await eventually(lambda: client.states()[first.url].value == "connected", 10)  # reconnected
+        stored = await client.query([{"authors": [SK.public_key_hex], "kinds": [1]}], 3)
+    assert [ev.content for ev in stored] == ["kept across the restart"]
+
+
+async def test_an_unusable_reload_request_leaves_the_options_in_force(data_dir: Path) -> None:
+    from didactyl_tui.nostr.embedded_relay.options import OPTIONS_FILE
+
+    relay = await ensure_shared_relay(data_dir, port=0, relay_options=_options(SK.public_key_hex), reconfigure=True)
+    log = data_dir / "relay.log"
+    for reloads, garbage in enumerate(("not json", '{"limits": {"no_such_limit": 1}}'), start=1):
+        (data_dir / OPTIONS_FILE).write_text(garbage)
+        os.kill(relay.pid, signal.SIGUSR1)
+        assert await eventually(lambda n=reloads: log.read_text().count("reload:") >= n, 10)
+        assert read_lock(data_dir / LOCK_FILE).options_digest == relay.options_digest
+        assert await fetch_instance_token(relay.host, relay.port) == relay.token  # still serving
+    assert log.read_text().count("the options stay as they are") == 2

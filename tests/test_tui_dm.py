@@ -1,5 +1,6 @@
 """The running TUI answers a NIP-17 DM from the admin (rust-nostr's client) and shows the DM session live:
-a notification naming the counterpart, the session listed as "DM: <name>", its assembly in the inspector."""
+a notification naming the counterpart, the session listed as "DM: <name>", its assembly in the inspector, and
+in the self pane what became of the direct messages (delivered, not answered by cause)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,19 @@ async def test_the_tui_answers_a_dm_and_shows_its_session_live(tmp_path: Path) -
                     if await reply_arrived():
                         break
                     await pilot.pause(0.1)
+                stranger = nostr_sdk.nip17_make_private_msg(nostr_sdk.Keys.generate(),
+                                                            nostr_sdk.PublicKey.parse(TEST_KEY.public_key_hex), "hi")
+                assert (await pool.publish(Event.from_json(stranger.as_json()), timeout=3)).any_accepted
+                await pilot.press("f3")
+                main = app.main_screen
+                await wait_for(pilot, lambda: main.self_panes(), 10, "the self pane")
+
+                def dm_line() -> str:
+                    view = main.self_panes()[0].query_one("#dm-status")
+                    return str(view.render()) if view.display else ""
+
+                await wait_for(pilot, lambda: "1 delivered; not answered: stranger 1" in dm_line(), 30,
+                               lambda: f"the DM status in the self pane, not {dm_line()!r}")
             [session] = await service.list_sessions()
             assert session.title.startswith("DM: npub1") and session.message_count == 2
     gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(replies[0].to_json()))

@@ -1,56 +1,40 @@
-"""The agent's NIP-17 inbox: which direct messages reach the model, each exactly once.
+"""The agent's NIP-17 inbox: which direct messages reach the model, each exactly once, in which conversation.
 
-:meth:`DmInbox.receive` opens a gift wrap and decides:
+:meth:`DmInbox.receive` opens a gift wrap (through the :class:`~.dm_signer.DmSigner`) and decides:
 
-- ``unreadable``: the wrap failed a NIP-59/NIP-17 check (counted, never shown to the model);
-- ``own_copy``: our own sent copy; when it answers a message, that message is marked answered (this is
-  how a second instance with the same key learns an answer was already sent);
+- ``unreadable``: the wrap failed a NIP-59/NIP-17 check, or its message is dated far ahead (never shown to
+  the model; counted by cause);
+- ``own_copy``: our own sent copy; when it answers a message this ledger holds no reply for, another instance
+  with the same key answered it (the message is marked ``elsewhere``). Our own copy never marks a message
+  delivered: only the sender's wrap does;
 - ``stranger``: the sender is neither the admin nor on the allow-list (counted, nothing stored);
-- ``duplicate``: this rumor id was already answered, or is being answered by this run (two relays, or
-  two wraps of the same message);
-- ``answer``: hand it to the model, then call :meth:`DmInbox.answered` once the reply is published.
+- ``duplicate``: the message was received before (two relays, two wraps of the same message, a restart);
+- ``answer``: hand it to the model; the ledger (:mod:`.dm_ledger`) follows it from there.
 
-The ledger (SQLite, 0600, in the data dir) persists the rumor ids, so a restart never answers twice; a
-message claimed by a run that ended before answering (a crash) is offered again to the next run. It also
-keeps which conversation session belongs to which counterpart. The ledger is synchronous and
-thread-safe: the service calls it through ``asyncio.to_thread``, like the conversation store.
+A conversation is its set of participants (NIP-17: the author and the ``p`` tags); :func:`room_key` names it
+without the agent. The reply's rumor tags every participant, carries the ``subject``, and is wrapped once per
+participant plus the agent's own copy.
 """
 
 from __future__ import annotations
 
-import random
-import sqlite3
-import threading
+import asyncio
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 
 from ..errors import AgentError
 from ..nostr.event import Event
-from ..nostr.keys import SecretKey, is_hex_pubkey
-from ..nostr.nip17 import DirectMessage, make_message, open_message, wrap_message
-from ..nostr.nip59 import UnwrapError
-from .private_files import is_disk_full, open_private_wal
+from ..nostr.keys import is_hex_pubkey
+from ..nostr.nip17 import MAX_RECIPIENTS, DirectMessage, NotADirectMessage, make_message
+from ..nostr.nip59 import DecryptFailed, RumorRejected, SealRejected, SenderMismatch, UnwrapError, WrapRejected
+from .dm_ledger import DmLedger
+from .dm_signer import DmSigner
 
-MAX_LEDGER_ROWS = 100_000  # oldest rumor ids are forgotten first; wraps older than that are not fetched
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS dm_seen (
-    rumor_id TEXT PRIMARY KEY,
-    sender TEXT NOT NULL,
-    state TEXT NOT NULL,          -- 'pending' (claimed by run_id) or 'answered'
-    run_id TEXT NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS dm_seen_by_age ON dm_seen(updated_at);
-CREATE TABLE IF NOT EXISTS dm_rooms (
-    counterpart TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL
-);
-"""
+MAX_FUTURE_S = 15 * 60  # a message dated further ahead is dropped (as relays drop such events)
 
 
 class Verdict(str, Enum):
@@ -66,6 +50,18 @@ class Decision:
     verdict: Verdict
     message: DirectMessage | None  # None only when unreadable
     reason: str  # one line for the log (never the message text)
+    cause: str = ""  # why it is not answered, for the counts: "bad signature", "stranger", ...
+    room: str = ""  # the conversation (room_key), for an answer
+
+
+def room_key(dm: DirectMessage, me: str) -> str:
+    """The conversation of ``dm`` without the agent: its other participants, sorted and comma-joined (a
+    one-to-one conversation is the counterpart's pubkey)."""
+    return ",".join(sorted(dm.room - {me}))
+
+
+def room_members(room: str) -> list[str]:
+    return [pk for pk in room.split(",") if pk]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,124 +82,118 @@ class DmPolicy:
     def accepts(self, pubkey: str) -> bool:
         return pubkey == self.admin or pubkey in self.allow
 
+    def is_admin_room(self, room: str) -> bool:
+        """The admin's own conversation with the agent (nobody else in it): the one that has every tool.
+        Any other member could steer the model through the shared history, so a group with the admin in it
+        is not one."""
+        return self.admin is not None and room == self.admin
 
-class DmLedger:
-    """Persisted rumor ids (answered or claimed) and the session of each counterpart."""
 
-    def __init__(self, db_path: str | Path, *, clock: Callable[[], float] = time.time,
-                 max_rows: int = MAX_LEDGER_ROWS) -> None:
-        self._clock, self.max_rows = clock, max_rows
-        self._lock = threading.RLock()
-        path = str(db_path)
-        try:
-            if path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = open_private_wal(path, check_same_thread=False, timeout=5.0, isolation_level=None)
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            reason = "disk full" if is_disk_full(exc) else str(exc)
-            raise AgentError(f"cannot open the DM ledger {path}: {reason}", "Direct messages") from None
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def state(self, rumor_id: str) -> tuple[str, str] | None:
-        """``(state, run_id)`` of a rumor id, or None if never seen."""
-        with self._lock:
-            row = self._db.execute("SELECT state, run_id FROM dm_seen WHERE rumor_id = ?", (rumor_id,)).fetchone()
-        return (row[0], row[1]) if row else None
-
-    def claim(self, rumor_id: str, sender: str, run_id: str) -> bool:
-        """True when this run may answer: never seen, or left pending by a run that ended."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute("SELECT state, run_id FROM dm_seen WHERE rumor_id = ?",
-                                       (rumor_id,)).fetchone()
-                ok = row is None or (row[0] == "pending" and row[1] != run_id)
-                if ok:
-                    self._db.execute("INSERT OR REPLACE INTO dm_seen VALUES (?, ?, 'pending', ?, ?)",
-                                     (rumor_id, sender, run_id, self._clock()))
-                self._db.execute("COMMIT")
-            except sqlite3.Error:
-                self._db.execute("ROLLBACK")
-                raise
-        if ok:
-            self.prune()
-        return ok
-
-    def mark_answered(self, rumor_id: str, sender: str = "", run_id: str = "") -> None:
-        with self._lock:
-            self._db.execute("INSERT INTO dm_seen VALUES (?, ?, 'answered', ?, ?) ON CONFLICT(rumor_id) DO UPDATE "
-                             "SET state = 'answered', updated_at = excluded.updated_at",
-                             (rumor_id, sender, run_id, self._clock()))
-
-    def release(self, rumor_id: str, run_id: str) -> None:
-        """Give up a claim (the answer failed): a later delivery of the message may be answered."""
-        with self._lock:
-            self._db.execute("DELETE FROM dm_seen WHERE rumor_id = ? AND state = 'pending' AND run_id = ?",
-                             (rumor_id, run_id))
-
-    def prune(self) -> int:
-        """Forget the oldest rumor ids beyond ``max_rows``; returns how many."""
-        with self._lock:
-            (count,) = self._db.execute("SELECT COUNT(*) FROM dm_seen").fetchone()
-            extra = count - self.max_rows
-            if extra <= 0:
-                return 0
-            self._db.execute("DELETE FROM dm_seen WHERE rumor_id IN "
-                             "(SELECT rumor_id FROM dm_seen ORDER BY updated_at, rumor_id LIMIT ?)", (extra,))
-            return extra
-
-    def session_for(self, counterpart: str) -> str | None:
-        with self._lock:
-            row = self._db.execute("SELECT session_id FROM dm_rooms WHERE counterpart = ?", (counterpart,)).fetchone()
-        return row[0] if row else None
-
-    def bind_session(self, counterpart: str, session_id: str) -> None:
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO dm_rooms VALUES (?, ?)", (counterpart, session_id))
+def drop_cause(exc: UnwrapError) -> str:
+    """A short name for why a wrap could not be opened (the counts and the log group by it)."""
+    text = exc.message
+    layer = {WrapRejected: "", SealRejected: "seal "}.get(type(exc))
+    if layer is not None and "bad signature" in text:
+        return f"bad {layer}signature"
+    if layer is not None and "id does not match" in text:
+        return f"bad {layer}id"
+    causes: dict[type[UnwrapError], str] = {
+        WrapRejected: "bad gift wrap", DecryptFailed: "does not decrypt", SealRejected: "bad seal",
+        RumorRejected: "bad rumor", SenderMismatch: "forged sender", NotADirectMessage: "not a direct message"}
+    return causes.get(type(exc), "unreadable")
 
 
 class DmInbox:
     """Decides what to do with each incoming gift wrap; builds the replies."""
 
-    def __init__(self, key: SecretKey, policy: DmPolicy, ledger: DmLedger, *, run_id: str | None = None) -> None:
-        self.key, self.policy, self.ledger = key, policy, ledger
+    def __init__(self, signer: DmSigner, policy: DmPolicy, ledger: DmLedger, *, run_id: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.signer, self.policy, self.ledger, self._clock = signer, policy, ledger, clock
         self.run_id = run_id or uuid.uuid4().hex
         self.counts: Counter[str] = Counter()  # verdicts seen, for the status line and logs
 
-    def receive(self, wrapped: Event) -> Decision:
-        decision = self._decide(wrapped)
+    @property
+    def me(self) -> str:
+        return self.signer.public_key_hex
+
+    async def receive(self, wrapped: Event) -> Decision:
+        decision = await self._decide(wrapped)
         self.counts[decision.verdict.value] += 1
         return decision
 
-    def _decide(self, wrapped: Event) -> Decision:
+    async def _decide(self, wrapped: Event) -> Decision:
         try:
-            dm = open_message(wrapped, self.key)
+            dm = await self.signer.open(wrapped)
         except UnwrapError as exc:
-            return Decision(Verdict.UNREADABLE, None, f"wrap {wrapped.id[:12]}…: {exc.message}")
-        me = self.key.public_key_hex
-        if dm.sender == me:
-            if dm.reply_to:
-                self.ledger.mark_answered(dm.reply_to, run_id="own-copy")
-            return Decision(Verdict.OWN_COPY, dm, f"our own message {dm.id[:12]}…")
+            return Decision(Verdict.UNREADABLE, None, f"wrap {wrapped.id[:12]}…: {exc.message}", drop_cause(exc))
+        if dm.created_at > self._clock() + MAX_FUTURE_S:
+            return Decision(Verdict.UNREADABLE, None, f"message {dm.id[:12]}… is dated ahead", "future timestamp")
+        if dm.sender == self.me:
+            if dm.reply_to and await asyncio.to_thread(self.ledger.note_own_copy, dm.reply_to):
+                return Decision(Verdict.OWN_COPY, dm, f"message {dm.reply_to[:12]}… was answered by another "
+                                "instance with this key", "answered elsewhere")
+            return Decision(Verdict.OWN_COPY, dm, f"our own message {dm.id[:12]}…", "own copy")
         if not self.policy.accepts(dm.sender):
-            return Decision(Verdict.STRANGER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…, not allowed")
-        if not self.ledger.claim(dm.id, dm.sender, self.run_id):
-            return Decision(Verdict.DUPLICATE, dm, f"message {dm.id[:12]}… already answered or in progress")
-        return Decision(Verdict.ANSWER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…")
+            return Decision(Verdict.STRANGER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…, not allowed",
+                            "stranger")
+        if len(dm.room - {self.me}) > MAX_RECIPIENTS:  # a reply could not tag them all
+            return Decision(Verdict.UNREADABLE, dm, f"message {dm.id[:12]}… has {len(dm.room)} participants",
+                            "too many participants")
+        room = room_key(dm, self.me)
+        if not await asyncio.to_thread(self.ledger.claim, dm.id, dm.sender, self.run_id, room):
+            return Decision(Verdict.DUPLICATE, dm, f"message {dm.id[:12]}… received before", "duplicate")
+        return Decision(Verdict.ANSWER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…", room=room)
 
-    def reply(self, dm: DirectMessage, text: str, *, now: int,
-              rng: random.Random | None = None) -> dict[str, Event]:
-        """Gift wraps of the answer (to the sender and a copy to ourselves), keyed by recipient."""
-        rumor = make_message(self.key.public_key_hex, [dm.sender], text, created_at=now, reply_to=dm.id)
-        return wrap_message(rumor, self.key, now=now, rng=rng, copy_to_self=True)
+    async def reply(self, dm: DirectMessage, text: str, *, now: int) -> list[tuple[str, Event, bool]]:
+        """The answer's gift wraps as ``(recipient, wrap, for_sender)``: one per participant of the conversation
+        (the sender's decides delivery) and our own copy. The rumor tags every participant but us, answers
+        ``dm`` (``e`` tag) and carries its ``subject``."""
+        others = sorted(dm.room - {self.me})
+        rumor = make_message(self.me, others, text, created_at=now, reply_to=dm.id, subject=dm.subject)
+        wraps = await self.signer.wrap(rumor, now=now)
+        return [(pk, wrap, pk == dm.sender) for pk, wrap in wraps.items()]
 
-    def answered(self, dm: DirectMessage) -> None:
-        self.ledger.mark_answered(dm.id, dm.sender, self.run_id)
 
-    def failed(self, dm: DirectMessage) -> None:
-        """The answer could not be sent: let a later delivery try again."""
-        self.ledger.release(dm.id, self.run_id)
+@dataclass
+class DropTally:
+    """What was not answered, counted by cause, and when each cause is due a log line: its first, then at
+    most one per ``interval_s`` carrying the running count (a flood of bad wraps is a few lines, not one per
+    wrap)."""
+
+    interval_s: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    counts: Counter[str] = field(default_factory=Counter)
+    _logged: dict[str, tuple[float, int]] = field(default_factory=dict)  # cause -> (when, count then)
+
+    def add(self, cause: str) -> int | None:
+        """Count one; the running count when a line is due now, else None."""
+        self.counts[cause] += 1
+        return self._due(cause, self.clock())
+
+    def _due(self, cause: str, now: float) -> int | None:
+        count = self.counts[cause]
+        last = self._logged.get(cause)
+        if last is not None and (now - last[0] < self.interval_s or count == last[1]):
+            return None
+        self._logged[cause] = (now, count)
+        return count
+
+    def unlogged(self) -> dict[str, int]:
+        """Every cause counted since its last line, whatever the interval (a final flush at stop)."""
+        now = self.clock()
+        out = {}
+        for cause, count in self.counts.items():
+            if self._logged.get(cause, (0.0, 0))[1] != count:
+                self._logged[cause] = (now, count)
+                out[cause] = count
+        return out
+
+    def pending(self) -> dict[str, int]:
+        """Causes counted since their last line whose interval has passed (a periodic flush logs them)."""
+        now = self.clock()
+        out = {}
+        for cause in list(self.counts):
+            count = self._due(cause, now)
+            if count is not None:
+                out[cause] = count
+        return out

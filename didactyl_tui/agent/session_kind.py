@@ -1,7 +1,8 @@
 """What kind of session a turn belongs to: it decides whether the memory backend learns from the turn.
 
 The Skald design: ``record_turn`` runs only for interactive, non-ephemeral turns — a person at the
-terminal, or a person writing to the agent by direct message. A headless ``chat`` (scripts, tests), an
+terminal, or the admin writing to the agent by direct message (another sender's words never reach the backend:
+they would surface in the admin's prompts later). A headless ``chat`` (scripts, tests), an
 ephemeral one (``chat --ephemeral``) and a dry run never teach the backend. An ephemeral turn also leaves no
 conversation behind: nothing is saved as a session (it may read a saved chat's history, never adds to it).
 """
@@ -13,7 +14,8 @@ from enum import Enum
 
 class SessionKind(str, Enum):
     TERMINAL = "terminal"
-    DM = "dm"
+    DM = "dm"  # the admin's own conversation
+    DM_GUEST = "dm_guest"  # any other direct-message conversation: the backend does not learn from it
     HEADLESS_CHAT = "chat"
     EPHEMERAL_CHAT = "ephemeral"
     DRY_RUN = "dry_run"

@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=7447, help="port (default 7447; 0 picks a free one)")
     p.add_argument("--db", metavar="PATH", help="SQLite file (default <data dir>/relay.sqlite3)")
+    rsub = p.add_subparsers(dest="relay_command", metavar="[status]", parser_class=_Parser)
+    rs = rsub.add_parser("status", help="what the running relay enforces (allow-list, limits), and whether that is "
+                         "what the config asks for; starts nothing (exit 1 when none runs)")
+    rs.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("chat", help="one turn with the agent; prints the reply")
     p.add_argument("--message", "-m", required=True, metavar="TEXT", help="the message ('-' reads stdin)")

@@ -1,6 +1,8 @@
 """``didactyl serve``: the agent headless, for an always-on machine. No UI: it answers NIP-17 direct
-messages from the admin and ``[dm] allow`` through the same turn, tools and memory as the terminal, keeps
-its identity and memory in sync, and logs to stderr. SIGTERM (or Ctrl-C) stops it after the current turn.
+messages from the admin and ``[dm] allow`` through the same turn and memory as the terminal (others get
+``[dm] guest_tools``), keeps its identity and memory in sync, and logs to stderr: every message answered and
+delivered, every reply given up with its reason, what was not answered counted by cause. SIGTERM (or Ctrl-C)
+stops it after the turns under way.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
         loop.add_signal_handler(sig, stop.set)
     service: Any = AppService(config, data_dir=data, env=dict(env), answer_dms=True)
     await service.start()
+    status = None
     try:
         admin = service.admin_pubkey[:12] + "…" if service.admin_pubkey else "none"
         log.info("serving as %s on %s (admin %s, %d allowed)", service.agent_npub, ", ".join(service.relay_urls),
@@ -46,7 +49,8 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
             log.warning("no model is configured: direct messages will not be answered")
         await stop.wait()
         log.info("stopping after the current turn")
+        status = await service.dm_status()
     finally:
         await service.stop()
-    log.info("stopped (direct messages: %s)", service.dm_counts() or "none")
+    log.info("stopped (direct messages: %s)", status.summary() if status is not None else "none")
     return 0

@@ -173,8 +173,10 @@ class RelayPool:
         *,
         on_eose: Callable[[str], None] | None = None,
         on_closed: Callable[[str, str], None] | None = None,
+        on_dropped: Callable[[str, str], None] | None = None,
     ) -> PoolSubscription:
-        """A live subscription on every relay; ``on_event(url, event)`` once per event id."""
+        """A live subscription on every relay; ``on_event(url, event)`` once per event id;
+        ``on_dropped(url, reason)`` for each event a relay sent for it that failed a check."""
         pool_sub = PoolSubscription(on_event)
         for url, client in self._clients.items():
             pool_sub.subscriptions[url] = client.subscribe(
@@ -182,6 +184,7 @@ class RelayPool:
                 lambda ev, url=url: pool_sub._deliver(url, ev),
                 on_eose=(lambda url=url: on_eose(url)) if on_eose else None,
                 on_closed=(lambda reason, url=url: on_closed(url, reason)) if on_closed else None,
+                on_dropped=(lambda reason, url=url: on_dropped(url, reason)) if on_dropped else None,
             )
         return pool_sub
 

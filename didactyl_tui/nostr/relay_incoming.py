@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from ..errors import NostrError
 from .event import Event
@@ -28,6 +29,9 @@ from .messages import (
     parse_relay_message,
     sniff_subscription_id,
 )
+
+if TYPE_CHECKING:
+    from .subscription import Subscription
 
 log = logging.getLogger("didactyl_tui.nostr.relay")
 
@@ -92,28 +96,36 @@ class IncomingMixin:
         sub = self._subs.get(msg.sub_id)
         if sub is None:
             return self._unknown_sub(msg.sub_id)
+        reason = self._check_event(sub, msg)
+        if reason is not None:
+            self.dropped[reason] += 1
+            sub._dropped(reason)
+        return reason
+
+    def _check_event(self, sub: Subscription, msg: RelayEvent) -> str | None:
+        """Deliver the event to ``sub`` when every check passes; else the drop reason."""
         try:
             ev = Event.from_dict(msg.event)
         except NostrError:
-            return self._drop(BAD_EVENT)
+            return BAD_EVENT
         if ev.id in sub._seen:
             return None  # already delivered (a verified copy); nothing new to check
         if (ev.id, ev.sig) in self.failed_events:
-            return self._drop(DROP_INVALID_SIG)  # this very event failed before: not checked again
+            return DROP_INVALID_SIG  # this very event failed before: not checked again
         try:
             computed = ev.computed_id()
         except NostrError:
-            return self._drop(BAD_EVENT)
+            return BAD_EVENT
         if computed != ev.id:
-            return self._drop(DROP_INVALID_ID)
+            return DROP_INVALID_ID
         if not matches_any(sub.filters, ev):
-            return self._drop(DROP_FILTER_MISMATCH)
+            return DROP_FILTER_MISMATCH
         if self.max_future_skew is not None and ev.created_at > time.time() + self.max_future_skew:
-            return self._drop(DROP_FUTURE)
+            return DROP_FUTURE
         self._verify_budget.take()
         if not self.verifier(ev.pubkey, bytes.fromhex(ev.id), bytes.fromhex(ev.sig)):
             self.failed_events.add((ev.id, ev.sig))
-            return self._drop(DROP_INVALID_SIG)
+            return DROP_INVALID_SIG
         sub._deliver(ev)
         return None
 

@@ -139,12 +139,14 @@ class RequestsMixin:
         *,
         on_eose: Callable[[], None] | None = None,
         on_closed: Callable[[str], None] | None = None,
+        on_dropped: Callable[[str], None] | None = None,
         sub_id: str | None = None,
     ) -> Subscription:
         """Open a live subscription; sent now if connected, else on (re)connect.
 
         ``on_eose`` runs after every (re)subscription's stored events; ``on_closed`` when the
-        relay ends the subscription with CLOSED (after one NIP-42 retry for ``auth-required:``).
+        relay ends the subscription with CLOSED (after one NIP-42 retry for ``auth-required:``);
+        ``on_dropped(reason)`` for each event sent for it that failed a check (counted in ``dropped`` too).
         Raises :class:`NostrError` for a malformed filter.
         """
         if not filters:
@@ -157,7 +159,7 @@ class RequestsMixin:
         if old is not None:
             old._closed("replaced by a new subscription with the same id", notify=False)
             self._closed_subs.add(sub_id)
-        sub = Subscription(self, sub_id, checked, on_event, on_eose, on_closed)
+        sub = Subscription(self, sub_id, checked, on_event, on_eose, on_closed, on_dropped)
         self._subs[sub_id] = sub
         self._enqueue(ClientReq(sub_id, tuple(checked)))
         return sub

@@ -41,6 +41,7 @@ class Subscription:
         on_event: EventCallback,
         on_eose: Callable[[], None] | None,
         on_closed: Callable[[str], None] | None,
+        on_dropped: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         self.id = sub_id
@@ -48,6 +49,7 @@ class Subscription:
         self._on_event = on_event
         self._on_eose = on_eose
         self._on_closed = on_closed
+        self._on_dropped = on_dropped
         self._seen = RecentIds()
         self.eose_received = False
         self.closed_reason: str | None = None  # set when the relay sent CLOSED (or we closed it)
@@ -76,6 +78,11 @@ class Subscription:
             return  # a repeat, e.g. stored events sent again after a re-subscription
         self._seen.add(ev.id)
         call_safely(self._on_event, ev)
+
+    def _dropped(self, reason: str) -> None:
+        """An event sent for this subscription failed a check (bad id or signature, far future, ...)."""
+        if self._on_dropped is not None:
+            call_safely(self._on_dropped, reason)
 
     def _eose(self) -> None:
         self.eose_received = True

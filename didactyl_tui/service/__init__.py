@@ -7,7 +7,8 @@ Parts, each owning its state:
   path, rollback, history, relay status, the outbox count
 - ``chat``: the model in use, sessions, prompt assembly, turns
 - ``identity``: the agent's and admin's public identity, fetched, followed and published (startup events too)
-- ``dm``: NIP-17 direct messages answered in DM sessions (TUI and ``serve``)
+- ``dm``: NIP-17 direct messages answered in DM sessions (TUI and ``serve``); ``relay_status``: what the
+  shared embedded relay enforces
 - ``soul``: how the views see the soul in use; ``bundle``: backup export/import
 - ``notes``: who may confirm a ``post_note`` (the turn's session kind)
 - ``events``: the typed events views receive (light: importable before the first frame)
@@ -71,8 +72,10 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
     from .chat import Sessions, open_sessions
+    from .dm import DmStatus
     from .merge import MergeDraft
     from .model import ModelCheck, ModelSettings
+    from .relay_status import RelayStatus, embedded_relay_options, embedded_relay_status
     from .runtime import ServiceToolContext, dm_peers
     from .soul import SoulView
     from .views import DocumentStatus, DocumentVersionView, PendingPublish, RelayDocumentStatus
@@ -103,6 +106,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
     **dict.fromkeys(["MergeDraft"], ".merge"),
+    **dict.fromkeys(["DmStatus"], ".dm"),
+    **dict.fromkeys(["RelayStatus", "embedded_relay_options", "embedded_relay_status"], ".relay_status"),
     **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),
     **dict.fromkeys(["SoulView"], ".soul"),
@@ -121,15 +126,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [  # noqa: RUF022 (sorted)
-    "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "DocumentError", "DocumentKey",
+    "AgentEvent", "AppService", "ConnectionState", "DmSessionChanged", "DmStatus", "DocumentError", "DocumentKey",
     "DocumentSnapshot", "DocumentStatus", "DocumentVersionView", "ENV_NSEC", "IdentityView", "LOST_NOTE", "MEMORIES",
     "MemoryChanged", "MergeDraft", "ModelCheck",
     "ModelSettings", "NewerVersionKnown", "OutboxChanged", "PendingPublish", "PromptAssembled", "PromptAssembly",
-    "PublishOutcome", "REFUSED_NOTE", "RelayDocumentStatus", "RelayStateChanged", "RelayVerdict", "SaveResult",
-    "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "ServiceEvent",
+    "PublishOutcome", "REFUSED_NOTE", "RelayDocumentStatus", "RelayStateChanged", "RelayStatus", "RelayVerdict",
+    "SaveResult", "SavedAssembly", "SecretKey", "SelfContextChanged", "SelfContextSnapshot", "ServiceEvent",
     "ServiceToolContext", "ServiceWarning", "SessionInfo", "SessionKind", "Sessions", "SoulChanged", "SoulLintError",
     "SoulView", "Task", "TaskList", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
-    "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "encode_npub", "ensure_data_dir",
+    "TurnStarted", "Usage", "admin_pubkey_of", "dm_peers", "drift_lines", "embedded_relay_options",
+    "embedded_relay_status", "encode_npub", "ensure_data_dir",
     "is_newer", "key_file_path", "load_agent_key", "one_line", "open_sessions", "read_soul_text", "read_state",
     "remember",
     "run_relay_process", "serve_forever", "short_id", "version_label", "when", "write_key_file", "write_state",

@@ -39,7 +39,7 @@ from ..nostr.results import ConnectionState, PublishOutcome
 from . import state
 from .bundle import BundleReport, BundleService
 from .chat import ChatService, Sessions, preload_llm
-from .dm import DmService
+from .dm import DmService, DmStatus
 from .documents import DocumentService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
@@ -246,6 +246,11 @@ class AppService:
         """Direct messages seen by verdict (answer, duplicate, stranger, own_copy, unreadable, dropped)."""
         dm = self._parts.dm if self._parts is not None else None
         return dm.counts if dm is not None else {}
+
+    async def dm_status(self) -> DmStatus | None:
+        """What the direct-message inbox is doing (None when this service does not answer them)."""
+        dm = self._parts.dm if self._parts is not None else None
+        return await dm.status() if dm is not None else None
 
     def self_context(self) -> SelfContextSnapshot:
         return self.parts.identity.snapshot()

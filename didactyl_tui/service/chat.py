@@ -18,7 +18,7 @@ from ..agent.events import AgentEvent, TurnFailed, TurnFinished
 from ..agent.prompt_record import PromptAssembly, SourceEvent
 from ..agent.session_kind import SessionKind
 from ..agent.soul import SoulTemplate, assemble
-from ..agent.tools.registry import Tool, ToolOutcome, ToolRegistry
+from ..agent.tools.registry import Tool, ToolOutcome, ToolPolicy, ToolRegistry
 from ..config import Config
 from ..errors import AgentError, DidactylError
 from .events import PromptAssembled, ServiceEvent
@@ -127,8 +127,21 @@ class ChatService:
         return await asyncio.to_thread(self._rt.conversations.messages, session_id)
 
     # --- the prompt ------------------------------------------------------------------------------
-    def _backend_tools(self) -> list[Tool]:
-        return self._rt.memory_manager.tools()
+    def _backend_tools(self, registry: ToolRegistry | None = None) -> list[Tool]:
+        policy = (registry or self._registry).policy
+        return [t for t in self._rt.memory_manager.tools() if policy is None or policy.permits(t.name)]
+
+    def tool_names(self, names: list[str]) -> tuple[frozenset[str], list[str]]:
+        """``names`` (tools or aliases) as tool names, and those that name no tool."""
+        backend = {t.name for t in self._rt.memory_manager.tools()}
+        known, unknown = set(), []
+        for name in names:
+            tool = self._registry.get(name)
+            if tool is not None or name in backend:
+                known.add(tool.name if tool is not None else name)
+            else:
+                unknown.append(name)
+        return frozenset(known), unknown
 
     def tool_names_offered(self) -> list[str]:
         return [t.name for t in self._registry.visible()] + [t.name for t in self._backend_tools() if t.visible]
@@ -166,14 +179,16 @@ class ChatService:
         context = await manager.query_context(session_id, message) if message else None
         return (manager.backend_id if manager.is_available() else None), context
 
-    async def _assemble(self, session_id: str, message: str | None, *, dry_run: bool) -> PromptAssembly:
+    async def _assemble(self, session_id: str, message: str | None, *, dry_run: bool,
+                        registry: ToolRegistry | None = None) -> PromptAssembly:
+        registry = registry or self._registry
         history, dropped = await asyncio.to_thread(self._rt.conversations.history_for_prompt, session_id,
                                                    self._model.name, self._config.llm.history_tokens)
         backend_id, context = await self._backend_context(session_id, message)
         assembly = assemble(
-            self.soul, model=self._model.name, registry=self._registry, ctx=self._rt.tool_context,
+            self.soul, model=self._model.name, registry=registry, ctx=self._rt.tool_context,
             created_at=self._clock(), history=list(history), history_dropped=int(dropped), user_message=message,
-            backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(),
+            backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(registry),
             backend_place=self._config.memory.backend_context,
             source_events=self._source_events(), soul_source=self._document_source(DocumentKey.SOUL),
             dry_run=dry_run,
@@ -186,12 +201,19 @@ class ChatService:
         return await self._assemble(session_id, message, dry_run=True)
 
     # --- the turn ----------------------------------------------------------------------------------
-    async def dispatch_tool(self, name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
-        """A tool call from the model: the memory backend's tools first, then the registry."""
+    async def dispatch_tool(self, name: str, arguments: str | dict[str, Any] | None,
+                            registry: ToolRegistry | None = None) -> ToolOutcome:
+        """A tool call from the model: the memory backend's tools first, then the registry (``registry``: the
+        turn's, restricted by its tool policy)."""
+        registry = registry or self._registry
+        policy = registry.policy
+        if policy is not None and any(t.name == name for t in self._rt.memory_manager.tools()):
+            if not policy.permits(name):
+                return ToolOutcome(name, policy.refusal(name), True)
         outcome = await self._rt.memory_manager.call_tool(name, arguments)
         if outcome is not None:
             return outcome
-        return await self._registry.call(name, arguments, self._rt.tool_context, also_offered=self._backend_tools())
+        return await registry.call(name, arguments, self._rt.tool_context, also_offered=self._backend_tools(registry))
 
     async def complete(self, messages: list[dict[str, Any]], *, max_chars: int, timeout_s: float) -> str:
         """One completion with the model in use and no tools, outside any chat (the merge view's model draft):
@@ -229,20 +251,26 @@ class ChatService:
 
         return should_preload(self._llm_settings())
 
-    async def run_turn(self, session_id: str, message: str,
-                       kind: SessionKind = SessionKind.TERMINAL) -> AsyncIterator[AgentEvent]:
+    async def run_turn(self, session_id: str, message: str, kind: SessionKind = SessionKind.TERMINAL, *,
+                       tools: ToolPolicy | None = None) -> AsyncIterator[AgentEvent]:
         """One turn of a ``kind`` session. LLM errors end it with TurnFailed (never raised). A finished turn is saved
         whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again); an
         ephemeral one (``kind.keeps_conversation`` false) saves nothing. The memory backend learns from it only
-        for terminal and DM sessions (``kind.records_turns``)."""
+        for terminal and the admin's DM sessions (``kind.records_turns``). ``tools`` narrows what the model may
+        call (None: every tool)."""
         from ..agent import loop
+
+        registry = self._registry.restricted(tools)
+
+        async def dispatch(name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
+            return await self.dispatch_tool(name, arguments, registry)
 
         if not self._model.name.strip():
             await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, NO_MODEL, title="No model configured", retryable=False)
             return
         try:
-            assembly = await self._assemble(session_id, message, dry_run=False)
+            assembly = await self._assemble(session_id, message, dry_run=False, registry=registry)
         except DidactylError as exc:
             await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
@@ -251,7 +279,7 @@ class ChatService:
         token = current_session_kind.set(kind)  # who may confirm a note (post_note) in this turn
         try:
             async for event in loop.run_turn(settings=self._llm_settings(), assembly=assembly,
-                                             dispatch=self.dispatch_tool, session_id=session_id,
+                                             dispatch=dispatch, session_id=session_id,
                                              max_tool_rounds=self._config.llm.max_tool_rounds):
                 if isinstance(event, TurnFinished):
                     ended = True

@@ -1,42 +1,51 @@
 """Direct messages to the agent (NIP-17): gift wraps addressed to it are opened, judged by the DM inbox, and
-the admin's and allow-listed senders' messages answered through the same turn, tools and memory as the
-terminal, in one DM session per counterpart.
+the admin's and allow-listed senders' messages answered through the same turn and memory as the terminal, in
+one DM session per conversation (its set of participants).
 
-- Every wrap goes through :meth:`DmInbox.receive` (its ledger is SQLite: on a worker thread). Strangers,
-  duplicates and unreadable wraps are counted and logged (never their text), and never reach the model.
-- One message is answered at a time, in arrival order; the queue is bounded (``[dm] max_queued``).
-- The reply is wrapped to the sender and to the agent (its own copy: how a second instance learns the
-  message was answered) and sent to the sender's kind 10050 relays, falling back to ours.
-- The agent's own kind 10050 names the relays it reads, published at start when the relays' copy differs.
-- :meth:`DmService.stop` lets the turn under way finish (bounded), then stops.
+- One process per data dir answers (``dm.lock``): a second one (the app while ``serve`` runs) stands by and
+  takes over when the first ends.
+- Every wrap goes through :meth:`DmInbox.receive`. What is not answered (strangers, duplicates, unreadable or
+  forged wraps, and those the relay client dropped for a bad id, signature or date) is counted by cause and
+  logged once per cause with a running count (at most a line per minute each); never the text.
+- Conversations are answered in parallel, up to ``[dm] max_parallel``; the messages of one conversation one
+  at a time, in order. A slow turn holds only its own conversation.
+- A reply is written (signed wraps in the ledger's outbox, the message ``written``) before any is sent, then
+  delivered by :class:`DmDelivery`: a message counts as answered only once a relay its sender reads accepted
+  the sender's wrap; until then it is retried, across restarts, and never answered again.
+- The admin's own conversation has every tool; any other gets ``[dm] guest_tools``.
+- :meth:`DmService.stop` lets the turns under way finish (bounded), sends what they wrote, then stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
+import os
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from ..agent.dm_inbox import DmInbox, DmLedger, DmPolicy, Verdict
+from ..agent.dm_delivery import DmDelivery
+from ..agent.dm_inbox import DmInbox, DmPolicy, DropTally, Verdict, room_members
+from ..agent.dm_ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
+from ..agent.dm_signer import DmSigner, LocalDmSigner
 from ..agent.events import TurnFailed, TurnFinished
 from ..agent.session_kind import SessionKind
+from ..agent.tools.registry import ToolPolicy
 from ..config import Config
 from ..errors import DidactylError
+from ..nostr.embedded_relay.lockfile import FileLock
 from ..nostr.event import Event
-from ..nostr.nip17 import (
-    MAX_MESSAGE_BYTES,
-    DirectMessage,
-    build_dm_relay_list,
-    delivery_relays,
-    dm_relay_list_filter,
-    dm_relays_of,
-    gift_wrap_filter,
-)
+from ..nostr.nip17 import MAX_MESSAGE_BYTES, DirectMessage, dm_relay_list_filter, dm_relays_of, gift_wrap_filter
 from ..nostr.nip19 import encode_npub
 from ..nostr.nip59 import MAX_BACKDATE_SECONDS
 from ..nostr.pool import PoolSubscription, RelayPool
+from ..terminal_text import one_line
 from .chat import ChatService
 from .events import DmSessionChanged, ServiceEvent
 from .runtime import Runtime
@@ -44,10 +53,15 @@ from .runtime import Runtime
 log = logging.getLogger("didactyl.dm")
 
 DM_LEDGER_DB = "dm-ledger.sqlite3"
+ANSWERER_LOCK = "dm.lock"  # held by the one process that answers this data dir's direct messages
+STANDBY_POLL_S = 1.0  # how often a standing-by process tries to take over
 LOOKBACK_S = MAX_BACKDATE_SECONDS + 3600  # NIP-59 backdates wraps up to two days: look a little further
 CATCH_UP_ROUNDS = 8  # re-fetches after a full queue, while wraps keep being set aside
 MAX_HANDLED_IDS = 20_000
+DROP_LOG_INTERVAL_S = 60.0  # at most one log line per cause of dropped wraps in this time
 CUT_MARK = "\n[…cut: the reply was longer than a direct message may be]"
+_RELAY_DROPS = {"invalid_sig": "bad signature", "invalid_id": "bad id", "future_created_at": "future timestamp",
+                "bad_event": "malformed event", "filter_mismatch": "not asked for"}
 
 
 def cut_to_bytes(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
@@ -59,62 +73,172 @@ def cut_to_bytes(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
     return data[:room].decode("utf-8", "ignore") + CUT_MARK
 
 
+@dataclass(frozen=True, slots=True)
+class DmStatus:
+    """What the direct-message inbox is doing, for the app's status and ``serve``'s log."""
+
+    active: bool  # this process answers (False: another one does, or none yet)
+    standby: str  # why not, when not active
+    waiting: int  # messages waiting for their conversation's turn
+    answering: int  # model turns under way
+    undelivered: int  # reply wraps waiting for a relay of their recipient
+    messages: dict[str, int]  # by ledger state: written, delivered, given_up, elsewhere, ...
+    not_answered: dict[str, int]  # by cause: stranger, bad signature, duplicate, ...
+    given_up: list[str]  # the last messages given up: "<who>: <reason>"
+
+    def summary(self) -> str:
+        """One line, e.g. ``3 delivered, 1 awaiting delivery; not answered: stranger 2``."""
+        if not self.active:
+            return f"answered elsewhere ({self.standby})" if self.standby else "not answering"
+        parts = [f"{self.messages.get(DELIVERED, 0)} delivered"]
+        if self.answering or self.waiting:
+            parts.append(f"{self.answering} answering, {self.waiting} waiting")
+        if self.undelivered:
+            parts.append(f"{self.undelivered} awaiting delivery")
+        if self.messages.get(GIVEN_UP):
+            parts.append(f"{self.messages[GIVEN_UP]} given up")
+        line = ", ".join(parts)
+        dropped = [f"{cause} {n}" for cause, n in sorted(self.not_answered.items())
+                   if cause not in ("own copy", "duplicate")]
+        return line + (f"; not answered: {', '.join(dropped)}" if dropped else "")
+
+
+@dataclass
+class _Lane:
+    """One conversation's messages waiting for their turn, oldest first (by date, then arrival)."""
+
+    pending: list[tuple[int, int, DirectMessage]] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+
 class DmService:
     def __init__(self, rt: Runtime, config: Config, chat: ChatService, policy: DmPolicy, data_dir: Path,
                  clock: Callable[[], float], emit: Callable[[ServiceEvent], None],
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None], *, signer: DmSigner | None = None) -> None:
         self._rt, self._config, self._chat, self._policy = rt, config, chat, policy
         self._data_dir, self._clock, self._emit, self._warn = data_dir, clock, emit, warn
-        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.dm.max_queued)
+        self._signer: DmSigner = signer or LocalDmSigner(rt.key)
+        self._incoming: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.dm.max_queued)
+        self._room_for_messages = asyncio.Semaphore(config.dm.max_queued)
+        self._turns = asyncio.Semaphore(config.dm.max_parallel)
+        self._lanes: dict[str, _Lane] = {}
+        self._arrival = itertools.count()
+        self._answering = 0
         self._inbox: DmInbox | None = None
-        self._worker: asyncio.Task[None] | None = None
+        self._delivery: DmDelivery | None = None
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._sub: PoolSubscription | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._lock = FileLock(data_dir / ANSWERER_LOCK)
+        self._standby = ""
         self._stopping = False
-        self.dropped = 0  # wraps refused because the queue was full (fetched again once it drains)
+        self._tally = DropTally(DROP_LOG_INTERVAL_S)
+        self.dropped = 0  # wraps set aside because the queue was full (fetched again once it drains)
+        self._relay_drops = 0  # wraps the relay client dropped (bad id, signature, date) before the inbox saw them
         self._catch_up_task: asyncio.Task[None] | None = None
         self._handled: dict[str, None] = {}  # wrap ids handled this run (bounded), so a catch-up skips them
+        guest, unknown = chat.tool_names(config.dm.guest_tools)
+        if unknown:
+            warn(f"[dm] guest_tools names no tool called {', '.join(map(repr, unknown))}; left out")
+        self._guest_tools = ToolPolicy(guest, "a conversation with someone other than the admin")
 
     @property
     def counts(self) -> dict[str, int]:
         """Verdicts so far (answer, duplicate, stranger, own_copy, unreadable) and wraps set aside by a full
         queue (``dropped``: fetched again later)."""
         counts = dict(self._inbox.counts) if self._inbox is not None else {}
+        if self._relay_drops:
+            counts["unreadable"] = counts.get("unreadable", 0) + self._relay_drops
         if self.dropped:
             counts["dropped"] = self.dropped
         return counts
 
+    @property
+    def ledger(self) -> DmLedger | None:
+        return self._inbox.ledger if self._inbox is not None else None
+
+    async def status(self) -> DmStatus:
+        ledger = self.ledger
+        messages: dict[str, int] = {}
+        undelivered, given_up = 0, []
+        if ledger is not None:
+            messages = await asyncio.to_thread(ledger.counts)
+            undelivered = await asyncio.to_thread(ledger.waiting)
+            given_up = [f"{self.name_of(r.sender) if r.sender else '?'}: {r.detail}"
+                        for r in await asyncio.to_thread(ledger.given_up)]
+        waiting = sum(len(lane.pending) for lane in self._lanes.values())
+        return DmStatus(ledger is not None, self._standby, waiting, self._answering, undelivered, messages,
+                        dict(self._tally.counts), given_up)
+
+    # --- lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
-        ledger = await asyncio.to_thread(DmLedger, self._data_dir / DM_LEDGER_DB, clock=self._clock)
-        self._rt.closers.callback(_quietly_close, ledger)
-        self._inbox = DmInbox(self._rt.key, self._policy, ledger)
-        self._worker = asyncio.create_task(self._work(), name="dm-inbox")
+        if await asyncio.to_thread(self._lock.try_acquire):
+            await self._begin()
+            return
+        self._standby = f"another didactyl answers them for this data dir{_holder(self._lock.path)}"
+        log.info("direct messages: %s; this one takes over when it ends", self._standby)
+        self._tasks["standby"] = asyncio.create_task(self._wait_for_turn(), name="dm-standby")
+
+    async def _wait_for_turn(self) -> None:
+        while not await asyncio.to_thread(self._lock.try_acquire):
+            await asyncio.sleep(STANDBY_POLL_S)
+        self._standby = ""
+        log.info("direct messages: taking over (the other answerer ended)")
+        await self._begin()
+
+    async def _begin(self) -> None:
+        with contextlib.suppress(OSError):
+            _note_holder(self._lock.path)
+        rt = self._rt
+        # Retries, bounds and a message's date are judged by the real clock (as relays judge events); the
+        # service's clock dates what we sign.
+        ledger = await asyncio.to_thread(DmLedger, self._data_dir / DM_LEDGER_DB, clock=time.time)
+        rt.closers.callback(_quietly_close, ledger)
+        self._inbox = DmInbox(self._signer, self._policy, ledger, clock=time.time)
+        dm = self._config.dm
+        self._delivery = DmDelivery(rt.pool, ledger, open_pool=self._open_pool, timeout=rt.timeout_s,
+                                    give_up_after_s=dm.give_up_after_s, retry_max_s=dm.retry_max_interval_s,
+                                    on_outcome=self._delivered, clock=time.time)
+        rt.pool.add_state_listener(self._delivery.relay_state_changed)
+        self._tasks["delivery"] = asyncio.create_task(self._delivery.run(), name="dm-delivery")
+        self._tasks["receive"] = asyncio.create_task(self._receive(), name="dm-inbox")
+        self._tasks["drop-log"] = asyncio.create_task(self._flush_drop_log(), name="dm-drop-log")
         since = int(self._clock()) - LOOKBACK_S
-        self._sub = self._rt.pool.subscribe([gift_wrap_filter(self._rt.key.public_key_hex, since=since)],
-                                            self._arrived)
-        self._rt.daemons.spawn(self._publish_own_relay_list())
+        self._sub = rt.pool.subscribe([gift_wrap_filter(self._signer.public_key_hex, since=since)], self._arrived,
+                                      on_dropped=self._dropped_by_relay)
+        rt.daemons.spawn(self._publish_own_relay_list())
 
     async def stop(self, timeout: float) -> None:
-        """No new message is taken; the one being answered finishes (within ``timeout``)."""
+        """No new message is taken; the turns under way finish (within ``timeout``) and what they wrote is sent
+        once more; what is still undelivered stays in the outbox for the next run."""
         self._stopping = True
         sub, self._sub = self._sub, None
         if sub is not None:
             with contextlib.suppress(Exception):
                 await sub.close()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._worker
+        for name in ("standby", "receive", "drop-log"):
+            await _cancel(self._tasks.pop(name, None))
+        lanes = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        if lanes:
+            await asyncio.wait(lanes, timeout=timeout)
+            for task in lanes:
+                await _cancel(task)
+        await _cancel(self._tasks.pop("delivery", None))
+        if self._delivery is not None:
+            self._rt.pool.remove_state_listener(self._delivery.relay_state_changed)
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2 * self._rt.timeout_s + 1):
+                    await self._delivery.deliver_due(wait=True)
+            await self._delivery.close()
+        for cause, count in self._tally.unlogged().items():
+            log.info("dm not answered (%s): %d so far", cause, count)
+        self._lock.release()
 
     # --- receiving -----------------------------------------------------------------------------------
     def _arrived(self, url: str, wrap: Event) -> None:
         if self._stopping:
             return
         try:
-            self._queue.put_nowait(wrap)
+            self._incoming.put_nowait(wrap)
         except asyncio.QueueFull:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 100 == 0:
@@ -123,51 +247,93 @@ class DmService:
             if self._catch_up_task is None or self._catch_up_task.done():
                 self._catch_up_task = self._rt.daemons.spawn(self._catch_up())
 
+    def _dropped_by_relay(self, url: str, reason: str) -> None:
+        """The relay client dropped an event sent for the gift-wrap subscription (bad id, signature, date)."""
+        self._relay_drops += 1
+        self._count_drop("unreadable", _RELAY_DROPS.get(reason, reason), f"from {url}")
+
+    def _count_drop(self, verdict: str, cause: str, reason: str) -> None:
+        count = self._tally.add(cause)
+        if count is not None:
+            label = verdict if cause == verdict else f"{verdict} ({cause})"
+            log.info("dm %s: %d so far; last: %s", label, count, reason)
+
+    async def _flush_drop_log(self) -> None:
+        while True:
+            await asyncio.sleep(DROP_LOG_INTERVAL_S)
+            for cause, count in self._tally.pending().items():
+                log.info("dm not answered (%s): %d so far", cause, count)
+
     async def _catch_up(self) -> None:
         """Wraps set aside while the queue was full are still on the relays: once it drains, fetch them again
         and queue them, waiting for room this time (the ledger still answers each message once)."""
-        me = self._rt.key.public_key_hex
+        me = self._signer.public_key_hex
         for _ in range(CATCH_UP_ROUNDS):
             dropped_before = self.dropped
-            await self._queue.join()
+            await self._incoming.join()
             since = int(self._clock()) - LOOKBACK_S
             wraps = await self._rt.pool.query([gift_wrap_filter(me, since=since)], timeout=self._rt.timeout_s)
             for wrap in wraps:
                 if self._stopping:
                     return
                 if wrap.id not in self._handled:
-                    await self._queue.put(wrap)
+                    await self._incoming.put(wrap)
             if self.dropped == dropped_before:
                 return
 
-    async def _work(self) -> None:
+    async def _receive(self) -> None:
+        """Open and judge each wrap in arrival order; an answer goes to its conversation's lane."""
         assert self._inbox is not None
         while True:
-            wrap = await self._queue.get()
-            if self._stopping:
-                return
-            self._idle.clear()
+            wrap = await self._incoming.get()
             try:
                 if wrap.id in self._handled:  # a catch-up fetched one the live subscription also delivered
                     continue
                 self._handled[wrap.id] = None
                 if len(self._handled) > MAX_HANDLED_IDS:
                     del self._handled[next(iter(self._handled))]
-                decision = await asyncio.to_thread(self._inbox.receive, wrap)
-                log.info("dm %s: %s", decision.verdict.value, decision.reason)
+                decision = await self._inbox.receive(wrap)
                 if decision.verdict is Verdict.ANSWER and decision.message is not None:
-                    await self._answer_or_release(decision.message)
+                    await self._room_for_messages.acquire()
+                    self._queue_answer(decision.message, decision.room)
+                else:
+                    self._count_drop(decision.verdict.value, decision.cause, decision.reason)
             except DidactylError as exc:
                 self._warn(f"a direct message was not handled: {exc.message}")
             except Exception:  # one bad message must not stop the inbox
                 log.exception("a direct message was not handled")
             finally:
-                self._idle.set()
-                self._queue.task_done()
+                self._incoming.task_done()
+
+    def _queue_answer(self, dm: DirectMessage, room: str) -> None:
+        log.info("dm answer: message %s… from %s in %s", dm.id[:12], self.name_of(dm.sender), self.room_name(room))
+        lane = self._lanes.setdefault(room, _Lane())
+        heapq.heappush(lane.pending, (dm.created_at, next(self._arrival), dm))
+        if lane.task is None:
+            lane.task = asyncio.create_task(self._run_lane(room, lane), name=f"dm-lane-{room[:12]}")
+
+    async def _run_lane(self, room: str, lane: _Lane) -> None:
+        """Answer one conversation's messages one at a time; the turn slots are shared by all conversations
+        (a waiting conversation gets the next free one, in turn)."""
+        try:
+            while lane.pending and not self._stopping:
+                _, _, dm = heapq.heappop(lane.pending)
+                try:
+                    async with self._turns:
+                        await self._answer_or_release(dm, room)
+                except DidactylError as exc:
+                    self._warn(f"a direct message was not answered: {exc.message}")
+                except Exception:
+                    log.exception("a direct message was not answered")
+                finally:
+                    self._room_for_messages.release()
+        finally:
+            if self._lanes.get(room) is lane:
+                del self._lanes[room]
 
     # --- answering -----------------------------------------------------------------------------------
     def name_of(self, pubkey: str) -> str:
-        """How a counterpart is named: their profile name when cached (the admin's), else a short npub."""
+        """How a participant is named: their profile name when cached (the admin's), else a short npub."""
         rt = self._rt
         if rt.admin_cache is not None and pubkey == rt.admin_cache.pubkey:
             name = rt.admin_cache.view().profile.get("name")
@@ -177,91 +343,123 @@ class DmService:
                 return name
         return encode_npub(pubkey)[:16] + "…"
 
-    async def _session_for(self, sender: str, name: str) -> str:
+    def room_name(self, room: str) -> str:
+        return ", ".join(self.name_of(pk) for pk in room_members(room))
+
+    async def _session_for(self, room: str, subject: str | None) -> str:
         assert self._inbox is not None
         ledger, conversations = self._inbox.ledger, self._rt.conversations
-        session = await asyncio.to_thread(ledger.session_for, sender)
+        session = await asyncio.to_thread(ledger.session_for, room)
         if session is None or not await asyncio.to_thread(conversations.has_session, session):
-            session = await asyncio.to_thread(conversations.new_session, f"DM: {name}")
-            await asyncio.to_thread(ledger.bind_session, sender, session)
+            title = f"DM: {self.room_name(room)}" + (f" · {one_line(subject)[:80]}" if subject else "")
+            session = await asyncio.to_thread(conversations.new_session, title)
+            await asyncio.to_thread(ledger.bind_session, room, session)
         return session
 
-    async def _answer_or_release(self, dm: DirectMessage) -> None:
-        """Answer; on any failure give the claim up, so a later delivery (or run) may answer it."""
+    async def _answer_or_release(self, dm: DirectMessage, room: str) -> None:
+        """Answer; on a failure before the reply is written give the claim up, so a later run answers it."""
         assert self._inbox is not None
+        inbox = self._inbox
+        written = False
         try:
-            await self._answer(dm)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(self._inbox.failed, dm)
-            raise
+            written = await self._answer(dm, room)
+        finally:
+            if not written:
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(inbox.ledger.release, dm.id, inbox.run_id)
 
-    async def _answer(self, dm: DirectMessage) -> None:
-        assert self._inbox is not None
-        name = self.name_of(dm.sender)
-        session = await self._session_for(dm.sender, name)
+    async def _answer(self, dm: DirectMessage, room: str) -> bool:
+        assert self._inbox is not None and self._delivery is not None
+        inbox = self._inbox
+        if not await asyncio.to_thread(inbox.ledger.start_answering, dm.id, inbox.run_id):
+            log.info("dm: message %s… was answered elsewhere meanwhile", dm.id[:12])
+            return True  # not ours to release
+        name, members = self.name_of(dm.sender), room_members(room)
+        session = await self._session_for(room, dm.subject)
         self._emit(DmSessionChanged(session, dm.sender, name))
+        admin_room = self._policy.is_admin_room(room)
+        kind = SessionKind.DM if admin_room else SessionKind.DM_GUEST
+        text = dm.text if len(members) == 1 else f"{name}: {dm.text}"  # in a group, who is speaking
         reply = ""
-        async for event in self._chat.run_turn(session, dm.text, SessionKind.DM):
-            if isinstance(event, TurnFinished):
-                reply = event.reply
-            elif isinstance(event, TurnFailed):
-                self._warn(f"a direct message from {name} was not answered: {event.message}")
-        sent = False
-        if reply.strip():
-            wraps = self._inbox.reply(dm, cut_to_bytes(reply), now=int(self._clock()))
-            sent = await self._deliver(dm.sender, wraps)
-        if sent:
-            await asyncio.to_thread(self._inbox.answered, dm)
-            log.info("dm answered: message %s… from %s", dm.id[:12], name)
-        else:
-            await asyncio.to_thread(self._inbox.failed, dm)
+        self._answering += 1
+        try:
+            async for event in self._chat.run_turn(session, text, kind,
+                                                   tools=None if admin_room else self._guest_tools):
+                if isinstance(event, TurnFinished):
+                    reply = event.reply
+                elif isinstance(event, TurnFailed):
+                    self._warn(f"a direct message from {name} was not answered: {event.message}")
+        finally:
+            self._answering -= 1
+        if not reply.strip():
+            log.info("dm not answered: message %s… from %s (the turn gave no reply); a later run tries again",
+                     dm.id[:12], name)
+            return False
+        wraps = await inbox.reply(dm, cut_to_bytes(reply), now=int(self._clock()))
+        if not await asyncio.to_thread(inbox.ledger.write_reply, dm.id, inbox.run_id, wraps):
+            log.info("dm: message %s… was answered elsewhere meanwhile; this reply is not sent", dm.id[:12])
+            return True
+        log.info("dm reply written: message %s… from %s (%d wraps)", dm.id[:12], name, len(wraps))
+        self._delivery.wake()
         self._emit(DmSessionChanged(session, dm.sender, name))
+        return True
 
-    async def _deliver(self, recipient: str, wraps: dict[str, Event]) -> bool:
-        """The recipient's wrap to their DM relays (else ours); our own copy to ours. True when theirs landed."""
-        pool, timeout = self._rt.pool, self._config.relays.timeout_s
-        lists = [ev for ev in await pool.query([dm_relay_list_filter([recipient])], timeout=timeout)
-                 if ev.pubkey == recipient]
-        targets = delivery_relays(lists[0] if lists else None, pool.urls)
-        ours = [u for u in targets if u in pool.urls]
-        theirs = [u for u in targets if u not in pool.urls]
-        accepted: list[str] = []
-        async with asyncio.TaskGroup() as tg:
-            mine = tg.create_task(pool.publish(wraps[self._rt.key.public_key_hex], timeout))
-            if ours:
-                accepted += (await pool.publish(wraps[recipient], timeout, urls=ours)).accepted_by
-            if theirs:
-                accepted += await self._publish_elsewhere(wraps[recipient], theirs)
-        if not mine.result().any_accepted:
-            log.info("dm: our own copy of a reply reached no relay")
-        if not accepted:
-            self._warn(f"no relay accepted the reply to {self.name_of(recipient)} (tried {', '.join(targets)})")
-        return bool(accepted)
+    def _delivered(self, outcome: WrapOutcome) -> None:
+        """One delivery attempt's outcome (DmDelivery calls this)."""
+        who = self.name_of(outcome.recipient)
+        if outcome.message_state == DELIVERED:
+            log.info("dm answered: message %s…, delivered to %s via %s", outcome.rumor_id[:12], who, outcome.detail)
+        elif outcome.message_state == GIVEN_UP:
+            self._warn(f"a reply to {who} was given up: {outcome.detail}")
+            log.warning("dm gave up: message %s… to %s: %s", outcome.rumor_id[:12], who, outcome.detail)
+        elif outcome.state == WRAP_PENDING and outcome.attempts & (outcome.attempts - 1) == 0:
+            role = "sender" if outcome.for_sender else "member or own copy"
+            log.info("dm not delivered yet: message %s… to %s (%s), attempt %d: %s", outcome.rumor_id[:12], who,
+                     role, outcome.attempts, outcome.detail)
 
-    async def _publish_elsewhere(self, wrap: Event, urls: list[str]) -> list[str]:
-        """Relays we do not otherwise use: a short-lived pool, closed after the publish."""
-        timeout = self._config.relays.timeout_s
-        async with RelayPool(urls, auth_key=self._rt.key) as pool:
-            await pool.wait_connected(timeout, all_relays=False)
-            return (await pool.publish(wrap, timeout)).accepted_by
+    def _open_pool(self, urls: list[str]) -> contextlib.AbstractAsyncContextManager[Any]:
+        return RelayPool(urls[:8], auth_key=self._signer.relay_auth_key)
 
     async def _publish_own_relay_list(self) -> None:
         """Our kind 10050: where we read gift wraps (the relays in use), when the relays' copy differs. Not while
         ``$DIDACTYL_RELAYS`` overrides the relays: they are this run's, not where the agent reads from for good."""
-        pool, timeout, key = self._rt.pool, self._config.relays.timeout_s, self._rt.key
+        pool, timeout, me = self._rt.pool, self._config.relays.timeout_s, self._signer.public_key_hex
         if not pool.urls or self._config.relays_override is not None:
             return
-        current = [ev for ev in await pool.query([dm_relay_list_filter([key.public_key_hex])], timeout=timeout)
-                   if ev.pubkey == key.public_key_hex]
+        current = [ev for ev in await pool.query([dm_relay_list_filter([me])], timeout=timeout) if ev.pubkey == me]
         wanted = pool.urls[:8]
         if current and dm_relays_of(current[0]) == wanted:
             return
         created_at = max(int(self._clock()), current[0].created_at + 1 if current else 0)
-        event = build_dm_relay_list(key, wanted, created_at=created_at)
+        event = await self._signer.dm_relay_list(wanted, created_at=created_at)
         outcome = await pool.publish(event, timeout)
         if outcome.results and not outcome.any_accepted:
             self._warn(f"the agent's DM relay list was not published: {outcome.summary()}")
+
+
+def _holder(path: Path) -> str:
+    try:
+        pid = int(path.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return ""
+    return f" (pid {pid})" if pid > 0 else ""
+
+
+def _note_holder(path: Path) -> None:
+    """Write our pid into the held lock file (the lock is the flock, the pid is for the message others show)."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    try:
+        os.write(fd, f"{os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+async def _cancel(task: asyncio.Task[Any] | None) -> None:
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 def _quietly_close(ledger: DmLedger) -> None:

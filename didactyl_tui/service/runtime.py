@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ from .relay_keeper import EmbeddedRelayKeeper
 
 if TYPE_CHECKING:  # the relay code loads only when a relay is wanted
     from ..nostr.embedded_relay.shared import SharedRelay
+
+log = logging.getLogger("didactyl.service")
 
 RELAY_DB = "relay.sqlite3"
 CONVERSATIONS_DB = "conversations.sqlite3"
@@ -102,15 +105,23 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
                                relay_options: Mapping[str, Any] | None = None) -> SharedRelay | None:
     """The data dir's shared loopback relay, found or started as its own process (None when it cannot be:
     the user is warned). It outlives this process and exits by itself when idle, so nothing stops it here."""
+    from ..nostr.embedded_relay.options import digest
     from ..nostr.embedded_relay.shared import ensure_shared_relay
 
     try:
+        # A relay already running with other options (an older [admin] or [dm] allow) is asked to take these.
         relay = await ensure_shared_relay(data_dir, "127.0.0.1", config.relays.embedded_port,
                                           idle_exit_s=config.relays.embedded_idle_exit_s,
-                                          relay_options=relay_options)
+                                          relay_options=relay_options, reconfigure=True)
     except RelayError as exc:
         warn(f"the embedded relay is not available: {exc.message}")
         return None
+    if relay.reloaded:
+        log.info("the embedded relay (pid %d) now enforces this config's options (%s)", relay.pid,
+                 relay.options_digest)
+    elif relay.options_digest != digest(relay_options or {}):
+        warn(f"the embedded relay (pid {relay.pid}) did not take this config's options and keeps enforcing "
+             f"those it had; see {data_dir / 'relay.log'} (or stop it: it starts again as needed)")
     if relay.port_fallback and relay.started_by_us:
         warn(f"port {relay.requested_port} is taken by another program; the embedded relay runs on {relay.url}")
     # The relay process creates its files 0600 (umask 077); an older version's files are made private here.
@@ -163,8 +174,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     for line in await asyncio.to_thread(permission_warnings, data_dir, loaded.path):
         warn(line)
     urls: list[str] = []
-    # The relay process's limits and allow-list (the agent's and the admin's keys may write); they apply when this
-    # process starts it — a relay already running keeps those it was started with.
+    # The relay process's limits and allow-list (the agent's and the admin's keys may write): given to the relay
+    # when this process starts it, and to a running relay that enforces others (it reloads them).
     relay = relay_options = None
     if config.relays.embedded:
         relay_options = config.relays.embedded.relay_options(key.public_key_hex, admin_pubkey,

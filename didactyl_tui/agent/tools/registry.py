@@ -5,7 +5,8 @@ hand-written. A parameter annotated with :class:`ToolContext` is injected and hi
 Dispatch, the OpenAI-format tool list and the prompt inspector all read from a :class:`ToolRegistry`.
 
 A tool's error goes back to the model as a readable result (``ToolOutcome.is_error``); it never crashes
-the turn.
+the turn. A :class:`ToolPolicy` narrows what one turn may call (a direct message from someone other than the
+admin): the tools outside it are not offered, and a call to one is refused with a line the model reads.
 """
 
 from __future__ import annotations
@@ -40,6 +41,22 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     data: Any = None  # the handler's raw return value (for the UI / CLI), None on error
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """Which tools the model may call (``allowed`` None: every tool); ``who`` names whose turn it is, for the
+    refusal the model reads."""
+
+    allowed: frozenset[str] | None = None
+    who: str = "this conversation"
+
+    def permits(self, name: str) -> bool:
+        return self.allowed is None or name in self.allowed
+
+    def refusal(self, name: str) -> str:
+        return (f"Error: not run: {name} is not available in {self.who}. Do not try another way: tell the person "
+                "you cannot do that here.")
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,18 @@ class ToolRegistry:
     #: also offer each visible tool's aliases as tools of their own (same description and parameters);
     #: a call by alias runs the tool. Off keeps the list short for small-context models.
     offer_aliases: bool = False
+    #: what the model may call through this registry (None: every visible tool); see :meth:`restricted`
+    policy: ToolPolicy | None = None
+
+    def restricted(self, policy: ToolPolicy | None) -> ToolRegistry:
+        """The same tools under ``policy``: only the permitted ones offered, calls to others refused. Internal
+        tools (the prompt's context feeders) still run for the prompt."""
+        return self if policy is None else dataclasses.replace(self, policy=policy)
+
+    def permits(self, name: str) -> bool:
+        """Whether the model may call ``name`` (a tool or an alias) here."""
+        tool = self.get(name)
+        return self.policy is None or self.policy.permits(tool.name if tool is not None else name)
 
     def register(self, tool: Tool) -> Tool:
         for n in (tool.name, *tool.aliases):
@@ -207,7 +236,8 @@ class ToolRegistry:
         return list(self._tools.values())
 
     def visible(self) -> list[Tool]:
-        return [t for t in self._tools.values() if t.visible]
+        """The tools offered to the model (those the policy permits)."""
+        return [t for t in self._tools.values() if t.visible and self.permits(t.name)]
 
     def openai_schemas(self) -> list[dict[str, Any]]:
         """The tool list offered to the LLM: visible tools only, in registration order (each followed by
@@ -230,13 +260,15 @@ class ToolRegistry:
     ) -> ToolOutcome:
         """Run a tool by name or alias. Never raises for tool problems: they become an error outcome.
 
-        ``internal=False`` (a call from the model) refuses tools that are not offered to the LLM.
-        ``also_offered``: tools offered beside the registry's (the memory backend's), named when the tool is
-        unknown.
+        ``internal=False`` (a call from the model) refuses tools that are not offered to the LLM, and those
+        the policy does not permit. ``also_offered``: tools offered beside the registry's (the memory backend's),
+        named when the tool is unknown.
         """
         tool = self.get(name)
         if tool is None or (not internal and not tool.visible):
             return ToolOutcome(name, unknown_tool_message(name, [*self.visible(), *also_offered]), True)
+        if not internal and self.policy is not None and not self.policy.permits(tool.name):
+            return ToolOutcome(name, self.policy.refusal(tool.name), True)
         return await invoke(tool, arguments, ctx)
 
 

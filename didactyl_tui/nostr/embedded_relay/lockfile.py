@@ -3,7 +3,8 @@
 In the data dir:
 
 * ``relay.lock`` — JSON written by the running relay process (pid, host, port, instance token, database
-  path); replaced atomically, removed when that process exits. It only *points* at a relay: a reader
+  path, and the options it enforces with their digest); replaced atomically (also after a reload),
+  removed when that process exits. It only *points* at a relay: a reader
   trusts it once the relay's NIP-11 document answers with the same token.
 * ``relay.launch.lock`` — ``flock``-ed by a process while it looks for a relay or starts one, so two
   processes starting at once end with one relay.
@@ -25,14 +26,15 @@ import fcntl
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 LOCK_FILE = "relay.lock"
 LAUNCH_LOCK_FILE = "relay.launch.lock"
 LOG_FILE = "relay.log"
 RELAY_DB = "relay.sqlite3"
-_MAX_LOCK_BYTES = 4096  # a lock file is ~200 bytes; anything bigger is not ours
+_MAX_LOCK_BYTES = 128 * 1024  # ~2 KB with the options (at most 64 KiB of them); anything bigger is not ours
 
 
 def owner_lock_path(db_path: Path) -> Path:
@@ -58,6 +60,8 @@ class RelayLock:
     token: str
     db: str
     started_at: float
+    options_digest: str = ""  # of the options it enforces (options.digest); "" from an older relay
+    options: dict[str, Any] = field(default_factory=dict)  # what it enforces (options.normalized)
 
     @property
     def connect_host(self) -> str:
@@ -84,7 +88,11 @@ class RelayLock:
                 raise ValueError(f"bad {key!r}")
         if not 0 < raw["port"] < 65536 or raw["pid"] <= 0 or not raw["token"]:
             raise ValueError("out of range")
-        return cls(raw["pid"], raw["host"], raw["port"], raw["token"], raw["db"], float(raw["started_at"]))
+        digest, options = raw.get("options_digest", ""), raw.get("options", {})
+        if not isinstance(digest, str) or not isinstance(options, dict):
+            raise ValueError("bad options")
+        return cls(raw["pid"], raw["host"], raw["port"], raw["token"], raw["db"], float(raw["started_at"]),
+                   digest, options)
 
 
 def read_lock(path: Path) -> RelayLock | None:

@@ -5,6 +5,10 @@ It owns the database for its whole life (``flock`` on ``<database>.owner``), ser
 data dir's ``relay.lock``, and ends on SIGTERM/SIGINT/SIGHUP or after ``idle_exit_s`` seconds with no
 client connected (no websocket open, no NIP-11 request). The lock file goes with it.
 
+SIGUSR1 reloads its options from ``relay.options.json`` (see :mod:`.options`): a change of who may write
+applies at once, with every connection kept; any other change restarts the relay inside this process, on
+the same port, with the same token (clients reconnect). ``relay.lock`` then says what it enforces.
+
 Running apart from the app, a flood against the relay never stalls the app's UI loop, and a CLI command
 needs no relay of its own: it finds this one (see :mod:`.shared`).
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import RelayError
+from . import options as relay_options_file
 from .lockfile import LOCK_FILE, RELAY_DB, FileLock, RelayLock, owner_lock_path, read_lock, remove_lock, write_lock
 from .server import EmbeddedRelay, freeze_startup_objects
 
@@ -108,11 +113,60 @@ async def _start_relay(db_path: Path, host: str, port: int, token: str, stopping
     return relay
 
 
-async def _watch_idle(relay: InstanceRelay, idle_exit_s: float, stop: asyncio.Event) -> None:
+class _Serving:
+    """The relay this process serves now (replaced whole when a reload changes more than who may write),
+    and the options it enforces."""
+
+    def __init__(self, relay: InstanceRelay, options: dict[str, Any], db: Path, token: str, stop: asyncio.Event,
+                 lock_path: Path, started_at: float) -> None:
+        self.relay, self.options, self.db, self.token, self.stop = relay, options, db, token, stop
+        self.lock_path, self.started_at = lock_path, started_at
+        self.digest = relay_options_file.digest(options)
+
+    def announce(self) -> None:
+        """(Re)write relay.lock: where the relay listens and what it enforces."""
+        relay = self.relay
+        write_lock(self.lock_path, RelayLock(os.getpid(), relay.host, relay.port, self.token, str(self.db),
+                                             self.started_at, self.digest,
+                                             relay_options_file.normalized(self.options)))
+
+    async def reload(self) -> None:
+        """Take the options a launcher wrote to relay.options.json (SIGUSR1). Bad options are logged and the
+        relay keeps what it enforces."""
+        path = self.lock_path.with_name(relay_options_file.OPTIONS_FILE)
+        try:
+            wanted = relay_options_file.read_request(path)
+            digest = relay_options_file.digest(wanted)
+        except (OSError, RelayError, TypeError, ValueError) as exc:
+            log.warning("reload: %s is not usable (%s); the options stay as they are", path,
+                        getattr(exc, "message", None) or exc)
+            return
+        if digest == self.digest:
+            log.info("reload: the options asked for are those in force (%s)", digest)
+            return
+        if relay_options_file.only_access_differs(self.options, wanted):
+            self.relay.set_access(wanted.get("allowed_writers"), wanted.get("gift_wrap_recipients") or ())
+            log.info("reload: who may write changed (options %s -> %s); connections kept", self.digest, digest)
+        else:
+            try:
+                InstanceRelay(self.db, instance_token=self.token, **wanted)  # checks the options; opens nothing
+            except (TypeError, RelayError) as exc:
+                log.warning("reload: bad relay options (%s); the options stay as they are", exc)
+                return
+            old = self.relay
+            await old.stop()
+            self.relay = await _start_relay(self.db, old.host, old.port, self.token, self.stop, wanted)
+            log.info("reload: restarted on %s with options %s (were %s)", self.relay.url, digest, self.digest)
+        self.options, self.digest = wanted, digest
+        self.announce()
+
+
+async def _watch_idle(serving: _Serving, idle_exit_s: float, stop: asyncio.Event) -> None:
     tick = min(1.0, max(0.05, idle_exit_s / 4))
     last_busy = time.monotonic()
     while not stop.is_set():
         now = time.monotonic()
+        relay = serving.relay
         if relay.connections:
             last_busy = now
         if now - max(last_busy, relay.last_info_request) >= idle_exit_s:
@@ -121,6 +175,23 @@ async def _watch_idle(relay: InstanceRelay, idle_exit_s: float, stop: asyncio.Ev
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), tick)
+
+
+async def _reload_on_request(serving: _Serving, requested: asyncio.Event, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        waiter = asyncio.ensure_future(requested.wait())
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        stopper.cancel()
+        if stop.is_set():
+            return
+        requested.clear()
+        try:
+            await serving.reload()
+        except (OSError, RelayError) as exc:  # the relay could not come back: stop rather than serve nothing
+            log.error("reload failed: %s; stopping", getattr(exc, "message", None) or exc)
+            stop.set()
 
 
 def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:
@@ -176,24 +247,31 @@ async def _serve(db: Path, host: str, port: int, idle_exit_s: float, options: di
                  lock_path: Path) -> int:
     token = secrets.token_hex(16)
     stop = asyncio.Event()
+    reload_requested = asyncio.Event()
     installed = _install_stop_signals(stop)
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
+        loop.add_signal_handler(signal.SIGUSR1, reload_requested.set)
+        installed.append(signal.SIGUSR1)
     try:
         try:
             relay = await _start_relay(db, host, port, token, stop, options)
-        except RelayError as exc:
-            print(f"error: {exc.message}", file=sys.stderr, flush=True)
+            serving = _Serving(relay, options, db, token, stop, lock_path, time.time())
+        except (RelayError, TypeError, ValueError) as exc:
+            print(f"error: {getattr(exc, 'message', None) or exc}", file=sys.stderr, flush=True)
             return EXIT_FAILED
         freeze_startup_objects()
         try:
-            write_lock(lock_path, RelayLock(os.getpid(), relay.host, relay.port, token, str(db), time.time()))
-            log.info("serving %s on %s (pid %d, idle exit %s)", db, relay.url, os.getpid(),
-                     f"{idle_exit_s:g}s" if idle_exit_s > 0 else "never")
+            serving.announce()
+            log.info("serving %s on %s (pid %d, idle exit %s, options %s)", db, relay.url, os.getpid(),
+                     f"{idle_exit_s:g}s" if idle_exit_s > 0 else "never", serving.digest)
             if announce:
                 print(relay.url, flush=True)
                 print(f"database: {db} (Ctrl-C to stop)", file=sys.stderr, flush=True)
             async with asyncio.TaskGroup() as tasks:
                 if idle_exit_s > 0:
-                    tasks.create_task(_watch_idle(relay, idle_exit_s, stop))
+                    tasks.create_task(_watch_idle(serving, idle_exit_s, stop))
+                tasks.create_task(_reload_on_request(serving, reload_requested, stop))
                 await stop.wait()
         except OSError as exc:
             print(f"error: cannot write {lock_path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
@@ -202,10 +280,9 @@ async def _serve(db: Path, host: str, port: int, idle_exit_s: float, options: di
             # The pointer goes first, so nobody is sent to a relay that is closing; the database lock
             # is released last, by the caller.
             remove_lock(lock_path, token)
-            await relay.stop()
+            await serving.relay.stop()
             log.info("stopped")
     finally:
-        loop = asyncio.get_running_loop()
         for sig in installed:
             loop.remove_signal_handler(sig)
     return EXIT_OK

@@ -149,6 +149,11 @@ class EmbeddedRelay(RelayProtocol):
     def max_limit(self) -> int:
         return self.limits.max_limit
 
+    def set_access(self, allowed_writers: Collection[str] | None, gift_wrap_recipients: Collection[str]) -> None:
+        """Change who may write, at once (a reload): the next event is judged by the new lists."""
+        self.allowed_writers = None if allowed_writers is None else frozenset(k.lower() for k in allowed_writers)
+        self.gift_wrap_recipients = frozenset(k.lower() for k in gift_wrap_recipients)
+
     # --- lifecycle -------------------------------------------------------------------------
     @property
     def url(self) -> str:

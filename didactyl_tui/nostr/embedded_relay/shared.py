@@ -9,6 +9,10 @@ database's owner lock for its life, so a second relay on the same database can n
 A lock file whose process is gone, or whose port does not answer with its token while nobody owns the
 database, is stale and taken over. A configured port held by another program is not mistaken for ours:
 the new relay listens on a free port and records it.
+
+With ``reconfigure``, a running relay whose options (limits, allow-list) differ from the launcher's is asked
+to take the launcher's (``relay.options.json`` and SIGUSR1, see :mod:`.options`), and waited for (bounded):
+a change of [admin] or [dm] allow reaches the relay without anyone restarting it.
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ...errors import RelayError
+from . import options as relay_options_file
 from .lockfile import (
     LAUNCH_LOCK_FILE,
     LOCK_FILE,
@@ -69,6 +74,9 @@ class SharedRelay:
     token: str
     db_path: Path
     requested_port: int
+    options_digest: str = ""  # of the options the relay enforces ("" from an older relay)
+    options: dict[str, Any] = field(default_factory=dict)  # what it enforces (normalized)
+    reloaded: bool = False  # this launcher had it take new options
 
     @property
     def port_fallback(self) -> bool:
@@ -78,7 +86,7 @@ class SharedRelay:
 
 def _shared(lock: RelayLock, started_by_us: bool, requested_port: int) -> SharedRelay:
     return SharedRelay(lock.url, started_by_us, lock.pid, lock.connect_host, lock.port, lock.token, Path(lock.db),
-                       requested_port)
+                       requested_port, lock.options_digest, lock.options)
 
 
 async def fetch_instance_token(host: str, port: int, timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> str | None:
@@ -169,12 +177,15 @@ async def ensure_shared_relay(
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
     relay_options: Mapping[str, Any] | None = None,
+    reconfigure: bool = False,
 ) -> SharedRelay:
     """The data dir's relay: found and identity-checked, or started (detached) and waited for.
 
-    ``host``/``port``/``idle_exit_s``/``relay_options`` apply only when a relay is started here;
+    ``host``/``port``/``idle_exit_s`` apply only when a relay is started here; ``relay_options`` too, unless
+    ``reconfigure``: then a running relay enforcing other options is asked to take these (bounded by
+    ``start_timeout_s``; compare ``options_digest`` with :func:`.options.digest` to know whether it did).
     ``relay_options`` are JSON-able keyword arguments for :class:`EmbeddedRelay` (limits, allow-list),
-    passed on the relay's command line (so never a secret). Raises
+    passed on the relay's command line or in ``relay.options.json`` (so never a secret). Raises
     :class:`RelayError` (one line, for the user) when no relay can be found or started within
     ``start_timeout_s``.
     """
@@ -184,13 +195,14 @@ async def ensure_shared_relay(
         raise RelayError(f"the embedded relay's idle exit must be a number of seconds >= 0, not {idle_exit_s}")
     try:
         options = json.dumps(dict(relay_options or {}), separators=(",", ":"))
+        wanted = relay_options_file.digest(relay_options or {})
     except (TypeError, ValueError) as exc:
         raise RelayError(f"the embedded relay's options are not JSON: {exc}") from exc
     data_dir = data_dir.absolute()
     db = (db_path or data_dir / RELAY_DB).absolute()
     try:
         found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
-        if found is not None:
+        if found is not None and (not reconfigure or found.options_digest == wanted):
             return found
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         launch = FileLock(data_dir / LAUNCH_LOCK_FILE)
@@ -198,6 +210,15 @@ async def ensure_shared_relay(
             raise RelayError(f"another didactyl is starting the embedded relay of {data_dir} and has not "
                              f"finished within {start_timeout_s + probe_timeout_s:g}s")
         try:
+            if reconfigure:
+                found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
+                if found is not None:
+                    if found.options_digest == wanted:
+                        return found
+                    taken = await _reconfigure(data_dir, found, dict(relay_options or {}), wanted,
+                                               time.monotonic() + start_timeout_s, probe_timeout_s)
+                    if taken is not None:
+                        return taken
             command = _relay_command(data_dir, db, host, port, idle_exit_s, options)
             return await _find_or_start(data_dir, db, port, command, start_timeout_s, probe_timeout_s)
         finally:
@@ -205,6 +226,31 @@ async def ensure_shared_relay(
     except OSError as exc:  # the data dir or its lock files cannot be read, created or locked
         where = exc.filename or data_dir
         raise RelayError(f"cannot use the embedded relay's files in {where}: {exc.strerror or exc}") from exc
+
+
+async def _reconfigure(data_dir: Path, relay: SharedRelay, options: dict[str, Any], wanted: str, deadline: float,
+                       probe_timeout_s: float) -> SharedRelay | None:
+    """Holding the launch lock: ask ``relay`` to take ``options`` and wait until its lock file says it enforces
+    them. The relay as it is then (its old options if it did not take them in time), or None when it went away
+    (then a new one is started with ``options``)."""
+    relay_options_file.write_request(data_dir / relay_options_file.OPTIONS_FILE, options)
+    if await fetch_instance_token(relay.host, relay.port, probe_timeout_s) != relay.token:
+        return None  # gone since it was found: a reused pid is never signalled
+    try:
+        os.kill(relay.pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return None
+    lock_path = data_dir / LOCK_FILE
+    while True:
+        lock = read_lock(lock_path)
+        if lock is not None and lock.token == relay.token and lock.options_digest == wanted:
+            if await _verified(lock, probe_timeout_s):
+                return replace(_shared(lock, False, relay.requested_port), reloaded=True)
+        if not pid_running(relay.pid):
+            return None  # e.g. an older relay, which SIGUSR1 ends: a new one starts with these options
+        if time.monotonic() >= deadline:
+            return relay
+        await asyncio.sleep(_POLL_S)
 
 
 async def _find_or_start(data_dir: Path, db: Path, port: int, command: list[str], start_timeout_s: float,

@@ -229,6 +229,15 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         self.status.relays_total = len(states)
         self.status.relays_connected = sum(1 for s in states.values() if s is ConnectionState.CONNECTED)
         self.count_pending()
+        self.show_dm_status()
+
+    @work(exclusive=True, group="dm-status", exit_on_error=False)
+    async def show_dm_status(self) -> None:
+        """The DM ledger is SQLite: read on a worker thread by the service, never on the UI loop."""
+        status = await self.require_service().dm_status()
+        for self_pane in self.self_panes():
+            self_pane.show_dm_status(status.summary() if status is not None else None,
+                                     status.given_up if status is not None else [])
 
     @work(exclusive=True, group="pending", exit_on_error=False)
     async def count_pending(self) -> None:

@@ -88,6 +88,7 @@ class SelfPane(VerticalScroll):
         yield Static("Relays (live)", classes="section-title")
         yield RelayList(id="agent-relays")
         yield Static(Content(""), id="refused-events", classes="identity")
+        yield Static(Content(""), id="dm-status", classes="identity")
         yield Static("Admin", classes="section-title", id="admin-title")
         yield Static(Content("no admin configured ([admin] pubkey)"), id="admin-identity", classes="identity")
 
@@ -104,6 +105,19 @@ class SelfPane(VerticalScroll):
 
     def on_mount(self) -> None:
         self.query_one("#identity-drift").display = False
+        self.query_one("#dm-status").display = False
+
+    def show_dm_status(self, summary: str | None, given_up: list[str]) -> None:
+        """Direct messages: delivered, waiting, given up (with the last reasons) and what was not answered, by
+        cause; hidden when this app does not answer them. ``given_up`` lines are outside text (relays' words)."""
+        view = self.query_one("#dm-status", Static)
+        view.display = summary is not None
+        if summary is None:
+            return
+        parts: list[str | tuple[str, str]] = [("Direct messages: ", "$text-accent"), one_line(summary)]
+        for line in given_up[:3]:
+            parts += ["\n  ", ("given up: ", "$text-warning"), one_line(line)[:300]]
+        view.update(Content.assemble(*parts))
 
     def show_drift(self, lines: list[str]) -> None:
         """The identity drift notice (``lines`` from the service's ``drift_lines``, already one-line safe);
