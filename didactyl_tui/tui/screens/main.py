@@ -107,7 +107,22 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
             return
         from .sidebar import build_sidebar
 
-        await self.query_one("#sidebar-slot").mount(build_sidebar(self.config))
+        sidebar = build_sidebar(self.config)
+        await self.query_one("#sidebar-slot").mount(sidebar)
+        self.screen_layout_refresh_signal.subscribe(sidebar, self._sidebar_laid_out)
+
+    def _sidebar_laid_out(self, _screen: Screen[Any]) -> None:
+        """Put the tab underline under the active tab once the tabs have their place. Textual's tabs place it
+        "after the next refresh", which can come before the layout pass that places the tabs just mounted (seen
+        under load): it stayed at zero width, and that pass sends them no Resize (the compositor had mapped them
+        already), the event that would place it again. Sent here, after that pass."""
+        from textual.widgets import Tabs
+
+        tabs = self.sidebar.query_one(Tabs)
+        if tabs.active_tab is None or not tabs.active_tab.region:
+            return  # not laid out yet (a narrow terminal hides the sidebar): the next pass
+        self.screen_layout_refresh_signal.unsubscribe(self.sidebar)
+        tabs.post_message(events.Resize(tabs.size, tabs.virtual_size, tabs.container_size))
 
     def on_mount(self) -> None:
         self.fit_sidebar(self.app.size.width)
