@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Markdown
+from textual.widgets import Button, Footer, Markdown
 
 from ...config import Config, config_path
+from ..actions import dialog_bindings
+from .dialog import Dialog
 
 
 def model_help_markdown(config_file: str) -> str:
@@ -41,15 +41,15 @@ model list when it has one (remembered in the app's state file, not in your conf
 """
 
 
-class FirstRunScreen(ModalScreen[str | None]):
-    """Dismissed with ``"switch_model"`` (set one now) or ``None`` (continue without)."""
+class FirstRunScreen(Dialog[str | None]):
+    """Dismissed with ``"switch_model"`` (set one now: the confirm key) or ``None`` (the close key: continue
+    without)."""
 
-    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
-
-    BINDINGS = [Binding("escape", "dismiss_screen", "Continue without a model")]
+    BINDINGS = dialog_bindings(close="Continue without a model", confirm="Set model now")
+    AUTO_FOCUS = "#set-model"
 
     def __init__(self, config: Config, env: Mapping[str, str]) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self._config_file = str(config.path or config_path(None, dict(env)))
 
     def compose(self) -> ComposeResult:
@@ -58,13 +58,14 @@ class FirstRunScreen(ModalScreen[str | None]):
             with Horizontal(classes="dialog-actions"):
                 yield Button("Set model now", id="set-model", variant="primary")
                 yield Button("Continue without a model", id="continue")
-
-    def on_mount(self) -> None:
-        self.query_one("#set-model", Button).focus()
+        yield Footer()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss("switch_model" if event.button.id == "set-model" else None)
 
-    def action_dismiss_screen(self) -> None:
+    def action_confirm(self) -> None:
+        self.dismiss("switch_model")
+
+    def action_close(self) -> None:
         self.dismiss(None)

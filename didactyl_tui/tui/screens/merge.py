@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, cast
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
@@ -23,6 +22,7 @@ from textual.widgets import Button, Footer, Static, TextArea
 from ...errors import AgentError
 from ...service.events import MemoryChanged
 from ...service.labels import short_id
+from ..actions import dialog_bindings
 from ..widgets.publish_verdicts import verdict_lines
 from .diff import diff_content
 
@@ -68,7 +68,7 @@ def offer_merge(screen: Screen[object], event: MemoryChanged) -> None:
 
 class MergeScreen(Screen[None]):
     CSS_PATH = "merge.tcss"
-    BINDINGS = [Binding("ctrl+s", "save", "Save merged"), Binding("escape", "keep_theirs", "Keep theirs")]
+    BINDINGS = dialog_bindings(close="Keep theirs", confirm="Save merged")
 
     def __init__(self, memory_type: MemoryType, ours_id: str, theirs_id: str) -> None:
         super().__init__()
@@ -118,12 +118,12 @@ class MergeScreen(Screen[None]):
         self.text_area.focus()
 
     @on(Button.Pressed, "#save-merged")
-    def action_save(self) -> None:
+    def action_confirm(self) -> None:
         if self.theirs_text is not None:
             self.save(self.text_area.text)
 
     @on(Button.Pressed, "#keep-theirs")
-    def action_keep_theirs(self) -> None:
+    def action_close(self) -> None:
         self.dismiss(None)
 
     @work(exclusive=True, group="merge-save", exit_on_error=False)
