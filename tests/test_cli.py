@@ -200,3 +200,11 @@ def test_help_exits_zero(argv: list[str], capsys: pytest.CaptureFixture[str], tm
     with pytest.raises(SystemExit) as info:
         run(argv, env=cli_env(tmp_path))
     assert info.value.code == 0 and "didactyl" in capsys.readouterr().out
+
+
+def test_version_is_the_installed_packages(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    done = didactyl(cli_env(tmp_path), "--version")
+    assert done.returncode == 0 and done.stdout == f"didactyl {version('didactyl-tui')}\n" and not done.stderr
+    assert not (tmp_path / "data").exists()  # printing the version touches nothing
