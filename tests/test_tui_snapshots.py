@@ -119,7 +119,7 @@ def test_memory_editor(snap_compare, tmp_path: Path) -> None:
         editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen, 5)
         editor.text_area.load_text("# About the user\n\n- prefers green tea\n- writes Rust and Python\n")
         editor.text_area.move_cursor((4, 0))
-        await showing(pilot, "63/200 chars", "writes Rust and Python")
+        await showing(pilot, "63/200 chars · 16 tok", "writes Rust and Python")  # counted off the loop
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 

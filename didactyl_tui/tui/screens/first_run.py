@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Footer, Markdown
 
 from ...config import Config, config_path
@@ -17,27 +17,24 @@ def model_help_markdown(config_file: str) -> str:
     return f"""\
 ## No model configured yet
 
-didactyl runs fine without one: memory, profile and relays all work. To chat, tell it which model to use
-(any [litellm](https://docs.litellm.ai/docs/providers) model name):
+didactyl runs fine without one: memory, profile and relays all work. To chat, it needs a model: any
+[litellm](https://docs.litellm.ai/docs/providers) model name.
 
-**For this shell** — set an environment variable and restart:
-
-```sh
-export DIDACTYL_MODEL="openai/gpt-4o-mini"    # and OPENAI_API_KEY=...
-```
+**Right now** — *Set model now*: model, server, API key (`none` for a local server that needs no key), a
+connection test, and the server's model list when it has one. Used at once, no restart; remembered in the
+app's state file, and a key typed there in the API key file (0600, `[llm] api_key_file`).
 
 **For good** — in `{config_file}`:
 
 ```toml
 [llm]
-model = "anthropic/claude-sonnet-4-5"  # or "ollama/llama3"
+model = "openai/gpt-4o-mini"  # or "ollama/llama3", ...
 api_base = ""     # a self-hosted or OpenAI-compatible server
 api_key_env = ""  # the variable holding the key, not the key
 ```
 
-**Right now** — press *Set model now*: model, server and key variable, a connection test, and the server's
-model list when it has one (remembered in the app's state file, not in your config). Which wins:
-`$DIDACTYL_MODEL`, then the model set here, then the config file.
+**For this shell** — `export DIDACTYL_MODEL=...` and restart. Which wins: `$DIDACTYL_MODEL`, then the model
+set here, then the config file.
 """
 
 
@@ -54,7 +51,8 @@ class FirstRunScreen(Dialog[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="first-run", classes="dialog"):
-            yield Markdown(model_help_markdown(self._config_file), id="first-run-help")
+            with VerticalScroll(id="first-run-scroll", can_focus=False):  # the buttons stay in sight
+                yield Markdown(model_help_markdown(self._config_file), id="first-run-help")
             with Horizontal(classes="dialog-actions"):
                 yield Button("Set model now", id="set-model", variant="primary")
                 yield Button("Continue without a model", id="continue")
