@@ -268,7 +268,7 @@ def run(
 def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: TextIO,
               launch_tui: LaunchTui | None) -> int:
     command = args.command
-    if args.version:
+    if args.print_version:
         from .. import package_version
 
         out.print(f"didactyl {package_version()}")
