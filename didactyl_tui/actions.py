@@ -15,7 +15,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Action:
     id: str  # binding id, the name in [keys]
-    scope: str  # whose BINDINGS hold it: app, main, chat_input, inspector, inspector_detail, editor, history
+    scope: str  # whose BINDINGS: app, main, chat_input, inspector, inspector_detail, editor, history, dialog
     keys: str  # default keys, comma-separated ("" = only in the palette)
     label: str  # the footer's word for it
     doc: str  # what it does (config docs, palette help)
@@ -93,8 +93,22 @@ ACTIONS: tuple[Action, ...] = (
     Action("history_rollback", "history", "r", "Roll back", "memory history: roll back to the selected version",
            action="rollback"),
     Action("history_close", "history", "escape", "Close", "close the memory history", action="close"),
+    # Every dialog (confirm, unsaved changes, roll back, rename, model, first run, diff) and the merge view: each
+    # binds the ones it has, under its own footer word. Priority: the dialog answers before the field in it, and
+    # a key takes effect in the order it was typed (a Tab bubbling up from a field came after the letters typed
+    # behind it: they landed in the field the Tab was leaving).
+    Action("close", "dialog", "escape", "Close", "close a dialog: cancel, keep editing, keep theirs (merge view)",
+           priority=True),
+    Action("confirm", "dialog", "ctrl+s", "Confirm", "a dialog's main button: yes, save, rename, use this model, "
+           "set a model now", priority=True),
+    Action("model_draft", "dialog", "ctrl+g", "Draft with the model", "merge view: ask the model to resolve the "
+           "marked conflicts (shown as a diff to accept or discard)", priority=True),
+    Action("focus_next", "dialog", "tab", "Next", "a dialog's next field or button", action="app.focus_next",
+           show=False, priority=True),
+    Action("focus_previous", "dialog", "shift+tab", "Previous", "a dialog's previous field or button",
+           action="app.focus_previous", show=False, priority=True),
     Action("command_palette", "app", "ctrl+p", "Palette", "open the command palette", show=False, priority=True),
-    Action("quit", "app", "ctrl+q", "Quit", "quit", priority=True),
+    Action("quit", "app", "ctrl+q", "Quit", "quit, asking first when that would lose work", "Quit", priority=True),
 )
 
 

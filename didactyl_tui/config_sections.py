@@ -32,6 +32,12 @@ class LlmConfig:
         "Name of the environment variable holding the API key (the key itself never goes in this file). "
         "Empty: litellm reads the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).",
     )
+    api_key_file: str = _f(
+        "",
+        "Where a key typed in the app's model dialog is kept: one VARIABLE = \"key\" line per key, written 0600 "
+        "(~ expands). Empty: api_keys.toml in the data dir. Read at start into the environment the model call "
+        "uses; a variable the environment already sets wins over the file.",
+    )
     timeout_s: float = _f(60.0, "Seconds to wait for the model before giving up on a request (and the longest "
                           "pause allowed between two pieces of a streamed reply).", min=1, max=3600)
     max_tool_rounds: int = _f(8, "Most tool-call rounds in one turn before the agent must answer.", min=1, max=100)

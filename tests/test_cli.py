@@ -21,6 +21,7 @@ from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs, free_port
 
 from didactyl_tui.cli import run
+from didactyl_tui.cli.parser import build_parser
 from didactyl_tui.nostr.pool import RelayPool
 
 
@@ -200,3 +201,14 @@ def test_help_exits_zero(argv: list[str], capsys: pytest.CaptureFixture[str], tm
     with pytest.raises(SystemExit) as info:
         run(argv, env=cli_env(tmp_path))
     assert info.value.code == 0 and "didactyl" in capsys.readouterr().out
+
+
+def test_version_is_the_installed_packages(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    done = didactyl(cli_env(tmp_path), "--version")
+    assert done.returncode == 0 and done.stdout == f"didactyl {version('didactyl-tui')}\n" and not done.stderr
+    assert not (tmp_path / "data").exists()  # printing the version touches nothing
+    # "memory show --version EVENT_ID" is that command's own option, not this one.
+    args = build_parser().parse_args(["memory", "show", "--type", "short_term", "--version", "ab12"])
+    assert args.version == "ab12" and not args.print_version

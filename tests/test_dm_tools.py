@@ -77,5 +77,6 @@ async def test_a_policy_hides_and_refuses_tools_and_names_aliases_by_their_tool(
     assert refused.is_error and refused.content.startswith("Error: not run: memory_save is not available in "
                                                            "a friend's chat")
     unknown = await guest.call("nope", {}, None)
-    assert unknown.is_error and "The tools you can call: nostr_agent_contacts (also my_contacts), my_npub." in unknown.content
+    assert unknown.is_error
+    assert "The tools you can call: nostr_agent_contacts (also my_contacts), my_npub." in unknown.content
     assert registry.restricted(None) is registry and len(registry.openai_schemas()) > len(offered)

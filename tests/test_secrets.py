@@ -340,8 +340,8 @@ async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
     assert "state.toml" in names and any(name.startswith("relay.sqlite3") for name in names)
     state_toml = (data / "state.toml").read_text()
     assert state_toml.startswith('model = "openai/stub-model"\n')  # and which identity events are ours (ids)
-    assert set(tomllib.loads(state_toml)) <= {"model", "model_api_base", "model_api_key_env", "identity_known",
-                                          "identity_intent"}
+    assert set(tomllib.loads(state_toml)) <= {"model", "model_api_base", "model_api_key_env", "model_no_key",
+                                              "identity_known", "identity_intent"}
 
 
 # --- the TUI ------------------------------------------------------------------------------------------------

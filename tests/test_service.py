@@ -189,7 +189,7 @@ async def test_model_choice_is_remembered_and_env_wins(tmp_path: Path) -> None:
     assert svc.model_settings == ModelSettings("openai/from-config", "http://cfg/v1", "CFG_KEY")
     svc.set_model(ModelSettings("openai/switched", "http://local:8080/v1", "LOCAL_KEY"))
     assert read_state(data) == {"model": "openai/switched", "model_api_base": "http://local:8080/v1",
-                                "model_api_key_env": "LOCAL_KEY"}
+                                "model_api_key_env": "LOCAL_KEY", "model_no_key": False}
     again = AppService(cfg, data_dir=data, env=env_for())
     assert again.model_settings == ModelSettings("openai/switched", "http://local:8080/v1", "LOCAL_KEY")
     assert again.model_source == "state" and "state.toml" in again.model_explanation()

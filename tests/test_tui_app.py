@@ -4,6 +4,7 @@ export/copy, pane toggles, and no secret anywhere on screen."""
 
 from __future__ import annotations
 
+import stat
 import tomllib
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from didactyl_tui.agent import llm
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient
 from didactyl_tui.tui.actions import KEY_ACTIONS, PALETTE_ACTIONS
+from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.commands import DidactylCommands
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.main import MainScreen
@@ -160,7 +162,7 @@ async def test_every_action_is_in_the_command_palette_and_runs(tmp_path: Path) -
                    "Export the conversation as markdown"):
         assert wanted in titles
     for action in PALETTE_ACTIONS:
-        assert hasattr(MainScreen, f"action_{action.action_name}"), action
+        assert hasattr(MainScreen if action.scope == "main" else DidactylApp, f"action_{action.action_name}"), action
     for action in ("send", "newline", "cancel", "dry_run", "edit_short_term", "toggle_inspector", "quit"):
         assert action in KEY_ACTIONS
 
@@ -252,22 +254,44 @@ async def test_toggle_panes_export_and_copy(tmp_path: Path) -> None:
             exports = tmp_path / "exports"
             await wait_for(pilot, lambda: exports.exists() and list(exports.glob("*.md")), 5, "the export")
             (exported,) = exports.glob("*.md")
+            assert stat.S_IMODE(exported.stat().st_mode) == 0o600 and stat.S_IMODE(exports.stat().st_mode) == 0o700
             text = exported.read_text()
             assert "## You\n\nquestion" in text and "## Agent\n\nThe answer is **42**." in text
 
 
-def test_the_keys_documentation_covers_every_binding_id() -> None:
-    from didactyl_tui.config import render_example
-    from didactyl_tui.tui.app import DidactylApp
-    from didactyl_tui.tui.screens.inspector_detail import InspectorDetailScreen
-    from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
-    from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
-    from didactyl_tui.tui.widgets.chat_input import ChatInput
-    from didactyl_tui.tui.widgets.prompt_inspector import PromptInspector
+def every_screen_and_widget_with_bindings() -> list[type]:
+    """Every class of ours that has BINDINGS: the app, its screens and dialogs, and the widgets."""
+    import importlib
+    import pkgutil
 
-    ids = {b.id for cls in (DidactylApp, MainScreen, MemoryEditorScreen, MemoryHistoryScreen, ChatInput,
-                            PromptInspector, InspectorDetailScreen)
-           for b in cls.BINDINGS if getattr(b, "id", None)}
+    import didactyl_tui.tui.screens as screens
+    import didactyl_tui.tui.widgets as widgets
+    from didactyl_tui.tui.app import DidactylApp
+
+    found: list[type] = [DidactylApp]
+    for package in (screens, widgets):
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            found += [cls for cls in vars(module).values()
+                      if isinstance(cls, type) and cls.__module__ == module.__name__ and "BINDINGS" in vars(cls)]
+    return found
+
+
+def test_every_binding_of_every_screen_and_dialog_comes_from_the_action_table() -> None:
+    """So [keys] remaps each of them (a binding without a table id ignored it: the dialogs did), and the
+    documented ids are all in use."""
+    from didactyl_tui.config import render_example
+
+    classes = every_screen_and_widget_with_bindings()
+    names = {cls.__name__ for cls in classes}
+    assert {"ConfirmScreen", "UnsavedChangesScreen", "DiffScreen", "FirstRunScreen", "ModelSwitchScreen",
+            "RenameScreen", "MergeScreen", "MemoryEditorScreen", "MemoryHistoryScreen", "InspectorDetailScreen",
+            "MainScreen"} <= names
+    ids = set()
+    for cls in classes:
+        for binding in cls.BINDINGS:
+            assert binding.id in KEY_ACTIONS, f"{cls.__name__}: {binding.key} -> {binding.action} is not in the table"
+            ids.add(binding.id)
     assert ids == set(KEY_ACTIONS)
     example = render_example()
     for action in KEY_ACTIONS:

@@ -65,7 +65,7 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.clipboard == "hello again", 10, "the copy")
 
-            main.action_rename_chat()
+            await main.action_rename_chat()
             dialog = await wait_for(pilot, lambda: isinstance(app.screen, RenameScreen) and app.screen)
             dialog.query_one("#chat-title").value = ""
             await pilot.press(*"Greetings", "enter")
@@ -73,7 +73,7 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             await pilot.pause(0.2)
             assert (await app.service.sessions.info(session)).title == "Greetings"
 
-            main.action_delete_chat()
+            await main.action_delete_chat()
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.click("#confirm")
             await wait_for(pilot, lambda: main.session_id is None, 10, "the chat to go")

@@ -82,7 +82,7 @@ class Actions:
             await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: "accepted by 1/1 relays" in screen_text(app), 10, "the save")
             await pilot.pause(0.3)  # what follows a save: history record, outbox count
-        editor.action_close()
+        await editor.action_close()
         await wait_for(pilot, lambda: app.screen is self.main, 10, "back on the main screen")
 
     async def history(self, expected_rows: int) -> None:

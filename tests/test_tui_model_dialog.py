@@ -60,7 +60,8 @@ async def test_first_run_dialog_sets_server_key_variable_and_picks_from_the_mode
         assert app.service.model_settings.api_base == stub.base_url
     state = tomllib.loads((tmp_path / "state.toml").read_text())
     assert {k: v for k, v in state.items() if k.startswith("model")} == {
-        "model": "openai/stub-model", "model_api_base": stub.base_url, "model_api_key_env": "LOCAL_KEY"}
+        "model": "openai/stub-model", "model_api_base": stub.base_url, "model_api_key_env": "LOCAL_KEY",
+        "model_no_key": False}
 
 
 async def test_a_key_pasted_as_the_variable_name_is_refused_and_not_saved(tmp_path: Path) -> None:

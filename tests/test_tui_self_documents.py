@@ -236,7 +236,7 @@ async def test_no_sqlite_nip44_or_signature_on_the_ui_loop_for_the_soul_and_the_
                 await wait_for(pilot, lambda: "accepted by 1/1 relays" in flat(app), 10, f"the {doc} save")
                 await pilot.pause(0.3)  # what follows a save: history record, outbox count
             calls[f"save {doc}"] = watch.calls
-            editor.action_close()
+            await editor.action_close()
             await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
             with LoopIoWatch() as watch:
                 main.open_history(doc)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from llm_stub import Reply
-from tui_support import TEST_KEY, ThreadedLlmStub, make_app, make_config, started, wait_for
+from tui_support import TEST_KEY, ThreadedLlmStub, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent import llm
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
@@ -36,14 +36,33 @@ def litellm_loaded() -> None:
     llm.preload()
 
 
+def underline_placed(app) -> bool:
+    """The sidebar's tab underline sits under the active tab. Textual places it after a refresh that, under
+    load, came before the tabs were laid out (the first-run picture then had it at zero width)."""
+    sidebar = app.main_screen.sidebar
+    tab = sidebar.get_tab(sidebar.active)
+    underline = sidebar.query_one("Underline")
+    placed = (underline.highlight_start, underline.highlight_end)
+    return bool(tab.region) and placed == tab.virtual_region.shrink(tab.styles.gutter).column_span
+
+
+async def showing(pilot, *texts: str) -> None:
+    """Wait until every one of ``texts`` is on screen (what the picture is taken for has been drawn)."""
+    await wait_for(pilot, lambda: all(text in screen_text(pilot.app) for text in texts), 15,
+                   lambda: f"{texts} on screen:\n{screen_text(pilot.app)}")
+
+
 def steady(run_before):
-    """Stop cursors blinking before the picture is taken: a blinking cursor is drawn or not depending on the
-    exact moment of the snapshot, which made the main screen flaky under load. Focused cursors stay visible."""
+    """Wait for the facts every picture shows (the sidebar's tabs placed), and stop cursors blinking: a
+    blinking cursor is drawn or not depending on the exact moment of the snapshot, which made the main screen
+    flaky under load. Focused cursors stay visible."""
 
     async def run(pilot) -> None:
         await run_before(pilot)
-        for widget in pilot.app.screen.query("TextArea, Input"):
-            widget.cursor_blink = False
+        await wait_for(pilot, lambda: underline_placed(pilot.app), 10, "the tab underline under the active tab")
+        for screen in pilot.app.screen_stack:  # a dialog's picture shows the screen below it too
+            for widget in screen.query("TextArea, Input"):
+                widget.cursor_blink = False
         await pilot.pause()
 
     return run
@@ -68,7 +87,7 @@ def test_main_screen(snap_compare, tmp_path: Path, stub) -> None:
         main.chat_input.focus()
         await pilot.press(*"hello, who are you?", "enter")
         await wait_for(pilot, lambda: main.conversation.last_reply() and not main.streaming, 30, "the reply")
-        await pilot.pause(0.3)
+        await showing(pilot, "it lives on relays", "last prompt 11 tok", "relays 1/1", "0 publishes pending")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 
@@ -83,11 +102,10 @@ def test_inspector_opened(snap_compare, tmp_path: Path) -> None:
         await pilot.press(*"what do you know about me?")
         await pilot.press("f5")
         await wait_for(pilot, lambda: main.inspector.entries, 10, "the dry run")
-        await pilot.pause(0.2)
         main.inspector.assembly_tree.focus()
         await pilot.press("o")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "InspectorDetailScreen", 5)
-        await pilot.pause(0.2)
+        await showing(pilot, "Tools offered: 20", "read_file")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 
@@ -101,7 +119,7 @@ def test_memory_editor(snap_compare, tmp_path: Path) -> None:
         editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen, 5)
         editor.text_area.load_text("# About the user\n\n- prefers green tea\n- writes Rust and Python\n")
         editor.text_area.move_cursor((4, 0))
-        await pilot.pause(0.2)
+        await showing(pilot, "63/200 chars · 16 tok", "writes Rust and Python")  # counted off the loop
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 
@@ -112,7 +130,7 @@ def test_first_run_screen(snap_compare, tmp_path: Path) -> None:
     async def run_before(pilot) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, FirstRunScreen), 10)
         await started(pilot)
-        await pilot.pause(0.2)
+        await showing(pilot, "then the config file.", "relays 1/1", "0 publishes pending")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 

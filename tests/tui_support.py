@@ -96,7 +96,7 @@ async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10
 
 async def started(pilot: Any) -> None:
     app = pilot.app
-    await wait_for(pilot, lambda: app.service_ready, 15, "the service to start")
+    await wait_for(pilot, lambda: app.service_ready, 30, "the service to start")
     await pilot.pause()
 
 

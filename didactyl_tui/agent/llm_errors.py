@@ -140,11 +140,13 @@ def key_variable(settings: LlmSettings, detail: str = "") -> str:
 def missing_key_message(settings: LlmSettings, detail: str = "") -> str:
     """The one-line fix for a call made without any key."""
     var = key_variable(settings, detail)
+    # The app's model dialog takes the key (or "none") and uses it at once; the CLI reads what it kept.
+    dialog = "type the key in the app's model dialog (Switch model" + ("; none: the server needs no key)"
+                                                                       if settings.api_base else ")")
     if settings.api_key_env:
         return (f"No API key for {_where(settings)}: ${var} (named by [llm] api_key_env) is empty. "
-                f"Fix: export {var}=<your key> and restart.")
-    local = " (a local server that needs no key accepts any value, e.g. sk-local)" if settings.api_base else ""
-    return (f"No API key for {_where(settings)}. Fix: export {var}=<your key>{local} and restart, or name "
+                f"Fix: {dialog}, or export {var}=<your key> and restart.")
+    return (f"No API key for {_where(settings)}. Fix: {dialog}, or export {var}=<your key> and restart, or name "
             "another variable in [llm] api_key_env.")
 
 

@@ -307,6 +307,11 @@ def run(
 def _dispatch(args: argparse.Namespace, env: dict[str, str], out: _Out, stdin: TextIO,
               launch_tui: LaunchTui | None) -> int:
     command = args.command
+    if args.print_version:
+        from .. import package_version
+
+        out.print(f"didactyl {package_version()}")
+        return 0
     if command is not None and (args.open_last or args.open_session is not None):
         raise UsageError(f"--continue and --session open the app: give them without a command (not {command!r})")
     if command == "keygen":

@@ -34,6 +34,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="didactyl", description="A terminal chat client with an AI agent whose memory lives on "
                      "Nostr. With no command, opens the terminal app.")
+    # Its own dest: "memory show --version EVENT_ID" fills "version" in the same namespace.
+    parser.add_argument("--version", action="store_true", dest="print_version", help="print the version and exit")
     parser.add_argument("--config", metavar="PATH", help="config file (default: $DIDACTYL_CONFIG, then "
                         "$XDG_CONFIG_HOME/didactyl/config.toml)")
     opening = parser.add_mutually_exclusive_group()

@@ -34,9 +34,10 @@ from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.notes import NotePoster
 from ..agent.tools.registry import ToolOutcome
 from ..config import Config, config_error
-from ..errors import AgentError
+from ..errors import AgentError, ConfigError
 from ..nostr.results import ConnectionState, PublishOutcome
 from . import state
+from .api_keys import api_key_file, load_api_keys
 from .bundle import BundleReport, BundleService
 from .chat import ChatService, Sessions, preload_llm
 from .dm import DmService, DmStatus
@@ -90,6 +91,13 @@ class AppService:
         self.answer_dms = answer_dms
         self.data_dir = Path(data_dir)
         self.env: dict[str, str] = dict(os.environ if env is None else env)
+        self._own_env = dict(self.env)  # the shell's own: it wins over the keys kept in the API key file
+        self.api_key_file = api_key_file(config, self.data_dir)
+        self._key_file_problem: str | None = None  # said once the service starts
+        try:
+            load_api_keys(self.api_key_file, self.env)
+        except ConfigError as exc:
+            self._key_file_problem = exc.message
         self._clock = clock
         self._client_options = dict(relay_client_options or {})
         self._events: Listeners[ServiceEvent] = Listeners()
@@ -140,6 +148,8 @@ class AppService:
         """
         if self._parts is not None:
             return
+        if self._key_file_problem:
+            self._warn(self._key_file_problem)
         read_only = self.read_only if read_only is None else read_only
         documents: DocumentService | None = None
         codecs = build_codecs(limits={DocumentKey.SHORT_TERM: self.config.memory.short_term_max_chars,
@@ -300,11 +310,27 @@ class AppService:
         return self._model.shadowed()
 
     def set_model(self, chosen: ModelSettings | str) -> None:
-        """Switch the model (with its server and key variable) and remember it (writes state.toml: call it from a
-        thread in a UI)."""
-        self._model.set(chosen)
+        """Switch the model (with its server and key variable) and remember it; a key typed with it is kept in
+        the API key file and used at once (file writes: call it from a thread in a UI)."""
+        self._model.set(chosen, key_file=self.api_key_file, env=self.env, own_env=self._own_env)
         if self._parts is not None:
             self.preload_llm()  # a model now: its first turn should not wait for the import
+
+    def warm_model_client(self) -> None:
+        """Start the model helper now (the model dialog is open: a test or a turn is coming). Blocking (it
+        starts a process): call it from a thread. Nothing without the helper ([llm] worker_process = false)."""
+        from .model import warm_model_client
+
+        if self.config.llm.worker_process:
+            warm_model_client()
+
+    def key_problem(self, chosen: ModelSettings) -> str | None:
+        """Why the key typed with ``chosen`` could not be used (the shell sets its variable to another), or None."""
+        from .model import key_shadowed
+
+        if chosen.no_key or not chosen.api_key.strip() or not chosen.api_key_env.strip():
+            return None  # no key, or its variable is picked when it is kept (one the shell leaves free)
+        return key_shadowed(chosen.api_key_env.strip(), self._own_env, chosen.api_key)
 
     async def check_model(self, chosen: ModelSettings) -> ModelCheck:
         """A bounded connection test (a one-token completion; the server's /models list when it has an api_base).
@@ -313,6 +339,13 @@ class AppService:
         from .model import check_model
 
         return await check_model(LlmSettings.from_config(self.config.llm, self.env), chosen, self.env)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` for the model in use, counted as prompt assembly counts them (CPU work for a long
+        text: call it from a thread in a UI)."""
+        from ..agent.tokens import count_tokens
+
+        return count_tokens(self.model, text)
 
     def context_window(self) -> int | None:
         """Prompt tokens the model accepts: ``[llm] context_window``, else litellm's table (None: unknown)."""

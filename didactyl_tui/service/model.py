@@ -5,6 +5,9 @@ Sources, strongest first: ``$DIDACTYL_MODEL`` (this shell) > the model chosen in
 environment or the config file takes them from the config (``$DIDACTYL_API_BASE`` applied). A model chosen in
 the app while ``$DIDACTYL_MODEL`` is set is used for this run only in effect: the variable wins again at the
 next start, and :meth:`ModelChoice.shadowed` says so.
+
+A key typed in the dialog is kept in the API key file (service/api_keys.py) under the key variable's name and
+put in the environment the model call reads at once; "none" marks a server that needs no key.
 """
 
 from __future__ import annotations
@@ -18,28 +21,42 @@ from typing import Any
 from ..config import Config
 from ..errors import AgentError, ConfigError
 from . import state
+from .api_keys import is_variable_name, keep_api_key
 
 ENV_MODEL = "DIDACTYL_MODEL"
 STATE_MODEL, STATE_API_BASE, STATE_KEY_ENV = "model", "model_api_base", "model_api_key_env"
+STATE_NO_KEY = "model_no_key"
 CHECK_TIMEOUT_S = 20.0  # the longest a connection test may take, whatever [llm] timeout_s says
+# The longest a test waits first for the model helper to start and import litellm (~8 s here, 30 s under load):
+# that time is not the server's, and on a first run it came out of the 20 s above.
+HELPER_READY_S = 120.0
+NO_KEY = "none"  # typed as the key: the server needs none
+# What is sent instead to a server that needs no key: OpenAI's client refuses to send a request without one.
+NO_KEY_PLACEHOLDER = "no-key"
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
-    """What the model dialog edits: the litellm model name, the server, and the name of the key's variable."""
+    """What the model dialog edits: the litellm model name, the server, the name of the key's variable, and
+    whether the server needs no key. ``api_key``: a key just typed, on its way to the key file (never shown,
+    never in state.toml)."""
 
     model: str
     api_base: str = ""
     api_key_env: str = ""
+    no_key: bool = False
+    api_key: str = field(default="", repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class ModelCheck:
-    """A connection test's outcome: one line for the user, and the server's model list when it has one."""
+    """A connection test's outcome: one line for the user, and the server's model list when it has one.
+    ``needs_key``: the server asked for a key and none was given."""
 
     ok: bool
     line: str
     models: tuple[str, ...] = field(default=())
+    needs_key: bool = False
 
 
 SOURCE_WORDS = {
@@ -64,7 +81,8 @@ class ModelChoice:
         if not self.env_model and self.remembered:
             llm = config.llm
             self._chosen = ModelSettings(self.remembered, _text(remembered.get(STATE_API_BASE), llm.api_base),
-                                         _text(remembered.get(STATE_KEY_ENV), llm.api_key_env))
+                                         _text(remembered.get(STATE_KEY_ENV), llm.api_key_env),
+                                         remembered.get(STATE_NO_KEY) is True)
             self.source = "state"
 
     @property
@@ -93,28 +111,63 @@ class ModelChoice:
         return (f"${ENV_MODEL}={self.env_model} overrides {self.remembered} (chosen in the app, in state.toml): "
                 f"unset ${ENV_MODEL} to use it")
 
-    def set(self, chosen: ModelSettings | str) -> None:
-        """Use ``chosen`` now and remember it in state.toml (a file write: call it from a thread in a UI)."""
+    def set(self, chosen: ModelSettings | str, *, key_file: Any = None, env: dict[str, str] | None = None,
+            own_env: Mapping[str, str] | None = None) -> None:
+        """Use ``chosen`` now and remember it in state.toml; a key typed with it goes to ``key_file`` and into
+        ``env`` (the environment the model call reads), refused when ``own_env`` (the shell's) sets that
+        variable: it would win. File writes: call it from a thread in a UI."""
         # A bare name changes the model only: the server and key variable in use stay.
         settings = replace(self.settings, model=chosen) if isinstance(chosen, str) else chosen
-        settings = ModelSettings(settings.model.strip(), settings.api_base.strip(), settings.api_key_env.strip())
+        key = "" if settings.no_key else settings.api_key.strip()
+        settings = ModelSettings(settings.model.strip(), settings.api_base.strip(), settings.api_key_env.strip(),
+                                 settings.no_key)
         if not settings.model:
             raise ConfigError("a model name cannot be empty", "Model")
         problem = key_env_problem(settings.api_key_env)
         if problem:
             raise ConfigError(problem, "Model")
+        if key:
+            own_env = own_env or {}
+            name = settings.api_key_env
+            if not name:  # the provider's usual variable, unless the shell sets it to another key
+                name = usual_key_variable(settings.model)
+                name = name if key_shadowed(name, own_env, key) is None else f"DIDACTYL_{name}"
+            problem = key_shadowed(name, own_env, key)
+            if problem:
+                raise ConfigError(problem, "Model")
+            settings = replace(settings, api_key_env=name)
+            if key_file is None or env is None:
+                raise ConfigError("no key file to keep the key in", "Model")
+            keep_api_key(key_file, settings.api_key_env, key)
+            env[settings.api_key_env] = key
         state.remember_many(self._data_dir, {STATE_MODEL: settings.model, STATE_API_BASE: settings.api_base,
-                                             STATE_KEY_ENV: settings.api_key_env})
+                                             STATE_KEY_ENV: settings.api_key_env, STATE_NO_KEY: settings.no_key})
         self._chosen, self.remembered, self.source = settings, settings.model, "state"
 
 
 def key_env_problem(name: str) -> str | None:
     """Why ``name`` cannot be the key's variable name, or None. Never echoes it: it may be the key itself."""
     name = name.strip()
-    if not name or (name.replace("_", "").isalnum() and name.isascii() and not name[0].isdigit()):
+    if not name or is_variable_name(name):
         return None
     return ("the key variable must be an environment variable's name (letters, digits, _), e.g. OPENAI_API_KEY: "
             "never the key itself")
+
+
+def usual_key_variable(model: str) -> str:
+    """The provider's usual key variable for a litellm model name (OPENAI_API_KEY for openai/...)."""
+    from ..agent.llm import LlmSettings
+    from ..agent.llm_errors import key_variable
+
+    return key_variable(LlmSettings(model=model))
+
+
+def key_shadowed(name: str, own_env: Mapping[str, str], key: str) -> str | None:
+    """Why ``key`` typed for ``name`` would not be used: the shell's environment sets another (and wins)."""
+    if own_env.get(name, "").strip() in ("", key.strip()):
+        return None
+    return (f"${name} is set in this shell and wins over a key typed here: name another key variable for it "
+            f"(e.g. DIDACTYL_{name}), or unset ${name}")
 
 
 def _text(value: Any, default: str) -> str:
@@ -122,8 +175,12 @@ def _text(value: Any, default: str) -> str:
 
 
 def llm_settings_for(base: Any, chosen: ModelSettings, env: Mapping[str, str]) -> Any:
-    """``base`` (agent.llm.LlmSettings from [llm]) with the chosen model, server and key variable."""
-    key = env.get(chosen.api_key_env, "").strip() if chosen.api_key_env else ""
+    """``base`` (agent.llm.LlmSettings from [llm]) with the chosen model, server and key (one just typed, else
+    the key variable's)."""
+    if chosen.no_key:
+        key = NO_KEY_PLACEHOLDER
+    else:
+        key = chosen.api_key.strip() or (env.get(chosen.api_key_env, "").strip() if chosen.api_key_env else "")
     # No variable named: litellm reads the provider's usual one (OPENAI_API_KEY, ...) itself.
     return replace(base, model=chosen.model, api_base=chosen.api_base or None, api_key=key or None,
                    api_key_env=chosen.api_key_env or None)
@@ -145,13 +202,26 @@ async def check_model(base: Any, chosen: ModelSettings, env: Mapping[str, str]) 
     if not chosen.model.strip():
         line = f"{len(models)} models offered by the server: pick one" if models else "type a model name first"
         return ModelCheck(bool(models), line, models)
+    if settings.worker_process:
+        await asyncio.to_thread(warm_model_client, HELPER_READY_S)
     started = time.monotonic()
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_S + 1.0):
             async for _ in llm.stream_chat(settings, [{"role": "user", "content": "Say OK."}]):
                 pass
     except llm.LlmError as exc:
-        return ModelCheck(False, exc.message, models)
+        return ModelCheck(False, exc.message, models, needs_key=exc.kind == "auth" and not settings.api_key)
     except TimeoutError:
         return ModelCheck(False, f"{chosen.model} did not answer within {CHECK_TIMEOUT_S:g} s", models)
     return ModelCheck(True, f"{chosen.model} answered in {time.monotonic() - started:.1f} s", models)
+
+
+def warm_model_client(wait_s: float = 0.0) -> None:
+    """Start the model helper process (it imports litellm as it starts); wait up to ``wait_s`` for it to be
+    ready. Blocking: call it from a thread."""
+    from ..agent.llm_worker_client import worker
+
+    helper = worker()
+    helper.start()
+    if wait_s > 0:
+        helper.ready.wait(wait_s)

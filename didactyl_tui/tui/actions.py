@@ -9,18 +9,46 @@ from textual.binding import Binding
 
 from ..actions import ACTIONS, KEY_ACTIONS, Action, check_keymap
 
-__all__ = ["ACTIONS", "KEY_ACTIONS", "PALETTE_ACTIONS", "Action", "bindings", "check_keymap", "key_for"]
+__all__ = ["ACTIONS", "KEY_ACTIONS", "PALETTE_ACTIONS", "Action", "bindings", "check_keymap", "dialog_bindings",
+           "key_for", "keys_for"]
+
+
+def _binding(action: Action, label: str) -> Binding:
+    return Binding(action.keys, action.action_name, label, id=action.id, show=action.show, priority=action.priority)
 
 
 def bindings(scope: str) -> list[Binding]:
     """The Textual bindings of one screen or widget, from the table."""
-    return [Binding(a.keys, a.action_name, a.label, id=a.id, show=a.show, priority=a.priority)
-            for a in ACTIONS if a.scope == scope and a.keys]
+    return [_binding(a, a.label) for a in ACTIONS if a.scope == scope and a.keys]
 
 
-PALETTE_ACTIONS: tuple[Action, ...] = tuple(a for a in ACTIONS if a.title and a.scope == "main")
+def dialog_bindings(**labels: str) -> list[Binding]:
+    """A dialog's bindings: the dialog actions it names (``close="Cancel"``, ``confirm="Delete"``: the footer's
+    word for each in this dialog; the dialog has ``action_close``/``action_confirm``), and the focus keys."""
+    unknown = set(labels) - {a.id for a in ACTIONS if a.scope == "dialog"}
+    if unknown:
+        raise ValueError(f"not dialog actions: {sorted(unknown)}")
+    return [_binding(a, labels.get(a.id, a.label)) for a in ACTIONS
+            if a.scope == "dialog" and a.keys and (a.id in labels or not a.show)]
+
+
+# The palette lists these (the main screen's, and the app's wherever the palette opens), each with its key.
+PALETTE_ACTIONS: tuple[Action, ...] = tuple(a for a in ACTIONS if a.title and a.scope in ("main", "app"))
 
 
 def key_for(action: Action, keymap: Mapping[str, str]) -> str:
     """The keys that run ``action`` now (a [keys] remap, else the default)."""
     return keymap.get(action.id, action.keys)
+
+
+def keys_for(action_id: str, keymap: Mapping[str, str]) -> str:
+    """``key_for`` by id: the keys of the table's first action with that id, as a person reads them
+    (``escape`` → ``Esc``, ``ctrl+s`` → ``Ctrl+S``, several joined by ``/``)."""
+    action = next(a for a in ACTIONS if a.id == action_id)
+    return "/".join(_readable(key) for key in key_for(action, keymap).split(",") if key.strip())
+
+
+def _readable(key: str) -> str:
+    words = {"escape": "Esc", "enter": "Enter", "space": "Space", "tab": "Tab"}
+    return "+".join(words.get(part, part.capitalize() if len(part) > 1 else part)
+                    for part in key.strip().split("+"))

@@ -13,13 +13,14 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.dom import DOMNode
+from textual.screen import Screen
 from textual.signal import Signal
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
@@ -85,6 +86,15 @@ class DidactylApp(App[None]):
         del markup
         super().notify(clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=False)
 
+    # --- the palette: our commands ------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's own palette entries, only those we have no command for: the keys and help panel, and
+        maximizing a pane (its Theme and Quit are ours, in the table; its Screenshot writes a file other users
+        could read)."""
+        wanted = {"Keys", "Maximize", "Minimize"}
+        yield from (command for command in super().get_system_commands(screen) if command.title in wanted)
+
     # --- quitting: never loses work without asking ---------------------------------------------------
 
     def unsaved_work(self) -> list[str]:
@@ -111,7 +121,7 @@ class DidactylApp(App[None]):
         question = "Quitting now loses work:\n" + "\n".join(f"• {line}" for line in lines) + "\n\nQuit anyway?"
         dialog = ConfirmScreen(question, title="Quit?", confirm_label="Quit anyway", cancel_label="Stay")
         dialog.id = "confirm-quit"
-        self.push_screen(dialog, lambda quit_anyway: self.exit() if quit_anyway else None)
+        await self.push_screen(dialog, lambda quit_anyway: self.exit() if quit_anyway else None)
 
     # --- start ------------------------------------------------------------------------------
 
@@ -125,7 +135,10 @@ class DidactylApp(App[None]):
     def on_mount(self) -> None:
         self._ui_thread = threading.get_ident()
         problems = check_keymap(self.config.keys)
-        self.set_keymap({k: v for k, v in self.config.keys.items() if k not in problems})
+        keymap = {k: v for k, v in self.config.keys.items() if k not in problems}
+        self.set_keymap(keymap)
+        # The footer finds the palette's hint under this key: a remapped palette keeps its hint.
+        self.COMMAND_PALETTE_BINDING = keymap.get("command_palette", self.COMMAND_PALETTE_BINDING).split(",")[0].strip()
         where = str(self.config.path) if self.config.path else "config"  # a config problem names its file
         for action, problem in problems.items():
             self.notify(f"{where}: [keys] {action}: {problem}", title="Config", severity="warning")
@@ -189,7 +202,9 @@ class DidactylApp(App[None]):
                       "modules": sorted(m for m in sys.modules if m.startswith("didactyl_tui"))}
             import json  # not needed by the first frame itself
 
-            Path(self._first_paint_file).write_text(json.dumps(record) + "\n")
+            fd = os.open(self._first_paint_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # as every file
+            with os.fdopen(fd, "w") as out:
+                out.write(json.dumps(record) + "\n")
             self.exit()
             return
         self.start_service()

@@ -14,7 +14,7 @@ from textual import work
 from ...errors import AgentError
 
 if TYPE_CHECKING:
-    from ...service import AppService
+    from ...service import AppService, SessionInfo
 
 PREVIEW_CHARS = 70  # a message's line in the "copy a message" list
 
@@ -49,37 +49,54 @@ class ChatActions:
 
     # --- rename and delete ------------------------------------------------------------------------------
 
-    def action_rename_chat(self) -> None:
-        if self._chat_or_notify("rename") is not None:
-            self._ask_title()
+    # The dialogs open from the action itself (awaited, on the app's key path): keys typed behind the palette
+    # pick or the key wait for the dialog instead of landing in the message box. The chat's title and count are
+    # one SQLite read on a worker thread first.
 
-    @work(exclusive=True, group="chat-manage", exit_on_error=False)
-    async def _ask_title(self) -> None:
+    async def _chat_info(self, what: str) -> tuple[str, SessionInfo] | None:
+        """The chat's id and stored info, or None after saying why not (an action: nothing may raise here)."""
+        chat = self._chat_or_notify(what)
+        if chat is None:
+            return None
+        service, session_id = chat
+        try:
+            return session_id, await service.sessions.info(session_id)
+        except AgentError as exc:
+            self.notify(exc.message, title=exc.title, severity="error")
+            return None
+
+    async def action_rename_chat(self) -> None:
         from .rename import RenameScreen
 
-        service, session_id = self.require_service(), self.session_id
-        info = await service.sessions.info(session_id)
-        title = await self.app.push_screen_wait(RenameScreen(_printable(info.title)))
-        if title is not None:
-            await service.sessions.rename(session_id, title)
-            self.notify(title, title="Chat renamed")
-
-    def action_delete_chat(self) -> None:
-        if self._chat_or_notify("delete") is not None:
-            self._confirm_delete()
+        chat = await self._chat_info("rename")
+        if chat is None:
+            return
+        session_id, info = chat
+        await self.app.push_screen(RenameScreen(_printable(info.title)),
+                                   lambda title: self._rename(session_id, title) if title is not None else None)
 
     @work(exclusive=True, group="chat-manage", exit_on_error=False)
-    async def _confirm_delete(self) -> None:
+    async def _rename(self, session_id: str, title: str) -> None:
+        await self.require_service().sessions.rename(session_id, title)
+        self.notify(title, title="Chat renamed")
+
+    async def action_delete_chat(self) -> None:
         from .confirm import ConfirmScreen
 
-        service, session_id = self.require_service(), self.session_id
-        info = await service.sessions.info(session_id)
+        chat = await self._chat_info("delete")
+        if chat is None:
+            return
+        session_id, info = chat
         count = f"{info.message_count} message{'s' if info.message_count != 1 else ''}"
         question = f"Delete “{_printable(info.title) or '(untitled)'}” and its {count}? This cannot be undone."
-        if not await self.app.push_screen_wait(ConfirmScreen(question, title="Delete chat", confirm_label="Delete")):
-            return
-        await service.sessions.delete(session_id)
-        await self.action_new_chat()
+        await self.app.push_screen(ConfirmScreen(question, title="Delete chat", confirm_label="Delete"),
+                                   lambda yes: self._delete(session_id) if yes else None)
+
+    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    async def _delete(self, session_id: str) -> None:
+        await self.require_service().sessions.delete(session_id)
+        if self.session_id == session_id:
+            await self.action_new_chat()
         self.notify("The chat was deleted.", title="Deleted")
 
     # --- take back the last turn ----------------------------------------------------------------------

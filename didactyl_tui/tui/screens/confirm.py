@@ -4,22 +4,22 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, Footer, Static
+
+from ..actions import dialog_bindings
+from .dialog import Dialog
 
 
-class ConfirmScreen(ModalScreen[bool]):
-    """Dismissed with True (confirmed) or False (cancelled: Esc, or the cancel button)."""
+class ConfirmScreen(Dialog[bool]):
+    """Dismissed with True (confirmed: the confirm key or button) or False (the close key, or cancel)."""
 
-    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = dialog_bindings(close="Cancel", confirm="Confirm")
+    AUTO_FOCUS = "#confirm"
 
     def __init__(self, question: str, *, title: str, confirm_label: str = "Yes", cancel_label: str = "Cancel") -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.question = question
         self.title_text = title
         self.confirm_label = confirm_label
@@ -32,27 +32,28 @@ class ConfirmScreen(ModalScreen[bool]):
             with Horizontal(classes="dialog-actions"):
                 yield Button(self.confirm_label, id="confirm", variant="primary")
                 yield Button(self.cancel_label, id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#confirm", Button).focus()
+        yield Footer()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(event.button.id == "confirm")
 
-    def action_cancel(self) -> None:
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_close(self) -> None:
         self.dismiss(False)
 
 
-class UnsavedChangesScreen(ModalScreen[str]):
-    """Closing an editor with unsaved text: dismissed with "save", "discard" or "keep" (Esc: keep editing)."""
+class UnsavedChangesScreen(Dialog[str]):
+    """Closing an editor with unsaved text: dismissed with "save" (the confirm key), "discard" or "keep" (the
+    close key: keep editing)."""
 
-    CSS_PATH = "dialogs.tcss"
-
-    BINDINGS = [Binding("escape", "keep", "Keep editing")]
+    BINDINGS = dialog_bindings(close="Keep editing", confirm="Save")
+    AUTO_FOCUS = "#keep"  # the harmless choice under Enter
 
     def __init__(self, what: str) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.what = what
 
     def compose(self) -> ComposeResult:
@@ -63,13 +64,14 @@ class UnsavedChangesScreen(ModalScreen[str]):
                 yield Button("Save", id="save", variant="primary")
                 yield Button("Discard", id="discard", variant="error")
                 yield Button("Keep editing", id="keep")
-
-    def on_mount(self) -> None:
-        self.query_one("#keep", Button).focus()  # the harmless choice under Enter
+        yield Footer()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(event.button.id or "keep")
 
-    def action_keep(self) -> None:
+    def action_confirm(self) -> None:
+        self.dismiss("save")
+
+    def action_close(self) -> None:
         self.dismiss("keep")

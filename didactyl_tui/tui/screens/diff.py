@@ -5,13 +5,13 @@ from __future__ import annotations
 import difflib
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 from ...terminal_text import clean
+from ..actions import dialog_bindings
+from .dialog import Dialog
 
 
 def diff_content(old: str, new: str, old_label: str, new_label: str) -> Content:
@@ -36,12 +36,12 @@ def diff_content(old: str, new: str, old_label: str, new_label: str) -> Content:
     return Content("\n").join(parts)
 
 
-class DiffScreen(ModalScreen[None]):
-    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
-    BINDINGS = [Binding("escape,q", "close", "Close")]
+class DiffScreen(Dialog[None]):
+    BINDINGS = dialog_bindings(close="Close")
+    AUTO_FOCUS = "#diff-scroll"  # the arrows and page keys scroll the diff
 
     def __init__(self, old: str, new: str, *, title: str, old_label: str = "old", new_label: str = "new") -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.old, self.new = old, new
         self.title_text = title
         self.old_label, self.new_label = old_label, new_label
@@ -49,9 +49,9 @@ class DiffScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="diff-dialog", classes="dialog") as box:
             box.border_title = self.title_text
-            box.border_subtitle = "Esc closes"
             with VerticalScroll(id="diff-scroll"):
                 yield Static(diff_content(self.old, self.new, self.old_label, self.new_label), id="diff-text")
+        yield Footer()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -73,8 +73,8 @@ class InspectorDetailScreen(Screen[str | None]):
     def action_expand_all(self) -> None:
         self.query_one(AssemblyTree).root.expand_all()
 
-    def action_diff(self) -> None:
-        show_assembly_diff(self, self.previous, self.entry)
+    async def action_diff(self) -> None:
+        await show_assembly_diff(self, self.previous, self.entry)
 
     def action_dry_run(self) -> None:
         self.dismiss("dry_run")
@@ -82,18 +82,17 @@ class InspectorDetailScreen(Screen[str | None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        actions = {"diff": self.action_diff, "dry-run": self.action_dry_run, "back": self.action_close}
-        actions.get(event.button.id or "back", self.action_close)()
+        await self.run_action({"diff": "diff", "dry-run": "dry_run"}.get(event.button.id or "", "close"))
 
 
-def show_assembly_diff(screen: Screen[Any], previous: Any, entry: Any) -> None:
+async def show_assembly_diff(screen: Screen[Any], previous: Any, entry: Any) -> None:
     """Open the diff of two inspector entries (or say there is nothing to compare with)."""
     if previous is None:
         screen.notify("This is the first assembly: nothing to compare with.", title="Diff")
         return
-    screen.app.push_screen(DiffScreen(
+    await screen.app.push_screen(DiffScreen(
         assembly_as_text(previous.assembly), assembly_as_text(entry.assembly),
         title=f"Assembly #{previous.number} → #{entry.number}",
         old_label=f"#{previous.number}", new_label=f"#{entry.number}",

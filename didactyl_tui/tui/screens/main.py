@@ -107,7 +107,22 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
             return
         from .sidebar import build_sidebar
 
-        await self.query_one("#sidebar-slot").mount(build_sidebar(self.config))
+        sidebar = build_sidebar(self.config)
+        await self.query_one("#sidebar-slot").mount(sidebar)
+        self.screen_layout_refresh_signal.subscribe(sidebar, self._sidebar_laid_out)
+
+    def _sidebar_laid_out(self, _screen: Screen[Any]) -> None:
+        """Put the tab underline under the active tab once the tabs have their place. Textual's tabs place it
+        "after the next refresh", which can come before the layout pass that places the tabs just mounted (seen
+        under load): it stayed at zero width, and that pass sends them no Resize (the compositor had mapped them
+        already), the event that would place it again. Sent here, after that pass."""
+        from textual.widgets import Tabs
+
+        tabs = self.sidebar.query_one(Tabs)
+        if tabs.active_tab is None or not tabs.active_tab.region:
+            return  # not laid out yet (a narrow terminal hides the sidebar): the next pass
+        self.screen_layout_refresh_signal.unsubscribe(self.sidebar)
+        tabs.post_message(events.Resize(tabs.size, tabs.virtual_size, tabs.container_size))
 
     def on_mount(self) -> None:
         self.fit_sidebar(self.app.size.width)
@@ -117,6 +132,13 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.fit_sidebar(event.size.width)
+
+    def on_screen_suspend(self) -> None:
+        """A dialog or another screen opens on top: when it closes, the message box has the focus (not the
+        inspector tree or a pane's button, a dozen Tabs away). Set now, not on the way back: keys typed right
+        after the closing key go where the focus is at that moment."""
+        if self.chat_input.focusable:
+            self.set_focus(self.chat_input, scroll_visible=False)
 
     @property
     def conversation(self) -> Conversation:
@@ -183,9 +205,9 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
             self.app.push_screen(FirstRunScreen(self.config, self.didactyl.env), self._first_run_closed)
 
-    def _first_run_closed(self, result: str | None) -> None:
+    async def _first_run_closed(self, result: str | None) -> None:
         if result == "switch_model":
-            self.action_switch_model()
+            await self.action_switch_model()
 
     def service_failed(self, line: str) -> None:
         self.status.activity = "not started: " + line
@@ -406,16 +428,20 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     # --- model and theme --------------------------------------------------------------------------------
 
-    def action_switch_model(self) -> None:
-        from .model_switch import ModelSwitchScreen
+    async def action_switch_model(self) -> None:
+        from .model_switch import KeyPlace, ModelSwitchScreen
 
         service = self.didactyl.service
         if service is None:
-            self.app.push_screen(ModelSwitchScreen(self.config.llm.model), self._model_chosen)
-            return
-        self.app.push_screen(ModelSwitchScreen(service.model_settings, explanation=service.model_explanation(),
-                                               shadowed=service.model_shadowed(), check=service.check_model),
-                             self._model_chosen)
+            dialog = ModelSwitchScreen(self.config.llm.model)
+        else:
+            # The model helper starts while the user fills the dialog: its start is not the server's time.
+            self.run_worker(asyncio.to_thread(service.warm_model_client), group="warm-model", exit_on_error=False)
+            dialog = ModelSwitchScreen(service.model_settings, explanation=service.model_explanation(),
+                                       shadowed=service.model_shadowed(), check=service.check_model,
+                                       key_place=KeyPlace(str(service.api_key_file), service.key_problem))
+        # Awaited: keys typed behind the one that opened it wait for the dialog, instead of reaching this screen.
+        await self.app.push_screen(dialog, self._model_chosen)
 
     def _model_chosen(self, chosen: Any) -> None:
         if chosen is not None and self._service_or_notify() is not None:
@@ -424,11 +450,15 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     @work(exclusive=True, group="model", exit_on_error=False)
     async def _set_model(self, chosen: Any) -> None:
         service = self.require_service()
-        await asyncio.to_thread(service.set_model, chosen)  # writes state.toml: off the UI loop
+        # Writes state.toml (and the key file with a key typed): off the UI loop. No restart: the next turn uses it.
+        await asyncio.to_thread(service.set_model, chosen)
         self.show_model(service)
         shadowed = service.model_shadowed()
         if shadowed:
             self.notify(shadowed, title=f"Model: {service.model}", severity="warning", timeout=12)
+        elif chosen.api_key:
+            self.notify(f"Model: {service.model}; its key is kept in {service.api_key_file} (0600), as "
+                        f"${service.model_settings.api_key_env}", title="Model switched")
         else:
             self.notify(f"Model: {service.model}", title="Model switched")
 

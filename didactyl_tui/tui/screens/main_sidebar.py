@@ -6,6 +6,7 @@ A part of :class:`MainScreen` (it inherits this), kept apart so each file reads 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -204,8 +205,9 @@ class SidebarActions:
         text = self.chat_input.text.strip() or None
         assembly = await service.dry_run(self.session_id, text)  # the inspector gets it as PromptAssembled
         self.show_pane("inspector")
-        self.status.prompt_tokens = assembly.total_tokens
-        self.status.tokens_estimated = True
+        from ..widgets.assembly_tree import prompt_tokens
+
+        self.status.prompt_tokens, self.status.tokens_estimated = prompt_tokens(assembly, None)
         self.status.context_window = service.context_window()
 
     def on_prompt_inspector_open_requested(self, message: PromptInspector.OpenRequested) -> None:
@@ -218,10 +220,10 @@ class SidebarActions:
         if result == "dry_run":
             self.run_dry_run()
 
-    def on_prompt_inspector_diff_requested(self, message: PromptInspector.DiffRequested) -> None:
+    async def on_prompt_inspector_diff_requested(self, message: PromptInspector.DiffRequested) -> None:
         from .inspector_detail import show_assembly_diff
 
-        show_assembly_diff(self, message.previous, message.entry)
+        await show_assembly_diff(self, message.previous, message.entry)
 
     # --- reply and export ---------------------------------------------------------------------------------------------
 
@@ -247,6 +249,22 @@ class SidebarActions:
 
 
 def _write_export(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, "utf-8")
-    return path
+    """The chat as a new file, 0600 in a 0700 folder (a chat is private), never over another file (a second
+    export within the same second gets a number)."""
+    from ...errors import AgentError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(path.parent, 0o700)  # a folder an older version made 0755
+        for n in range(1, 1000):
+            target = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return target
+    except OSError as exc:
+        raise AgentError(f"cannot export to {path.parent}: {exc.strerror or exc}", "Export") from None
+    raise AgentError(f"cannot export to {path.parent}: too many exports of this chat this second", "Export")

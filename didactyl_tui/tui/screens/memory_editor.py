@@ -68,8 +68,10 @@ class MemoryEditorScreen(Screen[None]):
         self.theirs: DocumentSnapshot | None = None  # a newer version that arrived while editing
         self._saving_text: str | None = None
         self._draft_timer: Timer | None = None
+        self._token_timer: Timer | None = None
 
     DRAFT_DELAY_S = 0.5  # typing pauses this long before the draft is written
+    TOKENS_DELAY_S = 0.2  # and this long before the tokens are counted again
 
     @property
     def title_text(self) -> str:
@@ -103,6 +105,7 @@ class MemoryEditorScreen(Screen[None]):
         self.text_area.focus()
         cast("DidactylApp", self.app).follow_service(self, self.on_service_event)
         self.restore_draft()
+        self.count_tokens()
 
     @on(TextArea.Changed, "#editor-text")
     def _text_changed(self) -> None:
@@ -110,6 +113,21 @@ class MemoryEditorScreen(Screen[None]):
         if self._draft_timer is not None:
             self._draft_timer.stop()
         self._draft_timer = self.set_timer(self.DRAFT_DELAY_S, self.keep_draft)
+        if self._token_timer is not None:
+            self._token_timer.stop()
+        self._token_timer = self.set_timer(self.TOKENS_DELAY_S, self.count_tokens)
+
+    @work(exclusive=True, group="editor-tokens", exit_on_error=False)
+    async def count_tokens(self) -> None:
+        """The text's tokens for the model in use, against its context window: counted on a worker thread (a
+        long memory takes milliseconds to tokenize), as the prompt inspector counts the memory in a prompt."""
+        service = cast("DidactylApp", self.app).service
+        if service is None:
+            return
+        text = self.text_area.text
+        tokens = await asyncio.to_thread(service.count_tokens, text)
+        if text == self.text_area.text:  # else a later count is on its way
+            self.query_one(MemoryGauge).show_tokens(tokens, service.context_window())
 
     @property
     def unsaved(self) -> bool:
@@ -184,10 +202,10 @@ class MemoryEditorScreen(Screen[None]):
             self._rebase(theirs)
         return theirs
 
-    def action_view_diff(self) -> None:
+    async def action_view_diff(self) -> None:
         if self.theirs is None:
             return
-        self.app.push_screen(DiffScreen(
+        await self.app.push_screen(DiffScreen(
             self.theirs.content, self.text_area.text, title=f"{self.title_text}: theirs → yours",
             old_label=f"theirs ({_version(self.theirs)})", new_label="yours (unsaved)",
         ))
@@ -274,19 +292,21 @@ class MemoryEditorScreen(Screen[None]):
 
     # --- buttons and closing -------------------------------------------------------------------------------
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        actions = {"save": self.action_save, "close": self.action_close, "view-diff": self.action_view_diff,
-                   "keep-theirs": self.action_keep_theirs, "overwrite": self.action_overwrite}
-        actions.get(event.button.id or "", lambda: None)()
+        actions = {"save": "save", "close": "close", "view-diff": "view_diff", "keep-theirs": "keep_theirs",
+                   "overwrite": "overwrite"}
+        if event.button.id in actions:
+            await self.run_action(actions[event.button.id])
 
-    def action_close(self) -> None:
+    async def action_close(self) -> None:
         if not self.unsaved:
             self._discard()
             return
         from .confirm import UnsavedChangesScreen
 
-        self.app.push_screen(UnsavedChangesScreen(self.title_text.lower()), self._close_answered)
+        # Awaited: keys typed behind the close key wait for the question (see ModelSwitchScreen's opener).
+        await self.app.push_screen(UnsavedChangesScreen(self.title_text.lower()), self._close_answered)
 
     def _close_answered(self, choice: str | None) -> None:
         if choice == "save":

@@ -22,7 +22,7 @@ from textual.widgets import Button, DataTable, Footer, Static
 from ...errors import AgentError
 from ...service.events import MemoryChanged, ServiceEvent
 from ...service.labels import short_id, when
-from ..actions import bindings
+from ..actions import bindings, keys_for
 from ..widgets.publish_verdicts import verdict_lines
 from .confirm import ConfirmScreen
 from .diff import DiffScreen
@@ -85,9 +85,15 @@ class MemoryHistoryScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="memory-history") as box:
             box.border_title = f"{self.title_text}: history"
+            keymap = self.didactyl.config.keys  # the keys in force, [keys] remaps included
+
+            def key(action_id: str) -> str:
+                return keys_for(action_id, keymap)
+
             yield Static(Content.styled(
-                "● current  ◆ marked  ·  d: diff against the marked (or current) version  ·  m: mark  ·  "
-                "r: roll back to it", "$text-muted"), id="history-help")
+                f"● current  ◆ marked  ·  {key('history_diff')}: diff against the marked (or current) version  ·  "
+                f"{key('history_mark')}: mark  ·  {key('history_rollback')}: roll back to it", "$text-muted"),
+                id="history-help")
             yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
             yield Static(Content(""), id="history-result")
             with Horizontal(classes="pane-actions"):
@@ -223,7 +229,7 @@ class MemoryHistoryScreen(Screen[None]):
 
     # --- roll back ---------------------------------------------------------------------------------------
 
-    def action_rollback(self) -> None:
+    async def action_rollback(self) -> None:
         chosen = self._row(self.selected_id())
         if chosen is None:
             return
@@ -236,8 +242,8 @@ class MemoryHistoryScreen(Screen[None]):
         question = (f"Roll the {self.title_text.lower()} back to version {short_id(chosen.event_id)} of "
                     f"{when(chosen.created_at)} ({chosen.chars:,} chars)?\n\nIts text is saved as a new version "
                     "and published to every relay; the current text stays in this history.")
-        self.app.push_screen(ConfirmScreen(question, title="Roll back", confirm_label="Roll back"),
-                             lambda yes: self.rollback(chosen.event_id) if yes else None)
+        await self.app.push_screen(ConfirmScreen(question, title="Roll back", confirm_label="Roll back"),
+                                   lambda yes: self.rollback(chosen.event_id) if yes else None)
 
     @work(exclusive=True, group="history-rollback", exit_on_error=False)
     async def rollback(self, event_id: str) -> None:
@@ -257,11 +263,10 @@ class MemoryHistoryScreen(Screen[None]):
 
     # --- buttons and closing ------------------------------------------------------------------------------
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        actions = {"diff": self.action_diff, "mark": self.action_mark, "rollback": self.action_rollback,
-                   "close": self.action_close}
-        actions.get(event.button.id or "", lambda: None)()
+        if event.button.id in ("diff", "mark", "rollback", "close"):
+            await self.run_action(event.button.id)
 
     def action_close(self) -> None:
         self.dismiss(None)

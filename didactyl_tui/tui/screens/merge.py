@@ -16,17 +16,18 @@ from typing import TYPE_CHECKING, cast
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Button, Footer, Static, TextArea
 
 from ...errors import AgentError
 from ...service.events import MemoryChanged
 from ...service.labels import short_id
 from ...service.merge import END, START, conflicts_left
+from ..actions import dialog_bindings
 from ..widgets.publish_verdicts import verdict_lines
+from .dialog import Dialog
 from .diff import diff_content
 
 if TYPE_CHECKING:
@@ -46,14 +47,15 @@ def offer_merge(screen: Screen[object], event: MemoryChanged) -> None:
     screen.app.push_screen(MergeScreen(event.type, event.lost_event_id, event.winner_event_id))
 
 
-class ProposalScreen(ModalScreen[bool]):
-    """The model's proposal as a diff against the current draft: dismissed True (accept) or False (discard)."""
+class ProposalScreen(Dialog[bool]):
+    """The model's proposal as a diff against the current draft: dismissed True (accept: the confirm key) or False
+    (discard: the close key)."""
 
-    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
-    BINDINGS = [Binding("escape", "discard", "Discard")]
+    BINDINGS = dialog_bindings(close="Discard", confirm="Accept")
+    AUTO_FOCUS = "#accept-proposal"
 
     def __init__(self, current: str, proposed: str) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.current, self.proposed = current, proposed
 
     def compose(self) -> ComposeResult:
@@ -68,22 +70,22 @@ class ProposalScreen(ModalScreen[bool]):
             with Horizontal(classes="dialog-actions"):
                 yield Button("Accept", id="accept-proposal", variant="primary")
                 yield Button("Discard", id="discard-proposal")
-
-    def on_mount(self) -> None:
-        self.query_one("#accept-proposal", Button).focus()
+        yield Footer()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(event.button.id == "accept-proposal")
 
-    def action_discard(self) -> None:
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_close(self) -> None:
         self.dismiss(False)
 
 
 class MergeScreen(Screen[None]):
     CSS_PATH = "merge.tcss"
-    BINDINGS = [Binding("ctrl+s", "save", "Save merged"), Binding("ctrl+g", "model_draft", "Draft with the model"),
-                Binding("escape", "keep_theirs", "Keep theirs")]
+    BINDINGS = dialog_bindings(close="Keep theirs", confirm="Save merged", model_draft="Draft with the model")
 
     def __init__(self, memory_type: DocumentKey, ours_id: str, theirs_id: str) -> None:
         super().__init__()
@@ -165,7 +167,7 @@ class MergeScreen(Screen[None]):
         self.query_one("#merge-conflicts", Static).update(Content("").join(parts))
 
     @on(Button.Pressed, "#save-merged")
-    def action_save(self) -> None:
+    def action_confirm(self) -> None:
         if self.theirs_text is None:
             return
         left = self.conflicts
@@ -177,7 +179,7 @@ class MergeScreen(Screen[None]):
         self.save(self.text_area.text)
 
     @on(Button.Pressed, "#keep-theirs")
-    def action_keep_theirs(self) -> None:
+    def action_close(self) -> None:
         self.dismiss(None)
 
     @on(Button.Pressed, "#model-draft")

@@ -1,22 +1,25 @@
-"""The model dialog: model, server and key variable together, which source wins and why, a connection test
-that also offers the server's model list. The service remembers the choice in state.toml."""
+"""The model dialog: model, server, key variable and key together, which source wins and why, a connection
+test that also offers the server's model list. The service remembers the choice in state.toml; a key typed
+here goes to the API key file (0600, ``[llm] api_key_file``) and is used at once, never shown."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Button, Footer, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ...service.model import ModelCheck, ModelSettings, key_env_problem
+from ...service.model import NO_KEY, ModelCheck, ModelSettings, key_env_problem
+from ..actions import dialog_bindings
+from .dialog import Dialog
 
 CheckModel = Callable[[ModelSettings], Awaitable[ModelCheck]]
+KeyProblem = Callable[[ModelSettings], "str | None"]
 
 
 def _clean(text: str) -> str:
@@ -24,22 +27,30 @@ def _clean(text: str) -> str:
     return "".join(ch if ch.isprintable() else " " for ch in text)
 
 
-class ModelSwitchScreen(ModalScreen[ModelSettings | None]):
-    """Dismissed with the chosen :class:`ModelSettings`, or ``None`` on cancel."""
+@dataclass(frozen=True, slots=True)
+class KeyPlace:
+    """Where a typed key goes (shown in the dialog) and why one could not be used there."""
 
-    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
+    file: str = ""
+    problem: KeyProblem | None = None
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+class ModelSwitchScreen(Dialog[ModelSettings | None]):
+    """Dismissed with the chosen :class:`ModelSettings` (with the key typed, if any), or ``None`` on cancel."""
+
+    BINDINGS = dialog_bindings(close="Cancel", confirm="Use this model")
+    AUTO_FOCUS = "#model-name"
 
     def __init__(self, current: ModelSettings | str, *, explanation: str = "", shadowed: str | None = None,
-                 check: CheckModel | None = None) -> None:
-        super().__init__(classes="dialog-screen")
+                 check: CheckModel | None = None, key_place: KeyPlace | None = None) -> None:
+        super().__init__()
         self.current = ModelSettings(current) if isinstance(current, str) else current
         self.explanation, self.shadowed, self._check = explanation, shadowed, check
+        self.key_place = key_place or KeyPlace()
 
     def compose(self) -> ComposeResult:
         cur = self.current
-        with Vertical(id="model-switch", classes="dialog"):
+        with VerticalScroll(id="model-switch", classes="dialog", can_focus=False):
             yield Static("Model", classes="dialog-title")
             in_use = Text(f"In use: {cur.model or '(none)'}", style="bold")
             if self.explanation:
@@ -55,28 +66,44 @@ class ModelSwitchScreen(ModalScreen[ModelSettings | None]):
             yield Label("Key variable: the NAME of the environment variable holding the key, never the key "
                         "(empty: the provider's usual one)")
             yield Input(cur.api_key_env, placeholder="e.g. OPENAI_API_KEY", id="model-key-env")
+            kept = f", kept in {self.key_place.file} (0600)" if self.key_place.file else ""
+            yield Label(f"API key: typed here, never shown{kept} under the key variable's name; {NO_KEY}: the "
+                        "server needs no key; empty: the key variable's own")
+            yield Input(NO_KEY if cur.no_key else "", placeholder=f"a key, or {NO_KEY}", password=not cur.no_key,
+                        id="model-api-key")
             yield Static("", id="model-check-result")
             yield OptionList(id="model-list")
             with Horizontal(classes="dialog-actions"):
                 yield Button("Test connection", id="test", disabled=self._check is None)
                 yield Button("Use this model", id="use", variant="primary")
                 yield Button("Cancel", id="cancel")
+        yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#model-list", OptionList).display = False
-        self.query_one("#model-name", Input).focus()
 
     def settings(self) -> ModelSettings:
+        key = self.query_one("#model-api-key", Input).value.strip()
+        no_key = key.lower() == NO_KEY
         return ModelSettings(self.query_one("#model-name", Input).value.strip(),
                              self.query_one("#model-api-base", Input).value.strip(),
-                             self.query_one("#model-key-env", Input).value.strip())
+                             self.query_one("#model-key-env", Input).value.strip(),
+                             no_key=no_key, api_key="" if no_key else key)
+
+    @on(Input.Changed, "#model-api-key")
+    def _key_changed(self, event: Input.Changed) -> None:
+        # "none" is no secret: shown as typed; anything else stays masked.
+        event.input.password = event.value.strip().lower() != NO_KEY
 
     def _problem(self, settings: ModelSettings, *, need_model: bool = True) -> str | None:
         if need_model and not settings.model:
             return "Type a model name (or test the connection to list the server's models)."
         if settings.api_base and not settings.api_base.startswith(("http://", "https://")):
             return "The API base must start with http:// or https://."
-        return key_env_problem(settings.api_key_env)
+        problem = key_env_problem(settings.api_key_env)
+        if problem is None and self.key_place.problem is not None:
+            problem = self.key_place.problem(settings)
+        return problem
 
     def _show_result(self, line: str, *, ok: bool | None = None) -> None:
         result = self.query_one("#model-check-result", Static)
@@ -107,7 +134,10 @@ class ModelSwitchScreen(ModalScreen[ModelSettings | None]):
             check = await self._check(settings)
         finally:
             self.query_one("#test", Button).disabled = False
-        self._show_result(("✓ " if check.ok else "✗ ") + check.line, ok=check.ok)
+        line = check.line
+        if check.needs_key:  # the one fix is here, in this dialog
+            line = f"No key was given and the server wants one: type it under API key ({NO_KEY}: it needs none)."
+        self._show_result(("✓ " if check.ok else "✗ ") + line, ok=check.ok)
         self._offer(check.models)
 
     def _offer(self, models: tuple[str, ...]) -> None:
@@ -146,5 +176,8 @@ class ModelSwitchScreen(ModalScreen[ModelSettings | None]):
         else:
             self.dismiss(None)
 
-    def action_cancel(self) -> None:
+    def action_confirm(self) -> None:
+        self._choose()
+
+    def action_close(self) -> None:
         self.dismiss(None)

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Footer, Input, Static
+
+from ..actions import dialog_bindings
+from .dialog import Dialog
 
 
-class RenameScreen(ModalScreen[str | None]):
-    """Dismissed with the new title, or ``None`` on cancel."""
+class RenameScreen(Dialog[str | None]):
+    """Dismissed with the new title (Enter in the field, or the confirm key), or ``None`` (the close key)."""
 
-    CSS_PATH = "dialogs.tcss"  # read when first shown, not before the first frame
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = dialog_bindings(close="Cancel", confirm="Rename")
+    AUTO_FOCUS = "#chat-title"
 
     def __init__(self, title: str) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.current = title
 
     def compose(self) -> ComposeResult:
@@ -27,6 +27,7 @@ class RenameScreen(ModalScreen[str | None]):
             with Horizontal(classes="dialog-actions"):
                 yield Button("Rename", id="rename", variant="primary")
                 yield Button("Cancel", id="cancel")
+        yield Footer()
 
     def _choose(self) -> None:
         title = " ".join(self.query_one("#chat-title", Input).value.split())
@@ -46,5 +47,8 @@ class RenameScreen(ModalScreen[str | None]):
         else:
             self.dismiss(None)
 
-    def action_cancel(self) -> None:
+    def action_confirm(self) -> None:
+        self._choose()
+
+    def action_close(self) -> None:
         self.dismiss(None)

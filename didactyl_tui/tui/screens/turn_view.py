@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..widgets.assembly_tree import prompt_tokens
+
 if TYPE_CHECKING:
-    from ...service import AgentEvent, TurnFailed, TurnFinished
+    from ...service import AgentEvent, PromptAssembly, TurnFailed, TurnFinished
     from ..widgets.message_entry import MessageEntry
     from .main import MainScreen
 
@@ -15,6 +17,7 @@ class TurnView:
     def __init__(self, screen: MainScreen, text: str, user_entry: MessageEntry) -> None:
         self.screen, self.text, self.user_entry = screen, text, user_entry
         self.reply: MessageEntry | None = None  # the reply being streamed, if any
+        self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
 
     async def end_reply(self, note: str | None = None) -> None:
         if self.reply is not None:
@@ -32,7 +35,8 @@ class TurnView:
         status, conversation = self.screen.status, self.screen.conversation
         match event:
             case TurnStarted(assembly=assembly):  # the inspector gets it from the service's PromptAssembled
-                status.prompt_tokens, status.tokens_estimated = assembly.total_tokens, True
+                status.prompt_tokens, status.tokens_estimated = prompt_tokens(assembly, None)
+                self.assembly = assembly
                 status.context_window = self.screen.require_service().context_window()
             case TextDelta(text=text):
                 if self.reply is None:
@@ -60,9 +64,8 @@ class TurnView:
         for inspector in screen.inspectors():
             inspector.finish_turn(event)
         usage: Any = event.usage
-        last_request = usage.last_prompt_tokens if usage.last_prompt_tokens is not None else usage.prompt_tokens
-        if last_request is not None:  # the last request's prompt, not the rounds added up
-            screen.status.prompt_tokens, screen.status.tokens_estimated = last_request, False
+        if self.assembly is not None:  # the inspector's count of this turn, the same function
+            screen.status.prompt_tokens, screen.status.tokens_estimated = prompt_tokens(self.assembly, usage)
         screen.status.context_window = screen.require_service().context_window()
         if usage.cost_usd is not None:
             screen.status.session_cost_usd = (screen.status.session_cost_usd or 0.0) + usage.cost_usd

@@ -22,6 +22,21 @@ if TYPE_CHECKING:
 PREVIEW_LINES = 30  # content lines shown per node in the pane; the detail screen shows everything
 
 
+def prompt_tokens(assembly: PromptAssembly, usage: Usage | None) -> tuple[int, bool]:
+    """The one count of a turn's prompt, for the status bar and the inspector alike: the model's own count of
+    the turn's last request once it reported one (what that request took of the context window), else ours
+    from the assembly. Returns (tokens, estimated)."""
+    if usage is not None:
+        counted = usage.last_prompt_tokens if usage.last_prompt_tokens is not None else usage.prompt_tokens
+        if counted is not None:
+            return counted, False
+    return assembly.total_tokens, True
+
+
+def tokens_label(tokens: int, estimated: bool) -> str:
+    return f"{'~' if estimated else ''}{tokens:,} tok"
+
+
 @dataclass
 class InspectorEntry:
     """One assembly and what came of it (the reply arrives later than the assembly)."""
@@ -38,7 +53,7 @@ class InspectorEntry:
         a = self.assembly
         kind = "dry run" if a.dry_run else "turn"
         at = when(a.created_at, CLOCK)
-        return f"#{self.number} {kind} · {at} · {a.total_tokens:,} tok · {a.model or 'no model'}"
+        return f"#{self.number} {kind} · {at} · {tokens_label(*prompt_tokens(a, self.usage))} · {a.model or 'no model'}"
 
 
 @dataclass(frozen=True)
@@ -242,7 +257,7 @@ class AssemblyTree(Tree[NodeInfo]):
         for key, name in (("user_tokens", "message"), ("tools_tokens", "tool schemas")):
             if extra.get(key) is not None:
                 breakdown.append(f"{name} {int(extra[key]):,}")
-        totals = node.add(_label(f"Totals: {a.total_tokens:,} tok · {len(a.messages)} messages sent"),
+        totals = node.add(_label(f"Totals: {a.total_tokens:,} tok counted here · {len(a.messages)} messages sent"),
                           data=NodeInfo(n, "totals", "heading"))
         for part in breakdown:
             totals.add_leaf(_label(part), data=NodeInfo(n, "line"))

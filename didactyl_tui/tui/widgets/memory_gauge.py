@@ -1,4 +1,5 @@
-"""A one-line gauge of a memory's size: characters (and UTF-8 bytes) against its limit."""
+"""A one-line gauge of a memory's size: characters (and UTF-8 bytes) against its limit; in the editor, its
+tokens for the model in use too, against that model's context window when known."""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ def measure(text: str) -> tuple[int, int]:
 
 
 class MemoryGauge(Widget):
-    """``━━━━━──── 1,234/8,000 chars · 1,290 B``; the bar turns to the error colour over the limit."""
+    """``━━━━━──── 1,234/8,000 chars · 310/128,000 tok · 1,290 B``; the bar turns to the error colour over the
+    limit. Tokens show once counted (:meth:`show_tokens`), a ``~`` before them while the text changed since."""
 
     chars: reactive[int] = reactive(0)
     utf8_bytes: reactive[int] = reactive(0)
     limit: reactive[int] = reactive(1)
+    tokens: reactive[int | None] = reactive(None)
+    token_cap: reactive[int | None] = reactive(None)  # the model's context window (None: not known)
+    tokens_stale: reactive[bool] = reactive(False)
 
     def __init__(self, limit: int = 1, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -39,9 +44,20 @@ class MemoryGauge(Widget):
 
     def show_text(self, text: str, limit: int | None = None) -> None:
         self.show(*measure(text), limit)
+        self.tokens_stale = self.tokens is not None
+
+    def show_tokens(self, tokens: int, cap: int | None) -> None:
+        """The count of the text now shown (counted off the UI loop by the editor)."""
+        self.tokens, self.token_cap, self.tokens_stale = tokens, cap, False
+
+    def _token_label(self) -> str:
+        if self.tokens is None:
+            return ""
+        counted = f"{'~' if self.tokens_stale else ''}{self.tokens:,}"
+        return f" · {counted}/{self.token_cap:,} tok" if self.token_cap else f" · {counted} tok"
 
     def render(self) -> Content:
-        label = f" {self.chars:,}/{self.limit:,} chars · {self.utf8_bytes:,} B"
+        label = f" {self.chars:,}/{self.limit:,} chars{self._token_label()} · {self.utf8_bytes:,} B"
         width = max(0, self.size.width - len(label))
         filled = min(width, round(width * self.chars / self.limit)) if width else 0
         used_style = "$error" if self.over_limit else "$primary"
