@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from didactyl_tui.agent.memory.history import MemoryHistory
+from didactyl_tui.agent.documents.history import MemoryHistory
 from didactyl_tui.config import Config
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import sign_event

@@ -507,8 +507,8 @@ class FaultRig:
         return self
 
     async def start_publisher(self, *, wait_connected: bool = True) -> None:
-        from didactyl_tui.agent.memory.outbox import Outbox
-        from didactyl_tui.agent.memory.publisher import MemoryPublisher
+        from didactyl_tui.agent.documents.outbox import Outbox
+        from didactyl_tui.agent.documents.publisher import MemoryPublisher
         from didactyl_tui.nostr.pool import RelayPool
 
         self.pool = RelayPool(self.urls, **self.client_kwargs)

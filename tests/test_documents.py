@@ -23,7 +23,7 @@ from self_documents_support import running_relay, service_on, soul
 from tui_support import TEST_KEY
 
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.memory.lineage import base_of
+from didactyl_tui.agent.documents.lineage import base_of
 from didactyl_tui.agent.tasks import TaskList
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from fault_relay import FaultRig, SilentServer
 
-from didactyl_tui.agent.memory.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox
-from didactyl_tui.agent.memory.publisher import MemoryPublisher
+from didactyl_tui.agent.documents.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox
+from didactyl_tui.agent.documents.publisher import MemoryPublisher
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.event import Event, sign_event

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from fault_relay import FaultProxy, FaultRig
 
-from didactyl_tui.agent.memory.outbox import DELIVERED, SUPERSEDED
+from didactyl_tui.agent.documents.outbox import DELIVERED, SUPERSEDED
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.replaceable import address_key

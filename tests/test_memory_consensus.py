@@ -10,8 +10,8 @@ from pathlib import Path
 from fault_relay import FaultRig, HostileRelay, forged, with_bad_signature
 from relay_servers import RustRelayUnderTest
 
-from didactyl_tui.agent.memory.outbox import DELIVERED, REFUSED, SUPERSEDED, Outbox
-from didactyl_tui.agent.memory.publisher import MemoryPublisher
+from didactyl_tui.agent.documents.outbox import DELIVERED, REFUSED, SUPERSEDED, Outbox
+from didactyl_tui.agent.documents.publisher import MemoryPublisher
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey

@@ -1,4 +1,4 @@
-"""The lineage rule (agent/memory/lineage.py) on a real history file: a later edit reaches our version through
+"""The lineage rule (agent/documents/lineage.py) on a real history file: a later edit reaches our version through
 its base chain; a concurrent one branches off before it; untagged or unknown bases are judged by whether our
 version had reached a relay."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from agent_support import AGENT_KEY, memory_event
 
-from didactyl_tui.agent.memory.history import MemoryHistory
-from didactyl_tui.agent.memory.lineage import MAX_CHAIN, Relation, base_of, relation
+from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.lineage import MAX_CHAIN, Relation, base_of, relation
 
 T0 = 1_750_000_000
 

@@ -1,4 +1,4 @@
-"""Merging concurrent edits from their common base (agent/memory/merge.py): the base found by walking both ``prev``
+"""Merging concurrent edits from their common base (agent/documents/merge.py): the base found by walking both ``prev``
 chains, a deletion kept deleted, a one-sided change taken, a true conflict marked; no base: every difference is a
 conflict, never a silent union."""
 
@@ -8,8 +8,8 @@ from agent_support import AGENT_KEY, NOW, memory_event
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from didactyl_tui.agent.memory.lineage import MAX_CHAIN
-from didactyl_tui.agent.memory.merge import (
+from didactyl_tui.agent.documents.lineage import MAX_CHAIN
+from didactyl_tui.agent.documents.merge import (
     END,
     MIDDLE,
     START,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from didactyl_tui.agent.memory.history import MemoryHistory, unified_diff
-from didactyl_tui.agent.memory.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox, backoff_delay
+from didactyl_tui.agent.documents.history import MemoryHistory, unified_diff
+from didactyl_tui.agent.documents.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox, backoff_delay
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.keys import SecretKey

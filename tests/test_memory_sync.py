@@ -25,7 +25,7 @@ from sync_support import (
     warnings,
 )
 
-from didactyl_tui.agent.memory.lineage import base_of
+from didactyl_tui.agent.documents.lineage import base_of
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.service import LOST_NOTE, DocumentKey
 

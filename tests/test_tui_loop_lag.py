@@ -31,7 +31,7 @@ from tui_support import (
 )
 
 from didactyl_tui.agent.conversations import ConversationStore
-from didactyl_tui.agent.memory.history import MemoryHistory
+from didactyl_tui.agent.documents.history import MemoryHistory
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry

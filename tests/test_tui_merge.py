@@ -13,7 +13,7 @@ from memory_support import held, put, text_of
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 from tui_support import TEST_KEY, make_config, make_env, screen_text, started, wait_for
 
-from didactyl_tui.agent.memory.lineage import base_of
+from didactyl_tui.agent.documents.lineage import base_of
 from didactyl_tui.service import AppService, DocumentKey
 from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.screens.merge import MergeScreen, ProposalScreen

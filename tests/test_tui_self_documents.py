@@ -28,7 +28,7 @@ from tui_support import (
     wait_for,
 )
 
-from didactyl_tui.agent.memory.lineage import base_of
+from didactyl_tui.agent.documents.lineage import base_of
 from didactyl_tui.agent.tasks import TaskList
 from didactyl_tui.nostr.kinds import SOUL
 from didactyl_tui.service import read_soul_text

@@ -22,7 +22,7 @@ from ..nostr.nip17 import dm_relay_list_filter, dm_relays_of
 from ..nostr.results import ConnectionState, Disposition, PublishOutcome, RelayVerdict
 from ..terminal_text import one_line
 from .dm_ledger import DmLedger, PendingWrap, WrapOutcome
-from .memory.outbox import backoff_delay
+from .documents.outbox import backoff_delay
 
 log = logging.getLogger("didactyl.dm")
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..agent.conversations import SessionInfo
     from ..agent.documents.codec import DocumentError
     from ..agent.documents.keys import MEMORIES, DocumentKey
+    from ..agent.documents.lineage import LOST_NOTE
     from ..agent.documents.sync import REFUSED_NOTE, NewerVersionKnown
     from ..agent.documents.versions import DocumentSnapshot, SaveResult
     from ..agent.events import (
@@ -58,7 +59,6 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     )
     from ..agent.identity_cache import IdentityView, SelfContextSnapshot
     from ..agent.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
-    from ..agent.memory.lineage import LOST_NOTE
     from ..agent.prompt_record import PromptAssembly
     from ..agent.session_kind import SessionKind
     from ..agent.soul_event import read_soul_text
@@ -92,7 +92,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["MEMORIES", "DocumentKey"], "..agent.documents.keys"),
     **dict.fromkeys(["REFUSED_NOTE", "NewerVersionKnown"], "..agent.documents.sync"),
     **dict.fromkeys(["DocumentSnapshot", "SaveResult"], "..agent.documents.versions"),
-    **dict.fromkeys(["LOST_NOTE"], "..agent.memory.lineage"),
+    **dict.fromkeys(["LOST_NOTE"], "..agent.documents.lineage"),
     **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
     **dict.fromkeys(["read_soul_text"], "..agent.soul_event"),
     **dict.fromkeys(["SoulLintError"], "..agent.soul_lint"),

@@ -9,12 +9,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..agent.documents.history import unified_diff
 from ..agent.documents.keys import DocumentKey
+from ..agent.documents.outbox import OutboxEntry
+from ..agent.documents.publisher import RelayHolding
 from ..agent.documents.sync import ConsensusCheck
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
-from ..agent.memory.history import unified_diff
-from ..agent.memory.outbox import OutboxEntry
-from ..agent.memory.publisher import RelayHolding
 from ..errors import AgentError
 from ..nostr.event import Event
 from .events import MemoryChanged, OutboxChanged, ServiceEvent, SoulChanged

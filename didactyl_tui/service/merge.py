@@ -2,7 +2,7 @@
 configured model's proposal for the conflicts still marked in it. Nothing here saves: the person does, through the
 document's one save path.
 
-The common base is found in the history this device kept (``agent/memory/merge.merge_base``); with none — a
+The common base is found in the history this device kept (``agent/documents/merge.merge_base``); with none — a
 writer that does not name its base, a chain older than the history — the draft is a two-way merge in which every
 difference is a conflict, and says why. A JSON document (the soul, the task list) whose merged draft does not read
 says so with the reason: it is shown as it is, never silently replaced.
@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.memory.history import MemoryHistory
-from ..agent.memory.merge import END, MIDDLE, START, conflicts_left, merge_base, merge_three_way, merge_two_way
+from ..agent.documents.history import MemoryHistory
+from ..agent.documents.merge import END, MIDDLE, START, conflicts_left, merge_base, merge_three_way, merge_two_way
 from ..errors import AgentError
 from ..nostr.event import Event
 from .labels import short_id

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 from ..agent.background import BackgroundTasks
 from ..agent.conversations import ConversationStore
 from ..agent.documents.codec import DocumentCodec
+from ..agent.documents.history import MemoryHistory
 from ..agent.documents.keys import DocumentKey
+from ..agent.documents.outbox import Outbox
+from ..agent.documents.publisher import MemoryPublisher
 from ..agent.documents.store import DocumentStore
 from ..agent.documents.sync import DocumentSync
 from ..agent.identity_cache import IdentityCache, pubkey_hex
 from ..agent.keystore import ensure_data_dir, load_agent_key
 from ..agent.memory.backend import MemoryManager, create_memory_manager
-from ..agent.memory.history import MemoryHistory
-from ..agent.memory.outbox import Outbox
-from ..agent.memory.publisher import MemoryPublisher
 from ..agent.private_files import permission_warnings, tighten_sqlite_files
 from ..agent.tools.context import AgentToolContext
 from ..config import Config

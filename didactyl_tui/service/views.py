@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agent.documents.keys import DocumentKey
-from ..agent.memory.outbox import RELAY_ACCEPTED, classify_verdict
+from ..agent.documents.outbox import RELAY_ACCEPTED, classify_verdict
 from ..errors import AgentError
 from ..nostr.event import Event
 from ..nostr.results import RelayVerdict

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.outbox import Outbox
 from didactyl_tui.agent.keystore import load_agent_key
 from didactyl_tui.agent.memory.backends.recall import RecallBackend
-from didactyl_tui.agent.memory.history import MemoryHistory
-from didactyl_tui.agent.memory.outbox import Outbox
 from didactyl_tui.agent.private_files import (
     connect_private,
     is_disk_full,

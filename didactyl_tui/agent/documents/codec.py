@@ -15,8 +15,8 @@ from typing import Any, Generic, TypeVar
 from ...errors import AgentError
 from ...nostr import nip44
 from ...nostr.event import Event
-from ..memory.lineage import PREV_TAG
 from .keys import DocumentKey
+from .lineage import PREV_TAG
 
 V = TypeVar("V")
 

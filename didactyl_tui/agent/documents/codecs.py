@@ -12,7 +12,6 @@ from ...config import relay_url_problem
 from ...errors import AgentError, ConfigError
 from ...nostr.event import Event
 from ...nostr.keys import is_hex_pubkey
-from ..memory.lineage import PREV_TAG
 from ..soul import SoulTemplate
 from ..soul_event import MAX_SOUL_BYTES, read_soul_text, soul_to_json
 from ..soul_lint import check_soul
@@ -20,6 +19,7 @@ from ..tasks import MAX_TASKS_BYTES, TaskError, TaskList
 from ..tools.registry import ToolRegistry
 from .codec import PUBLIC_MAX_BYTES, DocumentCodec, DocumentError, Encoded, MemoryCodec, check_size
 from .keys import DocumentKey
+from .lineage import PREV_TAG
 
 
 class SoulCodec(DocumentCodec[SoulTemplate]):

@@ -7,7 +7,7 @@ document alike.
   history and the newer version is fetched, whoever saved.
 - Every version the store sees is kept in the history. A newer version built on this device's latest save is a
   later edit (adopted quietly); one edited from an older version is a concurrent edit: ``on_lost`` is told (once),
-  the edit stays in the history (see :mod:`didactyl_tui.agent.memory.lineage` and docs/sync.md).
+  the edit stays in the history (see :mod:`didactyl_tui.agent.documents.lineage` and docs/sync.md).
 - A version that cannot be used is recorded with the reason (``not used: …``); at start the newest version this
   device kept that reads is the document when the relays' newest does not (:meth:`restore_newest_known`).
 - A burst of saves (the clock would not allow a date after the last one without signing ahead of it) is coalesced
@@ -35,13 +35,13 @@ from ...nostr.event import Event
 from ...nostr.replaceable import is_newer, newest_first
 from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
-from ..memory.history import MemoryHistory, MemoryVersion
-from ..memory.lineage import lost_local_edit
-from ..memory.outbox import REFUSED as OUTBOX_REFUSED
-from ..memory.outbox import Outbox
-from ..memory.publisher import MemoryPublisher, RelayHolding
 from .codec import DocumentError
+from .history import MemoryHistory, MemoryVersion
 from .keys import DocumentKey
+from .lineage import lost_local_edit
+from .outbox import REFUSED as OUTBOX_REFUSED
+from .outbox import Outbox
+from .publisher import MemoryPublisher, RelayHolding
 from .store import BURST_WAIT_MAX_S, DatedAheadError, DocumentStore
 from .versions import SaveResult, VersionSeen
 
