@@ -14,7 +14,7 @@ from didactyl_tui.agent.documents.codecs import build_codecs
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity_cache import IdentityCache
-from didactyl_tui.agent.soul import default_template
+from didactyl_tui.agent.soul.template import default_template
 from didactyl_tui.agent.tasks import TaskBook, TaskList
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
@@ -62,7 +62,7 @@ def make_store(key: SecretKey, pool: Any, *, limits: dict[DocumentKey, int] | No
 def soul_event(key: SecretKey, template: Any, created_at: int, *, encrypt: bool = True, prev: str | None = None,
                text: str | None = None) -> Event:
     """A kind 31120 soul as another writer would publish it (docs/soul-event.md; ``text``: a document of one's own)."""
-    from didactyl_tui.agent.soul_event import soul_to_json
+    from didactyl_tui.agent.soul.content import soul_to_json
 
     doc = soul_to_json(template) if text is None else text
     tags = [["d", "soul"], ["app", "didactyl"]]

@@ -30,7 +30,7 @@ from didactyl_tui.agent.bundle import (
 )
 from didactyl_tui.agent.conversation_records import export_records, restore_records
 from didactyl_tui.agent.conversations import ConversationStore
-from didactyl_tui.agent.soul import default_template
+from didactyl_tui.agent.soul.template import default_template
 from didactyl_tui.agent.tasks import TaskList
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.event import Event

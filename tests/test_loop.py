@@ -25,7 +25,7 @@ from didactyl_tui.agent.events import (
 )
 from didactyl_tui.agent.llm import LlmSettings
 from didactyl_tui.agent.loop import FINAL_ANSWER_NUDGE, run_turn
-from didactyl_tui.agent.prompt_record import PromptAssembly
+from didactyl_tui.agent.soul.prompt_record import PromptAssembly
 from didactyl_tui.agent.tools.registry import ToolRegistry
 
 API_KEY = "sk-stub-secret-key-0123456789"

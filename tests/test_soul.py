@@ -18,12 +18,12 @@ from agent_support import (
     relays_event,
 )
 
-from didactyl_tui.agent.prompt_record import SourceEvent
-from didactyl_tui.agent.soul import (
+from didactyl_tui.agent.soul.assembly import assemble
+from didactyl_tui.agent.soul.prompt_record import SourceEvent
+from didactyl_tui.agent.soul.template import (
     DEFAULT_PERSONA,
     SoulTemplate,
     TemplateSection,
-    assemble,
     default_template,
     load_soul_template,
     parse_soul_list,

@@ -10,14 +10,8 @@ from agent_support import AGENT_KEY, NOW, OTHER_KEY, make_store, soul_event
 
 from didactyl_tui.agent.documents.codec import DocumentError
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.soul import SoulTemplate, TemplateSection, default_template
-from didactyl_tui.agent.soul_event import (
-    MAX_SECTIONS,
-    SOUL_FORMAT,
-    SoulEventError,
-    read_soul_text,
-    soul_to_json,
-)
+from didactyl_tui.agent.soul.content import MAX_SECTIONS, SOUL_FORMAT, SoulEventError, read_soul_text, soul_to_json
+from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection, default_template
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.filters import matches

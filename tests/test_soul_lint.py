@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from didactyl_tui.agent.soul import SoulTemplate, TemplateSection, default_template, parse_soul_list
-from didactyl_tui.agent.soul_lint import SoulLintError, check_soul, lint_soul
+from didactyl_tui.agent.soul.lint import SoulLintError, check_soul, lint_soul
+from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection, default_template, parse_soul_list
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.registry import ToolContext, build_tool
 from didactyl_tui.errors import AgentError

@@ -23,7 +23,7 @@ from test_shared_relay_wiring import cli, cli_env
 from tui_support import SIZE, TEST_KEY, LoopIoWatch, make_config, make_env, started
 from tui_support import wait_for as wait_in_app
 
-from didactyl_tui.agent.soul import SoulTemplate, TemplateSection
+from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
 from didactyl_tui.agent.tasks import TaskList
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import Event

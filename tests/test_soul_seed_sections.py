@@ -10,15 +10,9 @@ from pathlib import Path
 from agent_support import ADMIN_KEY, AGENT_KEY, NOW, Clock, contacts_event, note_event, offline_context, relays_event
 from test_soul import fill_caches
 
-from didactyl_tui.agent.soul import (
-    SoulTemplate,
-    TemplateSection,
-    assemble,
-    default_template,
-    parse_soul_list,
-    section_text,
-)
-from didactyl_tui.agent.soul_lint import lint_soul
+from didactyl_tui.agent.soul.assembly import assemble, section_text
+from didactyl_tui.agent.soul.lint import lint_soul
+from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection, default_template, parse_soul_list
 from didactyl_tui.agent.tasks import TaskBook
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext

@@ -10,8 +10,9 @@ from agent_support import AGENT_KEY, Clock, make_store, offline_context, task_bo
 from relay_servers import RelayUnderTest, fast_client_kwargs
 
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.soul import SoulTemplate, TemplateSection, assemble
-from didactyl_tui.agent.soul_lint import lint_soul
+from didactyl_tui.agent.soul.assembly import assemble
+from didactyl_tui.agent.soul.lint import lint_soul
+from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
 from didactyl_tui.agent.tasks import TaskBook
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.notes import NotePoster

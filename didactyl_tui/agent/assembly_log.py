@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .conversations import ConversationStore
-from .prompt_record import PromptAssembly, assembly_from_record, assembly_to_record
+from .soul.prompt_record import PromptAssembly, assembly_from_record, assembly_to_record
 
 log = logging.getLogger("didactyl.conversations")
 

@@ -32,7 +32,7 @@ from .events import (
 )
 from .limits import ToolCallGate, TurnLimits, omitted_arguments
 from .llm import LlmChunk, LlmError, LlmSettings, ToolCallDelta, stream_chat
-from .prompt_record import PromptAssembly
+from .soul.prompt_record import PromptAssembly
 from .tools.registry import ToolOutcome
 
 Dispatch = Callable[[str, str], Awaitable[ToolOutcome]]

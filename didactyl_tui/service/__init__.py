@@ -59,10 +59,10 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     )
     from ..agent.identity_cache import IdentityView, SelfContextSnapshot
     from ..agent.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
-    from ..agent.prompt_record import PromptAssembly
     from ..agent.session_kind import SessionKind
-    from ..agent.soul_event import read_soul_text
-    from ..agent.soul_lint import SoulLintError
+    from ..agent.soul.content import read_soul_text
+    from ..agent.soul.lint import SoulLintError
+    from ..agent.soul.prompt_record import PromptAssembly
     from ..agent.tasks import Task, TaskList
     from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
@@ -93,9 +93,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["REFUSED_NOTE", "NewerVersionKnown"], "..agent.documents.sync"),
     **dict.fromkeys(["DocumentSnapshot", "SaveResult"], "..agent.documents.versions"),
     **dict.fromkeys(["LOST_NOTE"], "..agent.documents.lineage"),
-    **dict.fromkeys(["PromptAssembly"], "..agent.prompt_record"),
-    **dict.fromkeys(["read_soul_text"], "..agent.soul_event"),
-    **dict.fromkeys(["SoulLintError"], "..agent.soul_lint"),
+    **dict.fromkeys(["PromptAssembly"], "..agent.soul.prompt_record"),
+    **dict.fromkeys(["read_soul_text"], "..agent.soul.content"),
+    **dict.fromkeys(["SoulLintError"], "..agent.soul.lint"),
     **dict.fromkeys(["SessionKind"], "..agent.session_kind"),
     **dict.fromkeys(["Task", "TaskList"], "..agent.tasks"),
     **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),

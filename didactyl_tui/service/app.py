@@ -26,9 +26,9 @@ from ..agent.documents.sync import RECONCILE_START_DELAY_S
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
 from ..agent.events import AgentEvent, TurnFailed
 from ..agent.identity_cache import KindDrift, OwnIdentityDraft, SelfContextSnapshot, pubkey_hex
-from ..agent.prompt_record import PromptAssembly
 from ..agent.session_kind import SessionKind
-from ..agent.soul import SoulTemplate, load_soul_template
+from ..agent.soul.prompt_record import PromptAssembly
+from ..agent.soul.template import SoulTemplate, load_soul_template
 from ..agent.tasks import TaskBook, TaskList
 from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.notes import NotePoster

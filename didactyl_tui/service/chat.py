@@ -15,9 +15,10 @@ from ..agent.assembly_log import AssemblyLog, SavedAssembly
 from ..agent.conversations import ConversationStore, SessionInfo
 from ..agent.documents.keys import DocumentKey
 from ..agent.events import AgentEvent, TurnFailed, TurnFinished
-from ..agent.prompt_record import PromptAssembly, SourceEvent
 from ..agent.session_kind import SessionKind
-from ..agent.soul import SoulTemplate, assemble
+from ..agent.soul.assembly import assemble
+from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
+from ..agent.soul.template import SoulTemplate
 from ..agent.tools.registry import Tool, ToolOutcome, ToolPolicy, ToolRegistry
 from ..config import Config
 from ..errors import AgentError, DidactylError

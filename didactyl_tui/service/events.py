@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 if TYPE_CHECKING:
     from ..agent.documents.keys import DocumentKey
     from ..agent.documents.versions import DocumentSnapshot
-    from ..agent.prompt_record import PromptAssembly
+    from ..agent.soul.prompt_record import PromptAssembly
     from ..nostr.results import ConnectionState
 
 log = logging.getLogger("didactyl.service")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.documents.versions import DocumentSnapshot
-from ..agent.soul import SoulTemplate
-from ..agent.soul_event import soul_to_json
+from ..agent.soul.content import soul_to_json
+from ..agent.soul.template import SoulTemplate
 from ..nostr.event import Event
 
 

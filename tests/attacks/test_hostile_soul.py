@@ -18,7 +18,7 @@ from agent_support import AGENT_KEY, OTHER_KEY, soul_event, wait_for
 from fault_relay import forged, with_bad_signature
 from relay_servers import ScriptedConnection, ScriptedRelay, fast_client_kwargs
 
-from didactyl_tui.agent.soul import SoulTemplate, TemplateSection
+from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.kinds import SOUL

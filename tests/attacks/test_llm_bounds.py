@@ -25,7 +25,7 @@ from didactyl_tui.agent.events import TextDelta, ToolCallFinished, TurnFinished
 from didactyl_tui.agent.limits import ToolCallGate, TurnLimits
 from didactyl_tui.agent.llm import LlmSettings
 from didactyl_tui.agent.loop import run_turn
-from didactyl_tui.agent.prompt_record import PromptAssembly
+from didactyl_tui.agent.soul.prompt_record import PromptAssembly
 from didactyl_tui.agent.tools.files import FILE_TOOLS
 from didactyl_tui.agent.tools.memory import MEMORY_TOOLS
 from didactyl_tui.agent.tools.registry import ToolRegistry

@@ -12,9 +12,9 @@ from ...config import relay_url_problem
 from ...errors import AgentError, ConfigError
 from ...nostr.event import Event
 from ...nostr.keys import is_hex_pubkey
-from ..soul import SoulTemplate
-from ..soul_event import MAX_SOUL_BYTES, read_soul_text, soul_to_json
-from ..soul_lint import check_soul
+from ..soul.content import MAX_SOUL_BYTES, read_soul_text, soul_to_json
+from ..soul.lint import check_soul
+from ..soul.template import SoulTemplate
 from ..tasks import MAX_TASKS_BYTES, TaskError, TaskList
 from ..tools.registry import ToolRegistry
 from .codec import PUBLIC_MAX_BYTES, DocumentCodec, DocumentError, Encoded, MemoryCodec, check_size

@@ -11,9 +11,9 @@ import json
 import re
 from typing import Any
 
-from ..errors import AgentError, ConfigError
-from ..nostr import nip44
-from .soul import ROLES, SoulTemplate, TemplateSection, check_section, parse_soul_list
+from ...errors import AgentError, ConfigError
+from ...nostr import nip44
+from .template import ROLES, SoulTemplate, TemplateSection, check_section, parse_soul_list
 
 SOUL_FORMAT = "didactyl-soul/1"
 MAX_SECTIONS = 64  # a soul is a prompt outline; hundreds of sections are a mistake or an attack

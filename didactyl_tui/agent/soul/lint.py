@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import AgentError
-from .soul import SoulTemplate, TemplateSection, section_tool_problem
-from .tools.registry import ToolRegistry
+from ...errors import AgentError
+from ..tools.registry import ToolRegistry
+from .template import SoulTemplate, TemplateSection, section_tool_problem
 
 
 class SoulLintError(AgentError):
