@@ -13,7 +13,7 @@ from test_soul import fill_caches
 from didactyl_tui.agent.soul.assembly import assemble, section_text
 from didactyl_tui.agent.soul.lint import lint_soul
 from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection, default_template, parse_soul_list
-from didactyl_tui.agent.tasks import TaskBook
+from didactyl_tui.agent.tasks import TaskBook, TaskList
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
 
@@ -37,15 +37,14 @@ SEED = """\
 async def _context(tmp_path: Path, *, filled: bool) -> AgentToolContext:
     ctx = offline_context(tmp_path, admin=True)
 
-    async def load() -> None:
-        return None
+    saved: list[TaskList] = []
 
-    async def save(_tasks: object) -> None:
-        return None
+    async def change(derive) -> None:  # recorded, not published: the list in use is the last one recorded
+        saved.append(derive(saved[-1] if saved else TaskList()))
 
-    ctx.tasks = TaskBook(load, save, clock=Clock(NOW))
+    ctx.tasks = TaskBook(lambda: saved[-1] if saved else TaskList(), change, clock=Clock(NOW))
     if filled:
-        fill_caches(ctx)
+        await fill_caches(ctx)
         assert ctx.admin is not None
         ctx.admin.ingest(None, contacts_event(ADMIN_KEY, [AGENT_KEY.public_key_hex]))
         ctx.admin.ingest(None, relays_event(ADMIN_KEY, [("wss://admin.test", "")]))
