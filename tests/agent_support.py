@@ -13,9 +13,9 @@ from typing import Any
 from didactyl_tui.agent.documents.codecs import build_codecs
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.store import DocumentStore
-from didactyl_tui.agent.identity_cache import IdentityCache
+from didactyl_tui.agent.identity.cache import IdentityCache
 from didactyl_tui.agent.soul.template import default_template
-from didactyl_tui.agent.tasks import TaskBook, TaskList
+from didactyl_tui.agent.tasks.task_list import TaskBook, TaskList
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
 from didactyl_tui.nostr import nip44

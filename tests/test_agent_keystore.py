@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from didactyl_tui.agent.keystore import key_file_path, load_agent_key, write_key_file
+from didactyl_tui.agent.identity.keystore import key_file_path, load_agent_key, write_key_file
 from didactyl_tui.errors import ConfigError, NostrError
 from didactyl_tui.nostr.keys import SecretKey
 

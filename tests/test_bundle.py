@@ -28,10 +28,10 @@ from didactyl_tui.agent.bundle import (
     session_record,
     write_bundle,
 )
-from didactyl_tui.agent.conversation_records import export_records, restore_records
-from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.conversations.records import export_records, restore_records
+from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.soul.template import default_template
-from didactyl_tui.agent.tasks import TaskList
+from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.pool import RelayPool

@@ -14,8 +14,8 @@ from agent_support import AGENT_KEY
 from llm_stub import LlmStub, Reply, ToolCall
 from test_cli import cli_env, didactyl, one_line
 
-from didactyl_tui.agent.conversation_records import export_records
-from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.conversations.records import export_records
+from didactyl_tui.agent.conversations.store import ConversationStore
 
 
 def _config(stub_url: str) -> str:

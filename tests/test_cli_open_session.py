@@ -10,7 +10,7 @@ from typing import Any
 from test_cli import cli_env, one_line
 from tui_support import make_app, make_config, screen_text, started, wait_for
 
-from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.cli import run
 from didactyl_tui.service.runtime import CONVERSATIONS_DB
 

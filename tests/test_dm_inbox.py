@@ -12,9 +12,9 @@ import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY, NOW, OTHER_KEY
 from relay_servers import RelayUnderTest, fast_client_kwargs
 
-from didactyl_tui.agent.dm_inbox import DmInbox, DmPolicy, DropTally, Verdict, room_key
-from didactyl_tui.agent.dm_ledger import DmLedger
-from didactyl_tui.agent.dm_signer import LocalDmSigner
+from didactyl_tui.agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, room_key
+from didactyl_tui.agent.dm.ledger import DmLedger
+from didactyl_tui.agent.dm.signer import LocalDmSigner
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event

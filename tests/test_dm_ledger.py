@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent_support import ADMIN_KEY, AGENT_KEY, NOW
 
-from didactyl_tui.agent.dm_ledger import DmLedger
+from didactyl_tui.agent.dm.ledger import DmLedger
 from didactyl_tui.nostr.nip17 import make_message, wrap_message
 
 

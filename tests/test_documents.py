@@ -24,7 +24,7 @@ from tui_support import TEST_KEY
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.lineage import base_of
-from didactyl_tui.agent.tasks import TaskList
+from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.service import AppService, ServiceWarning, read_soul_text

@@ -38,7 +38,7 @@ from tui_support import TEST_KEY, make_config, make_env, screen_text, started, w
 
 from didactyl_tui.agent import llm
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.keystore import LoadedKey, load_agent_key, read_key_file
+from didactyl_tui.agent.identity.keystore import LoadedKey, load_agent_key, read_key_file
 from didactyl_tui.config import Config
 from didactyl_tui.errors import ConfigError, DidactylError, NostrError
 from didactyl_tui.nostr import nip19

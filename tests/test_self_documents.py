@@ -18,7 +18,7 @@ from self_documents_support import running_relay, service_on, soul, stored
 from tui_support import TEST_KEY
 
 from didactyl_tui.agent.documents.lineage import base_of
-from didactyl_tui.agent.tasks import TaskList
+from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.kinds import APP_DATA, SOUL
 from didactyl_tui.service import LOST_NOTE, MemoryChanged, ServiceWarning, read_soul_text

@@ -282,7 +282,7 @@ async def test_recall_backend_context_follows_the_history(service: AppService) -
 
 
 async def test_a_loose_key_file_stops_start_and_leaves_nothing_running(tmp_path: Path) -> None:
-    from didactyl_tui.agent.keystore import key_file_path, write_key_file
+    from didactyl_tui.agent.identity.keystore import key_file_path, write_key_file
     from didactyl_tui.errors import ConfigError
 
     data = tmp_path / "d"

@@ -12,9 +12,9 @@ from agent_support import AGENT_KEY
 from llm_stub import LlmStub, Reply
 from relay_servers import fast_client_kwargs
 
-from didactyl_tui.agent import assembly_log
-from didactyl_tui.agent.assembly_log import AssemblyLog, SavedAssembly
-from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.conversations import assembly_log
+from didactyl_tui.agent.conversations.assembly_log import AssemblyLog, SavedAssembly
+from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.events import TurnFailed, TurnFinished
 from didactyl_tui.config import Config
 from didactyl_tui.service import AppService

@@ -24,7 +24,7 @@ from tui_support import SIZE, TEST_KEY, LoopIoWatch, make_config, make_env, star
 from tui_support import wait_for as wait_in_app
 
 from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
-from didactyl_tui.agent.tasks import TaskList
+from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.kinds import SOUL

@@ -13,7 +13,7 @@ from test_soul import fill_caches
 from didactyl_tui.agent.soul.assembly import assemble, section_text
 from didactyl_tui.agent.soul.lint import lint_soul
 from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection, default_template, parse_soul_list
-from didactyl_tui.agent.tasks import TaskBook, TaskList
+from didactyl_tui.agent.tasks.task_list import TaskBook, TaskList
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
 

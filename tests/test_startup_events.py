@@ -8,7 +8,7 @@ import pytest
 from agent_support import AGENT_KEY, NOW, OTHER_KEY, profile_event
 from relay_servers import RelayUnderTest, fast_client_kwargs
 
-from didactyl_tui.agent.startup_events import (
+from didactyl_tui.agent.identity.startup_events import (
     INTENT_TAG,
     MAX_STARTUP_EVENTS,
     plan_startup_events,

@@ -9,7 +9,7 @@ from agent_support import AGENT_KEY, NOW, OTHER_KEY, make_store, tasks_event
 
 from didactyl_tui.agent.documents.codec import DocumentError
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.tasks import (
+from didactyl_tui.agent.tasks.task_list import (
     MAX_NOTE_CHARS,
     MAX_TASKS,
     MAX_TASKS_BYTES,

@@ -11,7 +11,7 @@ from agent_support import AGENT_KEY, LIMITS, make_store
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.identity_cache import IdentityCache
+from didactyl_tui.agent.identity.cache import IdentityCache
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
 from didactyl_tui.nostr.pool import RelayPool

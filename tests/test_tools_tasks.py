@@ -13,7 +13,7 @@ from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.soul.assembly import assemble
 from didactyl_tui.agent.soul.lint import lint_soul
 from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
-from didactyl_tui.agent.tasks import TaskBook
+from didactyl_tui.agent.tasks.task_list import TaskBook
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.notes import NotePoster
 from didactyl_tui.nostr.event import Event
@@ -27,7 +27,7 @@ TEMPLATE = SoulTemplate((TemplateSection("soul", content="You are Ada."),
 
 def _recorded_book(saved: list[object]) -> TaskBook:
     """A book whose changes are recorded, not published (the list in use is the last one recorded)."""
-    from didactyl_tui.agent.tasks import TaskList
+    from didactyl_tui.agent.tasks.task_list import TaskList
 
     async def change(derive) -> None:
         saved.append(derive(saved[-1] if saved else TaskList()))

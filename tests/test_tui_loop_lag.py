@@ -30,7 +30,7 @@ from tui_support import (
     wait_for,
 )
 
-from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.documents.history import MemoryHistory
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen

@@ -29,7 +29,7 @@ from tui_support import (
 )
 
 from didactyl_tui.agent.documents.lineage import base_of
-from didactyl_tui.agent.tasks import TaskList
+from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.nostr.kinds import SOUL
 from didactyl_tui.service import read_soul_text
 from didactyl_tui.tui.screens.confirm import ConfirmScreen

@@ -40,8 +40,9 @@ from .labels import drift_lines, one_line, short_id, version_label, when
 from .state import read_state, remember, write_state
 
 if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
-    from ..agent.assembly_log import SavedAssembly
-    from ..agent.conversations import SessionInfo
+    from ..agent.conversations.assembly_log import SavedAssembly
+    from ..agent.conversations.session_kind import SessionKind
+    from ..agent.conversations.store import SessionInfo
     from ..agent.documents.codec import DocumentError
     from ..agent.documents.keys import MEMORIES, DocumentKey
     from ..agent.documents.lineage import LOST_NOTE
@@ -57,13 +58,12 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
         TurnStarted,
         Usage,
     )
-    from ..agent.identity_cache import IdentityView, SelfContextSnapshot
-    from ..agent.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
-    from ..agent.session_kind import SessionKind
+    from ..agent.identity.cache import IdentityView, SelfContextSnapshot
+    from ..agent.identity.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
     from ..agent.soul.content import read_soul_text
     from ..agent.soul.lint import SoulLintError
     from ..agent.soul.prompt_record import PromptAssembly
-    from ..agent.tasks import Task, TaskList
+    from ..agent.tasks.task_list import Task, TaskList
     from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
     from ..nostr.keys import SecretKey
@@ -81,13 +81,13 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from .views import DocumentStatus, DocumentVersionView, PendingPublish, RelayDocumentStatus
 
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(["SessionInfo"], "..agent.conversations"),
-    **dict.fromkeys(["SavedAssembly"], "..agent.assembly_log"),
+    **dict.fromkeys(["SessionInfo"], "..agent.conversations.store"),
+    **dict.fromkeys(["SavedAssembly"], "..agent.conversations.assembly_log"),
     **dict.fromkeys(["AgentEvent", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
                      "TurnStarted", "Usage"], "..agent.events"),
-    **dict.fromkeys(["IdentityView", "SelfContextSnapshot"], "..agent.identity_cache"),
+    **dict.fromkeys(["IdentityView", "SelfContextSnapshot"], "..agent.identity.cache"),
     **dict.fromkeys(["ENV_NSEC", "ensure_data_dir", "key_file_path", "load_agent_key", "write_key_file"],
-                    "..agent.keystore"),
+                    "..agent.identity.keystore"),
     **dict.fromkeys(["DocumentError"], "..agent.documents.codec"),
     **dict.fromkeys(["MEMORIES", "DocumentKey"], "..agent.documents.keys"),
     **dict.fromkeys(["REFUSED_NOTE", "NewerVersionKnown"], "..agent.documents.sync"),
@@ -96,8 +96,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["PromptAssembly"], "..agent.soul.prompt_record"),
     **dict.fromkeys(["read_soul_text"], "..agent.soul.content"),
     **dict.fromkeys(["SoulLintError"], "..agent.soul.lint"),
-    **dict.fromkeys(["SessionKind"], "..agent.session_kind"),
-    **dict.fromkeys(["Task", "TaskList"], "..agent.tasks"),
+    **dict.fromkeys(["SessionKind"], "..agent.conversations.session_kind"),
+    **dict.fromkeys(["Task", "TaskList"], "..agent.tasks.task_list"),
     **dict.fromkeys(["serve_forever"], "..nostr.embedded_relay.server"),
     **dict.fromkeys(["run_relay_process"], "..nostr.embedded_relay.process"),
     **dict.fromkeys(["SecretKey"], "..nostr.keys"),

@@ -85,7 +85,7 @@ def keep_api_key(path: Path, name: str, key: str) -> None:
 
 
 def _write_private(path: Path, text: str) -> None:
-    from ..agent.keystore import ensure_data_dir
+    from ..agent.identity.keystore import ensure_data_dir
 
     ensure_data_dir(path.parent)  # 0700 when it creates it
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")

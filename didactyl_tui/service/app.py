@@ -18,18 +18,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..agent.conversations import SessionInfo
-from ..agent.dm_inbox import DmPolicy
+from ..agent.conversations.session_kind import SessionKind
+from ..agent.conversations.store import SessionInfo
+from ..agent.dm.inbox import DmPolicy
 from ..agent.documents.codecs import build_codecs
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.sync import RECONCILE_START_DELAY_S
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
 from ..agent.events import AgentEvent, TurnFailed
-from ..agent.identity_cache import KindDrift, OwnIdentityDraft, SelfContextSnapshot, pubkey_hex
-from ..agent.session_kind import SessionKind
+from ..agent.identity.cache import KindDrift, OwnIdentityDraft, SelfContextSnapshot, pubkey_hex
 from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.soul.template import SoulTemplate, load_soul_template
-from ..agent.tasks import TaskBook, TaskList
+from ..agent.tasks.task_list import TaskBook, TaskList
 from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.notes import NotePoster
 from ..agent.tools.registry import ToolOutcome

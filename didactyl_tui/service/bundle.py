@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.bundle import MAX_BUNDLE_BYTES, BundleError, read_bundle, write_bundle
-from ..agent.conversation_records import export_records, restore_records
+from ..agent.conversations.records import export_records, restore_records
 from ..agent.documents.keys import DocumentKey
 from ..agent.private_files import PRIVATE_FILE_MODE
 from ..errors import AgentError

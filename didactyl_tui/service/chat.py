@@ -11,11 +11,11 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from ..agent.assembly_log import AssemblyLog, SavedAssembly
-from ..agent.conversations import ConversationStore, SessionInfo
+from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
+from ..agent.conversations.session_kind import SessionKind
+from ..agent.conversations.store import ConversationStore, SessionInfo
 from ..agent.documents.keys import DocumentKey
 from ..agent.events import AgentEvent, TurnFailed, TurnFinished
-from ..agent.session_kind import SessionKind
 from ..agent.soul.assembly import assemble
 from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
 from ..agent.soul.template import SoulTemplate
@@ -98,7 +98,7 @@ def open_sessions(data_dir: Any) -> Sessions:
     """The saved chats of a data dir, without starting the service (the database opens on first use)."""
     from pathlib import Path
 
-    from ..agent.keystore import ensure_data_dir
+    from ..agent.identity.keystore import ensure_data_dir
     from .runtime import CONVERSATIONS_DB
 
     ensure_data_dir(Path(data_dir))

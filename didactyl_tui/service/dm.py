@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..agent.dm_delivery import DmDelivery
-from ..agent.dm_inbox import DmInbox, DmPolicy, DropTally, Verdict, room_members
-from ..agent.dm_ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
-from ..agent.dm_signer import DmSigner, LocalDmSigner
+from ..agent.conversations.session_kind import SessionKind
+from ..agent.dm.delivery import DmDelivery
+from ..agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, room_members
+from ..agent.dm.ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
+from ..agent.dm.signer import DmSigner, LocalDmSigner
 from ..agent.events import TurnFailed, TurnFinished
-from ..agent.session_kind import SessionKind
 from ..agent.tools.registry import ToolPolicy
 from ..config import Config
 from ..errors import DidactylError

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..agent.documents.codecs import TagList
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.versions import SaveResult
-from ..agent.identity_cache import (
+from ..agent.identity.cache import (
     IdentityCache,
     KindDrift,
     OwnIdentityDraft,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 
-from ..agent.session_kind import SessionKind
+from ..agent.conversations.session_kind import SessionKind
 from ..agent.tools.registry import ToolError
 
 current_session_kind: ContextVar[SessionKind | None] = ContextVar("didactyl_session_kind", default=None)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..agent.identity_cache import pubkey_hex
-from ..agent.keystore import ENV_NSEC, key_file_path, load_agent_key
+from ..agent.identity.cache import pubkey_hex
+from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key
 from ..config import Config
 from ..nostr.nip19 import encode_npub
 from .app import admin_pubkey_of

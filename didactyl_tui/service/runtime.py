@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent.background import BackgroundTasks
-from ..agent.conversations import ConversationStore
+from ..agent.conversations.store import ConversationStore
 from ..agent.documents.codec import DocumentCodec
 from ..agent.documents.history import MemoryHistory
 from ..agent.documents.keys import DocumentKey
@@ -21,8 +21,8 @@ from ..agent.documents.outbox import Outbox
 from ..agent.documents.publisher import MemoryPublisher
 from ..agent.documents.store import DocumentStore
 from ..agent.documents.sync import DocumentSync
-from ..agent.identity_cache import IdentityCache, pubkey_hex
-from ..agent.keystore import ensure_data_dir, load_agent_key
+from ..agent.identity.cache import IdentityCache, pubkey_hex
+from ..agent.identity.keystore import ensure_data_dir, load_agent_key
 from ..agent.memory.backend import MemoryManager, create_memory_manager
 from ..agent.private_files import permission_warnings, tighten_sqlite_files
 from ..agent.tools.context import AgentToolContext

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..agent.startup_events import StartupEvent, check_intents, plan_startup_events, startup_event, startup_filters
+from ..agent.identity.startup_events import (
+    StartupEvent,
+    check_intents,
+    plan_startup_events,
+    startup_event,
+    startup_filters,
+)
 from ..config import Config, config_error
 from ..errors import AgentError
 from ..nostr.kinds import RELAY_LIST

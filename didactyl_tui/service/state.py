@@ -30,7 +30,7 @@ def read_state(data_dir: Path) -> dict[str, Any]:
 def write_state(data_dir: Path, values: Mapping[str, Any]) -> None:
     import tomli_w
 
-    from ..agent.keystore import ensure_data_dir
+    from ..agent.identity.keystore import ensure_data_dir
 
     path = Path(data_dir) / STATE_FILE
     ensure_data_dir(path.parent)

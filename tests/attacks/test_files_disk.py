@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.documents.history import MemoryHistory
 from didactyl_tui.agent.documents.outbox import Outbox
-from didactyl_tui.agent.keystore import load_agent_key
+from didactyl_tui.agent.identity.keystore import load_agent_key
 from didactyl_tui.agent.memory.backends.recall import RecallBackend
 from didactyl_tui.agent.private_files import (
     connect_private,

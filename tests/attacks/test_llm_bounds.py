@@ -19,7 +19,7 @@ from agent_support import offline_context
 from llm_stub import LlmStub, Reply, ToolCall
 
 from didactyl_tui.agent import llm
-from didactyl_tui.agent.conversations import ConversationStore
+from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.events import TextDelta, ToolCallFinished, TurnFinished
 from didactyl_tui.agent.limits import ToolCallGate, TurnLimits

@@ -15,7 +15,7 @@ from ...nostr.keys import is_hex_pubkey
 from ..soul.content import MAX_SOUL_BYTES, read_soul_text, soul_to_json
 from ..soul.lint import check_soul
 from ..soul.template import SoulTemplate
-from ..tasks import MAX_TASKS_BYTES, TaskError, TaskList
+from ..tasks.task_list import MAX_TASKS_BYTES, TaskError, TaskList
 from ..tools.registry import ToolRegistry
 from .codec import PUBLIC_MAX_BYTES, DocumentCodec, DocumentError, Encoded, MemoryCodec, check_size
 from .keys import DocumentKey

@@ -1,6 +1,7 @@
 """The layered record of one prompt assembly: what went in, from where, how big, what was skipped.
 
-Produced by :func:`.assembly.assemble` (pure), shown by the TUI's prompt inspector, printed by ``didactyl prompt --json``.
+Produced by :func:`.assembly.assemble` (pure), shown by the TUI's prompt inspector, printed by
+``didactyl prompt --json``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Offered only when an admin is configured (see ``builtin.build_base_registry``); 
 
 from __future__ import annotations
 
-from ..identity_cache import IdentityCache
+from ..identity.cache import IdentityCache
 from .context import AgentToolContext
 from .registry import Tool, ToolError, build_tool
 from .self_context import context_result, render_contacts, render_identity, render_notes, render_profile, render_relays

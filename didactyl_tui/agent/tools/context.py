@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from ..documents.keys import DocumentKey
 from ..documents.store import DocumentStore
 from ..documents.versions import SaveResult
-from ..identity_cache import IdentityCache
-from ..tasks import TaskBook
+from ..identity.cache import IdentityCache
+from ..tasks.task_list import TaskBook
 from .registry import ToolContext
 
 if TYPE_CHECKING:  # notes.py imports this module

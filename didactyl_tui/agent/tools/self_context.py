@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ...nostr import nip19
-from ..identity_cache import IdentityCache
+from ..identity.cache import IdentityCache
 from .context import AgentToolContext
 from .registry import Tool, build_tool
 

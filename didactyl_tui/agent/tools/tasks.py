@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..tasks import Task, TaskBook
+from ..tasks.task_list import Task, TaskBook
 from .context import AgentToolContext
 from .registry import Tool, ToolError, build_tool
 

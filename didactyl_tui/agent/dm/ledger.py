@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import AgentError
-from ..nostr.event import Event
-from .private_files import is_disk_full, open_private_wal, storage_error_message
+from ...errors import AgentError
+from ...nostr.event import Event
+from ..private_files import is_disk_full, open_private_wal, storage_error_message
 
 MAX_LEDGER_ROWS = 100_000  # finished messages beyond this are forgotten, oldest first
 OUTBOX_KEEP_S = 7 * 24 * 3600  # finished outbox rows are kept this long (for the status), then removed

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
-from ..errors import AgentError
+from ...errors import AgentError
 
 TASKS_FORMAT = "didactyl-tasks/1"
 Status = Literal["open", "in_progress", "done", "cancelled"]

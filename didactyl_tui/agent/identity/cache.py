@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import NostrError
-from ..nostr import nip19
-from ..nostr.event import Event
-from ..nostr.keys import is_hex_pubkey
-from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST, TEXT_NOTE
-from ..nostr.replaceable import is_newer, newest_first
-from .soul.prompt_record import SourceEvent
+from ...errors import NostrError
+from ...nostr import nip19
+from ...nostr.event import Event
+from ...nostr.keys import is_hex_pubkey
+from ...nostr.kinds import CONTACTS, METADATA, RELAY_LIST, TEXT_NOTE
+from ...nostr.replaceable import is_newer, newest_first
+from ..soul.prompt_record import SourceEvent
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .conversations import SessionInfo
+    from .store import SessionInfo
 
 
 def render_markdown(info: SessionInfo, messages: list[dict[str, Any]]) -> str:

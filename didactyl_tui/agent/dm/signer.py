@@ -12,10 +12,10 @@ import random
 from collections.abc import Iterable
 from typing import Protocol
 
-from ..nostr.event import Event
-from ..nostr.keys import SecretKey
-from ..nostr.nip17 import DirectMessage, build_dm_relay_list, open_message, wrap_message
-from ..nostr.nip59 import Rumor
+from ...nostr.event import Event
+from ...nostr.keys import SecretKey
+from ...nostr.nip17 import DirectMessage, build_dm_relay_list, open_message, wrap_message
+from ...nostr.nip59 import Rumor
 
 
 class DmSigner(Protocol):

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .conversations import ConversationStore
+    from .store import ConversationStore
 
 
 def export_records(store: ConversationStore) -> list[dict[str, Any]]:

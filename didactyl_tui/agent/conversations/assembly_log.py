@@ -13,8 +13,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from .conversations import ConversationStore
-from .soul.prompt_record import PromptAssembly, assembly_from_record, assembly_to_record
+from ..soul.prompt_record import PromptAssembly, assembly_from_record, assembly_to_record
+from .store import ConversationStore
 
 log = logging.getLogger("didactyl.conversations")
 

@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..errors import AgentError
-from ..nostr.event import Event
-from ..nostr.keys import is_hex_pubkey
-from ..nostr.nip17 import MAX_RECIPIENTS, DirectMessage, NotADirectMessage, make_message
-from ..nostr.nip59 import DecryptFailed, RumorRejected, SealRejected, SenderMismatch, UnwrapError, WrapRejected
-from .dm_ledger import DmLedger
-from .dm_signer import DmSigner
+from ...errors import AgentError
+from ...nostr.event import Event
+from ...nostr.keys import is_hex_pubkey
+from ...nostr.nip17 import MAX_RECIPIENTS, DirectMessage, NotADirectMessage, make_message
+from ...nostr.nip59 import DecryptFailed, RumorRejected, SealRejected, SenderMismatch, UnwrapError, WrapRejected
+from .ledger import DmLedger
+from .signer import DmSigner
 
 MAX_FUTURE_S = 15 * 60  # a message dated further ahead is dropped (as relays drop such events)
 

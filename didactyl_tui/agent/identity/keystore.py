@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError, NostrError
-from ..nostr.keys import SecretKey
+from ...errors import ConfigError, NostrError
+from ...nostr.keys import SecretKey
 
 KEY_FILE_NAME = "agent.key"
 ENV_NSEC = "DIDACTYL_NSEC"

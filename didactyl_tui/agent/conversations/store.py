@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentError
-from . import tokens
-from .conversation_db import Transaction, add_status_column, bounded_call, row_to_message
-from .conversation_markdown import render_markdown
-from .private_files import is_disk_full, open_private_wal
+from ...errors import AgentError
+from .. import tokens
+from ..private_files import is_disk_full, open_private_wal
+from .db import Transaction, add_status_column, bounded_call, row_to_message
+from .markdown import render_markdown
 from .turns import group_turns, repair_tool_pairs
 
 __all__ = ["ConversationStore", "SessionInfo", "ToolCallRecord", "group_turns", "repair_tool_pairs"]

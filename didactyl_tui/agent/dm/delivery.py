@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from ..nostr.event import Event
-from ..nostr.nip17 import dm_relay_list_filter, dm_relays_of
-from ..nostr.results import ConnectionState, Disposition, PublishOutcome, RelayVerdict
-from ..terminal_text import one_line
-from .dm_ledger import DmLedger, PendingWrap, WrapOutcome
-from .documents.outbox import backoff_delay
+from ...nostr.event import Event
+from ...nostr.nip17 import dm_relay_list_filter, dm_relays_of
+from ...nostr.results import ConnectionState, Disposition, PublishOutcome, RelayVerdict
+from ...terminal_text import one_line
+from ..documents.outbox import backoff_delay
+from .ledger import DmLedger, PendingWrap, WrapOutcome
 
 log = logging.getLogger("didactyl.dm")
 

@@ -24,11 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AgentError
-from ..nostr.event import Event, Tags, sign_event
-from ..nostr.keys import SecretKey
-from ..nostr.kinds import is_addressable, is_ephemeral, is_replaceable
-from ..nostr.replaceable import newest
+from ...errors import AgentError
+from ...nostr.event import Event, Tags, sign_event
+from ...nostr.keys import SecretKey
+from ...nostr.kinds import is_addressable, is_ephemeral, is_replaceable
+from ...nostr.replaceable import newest
 
 INTENT_TAG = "didactyl-intent"
 MAX_STARTUP_EVENTS = 32
