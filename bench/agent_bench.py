@@ -26,11 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from didactyl_tui.agent import tokens
 from didactyl_tui.agent.documents.codecs import build_codecs
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity.cache import IdentityCache
+from didactyl_tui.agent.llm import tokens
 from didactyl_tui.agent.soul.assembly import assemble
 from didactyl_tui.agent.soul.template import default_template
 from didactyl_tui.agent.tools.builtin import build_base_registry

@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--turn", type=float, default=0.3, help="seconds the scripted model takes per turn")
     parser.add_argument("--parallel", default="1,4,20", help="[dm] max_parallel values to compare")
     args = parser.parse_args()
-    from didactyl_tui.agent import llm
+    from didactyl_tui.agent.llm import client as llm
 
     llm.preload()  # litellm's import is paid before the first burst, not inside it
     print(f"{args.senders} senders x {args.per_sender} messages, {args.turn:g} s per turn")

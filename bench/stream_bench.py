@@ -277,7 +277,7 @@ def main() -> int:
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
-    from didactyl_tui.agent import llm
+    from didactyl_tui.agent.llm import client as llm
 
     llm.preload()
     order = [n for n in sizes for _ in range(args.repeat + 1)]  # raw runs (one warm-up), then the app's

@@ -101,7 +101,7 @@ async def make(out: Path) -> list[Path]:
     from llm_stub import LlmStub, Reply, ToolCall
     from tui_support import Clock, make_app, started, wait_for
 
-    from didactyl_tui.agent import llm
+    from didactyl_tui.agent.llm import client as llm
     from didactyl_tui.config import data_dir, load_config
 
     key = derived_key(os.environ.get(SEED_ENV) or DEFAULT_SEED)

@@ -28,7 +28,7 @@ def warm_litellm() -> None:
     """
     from llm_stub import LlmStub, Reply
 
-    from didactyl_tui.agent import llm
+    from didactyl_tui.agent.llm import client as llm
 
     async def one_call() -> None:
         async with LlmStub() as stub:

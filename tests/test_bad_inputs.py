@@ -37,10 +37,10 @@ from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import ScriptedConnection, ScriptedRelay, free_port
 from tui_support import make_config, make_env, screen_text, started, wait_for
 
-from didactyl_tui.agent import llm
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.events import ToolCallFinished, TurnFailed, TurnFinished
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.agent.tools.registry import build_tool, unknown_tool_message
+from didactyl_tui.agent.turn.events import ToolCallFinished, TurnFailed, TurnFinished
 from didactyl_tui.service import AppService
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 

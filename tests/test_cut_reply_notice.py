@@ -12,7 +12,7 @@ from bad_inputs_support import NSEC, cli, cli_env, recording_app
 from llm_stub import LlmStub, Reply
 from tui_support import make_config, make_env, started, wait_for
 
-from didactyl_tui.agent import llm
+from didactyl_tui.agent.llm import client as llm
 
 # ~4,400 characters, past a 1,000-character bound; all different (litellm stops a stream repeating one chunk).
 LONG = " ".join(f"word{n}" for n in range(500))

@@ -15,7 +15,7 @@ from llm_stub import LlmStub, Reply
 from test_cli import cli_env, didactyl
 from test_self_knowledge import service, stub_config
 
-from didactyl_tui.agent.events import TurnFailed, TurnFinished
+from didactyl_tui.agent.turn.events import TurnFailed, TurnFinished
 from didactyl_tui.service import AppService, SessionKind
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")

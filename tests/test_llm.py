@@ -11,8 +11,9 @@ import aiohttp
 import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 
-from didactyl_tui.agent import llm, tokens
-from didactyl_tui.agent.llm import LlmChunk, LlmError, LlmSettings, map_error, stream_chat
+from didactyl_tui.agent.llm import client as llm
+from didactyl_tui.agent.llm import tokens
+from didactyl_tui.agent.llm.client import LlmChunk, LlmError, LlmSettings, map_error, stream_chat
 from didactyl_tui.config import LlmConfig
 
 KEY = "sk-test-abcdefghijklmnop"

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 
-from didactyl_tui.agent import llm, llm_worker_client
-from didactyl_tui.agent.llm import LlmError, LlmSettings, stream_chat
+from didactyl_tui.agent.llm import client as llm
+from didactyl_tui.agent.llm import worker_client as llm_worker_client
+from didactyl_tui.agent.llm.client import LlmError, LlmSettings, stream_chat
 from didactyl_tui.config import LlmConfig
 
 TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look up.",
@@ -126,7 +127,7 @@ async def test_the_helper_sees_the_environment_as_it_is_now(stub: LlmStub, monke
 def test_settings_cross_the_pipe_whole() -> None:
     settings = LlmSettings(model="openai/m", api_base="http://127.0.0.1:9/v1", api_key="sk-x", max_tokens=5)
     data = llm_worker_client._settings_data(settings)
-    from didactyl_tui.agent.llm_worker import _settings
+    from didactyl_tui.agent.llm.worker import _settings
 
     assert _settings(dict(data)) == settings
     assert dataclasses.asdict(settings.limits) == data["limits"]

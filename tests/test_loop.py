@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 
-from didactyl_tui.agent import llm
-from didactyl_tui.agent.events import (
+from didactyl_tui.agent.llm import client as llm
+from didactyl_tui.agent.llm.client import LlmSettings
+from didactyl_tui.agent.soul.prompt_record import PromptAssembly
+from didactyl_tui.agent.tools.registry import ToolRegistry
+from didactyl_tui.agent.turn.events import (
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -23,10 +26,7 @@ from didactyl_tui.agent.events import (
     TurnFinished,
     TurnStarted,
 )
-from didactyl_tui.agent.llm import LlmSettings
-from didactyl_tui.agent.loop import FINAL_ANSWER_NUDGE, run_turn
-from didactyl_tui.agent.soul.prompt_record import PromptAssembly
-from didactyl_tui.agent.tools.registry import ToolRegistry
+from didactyl_tui.agent.turn.loop import FINAL_ANSWER_NUDGE, run_turn
 
 API_KEY = "sk-stub-secret-key-0123456789"
 

@@ -10,7 +10,7 @@ from agent_support import AGENT_KEY
 from llm_stub import LlmStub, Reply
 from relay_servers import free_port
 
-from didactyl_tui.agent.model_probe import model_names
+from didactyl_tui.agent.llm.model_probe import model_names
 from didactyl_tui.config import Config
 from didactyl_tui.service import AppService, ModelSettings
 

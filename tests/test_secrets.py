@@ -36,9 +36,9 @@ from bad_inputs_support import (
 from llm_stub import LlmStub, Reply, ToolCall
 from tui_support import TEST_KEY, make_config, make_env, screen_text, started, wait_for
 
-from didactyl_tui.agent import llm
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.identity.keystore import LoadedKey, load_agent_key, read_key_file
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.config import Config
 from didactyl_tui.errors import ConfigError, DidactylError, NostrError
 from didactyl_tui.nostr import nip19

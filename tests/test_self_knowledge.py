@@ -12,7 +12,7 @@ from agent_support import AGENT_KEY, wait_for
 from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs
 
-from didactyl_tui.agent.events import TurnFinished
+from didactyl_tui.agent.turn.events import TurnFinished
 from didactyl_tui.config import Config
 from didactyl_tui.service import AppService, SessionKind
 

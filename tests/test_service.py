@@ -16,7 +16,7 @@ from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs
 
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.events import TextDelta, ToolCallFinished, TurnFailed, TurnFinished, TurnStarted
+from didactyl_tui.agent.turn.events import TextDelta, ToolCallFinished, TurnFailed, TurnFinished, TurnStarted
 from didactyl_tui.config import Config
 from didactyl_tui.errors import AgentError, ConfigError
 from didactyl_tui.nostr.pool import RelayPool

@@ -15,7 +15,7 @@ from relay_servers import fast_client_kwargs
 from didactyl_tui.agent.conversations import assembly_log
 from didactyl_tui.agent.conversations.assembly_log import AssemblyLog, SavedAssembly
 from didactyl_tui.agent.conversations.store import ConversationStore
-from didactyl_tui.agent.events import TurnFailed, TurnFinished
+from didactyl_tui.agent.turn.events import TurnFailed, TurnFinished
 from didactyl_tui.config import Config
 from didactyl_tui.service import AppService
 

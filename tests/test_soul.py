@@ -18,6 +18,7 @@ from agent_support import (
     relays_event,
 )
 
+from didactyl_tui.agent.llm.tokens import count_tokens
 from didactyl_tui.agent.soul.assembly import assemble
 from didactyl_tui.agent.soul.prompt_record import SourceEvent
 from didactyl_tui.agent.soul.template import (
@@ -28,7 +29,6 @@ from didactyl_tui.agent.soul.template import (
     load_soul_template,
     parse_soul_list,
 )
-from didactyl_tui.agent.tokens import count_tokens
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.config import SoulConfig, SoulSection, parse_config
 from didactyl_tui.errors import ConfigError

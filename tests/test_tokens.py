@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from didactyl_tui.agent import tokens
+from didactyl_tui.agent.llm import tokens
 
 
 def run_fresh(code: str) -> dict:
@@ -24,7 +24,7 @@ def run_fresh(code: str) -> dict:
 def test_offline_fallback_is_tiktoken_from_litellms_bundle_without_importing_litellm() -> None:
     result = run_fresh("""
         import json, os, sys
-        from didactyl_tui.agent import tokens
+        from didactyl_tui.agent.llm import tokens
         n = tokens.count_tokens("anthropic/claude-sonnet-4-5", "hello world")
         print(json.dumps({
             "n": n,

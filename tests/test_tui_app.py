@@ -13,7 +13,7 @@ from llm_stub import LlmStub, Reply
 from textual.color import Color
 from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
-from didactyl_tui.agent import llm
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient
 from didactyl_tui.tui.actions import KEY_ACTIONS, PALETTE_ACTIONS

@@ -10,7 +10,7 @@ import pytest
 from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, started, wait_for
 
-from didactyl_tui.agent import llm
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.screens.rename import RenameScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry

@@ -9,8 +9,8 @@ import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 from tui_support import NOW, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
-from didactyl_tui.agent import llm
 from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient

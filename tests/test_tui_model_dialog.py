@@ -10,7 +10,7 @@ import pytest
 from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, make_env, screen_text, started, wait_for
 
-from didactyl_tui.agent import llm
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.service import write_state
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.main import MainScreen

@@ -12,8 +12,8 @@ from llm_stub import LlmStub, Reply, ToolCall
 from textual import events
 from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
 
-from didactyl_tui.agent import llm
 from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.service.drafts import Draft, draft_path, read_draft, write_draft
 from didactyl_tui.tui.screens.confirm import UnsavedChangesScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen

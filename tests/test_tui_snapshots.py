@@ -13,7 +13,7 @@ import pytest
 from llm_stub import Reply
 from tui_support import TEST_KEY, ThreadedLlmStub, make_app, make_config, screen_text, started, wait_for
 
-from didactyl_tui.agent import llm
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 

@@ -10,7 +10,7 @@ import pytest
 from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, started, wait_for
 
-from didactyl_tui.agent import llm
+from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.memory_gauge import MemoryGauge
 

@@ -48,7 +48,13 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..agent.documents.lineage import LOST_NOTE
     from ..agent.documents.sync import REFUSED_NOTE, NewerVersionKnown
     from ..agent.documents.versions import DocumentSnapshot, SaveResult
-    from ..agent.events import (
+    from ..agent.identity.cache import IdentityView, SelfContextSnapshot
+    from ..agent.identity.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
+    from ..agent.soul.content import read_soul_text
+    from ..agent.soul.lint import SoulLintError
+    from ..agent.soul.prompt_record import PromptAssembly
+    from ..agent.tasks.task_list import Task, TaskList
+    from ..agent.turn.events import (
         AgentEvent,
         TextDelta,
         ToolCallFinished,
@@ -58,12 +64,6 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
         TurnStarted,
         Usage,
     )
-    from ..agent.identity.cache import IdentityView, SelfContextSnapshot
-    from ..agent.identity.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
-    from ..agent.soul.content import read_soul_text
-    from ..agent.soul.lint import SoulLintError
-    from ..agent.soul.prompt_record import PromptAssembly
-    from ..agent.tasks.task_list import Task, TaskList
     from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
     from ..nostr.keys import SecretKey
@@ -84,7 +84,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["SessionInfo"], "..agent.conversations.store"),
     **dict.fromkeys(["SavedAssembly"], "..agent.conversations.assembly_log"),
     **dict.fromkeys(["AgentEvent", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
-                     "TurnStarted", "Usage"], "..agent.events"),
+                     "TurnStarted", "Usage"], "..agent.turn.events"),
     **dict.fromkeys(["IdentityView", "SelfContextSnapshot"], "..agent.identity.cache"),
     **dict.fromkeys(["ENV_NSEC", "ensure_data_dir", "key_file_path", "load_agent_key", "write_key_file"],
                     "..agent.identity.keystore"),

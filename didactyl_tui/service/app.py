@@ -25,7 +25,6 @@ from ..agent.documents.codecs import build_codecs
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.sync import RECONCILE_START_DELAY_S
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
-from ..agent.events import AgentEvent, TurnFailed
 from ..agent.identity.cache import KindDrift, OwnIdentityDraft, SelfContextSnapshot, pubkey_hex
 from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.soul.template import SoulTemplate, load_soul_template
@@ -33,6 +32,7 @@ from ..agent.tasks.task_list import TaskBook, TaskList
 from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.notes import NotePoster
 from ..agent.tools.registry import ToolOutcome
+from ..agent.turn.events import AgentEvent, TurnFailed
 from ..config import Config, config_error
 from ..errors import AgentError, ConfigError
 from ..nostr.results import ConnectionState, PublishOutcome
@@ -335,7 +335,7 @@ class AppService:
     async def check_model(self, chosen: ModelSettings) -> ModelCheck:
         """A bounded connection test (a one-token completion; the server's /models list when it has an api_base).
         Works before the service has started (no relay needed)."""
-        from ..agent.llm import LlmSettings
+        from ..agent.llm.client import LlmSettings
         from .model import check_model
 
         return await check_model(LlmSettings.from_config(self.config.llm, self.env), chosen, self.env)
@@ -343,13 +343,13 @@ class AppService:
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text`` for the model in use, counted as prompt assembly counts them (CPU work for a long
         text: call it from a thread in a UI)."""
-        from ..agent.tokens import count_tokens
+        from ..agent.llm.tokens import count_tokens
 
         return count_tokens(self.model, text)
 
     def context_window(self) -> int | None:
         """Prompt tokens the model accepts: ``[llm] context_window``, else litellm's table (None: unknown)."""
-        from ..agent.llm import context_window  # litellm itself only when loaded already
+        from ..agent.llm.client import context_window  # litellm itself only when loaded already
 
         return self.config.llm.context_window or context_window(self.model)
 

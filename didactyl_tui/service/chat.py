@@ -15,11 +15,11 @@ from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.conversations.store import ConversationStore, SessionInfo
 from ..agent.documents.keys import DocumentKey
-from ..agent.events import AgentEvent, TurnFailed, TurnFinished
 from ..agent.soul.assembly import assemble
 from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
 from ..agent.soul.template import SoulTemplate
 from ..agent.tools.registry import Tool, ToolOutcome, ToolPolicy, ToolRegistry
+from ..agent.turn.events import AgentEvent, TurnFailed, TurnFinished
 from ..config import Config
 from ..errors import AgentError, DidactylError
 from .events import PromptAssembled, ServiceEvent
@@ -220,7 +220,7 @@ class ChatService:
         """One completion with the model in use and no tools, outside any chat (the merge view's model draft):
         through the agent's one door to the model, bounded in size (``max_chars`` of reply) and time. AgentError
         says why there is no answer (no model configured, the model failed, too long, too slow)."""
-        from ..agent import llm
+        from ..agent.llm import client as llm
 
         if not self._model.name.strip():
             raise AgentError(NO_MODEL, "No model configured")
@@ -241,14 +241,14 @@ class ChatService:
         return "".join(parts)
 
     def _llm_settings(self) -> Any:
-        from ..agent.llm import LlmSettings
+        from ..agent.llm.client import LlmSettings
 
         # Every [llm] setting flows through; the model, its server and its key variable are the choice's.
         return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self._model.settings, self._env)
 
     def should_preload(self) -> bool:
         """Import litellm ahead of the first turn only when a model is configured (#13: ~200 MiB of RSS)."""
-        from ..agent.llm import should_preload
+        from ..agent.llm.client import should_preload
 
         return should_preload(self._llm_settings())
 
@@ -259,7 +259,7 @@ class ChatService:
         ephemeral one (``kind.keeps_conversation`` false) saves nothing. The memory backend learns from it only
         for terminal and the admin's DM sessions (``kind.records_turns``). ``tools`` narrows what the model may
         call (None: every tool)."""
-        from ..agent import loop
+        from ..agent.turn import loop
 
         registry = self._registry.restricted(tools)
 
@@ -363,7 +363,7 @@ def preload_llm(worker: bool = True) -> threading.Thread:
 
     def run() -> None:
         try:
-            from ..agent import llm
+            from ..agent.llm import client as llm
 
             if worker:
                 llm.start_worker()

@@ -35,8 +35,8 @@ from ..agent.dm.delivery import DmDelivery
 from ..agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, room_members
 from ..agent.dm.ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
 from ..agent.dm.signer import DmSigner, LocalDmSigner
-from ..agent.events import TurnFailed, TurnFinished
 from ..agent.tools.registry import ToolPolicy
+from ..agent.turn.events import TurnFailed, TurnFinished
 from ..config import Config
 from ..errors import DidactylError
 from ..nostr.embedded_relay.lockfile import FileLock

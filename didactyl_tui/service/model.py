@@ -156,8 +156,8 @@ def key_env_problem(name: str) -> str | None:
 
 def usual_key_variable(model: str) -> str:
     """The provider's usual key variable for a litellm model name (OPENAI_API_KEY for openai/...)."""
-    from ..agent.llm import LlmSettings
-    from ..agent.llm_errors import key_variable
+    from ..agent.llm.client import LlmSettings
+    from ..agent.llm.errors import key_variable
 
     return key_variable(LlmSettings(model=model))
 
@@ -188,8 +188,8 @@ def llm_settings_for(base: Any, chosen: ModelSettings, env: Mapping[str, str]) -
 
 async def check_model(base: Any, chosen: ModelSettings, env: Mapping[str, str]) -> ModelCheck:
     """A tiny completion (one token) and, with an api_base, the server's /models list; bounded in time."""
-    from ..agent import llm
-    from ..agent.model_probe import list_models
+    from ..agent.llm import client as llm
+    from ..agent.llm.model_probe import list_models
 
     settings = llm_settings_for(base, chosen, env)
     settings = replace(settings, max_retries=0, max_tokens=1, timeout_s=min(settings.timeout_s, CHECK_TIMEOUT_S))
@@ -219,7 +219,7 @@ async def check_model(base: Any, chosen: ModelSettings, env: Mapping[str, str]) 
 def warm_model_client(wait_s: float = 0.0) -> None:
     """Start the model helper process (it imports litellm as it starts); wait up to ``wait_s`` for it to be
     ready. Blocking: call it from a thread."""
-    from ..agent.llm_worker_client import worker
+    from ..agent.llm.worker_client import worker
 
     helper = worker()
     helper.start()

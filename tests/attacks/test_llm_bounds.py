@@ -18,17 +18,17 @@ import pytest
 from agent_support import offline_context
 from llm_stub import LlmStub, Reply, ToolCall
 
-from didactyl_tui.agent import llm
 from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.events import TextDelta, ToolCallFinished, TurnFinished
-from didactyl_tui.agent.limits import ToolCallGate, TurnLimits
-from didactyl_tui.agent.llm import LlmSettings
-from didactyl_tui.agent.loop import run_turn
+from didactyl_tui.agent.llm import client as llm
+from didactyl_tui.agent.llm.client import LlmSettings
+from didactyl_tui.agent.llm.limits import ToolCallGate, TurnLimits
 from didactyl_tui.agent.soul.prompt_record import PromptAssembly
 from didactyl_tui.agent.tools.files import FILE_TOOLS
 from didactyl_tui.agent.tools.memory import MEMORY_TOOLS
 from didactyl_tui.agent.tools.registry import ToolRegistry
+from didactyl_tui.agent.turn.events import TextDelta, ToolCallFinished, TurnFinished
+from didactyl_tui.agent.turn.loop import run_turn
 from didactyl_tui.config import LlmConfig
 
 MiB = 1024 * 1024

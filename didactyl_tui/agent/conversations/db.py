@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...errors import AgentError
-from ..limits import omitted_arguments
+from ..llm.limits import omitted_arguments
 from ..private_files import is_disk_full, storage_error_message
 
 if TYPE_CHECKING:

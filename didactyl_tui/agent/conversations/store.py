@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import AgentError
-from .. import tokens
+from ..llm import tokens
 from ..private_files import is_disk_full, open_private_wal
 from .db import Transaction, add_status_column, bounded_call, row_to_message
 from .markdown import render_markdown

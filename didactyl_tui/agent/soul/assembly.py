@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import DidactylError
-from ..tokens import count_tokens, message_text
+from ..llm.tokens import count_tokens, message_text
 from ..tools.registry import Tool, ToolContext, ToolRegistry, render_result
 from .prompt_record import PromptAssembly, PromptLayer, SourceEvent
 from .template import SoulTemplate, section_tool_problem

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from ..errors import AgentError
+from ...errors import AgentError
 
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_MODELS = 500

@@ -25,16 +25,16 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..terminal_text import one_line
-from .events import Usage
-from .llm_errors import ERROR_KINDS, LlmError
+from ...terminal_text import one_line
+from ..turn.events import Usage
+from .errors import ERROR_KINDS, LlmError
 
 if TYPE_CHECKING:
-    from .llm import LlmChunk, LlmSettings
+    from .client import LlmChunk, LlmSettings
 
 log = logging.getLogger("didactyl.llm")
 
-HELPER_COMMAND = [sys.executable, "-m", "didactyl_tui.agent.llm_worker"]
+HELPER_COMMAND = [sys.executable, "-m", "didactyl_tui.agent.llm.worker"]
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one chunk from the helper; a longer line means it is broken: it is stopped
 FIRST_ANSWER_GRACE_S = 120.0  # the helper's first call imports litellm (~8 s here, more under load)
 ANSWER_GRACE_S = 10.0  # beyond the call's own timeouts, which the helper enforces
@@ -212,7 +212,7 @@ def _settings_data(settings: LlmSettings) -> dict[str, Any]:
 def _chunks(batch: list[dict[str, Any]]) -> Iterator[LlmChunk | None]:
     """The chunks of one read, in order (consecutive text-only ones joined); None ends the call, an error is
     raised where it came (after the chunks before it)."""
-    from .llm import LlmChunk, ToolCallDelta
+    from .client import LlmChunk, ToolCallDelta
 
     text: list[str] = []
     for message in batch:

@@ -11,10 +11,10 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentError
+from ...errors import AgentError
 
 if TYPE_CHECKING:
-    from .llm import LlmSettings
+    from .client import LlmSettings
 
 ERROR_KINDS = ("auth", "rate_limit", "timeout", "context_length", "server", "bad_request", "connection",
                "not_configured")

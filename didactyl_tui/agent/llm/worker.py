@@ -1,4 +1,4 @@
-"""The model client's own process: ``python -m didactyl_tui.agent.llm_worker``.
+"""The model client's own process: ``python -m didactyl_tui.agent.llm.worker``.
 
 litellm spends ~0.3 ms of CPU on every streamed chunk (bench/stream_bench.py: 3.4 s for a 10,000-chunk reply
 consumed raw). In the app's process that time is taken from the one thread that also paints the reply and
@@ -23,8 +23,8 @@ from typing import Any
 
 
 def _settings(data: dict[str, Any]) -> Any:
+    from .client import LlmSettings
     from .limits import TurnLimits
-    from .llm import LlmSettings
 
     limits = TurnLimits(**data.pop("limits", {}))
     return LlmSettings(**data, limits=limits)
@@ -38,7 +38,7 @@ def _chunk_row(chunk: Any) -> list[Any]:
 
 
 async def _serve(out: Any) -> None:
-    from . import llm
+    from . import client as llm
 
     loop = asyncio.get_running_loop()
 

@@ -21,10 +21,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..turn.events import Usage
 from . import tokens
-from .events import Usage
-from .limits import TurnLimits
-from .llm_errors import (
+from .errors import (
     ERROR_KINDS,
     RETRYABLE_KINDS,
     LlmError,
@@ -36,6 +35,7 @@ from .llm_errors import (
     key_variable,
     missing_key_message,
 )
+from .limits import TurnLimits
 
 # The error names are re-exported: callers and tests know them as agent.llm's.
 __all__ = [
@@ -133,7 +133,7 @@ def preload() -> None:
 
 def start_worker() -> None:
     """Start the helper process that streams model replies (``llm_worker``), so the first turn finds it warm."""
-    from .llm_worker_client import worker
+    from .worker_client import worker
 
     worker().start()
 
@@ -255,7 +255,7 @@ async def stream_chat(
         raise LlmError("No model is configured: set [llm] model in config.toml or $DIDACTYL_MODEL.",
                        "not_configured")
     if settings.worker_process:
-        from .llm_worker_client import worker
+        from .worker_client import worker
 
         stream = worker().stream(settings, messages, tools)
     else:

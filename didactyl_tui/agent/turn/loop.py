@@ -20,6 +20,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..llm.client import LlmChunk, LlmError, LlmSettings, ToolCallDelta, stream_chat
+from ..llm.limits import ToolCallGate, TurnLimits, omitted_arguments
+from ..soul.prompt_record import PromptAssembly
+from ..tools.registry import ToolOutcome
 from .events import (
     AgentEvent,
     TextDelta,
@@ -30,10 +34,6 @@ from .events import (
     TurnStarted,
     Usage,
 )
-from .limits import ToolCallGate, TurnLimits, omitted_arguments
-from .llm import LlmChunk, LlmError, LlmSettings, ToolCallDelta, stream_chat
-from .soul.prompt_record import PromptAssembly
-from .tools.registry import ToolOutcome
 
 Dispatch = Callable[[str, str], Awaitable[ToolOutcome]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .soul.prompt_record import PromptAssembly
+from ..soul.prompt_record import PromptAssembly
 
 
 @dataclass(frozen=True, slots=True)
