@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..agent.documents.versions import DocumentSnapshot, SaveResult
     from ..agent.identity.cache import IdentityView, SelfContextSnapshot
     from ..agent.identity.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
+    from ..agent.llm.usage import Usage
     from ..agent.soul.content import read_soul_text
     from ..agent.soul.lint import SoulLintError
     from ..agent.soul.prompt_record import PromptAssembly
@@ -62,7 +63,6 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
         TurnFailed,
         TurnFinished,
         TurnStarted,
-        Usage,
     )
     from ..nostr.embedded_relay.process import run_relay_process
     from ..nostr.embedded_relay.server import serve_forever
@@ -84,7 +84,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["SessionInfo"], "..agent.conversations.store"),
     **dict.fromkeys(["SavedAssembly"], "..agent.conversations.assembly_log"),
     **dict.fromkeys(["AgentEvent", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
-                     "TurnStarted", "Usage"], "..agent.turn.events"),
+                     "TurnStarted"], "..agent.turn.events"),
+    **dict.fromkeys(["Usage"], "..agent.llm.usage"),
     **dict.fromkeys(["IdentityView", "SelfContextSnapshot"], "..agent.identity.cache"),
     **dict.fromkeys(["ENV_NSEC", "ensure_data_dir", "key_file_path", "load_agent_key", "write_key_file"],
                     "..agent.identity.keystore"),

@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..turn.events import Usage
 from . import tokens
 from .errors import (
     ERROR_KINDS,
@@ -36,6 +35,7 @@ from .errors import (
     missing_key_message,
 )
 from .limits import TurnLimits
+from .usage import Usage
 
 # The error names are re-exported: callers and tests know them as agent.llm's.
 __all__ = [

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...terminal_text import one_line
-from ..turn.events import Usage
 from .errors import ERROR_KINDS, LlmError
+from .usage import Usage
 
 if TYPE_CHECKING:
     from .client import LlmChunk, LlmSettings

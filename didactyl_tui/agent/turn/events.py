@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..llm.usage import Usage
 from ..soul.prompt_record import PromptAssembly
 
 
@@ -37,14 +38,6 @@ class ToolCallFinished:
     result: str  # what went back to the model (JSON text or readable error)
     is_error: bool
     round: int
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    prompt_tokens: int | None = None  # every request of the turn together (what was billed)
-    completion_tokens: int | None = None
-    cost_usd: float | None = None
-    last_prompt_tokens: int | None = None  # the turn's last request alone: what it took of the context window
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,18 +22,10 @@ from typing import Any
 
 from ..llm.client import LlmChunk, LlmError, LlmSettings, ToolCallDelta, stream_chat
 from ..llm.limits import ToolCallGate, TurnLimits, omitted_arguments
+from ..llm.usage import Usage
 from ..soul.prompt_record import PromptAssembly
 from ..tools.registry import ToolOutcome
-from .events import (
-    AgentEvent,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnFailed,
-    TurnFinished,
-    TurnStarted,
-    Usage,
-)
+from .events import AgentEvent, TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
 
 Dispatch = Callable[[str, str], Awaitable[ToolOutcome]]
 
