@@ -47,11 +47,11 @@ def _event(doc: object, *, key=AGENT_KEY, encrypt: bool = True, d: str = "soul",
 @pytest.mark.parametrize("template", [CUSTOM, default_template()])
 async def test_a_soul_round_trips_through_its_event_encrypted_and_in_the_clear(template: SoulTemplate) -> None:
     store = _store()
-    secret = await store.build_event(SOUL_DOC, template, NOW, None)
+    secret = await store.events.build(SOUL_DOC, template, NOW, None)
     assert secret.kind == SOUL and secret.d_tag == "soul" and secret.is_valid()
     assert ("encrypted", "nip44") in secret.tags and ("app", "didactyl") in secret.tags
     assert "Ada" not in secret.content and "didactyl" not in secret.content
-    public = await store.build_event(SOUL_DOC, template, NOW, "ab" * 32, encrypt=False)
+    public = await store.events.build(SOUL_DOC, template, NOW, "ab" * 32, encrypt=False)
     assert json.loads(public.content)["format"] == SOUL_FORMAT and ("prev", "ab" * 32) in public.tags
     for ev in (secret, public):
         back = await _read(ev)
@@ -71,7 +71,7 @@ async def test_rust_nostr_writes_a_soul_we_read() -> None:
     ours = Event.from_json(rust_ev.as_json())
     assert (await _read(ours)).sections == CUSTOM.sections
     # and rust-nostr decrypts ours
-    mine = await _store().build_event(SOUL_DOC, CUSTOM, NOW, None)
+    mine = await _store().events.build(SOUL_DOC, CUSTOM, NOW, None)
     assert json.loads(keys.nip44_decrypt(keys.public_key(), mine.content)) == json.loads(doc)
 
 
@@ -94,7 +94,7 @@ async def test_a_soul_written_as_the_seeds_write_it_is_read_as_our_json_is(encry
     assert back.sections == (TemplateSection("persona", "system", content="You are Skald.\nKeep it short."),
                              TemplateSection("tasks", "system", tool="task_list", skip_if_empty=True))
     # What we publish stays the JSON document (docs/soul-event.md), whatever form we read.
-    published = await _store().build_event(SOUL_DOC, back, NOW, None, encrypt=False)
+    published = await _store().events.build(SOUL_DOC, back, NOW, None, encrypt=False)
     assert json.loads(published.content)["format"] == SOUL_FORMAT
     assert (await _read(published)).sections == back.sections
 
@@ -167,10 +167,10 @@ async def test_a_soul_that_does_not_lint_is_refused_on_read_and_before_signing()
         await _read(soul_event(AGENT_KEY, bad_tool, NOW))
     twice = SoulTemplate((TemplateSection("soul", content="a"), TemplateSection("soul", content="b")), "config")
     with pytest.raises(DocumentError, match="section 'soul' \\(#2\\)"):
-        await _store().build_event(SOUL_DOC, twice, NOW, None)
+        await _store().events.build(SOUL_DOC, twice, NOW, None)
 
 
 async def test_a_soul_too_large_for_one_event_is_refused_before_signing() -> None:
     huge = SoulTemplate((TemplateSection("soul", content="x" * 70_000),), "config")
     with pytest.raises(DocumentError, match="at most 65,535 fit"):
-        await _store().build_event(SOUL_DOC, huge, NOW, None)
+        await _store().events.build(SOUL_DOC, huge, NOW, None)

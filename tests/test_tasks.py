@@ -117,7 +117,7 @@ def test_json_round_trips_and_refuses_what_is_broken() -> None:
 async def test_the_stored_event_is_kind_30078_d_tasks_encrypted_to_self() -> None:
     tl = _three()
     store = make_store(AGENT_KEY, RelayPool([]))
-    ev = await store.build_event(TASKS, tl, NOW, None)
+    ev = await store.events.build(TASKS, tl, NOW, None)
     assert (ev.kind, ev.d_tag, ev.first_tag("app")) == (30078, "tasks", "didactyl") and ev.is_valid()
     assert "milk" not in ev.content
     assert matches(TASKS.filter(AGENT_KEY.public_key_hex), ev)

@@ -36,14 +36,15 @@ from ...nostr.replaceable import is_newer, newest_first
 from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
 from .codec import DocumentError
+from .dating import BURST_WAIT_MAX_S
 from .history import MemoryHistory, MemoryVersion
 from .keys import DocumentKey
 from .lineage import lost_local_edit
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
 from .publisher import MemoryPublisher, RelayHolding
-from .store import BURST_WAIT_MAX_S, DatedAheadError, DocumentStore
-from .versions import SaveResult, VersionSeen
+from .store import DocumentStore
+from .versions import DatedAheadError, SaveResult, VersionSeen
 
 log = logging.getLogger("didactyl.documents.sync")
 
@@ -402,6 +403,6 @@ class DocumentSync:
         """Cancel the retry loop's helpers and consensus checks (the outbox keeps what is unsent); let the
         history thread finish what it was given."""
         self.ready = False
-        await self.flush(min(timeout, self.store.sign_ahead_max_s + 2))
+        await self.flush(min(timeout, self.store.dating.sign_ahead_max_s + 2))
         await self._tasks.cancel(timeout)
         await asyncio.to_thread(self._history_thread.shutdown, True)

@@ -9,7 +9,7 @@ from typing import Any
 from ...errors import AgentError
 from ...nostr.event import Event
 from ...nostr.results import Disposition, PublishOutcome
-from .codec import NIP44_MAX_BYTES
+from .codec import NIP44_MAX_BYTES, DocumentError
 from .keys import DocumentKey
 
 
@@ -56,6 +56,20 @@ class DocumentSnapshot:
         be. False when the only versions known cannot be used: a change derived from the value (a task added) would
         publish over what it cannot see."""
         return self.loaded and (self.event_id is not None or self.unreadable is None)
+
+    def check_changeable(self) -> None:
+        """DocumentError unless a change can be derived from the value (it is :attr:`known`): nothing is lost."""
+        key = self.type
+        if not self.loaded:
+            raise DocumentError(
+                f"the {key.title.lower()} could not be read from any relay yet (none answered): it is not "
+                "changed, so nothing in it is lost; try again when a relay is reachable", key.title)
+        if not self.known:
+            bad = self.unreadable
+            raise DocumentError(
+                f"the {key.title.lower()}'s newest version (event {bad.event_id[:12] if bad else '?'}) cannot "
+                f"be used ({bad.reason if bad else 'unknown'}) and no earlier version is known here: it is not "
+                "changed, so nothing in it is lost; replace it as a whole to go on", key.title)
 
 
 @dataclass(frozen=True, slots=True)
