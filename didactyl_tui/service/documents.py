@@ -9,11 +9,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..agent.documents.consensus import ConsensusCheck, RelayHolding
 from ..agent.documents.history import unified_diff
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.outbox import OutboxEntry
-from ..agent.documents.publisher import RelayHolding
-from ..agent.documents.sync import ConsensusCheck
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
 from ..errors import AgentError
 from ..nostr.event import Event

@@ -28,8 +28,9 @@ from typing import Any, Protocol
 
 from ...errors import AgentError
 from ...nostr.event import Event
-from ...nostr.replaceable import address_key, is_newer, newest
+from ...nostr.replaceable import address_key, is_newer
 from ...nostr.results import ConnectionState, Disposition, PublishOutcome
+from .consensus import RelayHolding, holdings_of
 from .outbox import SUPERSEDED, Outbox, OutboxEntry, backoff_delay
 
 log = logging.getLogger("didactyl.memory")
@@ -48,17 +49,6 @@ class PoolLike(Protocol):
     async def query_results(
         self, filters: list[dict[str, Any]], timeout: float = ..., *, urls: Iterable[str] | None = None
     ) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RelayHolding:
-    """What one relay holds for one memory address."""
-
-    url: str
-    event_id: str | None  # None: the relay holds no version (or did not answer)
-    created_at: int | None
-    reachable: bool  # answered the query completely (EOSE)
-    current: bool  # holds the newest version known
 
 
 @dataclass(slots=True)
@@ -357,27 +347,7 @@ class MemoryPublisher:
         if d:
             flt["#d"] = [d]
         by_relay = await self.pool.query_by_relay([flt], timeout=self.timeout)
-        held: dict[str, Event | None] = {}
-        reachable: dict[str, bool] = {}
-        for url in self.pool.urls:
-            events = by_relay.get(url)
-            reachable[url] = events is not None
-            held[url] = newest(e for e in (events or [])
-                               if e.pubkey == author and e.kind == kind and (not d or e.d_tag == d))
-        best = newest(e for e in held.values() if e is not None)
-        holdings = []
-        for url in self.pool.urls:
-            ev = held[url]
-            holdings.append(
-                RelayHolding(
-                    url,
-                    ev.id if ev else None,
-                    ev.created_at if ev else None,
-                    reachable[url],
-                    best is not None and ev is not None and ev.id == best.id,
-                )
-            )
-        return best, holdings
+        return holdings_of(by_relay, self.pool.urls, author, kind, d)
 
     async def served_by(self, event_id: str, urls: Iterable[str]) -> set[str]:
         """Which of ``urls`` serve ``event_id`` when asked for it by id (delivery verified, not assumed)."""

@@ -27,7 +27,6 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ...errors import AgentError
@@ -36,13 +35,14 @@ from ...nostr.replaceable import is_newer, newest_first
 from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
 from .codec import DocumentError
+from .consensus import ConsensusCheck, RelayHolding, acknowledged_not_shown
 from .dating import BURST_WAIT_MAX_S
 from .history import MemoryHistory, MemoryVersion
 from .keys import DocumentKey
 from .lineage import lost_local_edit
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
-from .publisher import MemoryPublisher, RelayHolding
+from .publisher import MemoryPublisher
 from .store import DocumentStore
 from .versions import DatedAheadError, SaveResult, VersionSeen
 
@@ -69,19 +69,6 @@ def _kept(key: DocumentKey) -> str:
 
 class NewerVersionKnown(AgentError):
     """A save was refused: another writer's newer version is known (nothing published, the text kept)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConsensusCheck:
-    """Which version of one document each relay holds, and what bringing the lagging ones up to date gave."""
-
-    type: DocumentKey
-    newest_event_id: str | None
-    newest_created_at: int | None
-    holdings: tuple[RelayHolding, ...]
-    outcome: PublishOutcome | None
-    # Relays that acknowledged the newest version (OK true) but do not serve it when asked by id.
-    unserved: tuple[str, ...] = ()
 
 
 class DocumentSync:
@@ -393,8 +380,7 @@ class DocumentSync:
         acked = set(entry.accepted_by if entry is not None else ())
         if outcome is not None and outcome.event_id == newest_id:
             acked |= set(outcome.accepted_by)
-        showing = {h.url for h in holdings if h.event_id == newest_id}
-        doubtful = [h.url for h in holdings if h.reachable and h.url in acked and h.url not in showing]
+        doubtful = acknowledged_not_shown(holdings, newest_id, acked)
         served = await publisher.served_by(newest_id, doubtful)
         return tuple(u for u in doubtful if u not in served)
 
