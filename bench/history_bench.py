@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from didactyl_tui.agent.conversations.store import ConversationStore, group_turns, repair_tool_pairs
+from didactyl_tui.agent.conversations.store import ConversationStore
+from didactyl_tui.agent.conversations.turns import group_turns, repair_tool_pairs
 from didactyl_tui.agent.llm import tokens
 
 SIZES = (10, 100, 1_000, 10_000)

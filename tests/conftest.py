@@ -29,11 +29,12 @@ def warm_litellm() -> None:
     from llm_stub import LlmStub, Reply
 
     from didactyl_tui.agent.llm import client as llm
+    from didactyl_tui.agent.llm.types import LlmSettings
 
     async def one_call() -> None:
         async with LlmStub() as stub:
             stub.script(Reply.text_reply("warm"))
-            settings = llm.LlmSettings(model="openai/stub-model", api_base=stub.base_url, api_key="sk-warm",
+            settings = LlmSettings(model="openai/stub-model", api_base=stub.base_url, api_key="sk-warm",
                                        timeout_s=60.0, max_retries=0)
             async for _ in llm.stream_chat(settings, [{"role": "user", "content": "warm up"}]):
                 pass

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from didactyl_tui.agent.conversations.store import ConversationStore, group_turns, repair_tool_pairs
+from didactyl_tui.agent.conversations.store import ConversationStore
+from didactyl_tui.agent.conversations.turns import group_turns, repair_tool_pairs
 from didactyl_tui.agent.llm import tokens
 from didactyl_tui.errors import AgentError
 

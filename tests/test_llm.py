@@ -12,8 +12,11 @@ import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 
 from didactyl_tui.agent.llm import client as llm
+from didactyl_tui.agent.llm import errors as llm_errors
 from didactyl_tui.agent.llm import tokens
-from didactyl_tui.agent.llm.client import LlmChunk, LlmError, LlmSettings, map_error, stream_chat
+from didactyl_tui.agent.llm.client import map_error, stream_chat
+from didactyl_tui.agent.llm.errors import LlmError
+from didactyl_tui.agent.llm.types import LlmChunk, LlmSettings
 from didactyl_tui.config import LlmConfig
 
 KEY = "sk-test-abcdefghijklmnop"
@@ -155,31 +158,31 @@ def test_retry_after_parsing() -> None:
     def exc(headers: dict[str, str]) -> Any:
         return SimpleNamespace(response=SimpleNamespace(headers=headers))
 
-    assert llm._retry_after(exc({"retry-after": "3"})) == 3
-    assert llm._retry_after(exc({"retry-after-ms": "1500"})) == 1.5
+    assert llm_errors.retry_after(exc({"retry-after": "3"})) == 3
+    assert llm_errors.retry_after(exc({"retry-after-ms": "1500"})) == 1.5
     later = email.utils.formatdate(time.time() + 20, usegmt=True)
-    assert 15 < llm._retry_after(exc({"retry-after": later})) <= 20
-    assert llm._retry_after(exc({})) is None
-    assert llm._retry_after(exc({"retry-after": "soon"})) is None
+    assert 15 < llm_errors.retry_after(exc({"retry-after": later})) <= 20
+    assert llm_errors.retry_after(exc({})) is None
+    assert llm_errors.retry_after(exc({"retry-after": "soon"})) is None
 
 
 def test_retry_policy() -> None:
     s = LlmSettings(model="m", max_retries=2, retry_backoff_s=1.0, max_retry_wait_s=10)
     rate = LlmError("r", "rate_limit", retry_after=4)
-    assert llm._retry_delay(rate, 0, s) == 4
-    assert llm._retry_delay(LlmError("r", "rate_limit", retry_after=11), 0, s) is None  # beyond the cap
-    assert 1.0 <= llm._retry_delay(LlmError("s", "server"), 0, s) <= 1.1
-    assert 2.0 <= llm._retry_delay(LlmError("s", "connection"), 1, s) <= 2.2
-    assert llm._retry_delay(LlmError("s", "server"), 2, s) is None  # retries used up
+    assert llm_errors.retry_delay(rate, 0, s) == 4
+    assert llm_errors.retry_delay(LlmError("r", "rate_limit", retry_after=11), 0, s) is None  # beyond the cap
+    assert 1.0 <= llm_errors.retry_delay(LlmError("s", "server"), 0, s) <= 1.1
+    assert 2.0 <= llm_errors.retry_delay(LlmError("s", "connection"), 1, s) <= 2.2
+    assert llm_errors.retry_delay(LlmError("s", "server"), 2, s) is None  # retries used up
     for kind in ("auth", "timeout", "context_length", "bad_request", "not_configured"):
-        assert llm._retry_delay(LlmError("x", kind), 0, s) is None
+        assert llm_errors.retry_delay(LlmError("x", kind), 0, s) is None
 
 
 def test_detail_strips_litellm_prefixes_and_masks_keys() -> None:
     e = Exception("litellm.RateLimitError: RateLimitError: OpenAIException - Slow down\nTraceback (most recent...)")
-    assert llm._detail(e, None) == "Slow down"
-    assert llm._detail(Exception(f"key {KEY} was wrong"), KEY) == "key *** was wrong"
-    assert llm._detail(Exception("Incorrect API key provided: sk-proj-abcdefgh1234"), None) == \
+    assert llm_errors.safe_detail(e, None) == "Slow down"
+    assert llm_errors.safe_detail(Exception(f"key {KEY} was wrong"), KEY) == "key *** was wrong"
+    assert llm_errors.safe_detail(Exception("Incorrect API key provided: sk-proj-abcdefgh1234"), None) == \
         "Incorrect API key provided: sk-***"
 
 
@@ -228,4 +231,4 @@ def test_missing_key_variable_for_other_providers() -> None:
     err = map_error(RuntimeError("Missing Anthropic API Key - no key is set. Please set `ANTHROPIC_API_KEY`"),
                     anthropic)
     assert err.kind == "auth" and "export ANTHROPIC_API_KEY=" in err.message
-    assert llm.key_variable(LlmSettings(model="groq/llama3")) == "GROQ_API_KEY"
+    assert llm_errors.key_variable(LlmSettings(model="groq/llama3")) == "GROQ_API_KEY"

@@ -17,7 +17,9 @@ from llm_stub import LlmStub, Reply, ToolCall
 
 from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.agent.llm import worker_client as llm_worker_client
-from didactyl_tui.agent.llm.client import LlmError, LlmSettings, stream_chat
+from didactyl_tui.agent.llm.client import stream_chat
+from didactyl_tui.agent.llm.errors import LlmError
+from didactyl_tui.agent.llm.types import LlmSettings
 from didactyl_tui.config import LlmConfig
 
 TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look up.",

@@ -15,7 +15,7 @@ import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 
 from didactyl_tui.agent.llm import client as llm
-from didactyl_tui.agent.llm.client import LlmSettings
+from didactyl_tui.agent.llm.types import LlmSettings
 from didactyl_tui.agent.soul.prompt_record import PromptAssembly
 from didactyl_tui.agent.tools.registry import ToolRegistry
 from didactyl_tui.agent.turn.events import (

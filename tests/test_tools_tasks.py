@@ -15,7 +15,7 @@ from didactyl_tui.agent.soul.lint import lint_soul
 from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
 from didactyl_tui.agent.tasks.task_list import TaskBook
 from didactyl_tui.agent.tools.builtin import build_base_registry
-from didactyl_tui.agent.tools.notes import NotePoster
+from didactyl_tui.agent.tools.note_poster import NotePoster
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.pool import RelayPool
 

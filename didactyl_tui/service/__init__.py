@@ -41,8 +41,8 @@ from .state import read_state, remember, write_state
 
 if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too)
     from ..agent.conversations.assembly_log import SavedAssembly
+    from ..agent.conversations.session_info import SessionInfo
     from ..agent.conversations.session_kind import SessionKind
-    from ..agent.conversations.store import SessionInfo
     from ..agent.documents.codec import DocumentError
     from ..agent.documents.keys import MEMORIES, DocumentKey
     from ..agent.documents.lineage import LOST_NOTE
@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from .views import DocumentStatus, DocumentVersionView, PendingPublish, RelayDocumentStatus
 
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(["SessionInfo"], "..agent.conversations.store"),
+    **dict.fromkeys(["SessionInfo"], "..agent.conversations.session_info"),
     **dict.fromkeys(["SavedAssembly"], "..agent.conversations.assembly_log"),
     **dict.fromkeys(["AgentEvent", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
                      "TurnStarted"], "..agent.turn.events"),

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
-from ..agent.conversations.store import SessionInfo
 from ..agent.dm.inbox import DmPolicy
 from ..agent.documents.codecs import build_codecs
 from ..agent.documents.keys import DocumentKey
@@ -30,7 +30,7 @@ from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.soul.template import SoulTemplate, load_soul_template
 from ..agent.tasks.task_list import TaskBook, TaskList
 from ..agent.tools.builtin import build_base_registry
-from ..agent.tools.notes import NotePoster
+from ..agent.tools.note_poster import NotePoster
 from ..agent.tools.registry import ToolOutcome
 from ..agent.turn.events import AgentEvent, TurnFailed
 from ..config import Config, config_error
@@ -335,7 +335,7 @@ class AppService:
     async def check_model(self, chosen: ModelSettings) -> ModelCheck:
         """A bounded connection test (a one-token completion; the server's /models list when it has an api_base).
         Works before the service has started (no relay needed)."""
-        from ..agent.llm.client import LlmSettings
+        from ..agent.llm.types import LlmSettings
         from .model import check_model
 
         return await check_model(LlmSettings.from_config(self.config.llm, self.env), chosen, self.env)

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
+from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
-from ..agent.conversations.store import ConversationStore, SessionInfo
+from ..agent.conversations.store import ConversationStore
 from ..agent.documents.keys import DocumentKey
 from ..agent.soul.assembly import assemble
 from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
@@ -221,6 +222,7 @@ class ChatService:
         through the agent's one door to the model, bounded in size (``max_chars`` of reply) and time. AgentError
         says why there is no answer (no model configured, the model failed, too long, too slow)."""
         from ..agent.llm import client as llm
+        from ..agent.llm.errors import LlmError
 
         if not self._model.name.strip():
             raise AgentError(NO_MODEL, "No model configured")
@@ -234,14 +236,14 @@ class ChatService:
                     size += len(chunk.text)
                     if size > max_chars:
                         raise AgentError(f"the model's answer passed {max_chars:,} characters: stopped", "Model")
-        except llm.LlmError as exc:
+        except LlmError as exc:
             raise AgentError(exc.message, "Model") from None
         except TimeoutError:
             raise AgentError(f"the model did not answer within {timeout_s:g} s", "Model") from None
         return "".join(parts)
 
     def _llm_settings(self) -> Any:
-        from ..agent.llm.client import LlmSettings
+        from ..agent.llm.types import LlmSettings
 
         # Every [llm] setting flows through; the model, its server and its key variable are the choice's.
         return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self._model.settings, self._env)

@@ -156,8 +156,8 @@ def key_env_problem(name: str) -> str | None:
 
 def usual_key_variable(model: str) -> str:
     """The provider's usual key variable for a litellm model name (OPENAI_API_KEY for openai/...)."""
-    from ..agent.llm.client import LlmSettings
     from ..agent.llm.errors import key_variable
+    from ..agent.llm.types import LlmSettings
 
     return key_variable(LlmSettings(model=model))
 
@@ -189,6 +189,7 @@ def llm_settings_for(base: Any, chosen: ModelSettings, env: Mapping[str, str]) -
 async def check_model(base: Any, chosen: ModelSettings, env: Mapping[str, str]) -> ModelCheck:
     """A tiny completion (one token) and, with an api_base, the server's /models list; bounded in time."""
     from ..agent.llm import client as llm
+    from ..agent.llm.errors import LlmError
     from ..agent.llm.model_probe import list_models
 
     settings = llm_settings_for(base, chosen, env)
@@ -209,7 +210,7 @@ async def check_model(base: Any, chosen: ModelSettings, env: Mapping[str, str]) 
         async with asyncio.timeout(CHECK_TIMEOUT_S + 1.0):
             async for _ in llm.stream_chat(settings, [{"role": "user", "content": "Say OK."}]):
                 pass
-    except llm.LlmError as exc:
+    except LlmError as exc:
         return ModelCheck(False, exc.message, models, needs_key=exc.kind == "auth" and not settings.api_key)
     except TimeoutError:
         return ModelCheck(False, f"{chosen.model} did not answer within {CHECK_TIMEOUT_S:g} s", models)

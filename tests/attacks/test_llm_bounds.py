@@ -21,8 +21,8 @@ from llm_stub import LlmStub, Reply, ToolCall
 from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.llm import client as llm
-from didactyl_tui.agent.llm.client import LlmSettings
 from didactyl_tui.agent.llm.limits import ToolCallGate, TurnLimits
+from didactyl_tui.agent.llm.types import LlmSettings
 from didactyl_tui.agent.soul.prompt_record import PromptAssembly
 from didactyl_tui.agent.tools.files import FILE_TOOLS
 from didactyl_tui.agent.tools.memory import MEMORY_TOOLS

@@ -54,7 +54,7 @@ class AssemblyLog:
 
     def _ensure_table(self) -> None:
         if not self._ready:
-            with self.store._tx() as db:  # same database, same lock: one writer
+            with self.store.transaction() as db:  # same database, same lock: one writer
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     db.execute(statement)
             self._ready = True
@@ -71,7 +71,7 @@ class AssemblyLog:
             log.info("a prompt assembly of %d bytes (compressed) was not kept", len(blob))
             return False
         self._ensure_table()
-        with self.store._tx() as db:
+        with self.store.transaction() as db:
             db.execute("INSERT INTO assemblies (session_id, created_at, record) VALUES (?, ?, ?)",
                        (session_id, saved.assembly.created_at, blob))
             db.execute("DELETE FROM assemblies WHERE session_id = ? AND id NOT IN (SELECT id FROM assemblies "
@@ -81,8 +81,8 @@ class AssemblyLog:
     def load(self, session_id: str) -> list[SavedAssembly]:
         """The kept assemblies, oldest first; an unreadable record is skipped (logged), never fatal."""
         self._ensure_table()
-        with self.store._lock:
-            rows = self.store._conn().execute(
+        with self.store.reading() as db:
+            rows = db.execute(
                 "SELECT record FROM assemblies WHERE session_id = ? ORDER BY id", (session_id,)).fetchall()
         out: list[SavedAssembly] = []
         for (blob,) in rows:

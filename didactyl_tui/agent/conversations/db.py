@@ -6,37 +6,36 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 from ...errors import AgentError
 from ..llm.limits import omitted_arguments
 from ..private_files import is_disk_full, storage_error_message
 
-if TYPE_CHECKING:
-    from .store import ConversationStore
-
 
 class Transaction:
-    """``with store._tx() as db:`` — the lock plus BEGIN IMMEDIATE / COMMIT / ROLLBACK."""
+    """``with store.transaction() as db:`` — the lock plus BEGIN IMMEDIATE / COMMIT / ROLLBACK."""
 
-    def __init__(self, store: ConversationStore) -> None:
-        self.store = store
+    def __init__(self, lock: threading.RLock, connect: Callable[[], sqlite3.Connection], db_path: Path) -> None:
+        self._lock, self._connect, self._db_path = lock, connect, db_path
         self.db: sqlite3.Connection
 
     def __enter__(self) -> sqlite3.Connection:
-        self.store._lock.acquire()
+        self._lock.acquire()
         try:
-            db = self.store._conn()
+            db = self._connect()
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            self.store._lock.release()
+            self._lock.release()
             if is_disk_full(exc):
-                raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
+                raise AgentError(storage_error_message(exc, "the conversation", self._db_path),
                                  "Conversations") from None
             raise AgentError(f"the conversation database is busy or locked: {exc}", "Conversations") from None
         except BaseException:
-            self.store._lock.release()
+            self._lock.release()
             raise
         self.db = db
         return db
@@ -55,9 +54,9 @@ class Transaction:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
         finally:
-            self.store._lock.release()
+            self._lock.release()
         if isinstance(exc, sqlite3.Error):
-            raise AgentError(storage_error_message(exc, "the conversation", self.store.db_path),
+            raise AgentError(storage_error_message(exc, "the conversation", self._db_path),
                              "Conversations") from None
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .store import SessionInfo
+from .session_info import SessionInfo
 
 
 def render_markdown(info: SessionInfo, messages: list[dict[str, Any]]) -> str:

@@ -7,10 +7,9 @@ oldest first. Synchronous like the store: the service calls these through ``asyn
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .store import ConversationStore
+from .store import ConversationStore
 
 
 def export_records(store: ConversationStore) -> list[dict[str, Any]]:

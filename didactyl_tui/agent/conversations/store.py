@@ -8,13 +8,13 @@ such a history.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,8 @@ from ..llm import tokens
 from ..private_files import is_disk_full, open_private_wal
 from .db import Transaction, add_status_column, bounded_call, row_to_message
 from .markdown import render_markdown
-from .turns import group_turns, repair_tool_pairs
-
-__all__ = ["ConversationStore", "SessionInfo", "ToolCallRecord", "group_turns", "repair_tool_pairs"]
+from .session_info import SessionInfo, ToolCallRecord
+from .turns import repair_tool_pairs
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 # Tool-call arguments longer than this are stored as a placeholder (above [llm] max_tool_argument_chars's cap).
@@ -68,24 +67,6 @@ CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, ordinal);
 CREATE INDEX IF NOT EXISTS tool_calls_by_session ON tool_calls(session_id, call_id);
 CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated_at);
 """
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    id: str
-    title: str
-    created_at: float
-    updated_at: float
-    message_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallRecord:
-    call_id: str
-    name: str
-    arguments: str
-    result: str | None
-    created_at: float
 
 
 def _title_from(text: str) -> str:
@@ -152,15 +133,22 @@ class ConversationStore:
                 self._db.close()
                 self._db = None
 
-    def _tx(self) -> Transaction:
-        return Transaction(self)
+    def transaction(self) -> Transaction:
+        """``with store.transaction() as db:``: the one writer, in one transaction."""
+        return Transaction(self._lock, self._conn, self.db_path)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """``with store.reading() as db:``: the connection, under the lock (reads only)."""
+        with self._lock:
+            yield self._conn()
 
     # --- sessions ---------------------------------------------------------------------------------
 
     def new_session(self, title: str = "") -> str:
         session_id = uuid.uuid4().hex
         now = self._clock()
-        with self._tx() as db:
+        with self.transaction() as db:
             db.execute("INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
                        (session_id, _title_from(title) if title else "", now, now))
         return session_id
@@ -187,21 +175,21 @@ class ConversationStore:
         raise AgentError(f"no conversation {session_id!r}", "Conversations")
 
     def rename_session(self, session_id: str, title: str) -> None:
-        with self._tx() as db:
+        with self.transaction() as db:
             cur = db.execute("UPDATE sessions SET title = ? WHERE id = ?", (_title_from(title), session_id))
             if cur.rowcount == 0:
                 raise AgentError(f"no conversation {session_id!r}", "Conversations")
 
     def delete_session(self, session_id: str) -> bool:
         """Delete a session with its messages and tool calls; False if there was none."""
-        with self._tx() as db:
+        with self.transaction() as db:
             cur = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         return cur.rowcount > 0
 
     def restore_session(self, session_id: str, title: str, created_at: float, updated_at: float,
                         messages: Iterable[Mapping[str, Any]]) -> None:
         """Recreate an exported session as it was (id, title, times, messages); an id in use is refused."""
-        with self._tx() as db:
+        with self.transaction() as db:
             if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None:
                 raise AgentError(f"conversation {session_id!r} already exists", "Conversations")
             db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)", (session_id, title, created_at, updated_at))
@@ -210,7 +198,7 @@ class ConversationStore:
         except Exception:  # a bad message or a database error: no half session is left behind
             self.delete_session(session_id)
             raise
-        with self._tx() as db:  # append stamped "now" and may have set a title
+        with self.transaction() as db:  # append stamped "now" and may have set a title
             db.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?", (title, updated_at, session_id))
 
     # --- messages ---------------------------------------------------------------------------------
@@ -226,7 +214,7 @@ class ConversationStore:
         if not batch:
             return 0
         now = self._clock()
-        with self._tx() as db:
+        with self.transaction() as db:
             row = db.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if row is None:
                 raise AgentError(f"no conversation {session_id!r}", "Conversations")
@@ -277,7 +265,7 @@ class ConversationStore:
     def pop_last_turn(self, session_id: str) -> str | None:
         """Delete the last turn (the newest user message and everything after it); returns that message's
         text, or None when the chat has no user message. For "regenerate" and "edit and resend"."""
-        with self._tx() as db:
+        with self.transaction() as db:
             row = db.execute("SELECT ordinal, content, content_is_json FROM messages WHERE session_id = ? AND "
                              "role = 'user' ORDER BY ordinal DESC LIMIT 1", (session_id,)).fetchone()
             if row is None:

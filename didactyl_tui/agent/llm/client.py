@@ -18,107 +18,19 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import tokens
 from .errors import (
-    ERROR_KINDS,
-    RETRYABLE_KINDS,
     LlmError,
-    _detail,
-    _retry_after,
-    _retry_delay,
-    _where,
     classify,
-    key_variable,
-    missing_key_message,
+    retry_delay,
+    where,
 )
-from .limits import TurnLimits
+from .types import LlmChunk, LlmSettings, ToolCallDelta
 from .usage import Usage
 
-# The error names are re-exported: callers and tests know them as agent.llm's.
-__all__ = [
-    "ERROR_KINDS",
-    "RETRYABLE_KINDS",
-    "LlmChunk",
-    "LlmError",
-    "LlmSettings",
-    "ToolCallDelta",
-    "_detail",
-    "_retry_after",
-    "_retry_delay",
-    "cost_usd",
-    "count_tokens",
-    "is_loaded",
-    "key_variable",
-    "map_error",
-    "missing_key_message",
-    "preload",
-    "should_preload",
-    "start_worker",
-    "stream_chat",
-    "stream_in_process",
-]
-
 log = logging.getLogger("didactyl.llm")
-
-@dataclass(frozen=True, slots=True)
-class LlmSettings:
-    """How to reach the model. ``api_key`` never appears in repr or error messages."""
-
-    model: str
-    api_base: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    api_key_env: str | None = None  # the variable the key came from (named in a "no key" error)
-    timeout_s: float = 60.0
-    max_retries: int = 2
-    retry_backoff_s: float = 0.5  # first backoff for 5xx / connection errors; doubles each retry
-    max_retry_wait_s: float = 30.0  # a Retry-After longer than this is not waited for
-    max_tokens: int | None = None  # sent to the provider when set ([llm] max_tokens; 0 in config = not sent)
-    limits: TurnLimits = field(default_factory=TurnLimits)  # what one turn may cost (agent.limits)
-    worker_process: bool = True  # stream through the helper process (llm_worker), not on this process's loop
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.model.strip())
-
-    @classmethod
-    def from_config(cls, llm: Any, env: Mapping[str, str] | None = None) -> LlmSettings:
-        """Build from ``config.LlmConfig``; the key is read from the variable named by ``api_key_env``."""
-        env = os.environ if env is None else env
-        key_var = (getattr(llm, "api_key_env", "") or "").strip()
-        api_key = env.get(key_var) if key_var else None
-        return cls(
-            model=(llm.model or "").strip(),
-            api_base=(llm.api_base or "").strip() or None,
-            api_key=api_key or None,
-            api_key_env=key_var or None,
-            timeout_s=float(llm.timeout_s),
-            max_retries=int(getattr(llm, "max_retries", 2)),
-            max_tokens=int(getattr(llm, "max_tokens", 0) or 0) or None,
-            limits=TurnLimits.from_config(llm),
-            worker_process=bool(getattr(llm, "worker_process", True)),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallDelta:
-    """A fragment of one tool call; fragments with the same ``index`` concatenate."""
-
-    index: int
-    id: str | None = None
-    name: str | None = None
-    arguments: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class LlmChunk:
-    text: str = ""
-    tool_calls: tuple[ToolCallDelta, ...] = ()
-    finish_reason: str | None = None
-    usage: Usage | None = None
-
 
 # --- the lazy import --------------------------------------------------------------------------
 
@@ -328,9 +240,9 @@ async def stream_in_process(
             err = map_error(exc, settings)
         if streamed:
             # Output already reached the user: a retry would duplicate it. The user may retry the turn.
-            why = (f"the connection to {_where(settings)} dropped." if err.kind == "connection" else err.message)
+            why = (f"the connection to {where(settings)} dropped." if err.kind == "connection" else err.message)
             raise LlmError(f"The reply was cut off: {why}", err.kind, retry_after=err.retry_after, status=err.status)
-        delay = _retry_delay(err, attempt, settings)
+        delay = retry_delay(err, attempt, settings)
         if delay is None:
             raise err
         attempt += 1

@@ -9,12 +9,10 @@ import email.utils
 import random
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import AgentError
-
-if TYPE_CHECKING:
-    from .client import LlmSettings
+from .types import LlmSettings
 
 ERROR_KINDS = ("auth", "rate_limit", "timeout", "context_length", "server", "bad_request", "connection",
                "not_configured")
@@ -60,7 +58,7 @@ class LlmError(AgentError):
 _PREFIX = re.compile(r"^\s*(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout)\s*(?::|-)\s*")
 
 
-def _detail(exc: BaseException, secret: str | None) -> str:
+def safe_detail(exc: BaseException, secret: str | None) -> str:
     """The provider's own words, without litellm's class-name prefixes, on one line."""
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     text = str(text)
@@ -82,7 +80,7 @@ def _detail(exc: BaseException, secret: str | None) -> str:
     return text.rstrip(" .")
 
 
-def _retry_after(exc: BaseException) -> float | None:
+def retry_after(exc: BaseException) -> float | None:
     """Seconds from a Retry-After (or retry-after-ms) header on the error's response, if any."""
     candidates = [getattr(exc, "litellm_response_headers", None), getattr(exc, "headers", None)]
     response = getattr(exc, "response", None)
@@ -112,7 +110,7 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
-def _where(settings: LlmSettings) -> str:
+def where(settings: LlmSettings) -> str:
     if settings.api_base:
         return settings.api_base
     provider = settings.model.split("/", 1)[0] if "/" in settings.model else "the provider"
@@ -144,9 +142,9 @@ def missing_key_message(settings: LlmSettings, detail: str = "") -> str:
     dialog = "type the key in the app's model dialog (Switch model" + ("; none: the server needs no key)"
                                                                        if settings.api_base else ")")
     if settings.api_key_env:
-        return (f"No API key for {_where(settings)}: ${var} (named by [llm] api_key_env) is empty. "
+        return (f"No API key for {where(settings)}: ${var} (named by [llm] api_key_env) is empty. "
                 f"Fix: {dialog}, or export {var}=<your key> and restart.")
-    return (f"No API key for {_where(settings)}. Fix: {dialog}, or export {var}=<your key> and restart, or name "
+    return (f"No API key for {where(settings)}. Fix: {dialog}, or export {var}=<your key> and restart, or name "
             "another variable in [llm] api_key_env.")
 
 
@@ -155,7 +153,7 @@ def classify(exc: BaseException, settings: LlmSettings, lit: Any) -> LlmError:
     litellm module once imported, for its exception classes; None before)."""
     if isinstance(exc, LlmError):
         return exc
-    detail = _detail(exc, settings.api_key)
+    detail = safe_detail(exc, settings.api_key)
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
 
@@ -172,32 +170,32 @@ def classify(exc: BaseException, settings: LlmSettings, lit: Any) -> LlmError:
             "Start a new chat or lower [llm] history_tokens.", "context_length", status=status)
     if is_("AuthenticationError") or is_("PermissionDeniedError") or status in (401, 403):
         return LlmError(
-            f"{_where(settings)} rejected the API key ({detail}). Check the variable named by [llm] api_key_env.",
+            f"{where(settings)} rejected the API key ({detail}). Check the variable named by [llm] api_key_env.",
             "auth", status=status)
     if is_("RateLimitError") or status == 429:
-        after = _retry_after(exc)
+        after = retry_after(exc)
         wait = f" Retry after {after:.0f} s." if after is not None else ""
-        return LlmError(f"Rate limited by {_where(settings)} ({detail}).{wait}", "rate_limit",
+        return LlmError(f"Rate limited by {where(settings)} ({detail}).{wait}", "rate_limit",
                         retry_after=after, status=status)
     chain = _cause_chain(exc)
     if is_("Timeout") or any(_is_timeout(e) for e in chain):
         return LlmError(f"{settings.model} did not answer within {settings.timeout_s:g} s.", "timeout", status=status)
     # litellm reports a refused connection as a 500 "Connection error.": the cause chain tells the truth.
     if is_("APIConnectionError") or any(_is_connection_error(e) for e in chain):
-        return LlmError(f"Cannot reach {_where(settings)} ({detail}).", "connection", status=status)
+        return LlmError(f"Cannot reach {where(settings)} ({detail}).", "connection", status=status)
     if "llm provider not provided" in text:
         return LlmError(
             f"litellm does not know which provider serves {settings.model!r}: add a provider prefix, e.g. "
             f"\"openai/{settings.model}\" (with [llm] api_base for an OpenAI-compatible server).", "bad_request",
             status=status)
     if is_("NotFoundError") or status == 404:
-        return LlmError(f"{_where(settings)} does not know the model {settings.model!r} ({detail}).", "bad_request",
+        return LlmError(f"{where(settings)} does not know the model {settings.model!r} ({detail}).", "bad_request",
                         status=status)
     if is_("BadRequestError") or (status is not None and 400 <= status < 500):
-        return LlmError(f"{_where(settings)} refused the request ({detail}).", "bad_request", status=status)
+        return LlmError(f"{where(settings)} refused the request ({detail}).", "bad_request", status=status)
     if (status is not None and status >= 500) or is_("APIError"):
         code = f" {status}" if status else ""
-        return LlmError(f"{_where(settings)} had a server error{code} ({detail}).", "server", status=status)
+        return LlmError(f"{where(settings)} had a server error{code} ({detail}).", "server", status=status)
     # Anything else (a malformed stream, a provider quirk): still one line, treated like a server fault.
     return LlmError(f"The model call failed: {type(exc).__name__}: {detail}.", "server", status=status)
 
@@ -227,7 +225,7 @@ def _is_connection_error(exc: BaseException) -> bool:
                                      "RemoteProtocolError", "ServerDisconnectedError", "ClientConnectionError"})
 
 
-def _retry_delay(err: LlmError, attempt: int, settings: LlmSettings) -> float | None:
+def retry_delay(err: LlmError, attempt: int, settings: LlmSettings) -> float | None:
     """Seconds to wait before retry number ``attempt + 1``, or None to give up now."""
     if err.kind not in _AUTO_RETRY_KINDS or attempt >= settings.max_retries:
         return None

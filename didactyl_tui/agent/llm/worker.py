@@ -23,8 +23,8 @@ from typing import Any
 
 
 def _settings(data: dict[str, Any]) -> Any:
-    from .client import LlmSettings
     from .limits import TurnLimits
+    from .types import LlmSettings
 
     limits = TurnLimits(**data.pop("limits", {}))
     return LlmSettings(**data, limits=limits)
@@ -39,6 +39,7 @@ def _chunk_row(chunk: Any) -> list[Any]:
 
 async def _serve(out: Any) -> None:
     from . import client as llm
+    from .errors import LlmError
 
     loop = asyncio.get_running_loop()
 
@@ -64,7 +65,7 @@ async def _serve(out: Any) -> None:
                                                      request.get("tools")):
                 send({"id": request_id, "c": _chunk_row(chunk)})
             send({"id": request_id, "end": True})
-        except llm.LlmError as err:
+        except LlmError as err:
             send({"id": request_id, "error": {"message": err.message, "kind": err.kind,
                                               "retry_after": err.retry_after, "status": err.status}})
         except asyncio.CancelledError:

@@ -30,7 +30,7 @@ from .errors import ERROR_KINDS, LlmError
 from .usage import Usage
 
 if TYPE_CHECKING:
-    from .client import LlmChunk, LlmSettings
+    from .types import LlmChunk, LlmSettings
 
 log = logging.getLogger("didactyl.llm")
 
@@ -212,7 +212,7 @@ def _settings_data(settings: LlmSettings) -> dict[str, Any]:
 def _chunks(batch: list[dict[str, Any]]) -> Iterator[LlmChunk | None]:
     """The chunks of one read, in order (consecutive text-only ones joined); None ends the call, an error is
     raised where it came (after the chunks before it)."""
-    from .client import LlmChunk, ToolCallDelta
+    from .types import LlmChunk, ToolCallDelta
 
     text: list[str] = []
     for message in batch:

@@ -9,17 +9,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..documents.keys import DocumentKey
 from ..documents.store import DocumentStore
 from ..documents.versions import SaveResult
 from ..identity.cache import IdentityCache
 from ..tasks.task_list import TaskBook
+from .note_poster import NotePoster
 from .registry import ToolContext
-
-if TYPE_CHECKING:  # notes.py imports this module
-    from .notes import NotePoster
 
 
 @dataclass

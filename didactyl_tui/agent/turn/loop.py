@@ -20,8 +20,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..llm.client import LlmChunk, LlmError, LlmSettings, ToolCallDelta, stream_chat
+from ..llm.client import stream_chat
+from ..llm.errors import LlmError
 from ..llm.limits import ToolCallGate, TurnLimits, omitted_arguments
+from ..llm.types import LlmChunk, LlmSettings, ToolCallDelta
 from ..llm.usage import Usage
 from ..soul.prompt_record import PromptAssembly
 from ..tools.registry import ToolOutcome
