@@ -35,46 +35,13 @@ from websockets.asyncio.client import ClientConnection
 from ..errors import RelayError
 from .event import Event
 from .keys import SecretKey, verify_signature
-from .messages import (
-    ClientMessage,
-)
-from .relay_connection import READ_SLICE_S, ConnectionMixin
+from .messages import ClientMessage
+from .relay_connection import ConnectionMixin
 from .relay_guard import FailedEvents, FrameHealth, RecentIds, TokenBucket
-from .relay_incoming import (  # the drop reasons are re-exported: they keep their import path
-    DROP_BAD_EVENT,
-    DROP_BAD_JSON,
-    DROP_BAD_MESSAGE,
-    DROP_FILTER_MISMATCH,
-    DROP_FUTURE,
-    DROP_INVALID_ID,
-    DROP_INVALID_SIG,
-    DROP_OVERSIZED,
-    DROP_UNKNOWN_MESSAGE,
-    DROP_UNKNOWN_SUB,
-    IncomingMixin,
-)
+from .relay_incoming import IncomingMixin
 from .relay_requests import RequestsMixin
 from .results import ConnectionState
-from .subscription import QueryResult, Subscription, call_safely
-
-__all__ = [
-    "DROP_BAD_EVENT",
-    "DROP_BAD_JSON",
-    "DROP_BAD_MESSAGE",
-    "DROP_FILTER_MISMATCH",
-    "DROP_FUTURE",
-    "DROP_INVALID_ID",
-    "DROP_INVALID_SIG",
-    "DROP_OVERSIZED",
-    "DROP_UNKNOWN_MESSAGE",
-    "DROP_UNKNOWN_SUB",
-    "READ_SLICE_S",
-    "QueryResult",
-    "RelayClient",
-    "StateCallback",
-    "Subscription",
-    "call_safely",
-]
+from .subscription import Subscription, call_safely
 
 log = logging.getLogger(__name__)
 

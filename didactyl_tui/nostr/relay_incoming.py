@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from ..errors import NostrError
 from .event import Event
@@ -29,9 +28,7 @@ from .messages import (
     parse_relay_message,
     sniff_subscription_id,
 )
-
-if TYPE_CHECKING:
-    from .subscription import Subscription
+from .subscription import Subscription
 
 log = logging.getLogger("didactyl_tui.nostr.relay")
 

@@ -164,7 +164,7 @@ class RequestsMixin:
         self._enqueue(ClientReq(sub_id, tuple(checked)))
         return sub
 
-    def _forget_subscription(self, sub: Subscription, reason: str) -> None:
+    def forget_subscription(self, sub: Subscription, reason: str) -> None:
         if self._subs.get(sub.id) is sub:
             del self._subs[sub.id]
             self._closed_subs.add(sub.id)

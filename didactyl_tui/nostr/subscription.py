@@ -6,14 +6,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .event import Event
 from .filters import Filter
 from .relay_guard import RecentIds
-
-if TYPE_CHECKING:
-    from .relay import RelayClient
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +27,21 @@ class QueryResult:
     reason: str = ""  # why it is not complete: not connected, timed out, closed by the relay
 
 
+class SubscriptionOwner(Protocol):
+    """What a subscription needs of its relay client."""
+
+    url: str
+
+    def forget_subscription(self, sub: Subscription, reason: str) -> None:
+        """Stop re-sending ``sub`` (and send CLOSE when connected)."""
+
+
 class Subscription:
     """A live REQ on one relay. Re-sent after every reconnect until :meth:`close`."""
 
     def __init__(
         self,
-        client: RelayClient,
+        client: SubscriptionOwner,
         sub_id: str,
         filters: list[Filter],
         on_event: EventCallback,
@@ -62,7 +68,7 @@ class Subscription:
 
     async def close(self) -> None:
         """Stop the subscription (sends CLOSE when connected). Idempotent."""
-        self.client._forget_subscription(self, "closed by us")
+        self.client.forget_subscription(self, "closed by us")
 
     async def wait_settled(self, timeout: float) -> bool:
         """Wait for EOSE or CLOSED; False on timeout."""
