@@ -1,346 +1,389 @@
-"""One typed, documented configuration.
+"""The configuration: :class:`Config`, one dataclass per TOML table, each field documented in its ``doc``
+(``config.toml.example`` and docs/configuration.md are generated from these).
 
-Every key is a dataclass field whose ``doc`` metadata is its documentation; ``config.toml.example`` is
-rendered from these (``render_example``) and a test keeps the file current. Problems raise
-:class:`ConfigError` naming the file, the key, its line and what is wrong.
-
-Lookup order for the file: ``--config``, ``$DIDACTYL_CONFIG``, ``$XDG_CONFIG_HOME/didactyl/config.toml``
-(``~/.config`` when unset). A missing file is fine: the defaults run out of the box. Environment overrides
-(``DIDACTYL_MODEL``, ``DIDACTYL_API_BASE``, ``DIDACTYL_RELAYS``) win over the file.
+Where the file is, how it is read and checked (errors naming file, key and line), the environment's overrides
+and the rendered example: :mod:`didactyl_tui.config_file`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
-import math
-import os
-import re
-import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
-from urllib.parse import urlsplit
-
-from .config_sections import (  # all re-exported: callers import these from didactyl_tui.config
-    SECTIONS,
-    AdminConfig,  # noqa: F401
-    AgentConfig,  # noqa: F401
-    Config,
-    DmConfig,  # noqa: F401
-    EmbeddedRelayConfig,  # noqa: F401
-    HonchoConfig,  # noqa: F401
-    LlmConfig,  # noqa: F401
-    MemoryConfig,  # noqa: F401
-    MiB,  # noqa: F401
-    RelaysConfig,  # noqa: F401
-    SoulConfig,  # noqa: F401
-    SoulSection,  # noqa: F401
-    StartupEventConfig,  # noqa: F401
-    ToolsConfig,  # noqa: F401
-    UiConfig,  # noqa: F401
-    _f,  # noqa: F401
-)
-from .errors import ConfigError
-
-# --- locations ----------------------------------------------------------------------------
+from typing import Any
 
 
-def config_path(cli_path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Path:
-    env = dict(os.environ) if env is None else env
-    if cli_path:
-        return Path(cli_path).expanduser()
-    if env.get("DIDACTYL_CONFIG"):
-        return Path(env["DIDACTYL_CONFIG"]).expanduser()
-    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "didactyl" / "config.toml"
+def setting(default: Any, doc: str, **kw: Any) -> Any:
+    """A documented config field: its default, its ``doc`` (the documentation users read) and its bounds
+    (``min``, ``max``, ``choices``...)."""
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"doc": doc, **kw})
+    return field(default=default, metadata={"doc": doc, **kw})
 
 
-def data_dir(env: dict[str, str] | None = None) -> Path:
-    env = dict(os.environ) if env is None else env
-    if env.get("DIDACTYL_DATA_DIR"):
-        return Path(env["DIDACTYL_DATA_DIR"]).expanduser()
-    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "didactyl"
+@dataclass
+class LlmConfig:
+    """The language model, called through litellm."""
 
-
-# --- loading ------------------------------------------------------------------------------
-
-
-def _line_of(text: str, section: str | None, key: str) -> int | None:
-    """Best-effort line number of ``key`` (inside ``[section]`` when given) for error messages."""
-    current: str | None = None
-    for n, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        m = re.match(r"^\[\[?\s*([A-Za-z0-9_.\-]+)\s*\]\]?", s)
-        if m:
-            current = m.group(1)
-            if section is None and current == key:
-                return n
-            continue
-        if (section is None or current == section or (current or "").startswith(section + ".")) and re.match(
-            rf"^{re.escape(key)}\s*=", s
-        ):
-            return n
-    return None
-
-
-class _Loader:
-    def __init__(self, path: Path | None, text: str) -> None:
-        self.path = path
-        self.text = text
-
-    def fail(self, section: str | None, key: str, what: str) -> ConfigError:
-        where = str(self.path) if self.path else "config"
-        line = _line_of(self.text, section, key)
-        dotted = f"{section}.{key}" if section else key
-        loc = f"{where}, line {line}" if line else where
-        return ConfigError(f"{loc}: [{dotted}] {what}", "Bad config")
-
-    def coerce(self, section: str, key: str, value: Any, hint: Any, meta: dict[str, Any]) -> Any:
-        origin = get_origin(hint)
-        if dataclasses.is_dataclass(hint):
-            if isinstance(value, bool) and "enabled" in {f.name for f in dataclasses.fields(hint)}:
-                return hint(enabled=value)  # the older `embedded = true/false`
-            return self.build(f"{section}.{key}", hint, value)
-        if hint is bool:
-            if not isinstance(value, bool):
-                raise self.fail(section, key, f"must be true or false, not {value!r}")
-        elif hint is int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise self.fail(section, key, f"must be a whole number, not {value!r}")
-        elif hint is float:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise self.fail(section, key, f"must be a number, not {value!r}")
-            value = float(value)
-            if not math.isfinite(value):
-                raise self.fail(section, key, f"must be a finite number, not {value!r}")
-        elif hint is str:
-            if not isinstance(value, str):
-                raise self.fail(section, key, f"must be a string, not {value!r}")
-        elif origin is list:
-            (item,) = get_args(hint)
-            if not isinstance(value, list):
-                raise self.fail(section, key, "must be a list")
-            if item is str:
-                if not all(isinstance(v, str) for v in value):
-                    raise self.fail(section, key, "must be a list of strings")
-            elif dataclasses.is_dataclass(item):
-                value = [self.build(f"{section}.{key}", item, v) for v in value]
-            elif get_origin(item) is list and not all(
-                    isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value):
-                raise self.fail(section, key, "must be a list of lists of strings")
-        if "min" in meta and value < meta["min"]:
-            raise self.fail(section, key, f"must be at least {meta['min']}, not {value!r}")
-        if "max" in meta and value > meta["max"]:
-            raise self.fail(section, key, f"must be at most {meta['max']}, not {value!r}")
-        if "choices" in meta and value not in meta["choices"]:
-            options = ", ".join(repr(c) for c in meta["choices"])
-            raise self.fail(section, key, f"must be one of {options}, not {value!r}")
-        return value
-
-    def build(self, section: str, cls: type, raw: Any) -> Any:
-        if not isinstance(raw, dict):
-            raise self.fail(None, section, "must be a table")
-        hints = get_type_hints(cls)
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        kwargs: dict[str, Any] = {}
-        for key, value in raw.items():
-            if key not in fields:
-                known = ", ".join(fields)
-                raise self.fail(section, key, f"is not a known key (known: {known})")
-            kwargs[key] = self.coerce(section, key, value, hints[key], dict(fields[key].metadata))
-        return cls(**kwargs)
-
-
-def config_error(path: Path | None, section: str | None, key: str, what: str) -> ConfigError:
-    """A ConfigError naming the file, the key and its line, for checks made outside this module
-    (e.g. a pubkey or a soul file, checked where they are used)."""
-    text = ""
-    if path is not None:
-        try:
-            text = path.read_text("utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = ""
-    return _Loader(path, text).fail(section, key, what)
-
-
-def parse_config(text: str, path: Path | None = None) -> Config:
-    """Parse TOML text into a :class:`Config` (no environment overrides)."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        where = str(path) if path else "config"
-        raise ConfigError(f"{where}: not valid TOML: {exc}", "Bad config") from None
-    loader = _Loader(path, text)
-    cfg = Config(path=path)
-    for name, value in raw.items():
-        if name in SECTIONS:
-            setattr(cfg, name, loader.build(name, SECTIONS[name], value))
-        elif name == "keys":
-            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-                raise loader.fail(None, "keys", "must be a table of action = \"key\" strings")
-            cfg.keys = dict(value)
-        else:
-            raise loader.fail(None, name, f"is not a known section (known: {', '.join([*SECTIONS, 'keys'])})")
-    return cfg
-
-
-MAX_RELAY_URLS = 64
-MAX_URL_CHARS = 2048
-
-
-def relay_url_problem(url: str) -> str | None:
-    """What is wrong with a relay URL (None when it is a usable ws:// or wss:// URL)."""
-    if len(url) > MAX_URL_CHARS:
-        return f"is longer than {MAX_URL_CHARS} characters"
-    if any(ch.isspace() or ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in url):
-        return "contains spaces or control characters"
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
-    except ValueError as exc:
-        return f"is not a valid URL ({exc})"
-    if parts.scheme not in ("ws", "wss"):
-        return "is not a ws:// or wss:// URL"
-    if not parts.hostname:
-        return "has no host"
-    if parts.netloc.startswith("[") and not _is_ipv6(parts.hostname):
-        return "has a bracketed host that is not an IPv6 address"
-    return None
-
-
-def _is_ipv6(host: str) -> bool:
-    try:
-        ipaddress.IPv6Address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
-
-
-def apply_env(cfg: Config, env: dict[str, str] | None = None) -> Config:
-    """Environment overrides win over the file."""
-    env = dict(os.environ) if env is None else env
-    if env.get("DIDACTYL_MODEL"):
-        cfg.llm.model = env["DIDACTYL_MODEL"].strip()
-    if env.get("DIDACTYL_API_BASE"):
-        cfg.llm.api_base = env["DIDACTYL_API_BASE"].strip()
-    if env.get("DIDACTYL_RELAYS") is not None and "DIDACTYL_RELAYS" in env:
-        urls = [u.strip() for u in env["DIDACTYL_RELAYS"].split(",") if u.strip()]
-        if len(urls) > MAX_RELAY_URLS:
-            raise ConfigError(f"$DIDACTYL_RELAYS: {len(urls)} URLs; at most {MAX_RELAY_URLS}", "Bad config")
-        for u in urls:
-            problem = relay_url_problem(u)
-            if problem:
-                raise ConfigError(f"$DIDACTYL_RELAYS: {u[:200]!r} {problem}", "Bad config")
-        cfg.relays_override = urls  # for this run only: [relays] urls stays the published intent
-    return cfg
-
-
-def validate(cfg: Config) -> Config:
-    """Cross-field checks that types alone cannot express."""
-    loader = _Loader(cfg.path, cfg.path.read_text("utf-8") if cfg.path and cfg.path.exists() else "")
-    if len(cfg.relays.urls) > MAX_RELAY_URLS:
-        raise loader.fail("relays", "urls", f"lists {len(cfg.relays.urls)} URLs; at most {MAX_RELAY_URLS}")
-    for u in cfg.relays.urls:
-        problem = relay_url_problem(u)
-        if problem:
-            raise loader.fail("relays", "urls", f"{u[:200]!r} {problem}")
-    if not cfg.run_relay_urls and not cfg.relays.embedded:
-        raise loader.fail("relays", "embedded", "is false and no [relays] urls are set: the agent needs a relay")
-    if cfg.relays.penalty_max_s < cfg.relays.penalty_base_s:
-        raise loader.fail("relays", "penalty_max_s", f"must be at least penalty_base_s ({cfg.relays.penalty_base_s:g}),"
-                          f" not {cfg.relays.penalty_max_s:g}")
-    return cfg
-
-
-def load_config(cli_path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Config:
-    """Find, read, parse, apply environment overrides, validate."""
-    env = dict(os.environ) if env is None else env
-    path = config_path(cli_path, env)
-    explicit = bool(cli_path or env.get("DIDACTYL_CONFIG"))
-    if path.exists():
-        try:
-            text = path.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read: {exc}", "Bad config") from None
-        cfg = parse_config(text, path)
-    elif explicit:
-        raise ConfigError(f"{path}: no such config file", "Bad config")
-    else:
-        cfg = Config(path=None)
-    return validate(apply_env(cfg, env))
-
-
-# --- the documented example ---------------------------------------------------------------
-
-
-def _toml_value(value: Any) -> str:
-    import tomli_w
-
-    return tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
-
-
-def _render_table(name: str, cls: type) -> list[str]:
-    out = [*(f"# {line.strip()}" for line in (cls.__doc__ or "").splitlines() if line.strip()), f"[{name}]"]
-    subtables: list[tuple[str, type]] = []
-    for f in dataclasses.fields(cls):
-        doc = f.metadata.get("doc", "")
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        if dataclasses.is_dataclass(default):
-            subtables.append((f"{name}.{f.name}", type(default)))
-            continue
-        out.append(f"# {doc}")
-        if f.name not in ("sections", "startup_events"):  # table arrays: a commented example block below
-            out.append(f"{f.name} = {_toml_value(default)}")
-    out.append("")
-    for sub_name, sub_cls in subtables:
-        out += _render_table(sub_name, sub_cls)
-    return out
-
-
-def render_example() -> str:
-    """``config.toml.example``: every key, its default and its documentation."""
-    from .actions import keys_documentation  # the one action table (pure data)
-
-    out = [
-        "# didactyl configuration. Every key is optional: the defaults run with no setup.",
-        "# Found via --config, $DIDACTYL_CONFIG, then $XDG_CONFIG_HOME/didactyl/config.toml.",
-        "# Environment overrides: DIDACTYL_CONFIG, DIDACTYL_DATA_DIR, DIDACTYL_NSEC (the agent's key),",
-        "# DIDACTYL_MODEL, DIDACTYL_API_BASE, DIDACTYL_RELAYS (comma-separated URLs).",
-        "# Generated from didactyl_tui/config.py (python -m didactyl_tui.config > config.toml.example).",
+    model: str = setting(
         "",
-    ]
-    for name, cls in SECTIONS.items():
-        out += _render_table(name, cls)
-    out += [
-        "# Soul sections, in order (omit them all for the built-in default). Example:",
-        "# [[soul.sections]]",
-        '# section = "soul"',
-        '# role = "system"',
-        '# content = "You are didactyl..."',
-        "# skip_if_empty = true",
-        "# [[soul.sections]]",
-        '# section = "short_term_memory"',
-        '# role = "system"',
-        '# tool = "memory_short_term_read"',
+        "litellm model name, e.g. \"openai/gpt-4o-mini\", \"anthropic/claude-sonnet-4-5\", \"ollama/llama3\". "
+        "Empty: the app opens and explains how to set one (or set $DIDACTYL_MODEL).",
+    )
+    api_base: str = setting("", "Base URL of an OpenAI-compatible or self-hosted server; empty for the provider "
+                                "default.")
+    api_key_env: str = setting(
         "",
-        "# Startup events, in order (none by default). Example:",
-        "# [[agent.startup_events]]",
-        "# kind = 1",
-        '# content = "Hello, Nostr: I am an AI agent (didactyl)."',
-        '# tags = [["t", "introductions"]]',
+        "Name of the environment variable holding the API key (the key itself never goes in this file). "
+        "Empty: litellm reads the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).",
+    )
+    api_key_file: str = setting(
         "",
-        "# [keys]: remap key bindings, action = \"key\" (several keys: \"f5,f12\"); terminals swallow some keys.",
-        "# Actions and their default keys (from didactyl_tui/actions.py, the one table of actions):",
-        *keys_documentation(),
-        "[keys]",
-        '# send = "enter"',
-        '# newline = "ctrl+j"',
-        '# dry_run = "f5"',
-        "",
-    ]
-    return "\n".join(out)
+        "Where a key typed in the app's model dialog is kept: one VARIABLE = \"key\" line per key, written 0600 "
+        "(~ expands). Empty: api_keys.toml in the data dir. Read at start into the environment the model call "
+        "uses; a variable the environment already sets wins over the file.",
+    )
+    timeout_s: float = setting(60.0, "Seconds to wait for the model before giving up on a request (and the longest "
+                               "pause allowed between two pieces of a streamed reply).", min=1, max=3600)
+    max_tool_rounds: int = setting(8, "Most tool-call rounds in one turn before the agent must answer.", min=1, max=100)
+    max_retries: int = setting(2, "Retries after a rate limit (429, honouring Retry-After) or a server error.",
+                               min=0, max=10)
+    context_window: int = setting(0, "Prompt tokens the model accepts, the scale of the status bar's context gauge. 0: "
+                                  "litellm's figure for a known model; for an unknown one the tokens show without a "
+                                  "gauge.", min=0, max=100_000_000)
+    history_tokens: int = setting(8000, "Token budget for past conversation turns carried in each prompt.",
+                                  min=0, max=2_000_000)
+    saved_assemblies: int = setting(20, "Prompt assemblies kept per chat (compressed, in the conversation database), "
+                                    "so a resumed chat's prompt inspector shows its last turns. 0: none kept.",
+                                    min=0, max=1000)
+    max_tokens: int = setting(0, "Most tokens the model may generate per reply, sent to the provider as max_tokens. "
+                              "0: not sent (the provider's default). A value above the model's own ceiling makes "
+                              "some providers refuse the request.", min=0, max=1_000_000)
+    max_reply_chars: int = setting(1_000_000, "Most characters (text and tool-call arguments) one model reply may "
+                                   "send; past it the reply is cut, its text kept and marked, its tool calls not run.",
+                                   min=1000, max=100_000_000)
+    turn_timeout_s: float = setting(600.0, "Seconds one whole turn may take (every model call and tool round); past "
+                                    "it the reply is cut, its text kept and marked.", min=1, max=86_400)
+    max_tool_argument_chars: int = setting(300_000, "Most characters in one tool call's arguments; a bigger call is "
+                                           "refused (the model is told why) and its arguments are never stored.",
+                                           min=100, max=50_000_000)
+    max_tool_calls_per_reply: int = setting(16, "Most tool calls one model reply may make; the rest are not run (the "
+                                            "model is told).", min=1, max=1000)
+    max_tool_calls_per_turn: int = setting(64, "Most tool calls in one turn, all rounds together.", min=1, max=10_000)
+    max_calls_per_tool: int = setting(16, "Most calls of any one tool in one turn (unless a key below sets it).",
+                                      min=1, max=10_000)
+    max_memory_saves_per_turn: int = setting(4, "Most memory_save calls in one turn (each replaces a whole memory).",
+                                             min=1, max=1000)
+    max_file_writes_per_turn: int = setting(16, "Most write_file calls in one turn.", min=1, max=10_000)
+    worker_process: bool = setting(True, "Run the model client (litellm) in a helper process of its own: it spends "
+                                   "~0.3 ms of CPU on every streamed piece, which would otherwise be taken from the "
+                                   "screen and the keyboard. false: in the app's process (one process, ~200 MiB less "
+                                   "while a model is configured).")
 
 
-if __name__ == "__main__":  # pragma: no cover
-    print(render_example(), end="")
+MiB = 1024 * 1024
+
+
+@dataclass
+class EmbeddedRelayConfig:
+    """The embedded relay: whether it runs, who may write to it, and every bound it enforces
+    (modelled on strfry's and nostr-rs-relay's limits; docs/security.md explains each). Rate limits
+    and max_db_bytes set to 0 are switched off. A relay already running takes a change of these (or of
+    [admin] and [dm] allow) when the next didactyl starts; `didactyl relay status` shows what it enforces."""
+
+    enabled: bool = setting(True, "Run the embedded SQLite relay on loopback (the zero-setup default). The older "
+                            "form [relays] embedded = true/false is still read.")
+    allow_list: bool = setting(True, "Only the agent's and the admin's keys may write; other keys get OK false "
+                               "\"blocked: ...\", except kind 1059 gift wraps whose p tag names the agent, the admin "
+                               "or [dm] allow (NIP-17 signs them with throwaway keys).")
+    max_connections: int = setting(512, "Most websocket connections at once (also capped by the process's file "
+                                   "descriptor limit). When full, a silent connection without subscriptions is "
+                                   "closed to make room; otherwise the newcomer gets HTTP 503.", min=1, max=100_000)
+    max_connections_per_ip: int = setting(256, "Most connections from one IP address (every local program shares "
+                                          "127.0.0.1).", min=1, max=100_000)
+    max_frame_bytes: int = setting(512 * 1024, "Largest message a client may send, in bytes (NIP-11 "
+                                   "max_message_length).", min=1024, max=64 * MiB)
+    max_subscriptions: int = setting(32, "Most open subscriptions per connection.", min=1, max=10_000)
+    max_filters: int = setting(16, "Most filters in one REQ.", min=1, max=1000)
+    max_filter_values: int = setting(1000, "Most values in one filter key (ids, authors, kinds, #tag).",
+                                     min=1, max=100_000)
+    max_values_per_connection: int = setting(4000, "Most filter values (plus one per filter) that one connection's "
+                                             "subscriptions may hold together.", min=1, max=1_000_000)
+    max_filters_total: int = setting(4096, "Most filters held by all connections together (each published event is "
+                                     "matched against all of them).", min=1, max=1_000_000)
+    max_limit: int = setting(5000, "Largest REQ limit honoured; a larger or missing limit is cut to this.",
+                             min=1, max=1_000_000)
+    max_result_bytes: int = setting(32 * MiB, "Most bytes of stored events sent for one REQ; the rest is cut "
+                                    "(then EOSE), like max_limit. Results are streamed, never built in memory.",
+                                    min=1024, max=4096 * MiB)
+    max_output_bytes: int = setting(1 * MiB, "Output buffer per connection, in bytes. A client that does not read: "
+                                    "its live events beyond this close it; its stored results wait for room.",
+                                    min=1024, max=1024 * MiB)
+    max_output_bytes_total: int = setting(64 * MiB, "Output buffered for all connections together, in bytes.",
+                                          min=1024, max=8192 * MiB)
+    slow_client_timeout_s: float = setting(10.0, "Seconds a client may leave a full output buffer unread before it "
+                                           "is closed.", min=0.1, max=3600)
+    max_pending_events: int = setting(256, "Events one connection may have waiting to be stored before the relay "
+                                      "stops reading from it.", min=1, max=100_000)
+    events_per_second: float = setting(200.0, "Events per second one connection may publish (token bucket).",
+                                       min=0, max=1_000_000)
+    events_burst: int = setting(1000, "Burst allowance of the events-per-second buckets.", min=1, max=10_000_000)
+    bytes_per_minute: int = setting(64 * MiB, "Bytes of events per minute one connection may publish.",
+                                    min=0, max=2**40)
+    author_events_per_second: float = setting(200.0, "Events per second one author (pubkey) may publish.",
+                                              min=0, max=1_000_000)
+    author_bytes_per_minute: int = setting(64 * MiB, "Bytes of events per minute one author may publish.",
+                                           min=0, max=2**40)
+    max_db_bytes: int = setting(1024 * MiB, "Size quota of the relay database, in bytes; events beyond it get "
+                                "OK false \"error: ...quota...\".", min=0, max=2**50)
+    max_wal_bytes: int = setting(64 * MiB, "Size the relay database's write-ahead log may reach under a steady "
+                                 "stream of events before the writer folds it back (one short pause); it is "
+                                 "folded in the background otherwise.", min=1 * MiB, max=2**40)
+    stranger_share: float = setting(0.75, "Share of max_db_bytes that events from keys outside the allow-list "
+                                    "(gift wraps) may fill, so strangers never take the owner's last room.",
+                                    min=0.0, max=1.0)
+    idle_timeout_s: float = setting(600.0, "Seconds after which a connection with no subscription that sent "
+                                    "nothing is closed.", min=1, max=86400)
+
+    def __bool__(self) -> bool:
+        # `if cfg.relays.embedded:` keeps meaning "the embedded relay runs".
+        return self.enabled
+
+    def relay_limits(self) -> Any:
+        """These limits as the relay's :class:`RelayLimits`."""
+        from .nostr.embedded_relay.limits import RelayLimits
+
+        return RelayLimits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RelayLimits)})
+
+    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None,
+                      dm_peers: list[str] | None = None) -> dict[str, Any]:
+        """Keyword arguments for ``EmbeddedRelay`` / ``serve_forever`` / ``ensure_shared_relay`` (hex
+        pubkeys), JSON-able so they can reach the relay process. Gift wraps (signed by throwaway keys) are
+        taken when addressed to the agent, or to the admin and ``dm_peers`` (the agent's replies to them)."""
+        writers = [k for k in (agent_pubkey, admin_pubkey) if k]
+        return {
+            "limits": dataclasses.asdict(self.relay_limits()),
+            "allowed_writers": writers if self.allow_list else None,
+            "gift_wrap_recipients": list(dict.fromkeys([*writers, *(dm_peers or [])])),
+        }
+
+
+@dataclass
+class RelaysConfig:
+    """Where the agent's memory and identity are published."""
+
+    urls: list[str] = setting([], "Relay URLs (ws:// or wss://) besides the embedded one, e.g. [\"wss://relay.damus.io\"].")
+    embedded: EmbeddedRelayConfig = field(default_factory=EmbeddedRelayConfig, metadata={
+        "doc": "The embedded relay: the [relays.embedded] table below."})
+    embedded_port: int = setting(7447, "Port of the embedded relay on 127.0.0.1 (0: any free port).", min=0, max=65535)
+    embedded_idle_exit_s: float = setting(
+        300.0,
+        "The embedded relay runs as its own process, shared by every didactyl using this data dir; it exits "
+        "after this many seconds with no client connected (0: never).",
+        min=0,
+        max=86400,
+    )
+    timeout_s: float = setting(
+        5.0, "Seconds to wait for a relay's answer (OK, EOSE) before counting it as timed out.", min=0.1, max=600
+    )
+    # Defences against a hostile relay (nostr/relay_guard.py; docs/security.md). Per relay unless said.
+    verify_rate: float = setting(2000.0, "Signature checks per second per relay; past it the client stops reading that "
+                                 "relay until the budget recovers (nothing is dropped).", min=1, max=1_000_000)
+    verify_burst: float = setting(2000.0, "Signature checks a quiet relay may spend at once (a query's stored events).",
+                                  min=1, max=1_000_000)
+    frame_rate: float = setting(5000.0, "Frames of any kind read per second per relay, valid or not (bounds the CPU a "
+                                "relay costs).", min=1, max=1_000_000)
+    frame_burst: float = setting(5000.0, "Frames a quiet relay may send at once.", min=1, max=1_000_000)
+    invalid_window: int = setting(200, "Recent frames judged together to tell whether a relay is mostly sending "
+                                  "invalid frames.", min=10, max=100_000)
+    max_invalid_share: float = setting(0.5, "Share of the last invalid_window frames that may be invalid (bad JSON, "
+                                       "bad signatures, unknown messages) before the client hangs up on the relay.",
+                                       min=0.01, max=0.99)
+    penalty_base_s: float = setting(5.0, "Seconds to wait before reconnecting to a relay the client hung up on for "
+                                    "invalid frames; doubles with every hang-up in a row.", min=0.1, max=86_400)
+    penalty_max_s: float = setting(600.0, "Longest wait before reconnecting to such a relay (at least penalty_base_s).",
+                                   min=0.1, max=86_400)
+    failed_events_max: int = setting(10_000, "Events whose signature failed, remembered (for all relays together) so "
+                                     "the same bad event is never verified twice; the oldest is forgotten past it.",
+                                     min=100, max=10_000_000)
+
+
+@dataclass
+class StartupEventConfig:
+    """One event the agent should have ([[agent.startup_events]]): published once, never duplicated."""
+
+    kind: int = setting(1, "Event kind: 1 (a note), 0 (profile), 3 (contacts), 10002 (relay list) or another regular "
+                        "or replaceable kind.", min=0, max=65535)
+    content: str = setting("", "The event's content (a kind 0's is a JSON object).")
+    tags: list[list[str]] = setting([], "Tags, e.g. [[\"t\", \"nostr\"]].")
+
+
+@dataclass
+class AgentConfig:
+    """The agent's public identity (its kind 0 profile, kind 3 contacts)."""
+
+    name: str = setting("didactyl", "Display name in the agent's kind 0 profile.")
+    about: str = setting("An AI agent whose memory lives on Nostr.", "About text in the agent's kind 0 profile.")
+    picture: str = setting("", "Picture URL in the agent's kind 0 profile.")
+    contacts: list[str] = setting([], "Pubkeys (hex or npub) the agent follows, published as its kind 3 contact list.")
+    publish_profile: bool = setting(True, "Publish profile, contacts and relay list (kinds 0, 3, 10002) on start, the "
+                                    "startup events below, and the configured soul (kind 31120) when the relays have "
+                                    "none yet.")
+    startup_events: list[StartupEventConfig] = setting(
+        [], "[[agent.startup_events]]: the events the agent should have (\"startup events are the intent\"). Each is "
+        "published once and never again on later starts; a replaceable one is published again only when its "
+        "declaration changes, and one declared here replaces the name/about/contacts-managed event of that kind.")
+
+
+@dataclass
+class AdminConfig:
+    """The agent's admin: you."""
+
+    pubkey: str = setting("", "Your public key (hex or npub): the agent reads your profile, contacts, relays and "
+                              "notes.")
+
+
+GUEST_TOOLS = ["agent_identity", "nostr_agent_profile", "nostr_agent_contacts", "nostr_agent_relays",
+               "nostr_agent_notes", "my_npub", "my_pubkey", "admin_identity", "nostr_admin_profile",
+               "nostr_admin_contacts", "nostr_admin_relays", "nostr_admin_notes"]
+
+
+@dataclass
+class DmConfig:
+    """Direct messages to the agent (NIP-17): who may talk to it besides the admin, how many conversations are
+    answered at once, what others may make it do, and how long a reply is retried."""
+
+    allow: list[str] = setting([], "Pubkeys (hex or npub) whose NIP-17 direct messages the agent answers, besides "
+                               "[admin] pubkey. Everyone else's are counted and dropped, never shown to the model.")
+    max_queued: int = setting(64, "Most incoming gift wraps waiting to be opened, and most messages waiting for their "
+                              "conversation's turn; past it new wraps are set aside (counted) and fetched again from "
+                              "the relays once there is room.", min=1, max=10_000)
+    max_parallel: int = setting(4, "Most conversations answered at once (one model turn each); messages of one "
+                                "conversation are always answered one at a time, in order.", min=1, max=64)
+    guest_tools: list[str] = setting(GUEST_TOOLS, "Tools the model may call in a conversation that is not the admin's "
+                                     "own (an allow-listed sender, or a group): by default only reading public Nostr "
+                                     "data, so nothing is written or published (no memory, soul, task or profile "
+                                     "change, no note) and no private memory is read. The admin's own conversation has "
+                                     "every tool. A call to any other tool is refused; the model is told why.")
+    give_up_after_s: float = setting(86_400.0, "Seconds a written reply is retried (with backoff) before the message "
+                                     "is given up as undelivered (said in the app and in serve's log).",
+                                     min=1, max=30 * 86_400)
+    retry_max_interval_s: float = setting(300.0, "Longest pause between two tries of a reply no relay of its "
+                                          "recipient has taken yet (the pause doubles from 1 s up to this).",
+                                          min=0.1, max=86_400)
+
+
+@dataclass
+class ToolsConfig:
+    """Which tools the model is offered."""
+
+    offer_aliases: bool = setting(True, "Offer the self-context aliases (my_kind0_profile, my_contacts, my_relays, "
+                                  "my_notes) as tools of their own, as the self-context design says; false keeps the "
+                                  "tool list short for small-context models.")
+    post_notes_without_asking: bool = setting(False, "Let the agent publish a public kind 1 note (post_note) without "
+                                              "asking; false asks the person at the terminal first, and a DM or "
+                                              "`serve` turn (nobody to ask) is refused.")
+
+
+@dataclass
+class MemoryConfig:
+    """Short- and long-term memory limits, and the pluggable memory backend."""
+
+    short_term_max_chars: int = setting(8000, "Most characters of short-term memory (injected into every prompt).",
+                                        min=1, max=1_000_000)
+    long_term_max_chars: int = setting(32000, "Most characters of long-term memory (fetched by a tool call).",
+                                       min=1, max=1_000_000)
+    backend: str = setting("recall", "Memory backend: \"recall\" (local full-text index), \"honcho\", or \"none\".",
+                           choices=("recall", "honcho", "none"))
+    sign_ahead_max_s: int = setting(5, "Most seconds a memory version we sign may be dated ahead of this clock (a "
+                                    "burst of saves within one second is coalesced instead of dated ahead).",
+                                    min=1, max=60)
+    backend_context: str = setting("system", "Where the backend's context goes in each prompt: \"system\" (at the end "
+                                   "of the system message, after the soul's system sections, as the Skald design has "
+                                   "it) or \"after_history\" (its own system message after the history: everything "
+                                   "before it stays the same from turn to turn, so providers' prefix caching keeps "
+                                   "working).",
+                                   choices=("system", "after_history"))
+    index_long_term: bool = setting(True, "Let the recall backend index the long-term memory (a plaintext copy in "
+                                    "recall.sqlite3, mode 0600, for search); false keeps only the encrypted copy on "
+                                    "relays, and chat turns are still indexed.")
+
+
+@dataclass
+class HonchoConfig:
+    """The honcho memory backend (used when [memory] backend = \"honcho\")."""
+
+    base_url: str = setting("", "Honcho server URL (self-hosted servers included); empty: the backend is skipped.")
+    api_key_env: str = setting("HONCHO_API_KEY", "Environment variable holding the Honcho API key.")
+    workspace: str = setting("didactyl", "Honcho workspace id.")
+
+
+@dataclass
+class SoulSection:
+    """One section of the soul template."""
+
+    section: str = setting("", "Section name.")
+    role: str = setting("system", "Message role: system, user or assistant.", choices=("system", "user", "assistant"))
+    tool: str = setting("", "Context tool whose content becomes the text (or use content).")
+    content: str = setting("", "Static text (instead of tool).")
+    skip_if_empty: bool = setting(True, "Leave the section out when its text is empty.")
+
+
+@dataclass
+class SoulConfig:
+    """The soul template: the ordered sections of every prompt."""
+
+    file: str = setting("", "A soul file in the original list format (- section: / role: / tool: / skip_if_empty:).")
+    sections: list[SoulSection] = setting([], "Ordered [[soul.sections]]; empty: the built-in default.")
+
+
+@dataclass
+class UiConfig:
+    """The terminal interface."""
+
+    theme: str = setting("didactyl-dark", "Theme name (themes/*.toml or a Textual built-in). A runtime switch is "
+                         "remembered in state.toml, never written here.")
+    themes_dir: str = setting("", "Extra folder of theme .toml files.")
+    sidebar_below_columns: int = setting(100, "A terminal narrower than this many columns hides the sidebar, leaving "
+                                         "the chat the width (F2/F3/F4 or ctrl+b show it). 0: never hide it.",
+                                         min=0, max=1000)
+
+
+@dataclass
+class Config:
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    relays: RelaysConfig = field(default_factory=RelaysConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    dm: DmConfig = field(default_factory=DmConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    honcho: HonchoConfig = field(default_factory=HonchoConfig)
+    soul: SoulConfig = field(default_factory=SoulConfig)
+    ui: UiConfig = field(default_factory=UiConfig)
+    keys: dict[str, str] = field(default_factory=dict)
+    """[keys]: action = "key" remaps, e.g. send = "ctrl+j" (terminals swallow some keys)."""
+
+    path: Path | None = None  # the file it came from (not a config key)
+    relays_override: list[str] | None = None
+    """$DIDACTYL_RELAYS: this run's relays instead of ``[relays] urls`` (not a config key). ``relays.urls`` stays
+    the file's, the intent published as the agent's relay list; an override is never published (docs/sync.md)."""
+
+    @property
+    def run_relay_urls(self) -> list[str]:
+        """The relays this run uses besides the embedded one: ``$DIDACTYL_RELAYS`` when set, else ``[relays] urls``."""
+        return self.relays_override if self.relays_override is not None else self.relays.urls
+
+
+SECTIONS: dict[str, type] = {
+    "llm": LlmConfig,
+    "relays": RelaysConfig,
+    "agent": AgentConfig,
+    "admin": AdminConfig,
+    "dm": DmConfig,
+    "tools": ToolsConfig,
+    "memory": MemoryConfig,
+    "honcho": HonchoConfig,
+    "soul": SoulConfig,
+    "ui": UiConfig,
+}

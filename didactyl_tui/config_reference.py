@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, get_args, get_origin, get_type_hints
 
-from .config import SECTIONS, _toml_value
+from .config import SECTIONS
+from .config_file import _toml_value
 
 # Keys an environment variable overrides (applied by apply_env; a test checks each one really does).
 ENV_OVERRIDES: dict[str, str] = {

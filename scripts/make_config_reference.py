@@ -3,8 +3,8 @@
     python scripts/make_config_reference.py          # rewrite the file
     python scripts/make_config_reference.py --check  # exit 1 if it is out of date
 
-A script rather than ``python -m didactyl_tui.config``: the [keys] table comes from the TUI's action table, and
-config.py sits below the TUI in the import layers.
+A script rather than ``python -m didactyl_tui.config_file``: the [keys] table comes from the TUI's action table, and
+the config sits below the TUI in the import layers.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ async def make(out: Path) -> list[Path]:
     from tui_support import Clock, make_app, started, wait_for
 
     from didactyl_tui.agent.llm import client as llm
-    from didactyl_tui.config import data_dir, load_config
+    from didactyl_tui.config_file import data_dir, load_config
 
     key = derived_key(os.environ.get(SEED_ENV) or DEFAULT_SEED)
     llm.preload()

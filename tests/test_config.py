@@ -7,15 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from didactyl_tui.config import (
-    SECTIONS,
-    EmbeddedRelayConfig,
-    SoulSection,
-    config_path,
-    data_dir,
-    load_config,
-    render_example,
-)
+from didactyl_tui.config import SECTIONS, EmbeddedRelayConfig, SoulSection
+from didactyl_tui.config_file import config_path, data_dir, load_config, render_example
 from didactyl_tui.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_config_toml_example_is_current() -> None:
     assert (ROOT / "config.toml.example").read_text("utf-8") == render_example(), (
-        "regenerate it: python -m didactyl_tui.config > config.toml.example")
+        "regenerate it: python -m didactyl_tui.config_file > config.toml.example")
 
 
 def test_every_key_is_documented_and_in_the_example() -> None:

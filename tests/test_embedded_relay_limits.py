@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from didactyl_tui.config import EmbeddedRelayConfig, load_config
+from didactyl_tui.config import EmbeddedRelayConfig
+from didactyl_tui.config_file import load_config
 from didactyl_tui.errors import ConfigError, RelayError
 from didactyl_tui.nostr.embedded_relay.limits import RelayLimits, TokenBucket
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay

@@ -17,7 +17,7 @@ from agent_support import AGENT_KEY
 from relay_servers import fast_client_kwargs
 
 from didactyl_tui.agent.identity.cache import IdentityCache, desired_profile, identity_drift, own_identity_drafts
-from didactyl_tui.config import load_config
+from didactyl_tui.config_file import load_config
 from didactyl_tui.nostr.embedded_relay.shared import find_shared_relay
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.kinds import METADATA

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from didactyl_tui.config import _f as _cfg_field
+from didactyl_tui.config import setting as _cfg_field
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_ruff_clean() -> None:
 
 
 def test_config_example_is_current() -> None:
-    from didactyl_tui.config import render_example
+    from didactyl_tui.config_file import render_example
 
     assert (ROOT / "config.toml.example").read_text("utf-8") == render_example()
 
@@ -59,7 +59,8 @@ def test_configuration_reference_names_every_environment_variable_the_code_reads
 
 
 def test_documented_environment_overrides_really_override() -> None:
-    from didactyl_tui.config import Config, apply_env
+    from didactyl_tui.config import Config
+    from didactyl_tui.config_file import apply_env
     from didactyl_tui.config_reference import ENV_OVERRIDES
 
     assert ENV_OVERRIDES
@@ -158,7 +159,8 @@ def test_import_contracts_say_what_we_mean() -> None:
     assert set(views["source_modules"]) == {"didactyl_tui.tui", "didactyl_tui.cli"}
     assert set(views["forbidden_modules"]) == {"didactyl_tui.agent", "didactyl_tui.nostr"}
     nostr = by_name["nostr imports nothing of ours above it"]
-    assert {"didactyl_tui.agent", "didactyl_tui.service", "didactyl_tui.config"} <= set(nostr["forbidden_modules"])
+    assert {"didactyl_tui.agent", "didactyl_tui.service", "didactyl_tui.config",
+            "didactyl_tui.config_file"} <= set(nostr["forbidden_modules"])
 
 
 def test_views_use_no_tricks_the_contracts_cannot_see() -> None:

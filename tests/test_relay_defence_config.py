@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from didactyl_tui.config import Config, load_config
+from didactyl_tui.config import Config
+from didactyl_tui.config_file import load_config
 from didactyl_tui.errors import ConfigError
 from didactyl_tui.nostr import relay as relay_module
 from didactyl_tui.nostr.relay_guard import FailedEvents

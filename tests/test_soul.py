@@ -30,7 +30,8 @@ from didactyl_tui.agent.soul.template import (
     parse_soul_list,
 )
 from didactyl_tui.agent.tools.builtin import build_base_registry
-from didactyl_tui.config import SoulConfig, SoulSection, parse_config
+from didactyl_tui.config import SoulConfig, SoulSection
+from didactyl_tui.config_file import parse_config
 from didactyl_tui.errors import ConfigError
 
 DEFAULT_ORDER = [

@@ -280,7 +280,7 @@ def every_screen_and_widget_with_bindings() -> list[type]:
 def test_every_binding_of_every_screen_and_dialog_comes_from_the_action_table() -> None:
     """So [keys] remaps each of them (a binding without a table id ignored it: the dialogs did), and the
     documented ids are all in use."""
-    from didactyl_tui.config import render_example
+    from didactyl_tui.config_file import render_example
 
     classes = every_screen_and_widget_with_bindings()
     names = {cls.__name__ for cls in classes}

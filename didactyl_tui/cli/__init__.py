@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..config import Config, data_dir, load_config
+from ..config import Config
+from ..config_file import data_dir, load_config
 from ..errors import ConfigError, DidactylError, NostrError
 from ..terminal_text import StreamCleaner, clean, json_text, one_line
 from .parser import MEMORY_TYPES, CommandFailed, UsageError, _Parser, build_parser  # noqa: F401 (re-exported)

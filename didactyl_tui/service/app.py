@@ -33,7 +33,8 @@ from ..agent.tools.builtin import build_base_registry
 from ..agent.tools.note_poster import NotePoster
 from ..agent.tools.registry import ToolOutcome
 from ..agent.turn.events import AgentEvent, TurnFailed
-from ..config import Config, config_error
+from ..config import Config
+from ..config_file import config_error
 from ..errors import AgentError, ConfigError
 from ..nostr.results import ConnectionState, PublishOutcome
 from . import state

@@ -27,7 +27,8 @@ from ..agent.identity.cache import (
     own_identity_drafts,
     pubkey_hex,
 )
-from ..config import Config, config_error
+from ..config import Config
+from ..config_file import config_error
 from ..errors import AgentError
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
 from ..nostr.results import PublishOutcome

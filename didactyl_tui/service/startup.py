@@ -16,7 +16,8 @@ from ..agent.identity.startup_events import (
     startup_event,
     startup_filters,
 )
-from ..config import Config, config_error
+from ..config import Config
+from ..config_file import config_error
 from ..errors import AgentError
 from ..nostr.kinds import RELAY_LIST
 from ..nostr.replaceable import newest

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...config import relay_url_problem
+from ...config_file import relay_url_problem
 from ...errors import AgentError, ConfigError
 from ...nostr.event import Event
 from ...nostr.keys import is_hex_pubkey

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...config import SoulConfig, config_error
+from ...config import SoulConfig
+from ...config_file import config_error
 from ...errors import ConfigError
 from ..tools.registry import Tool
 

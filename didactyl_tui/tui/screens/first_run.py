@@ -8,7 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Footer, Markdown
 
-from ...config import Config, config_path
+from ...config import Config
+from ...config_file import config_path
 from ..actions import dialog_bindings
 from .dialog import Dialog
 
