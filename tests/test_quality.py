@@ -127,7 +127,7 @@ def _subcommands(parser) -> list[str]:
 
 
 def test_readme_documents_every_headless_command() -> None:
-    from didactyl_tui.cli import build_parser
+    from didactyl_tui.cli.parser import build_parser
 
     commands = _subcommands(build_parser())
     assert "memory save" in commands and "chat" in commands  # the walk itself works

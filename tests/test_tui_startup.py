@@ -17,6 +17,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "startup_bench.py"
 FIRST_FRAME_MODULES = {
     "didactyl_tui",
     "didactyl_tui.cli",
+    "didactyl_tui.cli.command",  # the exit codes and the output every command writes through (light)
     "didactyl_tui.cli.parser",
     "didactyl_tui.config",
     "didactyl_tui.config_file",

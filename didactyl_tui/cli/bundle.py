@@ -8,11 +8,12 @@ from pathlib import Path
 
 from ..config import Config
 from ..errors import AgentError
-from . import EXIT_OK, CommandFailed, UsageError, _Out, _service
+from .command import EXIT_OK, Output, open_service
+from .parser import CommandFailed, UsageError
 
 
-async def export(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out) -> int:
-    async with _service(config, data, env, out) as service:
+async def export(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
+    async with open_service(config, data, env, out) as service:
         try:
             report = await service.export_bundle(Path(args.file))
         except AgentError as exc:
@@ -24,8 +25,8 @@ async def export(args: argparse.Namespace, config: Config, data: Path, env: Mapp
     return EXIT_OK
 
 
-async def import_(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out) -> int:
-    service = _service(config, data, env, out)
+async def import_(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
+    service = open_service(config, data, env, out)
     # The bundle is the truth being restored: the config's identity and soul are not published over it.
     await service.start(publish_identity=False)
     async with service:

@@ -15,7 +15,8 @@ from typing import Any
 
 from ..config import Config
 from ..errors import AgentError
-from . import EXIT_OK, CommandFailed, UsageError, _Out, _service
+from .command import EXIT_OK, Output, open_service
+from .parser import CommandFailed, UsageError
 
 
 def _title(key: str) -> str:
@@ -44,13 +45,13 @@ def _snapshot_json(snap: Any, service: Any, pending: list[Any]) -> dict[str, Any
     }
 
 
-async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                key: str) -> int:
     """The document's text (decrypted) as it is in use; ``--version`` a past one from the history."""
     if getattr(args, "version", None):
         return await _show_version(args, config, data, env, out, key)
     title = _title(key).lower()
-    async with _service(config, data, env, out, read_only=True) as service:
+    async with open_service(config, data, env, out, read_only=True) as service:
         snap = service.memory(key)
         pending = await service.pending_publishes(key)
         unconfirmed = [p for p in pending if p.event_id == snap.event_id and not p.accepted_by]
@@ -67,9 +68,9 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     return EXIT_OK
 
 
-async def _show_version(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def _show_version(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                         key: str) -> int:
-    async with _service(config, data, env, out, read_only=True) as service:
+    async with open_service(config, data, env, out, read_only=True) as service:
         try:
             version = await service.memory_version(key, args.version)
             content = version.content
@@ -82,7 +83,7 @@ async def _show_version(args: argparse.Namespace, config: Config, data: Path, en
     return EXIT_OK
 
 
-def _report_save(args: argparse.Namespace, out: _Out, key: str, result: Any, not_kept: str | None,
+def _report_save(args: argparse.Namespace, out: Output, key: str, result: Any, not_kept: str | None,
                  chars: int) -> int:
     title = _title(key).lower()
     if args.json:
@@ -103,12 +104,12 @@ def _report_save(args: argparse.Namespace, out: _Out, key: str, result: Any, not
     return EXIT_OK
 
 
-async def save(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def save(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                key: str, content: str) -> int:
     """Replace the document with ``content``: checked, then signed and published (the one save path)."""
     from ..service import NewerVersionKnown
 
-    async with _service(config, data, env, out) as service:
+    async with open_service(config, data, env, out) as service:
         try:
             result = await service.save_memory(key, content, encrypt=not getattr(args, "plain", False))
         except NewerVersionKnown as exc:  # another writer's newer version: nothing published
@@ -119,7 +120,7 @@ async def save(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     return _report_save(args, out, key, result, not_kept, len(content))
 
 
-async def edit(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def edit(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                key: str) -> int:
     """Open the document's text in $VISUAL/$EDITOR; save it when it changed (a refused edit stays in its file)."""
     from ..service import NewerVersionKnown
@@ -128,7 +129,7 @@ async def edit(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     title = _title(key).lower()
     if not editor:
         raise UsageError(f"set $VISUAL or $EDITOR to edit the {title} (or use the save command with --file PATH)")
-    async with _service(config, data, env, out) as service:
+    async with open_service(config, data, env, out) as service:
         before = service.memory(key).content
         fd, name = tempfile.mkstemp(prefix=f"didactyl-{key}-", suffix=".txt", dir=data)  # 0600
         with open(fd, "w", encoding="utf-8") as f:
@@ -153,14 +154,14 @@ async def edit(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     return _report_save(args, out, key, result, not_kept, len(after))
 
 
-async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                  keys: list[str]) -> int:
     """Which version of each document every relay holds (read back by id); ``--fix`` sends lagging relays the
     newest."""
     from ..service import when
 
     # Without --fix the command only looks: no background repair, no profile publish.
-    async with _service(config, data, env, out, read_only=not args.fix) as service:
+    async with open_service(config, data, env, out, read_only=not args.fix) as service:
         statuses = [await service.memory_status(key, bring_up_to_date=args.fix) for key in keys]
     if args.json:
         out.json({s.type.value: s.to_json_dict() for s in statuses})
@@ -185,12 +186,12 @@ async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapp
     return EXIT_OK
 
 
-async def history(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def history(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                   key: str) -> int:
     """Every version seen here (own saves and other writers'), newest first: ids, times, sizes, notes."""
     from ..service import when
 
-    async with _service(config, data, env, out, read_only=True) as service:
+    async with open_service(config, data, env, out, read_only=True) as service:
         versions = await service.memory_history(key)
         rows = [v.to_json_dict() for v in versions]
     if args.json:
@@ -207,10 +208,10 @@ async def history(args: argparse.Namespace, config: Config, data: Path, env: Map
     return EXIT_OK
 
 
-async def diff(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def diff(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                key: str) -> int:
     """A unified diff of two versions (ids or prefixes; the newer defaults to the one in use)."""
-    async with _service(config, data, env, out, read_only=True) as service:
+    async with open_service(config, data, env, out, read_only=True) as service:
         newer = args.newer or service.memory(key).event_id
         if newer is None:
             raise CommandFailed(f"the {_title(key).lower()} has no version in use to compare with: give two ids")
@@ -227,12 +228,12 @@ async def diff(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     return EXIT_OK
 
 
-async def rollback(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def rollback(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                    key: str) -> int:
     """Save an older version's text again, as a new version (history is never rewritten)."""
     from ..service import NewerVersionKnown
 
-    async with _service(config, data, env, out) as service:
+    async with open_service(config, data, env, out) as service:
         try:
             result = await service.rollback_memory(key, args.version_id)
         except NewerVersionKnown as exc:

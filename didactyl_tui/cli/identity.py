@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from . import EXIT_OK, CommandFailed, _Out, _service
+from .command import EXIT_OK, Output, open_service
+from .parser import CommandFailed
 
 
 def _drift_json(drifts: list[Any]) -> list[dict[str, Any]]:
@@ -30,10 +31,10 @@ def _view_json(view: Any) -> dict[str, Any]:
                                                              (10002, view.relays_event)) if ev is not None}}
 
 
-async def run(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out) -> int:
+async def run(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
     from ..service import drift_lines, one_line
 
-    async with _service(config, data, env, out, read_only=True) as service:
+    async with open_service(config, data, env, out, read_only=True) as service:
         view = service.self_context().agent
         if not view.loaded:
             raise CommandFailed("no relay answered: the agent's identity could not be read")

@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 from ..errors import AgentError
-from . import UsageError
+from .parser import UsageError
 
 
 def session_to_open(data_dir: Path, *, last: bool, session_id: str | None) -> str | None:

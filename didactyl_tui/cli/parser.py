@@ -24,7 +24,7 @@ class CommandFailed(DidactylError):
     title = "Failed"
 
 
-class _Parser(argparse.ArgumentParser):
+class CommandParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and exit 2), not the usage block."""
 
     def error(self, message: str) -> NoReturn:
@@ -32,8 +32,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="didactyl", description="A terminal chat client with an AI agent whose memory lives on "
-                     "Nostr. With no command, opens the terminal app.")
+    parser = CommandParser(prog="didactyl", description="A terminal chat client with an AI agent whose memory lives on "
+                           "Nostr. With no command, opens the terminal app.")
     # Its own dest: "memory show --version EVENT_ID" fills "version" in the same namespace.
     parser.add_argument("--version", action="store_true", dest="print_version", help="print the version and exit")
     parser.add_argument("--config", metavar="PATH", help="config file (default: $DIDACTYL_CONFIG, then "
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="open the app on the most recent conversation")
     opening.add_argument("--session", metavar="ID", dest="open_session",
                          help="open the app on this conversation (an ID or a unique prefix: didactyl sessions list)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
 
     p = sub.add_parser("keygen", help="create the agent's key file (<data dir>/agent.key, mode 0600)")
     p.add_argument("--force", action="store_true", help="replace an existing key (the old identity is lost)")
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=7447, help="port (default 7447; 0 picks a free one)")
     p.add_argument("--db", metavar="PATH", help="SQLite file (default <data dir>/relay.sqlite3)")
-    rsub = p.add_subparsers(dest="relay_command", metavar="[status]", parser_class=_Parser)
+    rsub = p.add_subparsers(dest="relay_command", metavar="[status]", parser_class=CommandParser)
     rs = rsub.add_parser("status", help="what the running relay enforces (allow-list, limits), and whether that is "
                          "what the config asks for; starts nothing (exit 1 when none runs)")
     rs.add_argument("--json", action="store_true", help="print JSON")
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     soul = sub.add_parser("soul", help="the agent's soul (kind 31120): show, save, edit, publish, status, history, "
                           "diff, rollback")
-    ssub = soul.add_subparsers(dest="document_command", metavar="ACTION", parser_class=_Parser, required=True)
+    ssub = soul.add_subparsers(dest="document_command", metavar="ACTION", parser_class=CommandParser, required=True)
     _add_document_verbs(ssub, typed=False, plain=True)
     p = ssub.add_parser("publish", help="check the soul, then publish it as a new version (default: the soul "
                         "in the config or soul file)")
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the event id and each relay's verdict as JSON")
 
     bundle = sub.add_parser("bundle", help="back up or restore the agent (signed events and conversations)")
-    bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=_Parser, required=True)
+    bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION", parser_class=CommandParser, required=True)
     p = bsub.add_parser("export", help="write memory, soul, tasks, identity and conversations to FILE (0600)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -103,15 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="list the agent's tasks; or show, save, edit, status, history, diff, "
                            "rollback its task list")
     tasks.add_argument("--json", action="store_true", help="print JSON")
-    tsub = tasks.add_subparsers(dest="document_command", metavar="ACTION", parser_class=_Parser)
+    tsub = tasks.add_subparsers(dest="document_command", metavar="ACTION", parser_class=CommandParser)
     _add_document_verbs(tsub, typed=False)
 
     mem = sub.add_parser("memory", help="the agent's documents (--type: a memory, the soul, the task list, the "
                          "profile, contacts or relays): show, save, edit, status, history, diff, rollback")
-    msub = mem.add_subparsers(dest="document_command", metavar="ACTION", parser_class=_Parser, required=True)
+    msub = mem.add_subparsers(dest="document_command", metavar="ACTION", parser_class=CommandParser, required=True)
     _add_document_verbs(msub, typed=True)
     ident = sub.add_parser("identity", help="show, publish or adopt the agent's public profile, contacts and relays")
-    isub = ident.add_subparsers(dest="identity_command", metavar="ACTION", parser_class=_Parser, required=True)
+    isub = ident.add_subparsers(dest="identity_command", metavar="ACTION", parser_class=CommandParser, required=True)
     p = isub.add_parser("show", help="what the relays hold, and any drift from config.toml (publishes nothing)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p = isub.add_parser("publish", help="publish config.toml's fields merged into the relays' versions "
@@ -168,7 +168,7 @@ def _add_sessions_parser(sub: Any) -> None:
     """``sessions list|show|export|rename|delete`` (run by cli/sessions.py; defined here: the parser is built
     before the TUI's first frame, which must not import the command modules)."""
     ses = sub.add_parser("sessions", help="list, show, export, rename or delete saved chats")
-    ssub = ses.add_subparsers(dest="sessions_command", metavar="ACTION", parser_class=_Parser, required=True)
+    ssub = ses.add_subparsers(dest="sessions_command", metavar="ACTION", parser_class=CommandParser, required=True)
     p = ssub.add_parser("list", help="the saved chats, newest first (id, time, messages, title)")
     p.add_argument("--all", action="store_true", help="include chats with no message")
     p.add_argument("--json", action="store_true", help="print JSON")

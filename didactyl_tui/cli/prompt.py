@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from . import EXIT_OK, _Out, _resolve_session, _service
+from .command import EXIT_OK, Output, open_service, resolve_session
 
 
 def _render_prompt(assembly: Any) -> str:
@@ -32,10 +32,10 @@ def _render_prompt(assembly: Any) -> str:
     return "\n".join(lines)
 
 
-async def prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                   message: str | None) -> int:
-    async with _service(config, data, env, out, read_only=True) as service:
-        session = await _resolve_session(service, args.session) if args.session else "dry-run"
+    async with open_service(config, data, env, out, read_only=True) as service:
+        session = await resolve_session(service, args.session) if args.session else "dry-run"
         assembly = await service.dry_run(session, message)
         if args.json:
             out.json(assembly.to_json_dict())

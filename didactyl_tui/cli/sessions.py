@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AgentError
-from . import EXIT_OK, CommandFailed, UsageError, _Out
+from .command import EXIT_OK, Output
+from .parser import CommandFailed, UsageError
 
 
 def _info_json(info: Any) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def _message_text(message: dict[str, Any]) -> str:
     return ", ".join(f"[tool call {c.get('function', {}).get('name', '')}]" for c in calls)
 
 
-async def run(args: argparse.Namespace, data: Path, out: _Out) -> int:
+async def run(args: argparse.Namespace, data: Path, out: Output) -> int:
     from ..service import open_sessions
 
     sessions = open_sessions(data)
@@ -54,7 +55,7 @@ async def run(args: argparse.Namespace, data: Path, out: _Out) -> int:
         sessions.store.close()
 
 
-async def _run(args: argparse.Namespace, sessions: Any, out: _Out) -> int:
+async def _run(args: argparse.Namespace, sessions: Any, out: Output) -> int:
     action = args.sessions_command
     if action == "list":
         listed = await sessions.list(include_empty=args.all)

@@ -10,16 +10,17 @@ from typing import Any
 
 from ..config import Config
 from ..errors import AgentError, ConfigError
-from . import EXIT_OK, CommandFailed, UsageError, _Out, _read_file, _service
+from .command import EXIT_OK, Output, open_service, read_file
+from .parser import CommandFailed, UsageError
 
 
 def _printable(text: str) -> str:
     return "".join(ch for ch in " ".join(text.split()) if ch.isprintable())
 
 
-async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out) -> int:
+async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
     """The soul in use, section by section, and the version it came from."""
-    async with _service(config, data, env, out, read_only=True) as service:
+    async with open_service(config, data, env, out, read_only=True) as service:
         view = service.soul_view()
         unreadable = service.memory("soul").unreadable
     if args.json:
@@ -45,13 +46,13 @@ def read_soul_file(path: str, text: str) -> Any:
         raise UsageError(exc.message, "Bad soul") from None
 
 
-async def publish(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out,
+async def publish(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                   stdin: Any) -> int:
     """Publish a soul file (or the configured soul) as the soul's new version."""
     from ..service import NewerVersionKnown
 
-    template = read_soul_file(args.file, _read_file(args.file, stdin)) if args.file else None
-    async with _service(config, data, env, out) as service:
+    template = read_soul_file(args.file, read_file(args.file, stdin)) if args.file else None
+    async with open_service(config, data, env, out) as service:
         try:
             outcome = await service.publish_soul(template, encrypt=not args.plain)
         except NewerVersionKnown as exc:  # a newer soul is known: nothing published

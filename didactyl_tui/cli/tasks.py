@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..config import Config
-from . import EXIT_OK, _Out, _service
+from .command import EXIT_OK, Output, open_service
 
 
-async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: _Out) -> int:
-    async with _service(config, data, env, out, read_only=True) as service:
+async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
+    async with open_service(config, data, env, out, read_only=True) as service:
         tasks = service.tasks()
         snap = service.memory("tasks")
     if snap.unreadable is not None:

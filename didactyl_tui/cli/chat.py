@@ -1,0 +1,58 @@
+"""``didactyl chat``: one turn, its reply streamed to stdout (or printed as JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..config import Config
+from ..terminal_text import StreamCleaner
+from .command import EXIT_OK, Output, open_service, resolve_session
+from .parser import CommandFailed
+
+
+async def chat(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
+                message: str) -> int:
+    from ..service import SessionKind, TextDelta, TurnFailed, TurnFinished, TurnStarted
+
+    kind = SessionKind.EPHEMERAL_CHAT if args.ephemeral else SessionKind.HEADLESS_CHAT
+    async with open_service(config, data, env, out) as service:
+        if args.session:
+            session = await resolve_session(service, args.session)
+        else:  # an ephemeral turn's session is never stored: a fresh id nobody can continue
+            session = uuid.uuid4().hex if args.ephemeral else await service.new_session()
+        assembly = None
+        finished: TurnFinished | None = None
+        streamed = False
+        cleaner = StreamCleaner()
+        async for event in service.run_turn(session, message, kind):
+            if isinstance(event, TurnStarted):
+                assembly = event.assembly
+            elif isinstance(event, TextDelta) and not args.json:
+                out.stream(cleaner, event.text)
+                streamed = True
+            elif isinstance(event, TurnFailed):
+                raise CommandFailed(event.message, event.title)
+            elif isinstance(event, TurnFinished):
+                finished = event
+        if finished is None:
+            raise CommandFailed("the turn ended without a reply")
+        if args.json:
+            out.json({
+                "session_id": None if args.ephemeral and not args.session else session,
+                "ephemeral": bool(args.ephemeral),
+                "reply": finished.reply,
+                "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result}
+                               for c in finished.tool_calls],
+                "prompt": assembly.to_json_dict() if assembly is not None else None,
+                "cut": finished.cut,
+            })
+        elif streamed:
+            out.print(cleaner.flush())
+        else:
+            out.print(finished.reply)
+        if finished.cut:  # a bound ended the turn early: the reply is partial (and marked so)
+            out.warn(f"reply cut short: {finished.cut}")
+    return EXIT_OK
