@@ -72,7 +72,7 @@ if TYPE_CHECKING:  # what the lazy names are (import-linter sees these edges too
     from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
     from .app import AppService, admin_pubkey_of
     from .chat import Sessions, open_sessions
-    from .dm import DmStatus
+    from .dm_status import DmStatus
     from .merge import MergeDraft
     from .model import ModelCheck, ModelSettings
     from .relay_status import RelayStatus, embedded_relay_options, embedded_relay_status
@@ -107,7 +107,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["AppService", "admin_pubkey_of"], ".app"),
     **dict.fromkeys(["Sessions", "open_sessions"], ".chat"),
     **dict.fromkeys(["MergeDraft"], ".merge"),
-    **dict.fromkeys(["DmStatus"], ".dm"),
+    **dict.fromkeys(["DmStatus"], ".dm_status"),
     **dict.fromkeys(["RelayStatus", "embedded_relay_options", "embedded_relay_status"], ".relay_status"),
     **dict.fromkeys(["ModelCheck", "ModelSettings"], ".model"),
     **dict.fromkeys(["ServiceToolContext", "dm_peers"], ".runtime"),

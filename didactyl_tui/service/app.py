@@ -41,7 +41,8 @@ from . import state
 from .api_keys import api_key_file, load_api_keys
 from .bundle import BundleReport, BundleService
 from .chat import ChatService, Sessions, preload_llm
-from .dm import DmService, DmStatus
+from .dm import DmService
+from .dm_status import DmStatus
 from .documents import DocumentService
 from .events import Listeners, SelfContextChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService

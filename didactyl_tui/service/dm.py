@@ -23,7 +23,6 @@ import contextlib
 import heapq
 import itertools
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,75 +31,33 @@ from typing import Any
 
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.dm.delivery import DmDelivery
-from ..agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, room_members
+from ..agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, cut_to_bytes, room_members
 from ..agent.dm.ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
 from ..agent.dm.signer import DmSigner, LocalDmSigner
 from ..agent.tools.registry import ToolPolicy
 from ..agent.turn.events import TurnFailed, TurnFinished
 from ..config import Config
 from ..errors import DidactylError
-from ..nostr.embedded_relay.lockfile import FileLock
 from ..nostr.event import Event
-from ..nostr.nip17 import MAX_MESSAGE_BYTES, DirectMessage, dm_relay_list_filter, dm_relays_of, gift_wrap_filter
-from ..nostr.nip19 import encode_npub
+from ..nostr.nip17 import DirectMessage, dm_relay_list_filter, dm_relays_of, gift_wrap_filter
 from ..nostr.nip59 import MAX_BACKDATE_SECONDS
 from ..nostr.pool import PoolSubscription, RelayPool
 from ..terminal_text import one_line
 from .chat import ChatService
+from .dm_answerer import AnswererLock
+from .dm_status import DmStatus, ParticipantNames
 from .events import DmSessionChanged, ServiceEvent
 from .runtime import Runtime
 
 log = logging.getLogger("didactyl.dm")
 
 DM_LEDGER_DB = "dm-ledger.sqlite3"
-ANSWERER_LOCK = "dm.lock"  # held by the one process that answers this data dir's direct messages
-STANDBY_POLL_S = 1.0  # how often a standing-by process tries to take over
 LOOKBACK_S = MAX_BACKDATE_SECONDS + 3600  # NIP-59 backdates wraps up to two days: look a little further
 CATCH_UP_ROUNDS = 8  # re-fetches after a full queue, while wraps keep being set aside
 MAX_HANDLED_IDS = 20_000
 DROP_LOG_INTERVAL_S = 60.0  # at most one log line per cause of dropped wraps in this time
-CUT_MARK = "\n[…cut: the reply was longer than a direct message may be]"
 _RELAY_DROPS = {"invalid_sig": "bad signature", "invalid_id": "bad id", "future_created_at": "future timestamp",
                 "bad_event": "malformed event", "filter_mismatch": "not asked for"}
-
-
-def cut_to_bytes(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
-    """``text`` within ``limit`` UTF-8 bytes (marked when cut)."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return text
-    room = limit - len(CUT_MARK.encode())
-    return data[:room].decode("utf-8", "ignore") + CUT_MARK
-
-
-@dataclass(frozen=True, slots=True)
-class DmStatus:
-    """What the direct-message inbox is doing, for the app's status and ``serve``'s log."""
-
-    active: bool  # this process answers (False: another one does, or none yet)
-    standby: str  # why not, when not active
-    waiting: int  # messages waiting for their conversation's turn
-    answering: int  # model turns under way
-    undelivered: int  # reply wraps waiting for a relay of their recipient
-    messages: dict[str, int]  # by ledger state: written, delivered, given_up, elsewhere, ...
-    not_answered: dict[str, int]  # by cause: stranger, bad signature, duplicate, ...
-    given_up: list[str]  # the last messages given up: "<who>: <reason>"
-
-    def summary(self) -> str:
-        """One line, e.g. ``3 delivered, 1 awaiting delivery; not answered: stranger 2``."""
-        if not self.active:
-            return f"answered elsewhere ({self.standby})" if self.standby else "not answering"
-        parts = [f"{self.messages.get(DELIVERED, 0)} delivered"]
-        if self.answering or self.waiting:
-            parts.append(f"{self.answering} answering, {self.waiting} waiting")
-        if self.undelivered:
-            parts.append(f"{self.undelivered} awaiting delivery")
-        if self.messages.get(GIVEN_UP):
-            parts.append(f"{self.messages[GIVEN_UP]} given up")
-        line = ", ".join(parts)
-        dropped = [f"{cause} {n}" for cause, n in sorted(self.not_answered.items())
-                   if cause not in ("own copy", "duplicate")]
-        return line + (f"; not answered: {', '.join(dropped)}" if dropped else "")
 
 
 @dataclass
@@ -118,6 +75,7 @@ class DmService:
         self._rt, self._config, self._chat, self._policy = rt, config, chat, policy
         self._data_dir, self._clock, self._emit, self._warn = data_dir, clock, emit, warn
         self._signer: DmSigner = signer or LocalDmSigner(rt.key)
+        self._names = ParticipantNames(rt.admin_cache)
         self._incoming: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.dm.max_queued)
         self._room_for_messages = asyncio.Semaphore(config.dm.max_queued)
         self._turns = asyncio.Semaphore(config.dm.max_parallel)
@@ -128,7 +86,7 @@ class DmService:
         self._delivery: DmDelivery | None = None
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._sub: PoolSubscription | None = None
-        self._lock = FileLock(data_dir / ANSWERER_LOCK)
+        self._answerer = AnswererLock(data_dir)
         self._standby = ""
         self._stopping = False
         self._tally = DropTally(DROP_LOG_INTERVAL_S)
@@ -163,7 +121,7 @@ class DmService:
         if ledger is not None:
             messages = await asyncio.to_thread(ledger.counts)
             undelivered = await asyncio.to_thread(ledger.waiting)
-            given_up = [f"{self.name_of(r.sender) if r.sender else '?'}: {r.detail}"
+            given_up = [f"{self._names.name_of(r.sender) if r.sender else '?'}: {r.detail}"
                         for r in await asyncio.to_thread(ledger.given_up)]
         waiting = sum(len(lane.pending) for lane in self._lanes.values())
         return DmStatus(ledger is not None, self._standby, waiting, self._answering, undelivered, messages,
@@ -171,23 +129,20 @@ class DmService:
 
     # --- lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
-        if await asyncio.to_thread(self._lock.try_acquire):
+        if await self._answerer.try_take():
             await self._begin()
             return
-        self._standby = f"another didactyl answers them for this data dir{_holder(self._lock.path)}"
+        self._standby = f"another didactyl answers them for this data dir{self._answerer.holder()}"
         log.info("direct messages: %s; this one takes over when it ends", self._standby)
         self._tasks["standby"] = asyncio.create_task(self._wait_for_turn(), name="dm-standby")
 
     async def _wait_for_turn(self) -> None:
-        while not await asyncio.to_thread(self._lock.try_acquire):
-            await asyncio.sleep(STANDBY_POLL_S)
+        await self._answerer.wait_for_turn()
         self._standby = ""
         log.info("direct messages: taking over (the other answerer ended)")
         await self._begin()
 
     async def _begin(self) -> None:
-        with contextlib.suppress(OSError):
-            _note_holder(self._lock.path)
         rt = self._rt
         # Retries, bounds and a message's date are judged by the real clock (as relays judge events); the
         # service's clock dates what we sign.
@@ -231,7 +186,7 @@ class DmService:
             await self._delivery.close()
         for cause, count in self._tally.unlogged().items():
             log.info("dm not answered (%s): %d so far", cause, count)
-        self._lock.release()
+        self._answerer.release()
 
     # --- receiving -----------------------------------------------------------------------------------
     def _arrived(self, url: str, wrap: Event) -> None:
@@ -306,7 +261,8 @@ class DmService:
                 self._incoming.task_done()
 
     def _queue_answer(self, dm: DirectMessage, room: str) -> None:
-        log.info("dm answer: message %s… from %s in %s", dm.id[:12], self.name_of(dm.sender), self.room_name(room))
+        names = self._names
+        log.info("dm answer: message %s… from %s in %s", dm.id[:12], names.name_of(dm.sender), names.room_name(room))
         lane = self._lanes.setdefault(room, _Lane())
         heapq.heappush(lane.pending, (dm.created_at, next(self._arrival), dm))
         if lane.task is None:
@@ -332,26 +288,12 @@ class DmService:
                 del self._lanes[room]
 
     # --- answering -----------------------------------------------------------------------------------
-    def name_of(self, pubkey: str) -> str:
-        """How a participant is named: their profile name when cached (the admin's), else a short npub."""
-        rt = self._rt
-        if rt.admin_cache is not None and pubkey == rt.admin_cache.pubkey:
-            name = rt.admin_cache.view().profile.get("name")
-            # Text from the relays: one line, no control characters (it reaches logs, titles, notifications).
-            name = "".join(ch for ch in " ".join(str(name).split()) if ch.isprintable())[:64] if name else ""
-            if name.strip():
-                return name
-        return encode_npub(pubkey)[:16] + "…"
-
-    def room_name(self, room: str) -> str:
-        return ", ".join(self.name_of(pk) for pk in room_members(room))
-
     async def _session_for(self, room: str, subject: str | None) -> str:
         assert self._inbox is not None
         ledger, conversations = self._inbox.ledger, self._rt.conversations
         session = await asyncio.to_thread(ledger.session_for, room)
         if session is None or not await asyncio.to_thread(conversations.has_session, session):
-            title = f"DM: {self.room_name(room)}" + (f" · {one_line(subject)[:80]}" if subject else "")
+            title = f"DM: {self._names.room_name(room)}" + (f" · {one_line(subject)[:80]}" if subject else "")
             session = await asyncio.to_thread(conversations.new_session, title)
             await asyncio.to_thread(ledger.bind_session, room, session)
         return session
@@ -374,7 +316,7 @@ class DmService:
         if not await asyncio.to_thread(inbox.ledger.start_answering, dm.id, inbox.run_id):
             log.info("dm: message %s… was answered elsewhere meanwhile", dm.id[:12])
             return True  # not ours to release
-        name, members = self.name_of(dm.sender), room_members(room)
+        name, members = self._names.name_of(dm.sender), room_members(room)
         session = await self._session_for(room, dm.subject)
         self._emit(DmSessionChanged(session, dm.sender, name))
         admin_room = self._policy.is_admin_room(room)
@@ -406,7 +348,7 @@ class DmService:
 
     def _delivered(self, outcome: WrapOutcome) -> None:
         """One delivery attempt's outcome (DmDelivery calls this)."""
-        who = self.name_of(outcome.recipient)
+        who = self._names.name_of(outcome.recipient)
         if outcome.message_state == DELIVERED:
             log.info("dm answered: message %s…, delivered to %s via %s", outcome.rumor_id[:12], who, outcome.detail)
         elif outcome.message_state == GIVEN_UP:
@@ -435,23 +377,6 @@ class DmService:
         outcome = await pool.publish(event, timeout)
         if outcome.results and not outcome.any_accepted:
             self._warn(f"the agent's DM relay list was not published: {outcome.summary()}")
-
-
-def _holder(path: Path) -> str:
-    try:
-        pid = int(path.read_text().strip() or 0)
-    except (OSError, ValueError):
-        return ""
-    return f" (pid {pid})" if pid > 0 else ""
-
-
-def _note_holder(path: Path) -> None:
-    """Write our pid into the held lock file (the lock is the flock, the pid is for the message others show)."""
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-    try:
-        os.write(fd, f"{os.getpid()}\n".encode())
-    finally:
-        os.close(fd)
 
 
 async def _cancel(task: asyncio.Task[Any] | None) -> None:

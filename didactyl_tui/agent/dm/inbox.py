@@ -29,12 +29,13 @@ from enum import Enum
 from ...errors import AgentError
 from ...nostr.event import Event
 from ...nostr.keys import is_hex_pubkey
-from ...nostr.nip17 import MAX_RECIPIENTS, DirectMessage, NotADirectMessage, make_message
+from ...nostr.nip17 import MAX_MESSAGE_BYTES, MAX_RECIPIENTS, DirectMessage, NotADirectMessage, make_message
 from ...nostr.nip59 import DecryptFailed, RumorRejected, SealRejected, SenderMismatch, UnwrapError, WrapRejected
 from .ledger import DmLedger
 from .signer import DmSigner
 
 MAX_FUTURE_S = 15 * 60  # a message dated further ahead is dropped (as relays drop such events)
+CUT_MARK = "\n[…cut: the reply was longer than a direct message may be]"
 
 
 class Verdict(str, Enum):
@@ -63,6 +64,14 @@ def room_key(dm: DirectMessage, me: str) -> str:
 def room_members(room: str) -> list[str]:
     return [pk for pk in room.split(",") if pk]
 
+
+def cut_to_bytes(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """``text`` within ``limit`` UTF-8 bytes (marked when cut)."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    room = limit - len(CUT_MARK.encode())
+    return data[:room].decode("utf-8", "ignore") + CUT_MARK
 
 @dataclass(frozen=True, slots=True)
 class DmPolicy:
