@@ -36,7 +36,7 @@ async def burst(senders: int, per_sender: int, turn_s: float, parallel: int) -> 
     from didactyl_tui.nostr.event import Event
     from didactyl_tui.nostr.kinds import GIFT_WRAP
     from didactyl_tui.nostr.pool import RelayPool
-    from didactyl_tui.service import AppService
+    from didactyl_tui.service.app import AppService
 
     def echo(request: ReceivedRequest) -> Reply:
         text = request.last_user_text
@@ -58,7 +58,7 @@ async def burst(senders: int, per_sender: int, turn_s: float, parallel: int) -> 
                 cfg = dm_config(stub.base_url, allow=hexes, max_parallel=parallel, max_queued=senders * per_sender)
                 svc = AppService(cfg, data_dir=Path(tmp), answer_dms=True, env=AGENT_ENV,
                                  relay_client_options=fast_client_kwargs())
-                async with svc, RelayPool([svc.embedded_relay_url], **fast_client_kwargs()) as pool:
+                async with svc, RelayPool([svc.relays.embedded_url], **fast_client_kwargs()) as pool:
                     pool.subscribe([{"kinds": [GIFT_WRAP], "#p": hexes}], seen)
                     await pool.wait_connected(5)
                     start = time.monotonic()

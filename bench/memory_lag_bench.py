@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 
 from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.config import Config
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.keys import SecretKey
-from didactyl_tui.service import AppService, DocumentKey
+from didactyl_tui.service.app import AppService
 
 KEY = SecretKey.from_hex("7f" * 32)
 T0 = int(time.time()) - 100_000
@@ -89,8 +90,8 @@ async def worst_stretches(data: Path, saves: int) -> list[float]:
         probe = Probe()
         for i in range(saves):
             probe.start()
-            result = await service.save_memory(DocumentKey.SHORT_TERM, f"save {i}: " + "plan " * 200)
-            await service.pending_publishes()  # what the status bar asks after a save
+            result = await service.documents.save(DocumentKey.SHORT_TERM, f"save {i}: " + "plan " * 200)
+            await service.documents.pending_publishes()  # what the status bar asks after a save
             await asyncio.sleep(0.1)  # what follows a save: history record, outbox count
             out.append(await probe.stop())
             assert result.any_accepted, result.outcome.summary()

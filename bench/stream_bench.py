@@ -116,7 +116,7 @@ async def raw_litellm(base_url: str) -> tuple[float, str]:
 def bench_app(base_url: str, data_dir: Path) -> Any:
     from tui_support import LabelledApp, make_config, make_env
 
-    from didactyl_tui.service import AppService
+    from didactyl_tui.service.app import AppService
 
     class TimedApp(LabelledApp):
         """The real app, noting when each frame is composed and when a typed key first shows."""

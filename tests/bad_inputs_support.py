@@ -263,7 +263,7 @@ class RecordingApp(LabelledApp):
 
 
 def recording_app(data_dir: Path, config: Config, env: dict[str, str]) -> RecordingApp:
-    from didactyl_tui.service import AppService
+    from didactyl_tui.service.app import AppService
 
     service = AppService(config, data_dir=data_dir, env=env)
     return RecordingApp(config, data_dir=data_dir, env=env, service=service)

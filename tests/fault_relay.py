@@ -522,8 +522,8 @@ class FaultRig:
             timeout=self.timeout,
             base_delay=self.base_delay,
             max_delay=self.max_delay,
-            on_change=self._count_change,
         )
+        self.publisher.add_change_listener(self._count_change)
         self.runner = asyncio.create_task(self.publisher.run(max_sleep=0.5))
 
     def _count_change(self) -> None:

@@ -11,7 +11,7 @@ from agent_support import Clock
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 from tui_support import TEST_KEY, make_config, make_env
 
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 SOUL_TEXT = """{"format": "didactyl-soul/1", "sections": [
  {"section": "persona", "role": "system", "content": "You are PERSONA."},

@@ -12,7 +12,8 @@ from relay_servers import ScriptedConnection, ScriptedRelay, fast_client_kwargs
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.messages import RelayEose, RelayOk
-from didactyl_tui.service import AppService, MemoryChanged, ServiceWarning
+from didactyl_tui.service.app import AppService
+from didactyl_tui.service.events import MemoryChanged, ServiceWarning
 
 
 def config_for(*urls: str) -> Config:

@@ -41,7 +41,7 @@ from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.agent.tools.registry import build_tool, unknown_tool_message
 from didactyl_tui.agent.turn.events import ToolCallFinished, TurnFailed, TurnFinished
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 
 SCAN = SecretScan([SECRET_HEX])
@@ -269,7 +269,7 @@ async def test_relay_rows(row_id: str, kind: str, embedded: bool, code: int, tmp
 
 
 async def _turn(service: AppService, session: str, message: str) -> list[Any]:
-    return [event async for event in service.run_turn(session, message)]
+    return [event async for event in service.chat.run_turn(session, message)]
 
 
 def _failed_line(events: list[Any]) -> str:
@@ -310,11 +310,11 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
             setattr(config.llm, name, dead_base if value == "unreachable" else value)
         env = make_env(DIDACTYL_NSEC=NSEC, DIDACTYL_TEST_LLM_KEY="sk-stub-secret-123456")
         async with AppService(config, data_dir=tmp_path, env=env) as service:
-            session = await service.new_session()
+            session = await service.chat.new_session()
             if row_id not in ("llm-no-model", "llm-unreachable", "llm-missing-key"):
                 stub.script(Reply.text_reply("Hello."))
                 assert isinstance((await _turn(service, session, "hi"))[-1], TurnFinished)
-            before = await service.session_messages(session)
+            before = await service.chat.session_messages(session)
             stub.script(*script)
             failed = await _turn(service, session, "tell me more")
             line = _failed_line(failed)
@@ -322,11 +322,11 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
             matches_catalogue(row_id, line, {stub.base_url: "<llm>", dead_base: "<llm>"})
             # The conversation is intact: the failed turn left nothing half-written, only the user's message,
             # marked (shown, never sent to the model again).
-            assert (await service.session_messages(session)) == [
+            assert (await service.chat.session_messages(session)) == [
                 *before, {"role": "user", "content": "tell me more", "status": "failed"}]
             # Retry works: the same message again, once the cause is gone.
             if row_id == "llm-no-model":
-                service.set_model("openai/stub-model")
+                service.model.set("openai/stub-model")
             elif row_id == "llm-unreachable":
                 config.llm.api_base = stub.base_url
             elif row_id == "llm-missing-key":
@@ -334,7 +334,7 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
             stub.script(Reply.text_reply("Here is more."))
             retried = await _turn(service, session, "tell me more")
             assert isinstance(retried[-1], TurnFinished) and retried[-1].reply == "Here is more."
-            messages = await service.session_messages(session)
+            messages = await service.chat.session_messages(session)
             assert messages[:len(before)] == before
             assert [(m["content"], m.get("status")) for m in messages[len(before):]] == [
                 ("tell me more", "failed"), ("tell me more", None), ("Here is more.", None)]
@@ -360,7 +360,7 @@ async def test_llm_tool_rows(row_id: str, call: ToolCall, extra_tool: Callable[[
         async with AppService(config, data_dir=tmp_path, env=make_env(DIDACTYL_NSEC=NSEC)) as service:
             if extra_tool is not None:
                 service.registry.register(extra_tool())
-            session = await service.new_session()
+            session = await service.chat.new_session()
             stub.script(Reply.tools(call), Reply.text_reply("That tool did not work; here is what I know."))
             events = await _turn(service, session, "do the thing")
             finished = [e for e in events if isinstance(e, ToolCallFinished)]
@@ -371,14 +371,14 @@ async def test_llm_tool_rows(row_id: str, call: ToolCall, extra_tool: Callable[[
             tool_message = stub.requests[1].messages[-1]
             assert tool_message["role"] == "tool" and tool_message["content"] == finished[0].result
             line = check_one_line(finished[0].result, SCAN)
-            offered = [*service.registry.visible(), *service.parts.rt.memory_manager.tools()]
+            offered = [*service.registry.visible(), *service.parts.runtime.memory_manager.tools()]
             tools = unknown_tool_message("", offered).split("The tools you can call: ", 1)[1]
             matches_catalogue(row_id, line, {f"The tools you can call: {tools}":
                                              "The tools you can call: <every tool offered, and its aliases>."})
             # Nothing was published by a refused or malformed memory_save.
-            assert service.memory(DocumentKey.SHORT_TERM).event_id is None
+            assert service.documents.snapshot(DocumentKey.SHORT_TERM).event_id is None
             # The conversation holds the whole turn and goes on.
-            roles = [m["role"] for m in (await service.session_messages(session))]
+            roles = [m["role"] for m in (await service.chat.session_messages(session))]
             assert roles == ["user", "assistant", "tool", "assistant"]
             stub.script(Reply.text_reply("Next answer."))
             assert (await _turn(service, session, "and now?"))[-1].reply == "Next answer."
@@ -394,7 +394,7 @@ async def test_llm_auto_retry_rows(row_id: str, retry_after: float, tmp_path: Pa
         config.llm.max_retries = 1
         async with AppService(config, data_dir=tmp_path, env=make_env(DIDACTYL_NSEC=NSEC)) as service:
             stub.script(Reply.rate_limited(retry_after), Reply.text_reply("Worth the wait."))
-            events = await _turn(service, (await service.new_session()), "hello")
+            events = await _turn(service, (await service.chat.new_session()), "hello")
     assert isinstance(events[-1], TurnFinished) and not any(isinstance(e, TurnFailed) for e in events)
     first, second = stub.requests
     assert second.at - first.at >= retry_after * 0.95  # Retry-After was honoured (a lower bound only)
@@ -469,7 +469,7 @@ async def test_editor_rows(row_id: str, limit: int, tmp_path: Path) -> None:
         await wait_for(pilot, lambda: "Not saved" in screen_text(app), 10, "the refusal")
         result = " ".join(str(editor.query_one("#editor-result").render()).split())
         assert editor.text_area.text == too_long  # the text stays
-        assert app.service.memory(DocumentKey.SHORT_TERM).event_id is None  # nothing was published
+        assert app.service.documents.snapshot(DocumentKey.SHORT_TERM).event_id is None  # nothing was published
         line = check_one_line(result, SCAN)
         await _notified(pilot, app, "Memory over limit")
     matches_catalogue(row_id, line)

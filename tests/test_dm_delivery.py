@@ -17,7 +17,8 @@ from relay_servers import RustRelayUnderTest, fast_client_kwargs, free_port
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.nip17 import build_dm_relay_list
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.service import AppService, ServiceWarning
+from didactyl_tui.service.app import AppService
+from didactyl_tui.service.events import ServiceWarning
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 pytestmark = pytest.mark.usefixtures("warm_litellm")
@@ -51,10 +52,10 @@ async def test_a_reply_the_senders_relay_refuses_waits_and_is_delivered_once_the
                 # Our own copy is taken, the admin's refused (blocked): written, not delivered; retried.
                 await until(lambda: wrap_states().get(ME) == "delivered", 60, "our own copy on the relay")
                 await until(lambda: "blocked" in str(ledger.wraps_of(rumor_id)), 30, "the refusal recorded")
-                await until(lambda: svc.dm_counts().get("own_copy"), 30, "our own copy coming back")
+                await until(lambda: svc.dm.counts.get("own_copy"), 30, "our own copy coming back")
                 assert ledger.record(rumor_id).state == "written" and wrap_states()[ADMIN] == "pending"
                 assert await wraps_for(client, ADMIN) == []
-                status = await svc.dm_status()
+                status = await svc.dm.status()
                 assert status.undelivered == 1 and status.messages == {"written": 1}
                 # The relay now takes wraps for the admin (what a reload of its allow-list does).
                 relay.set_access([ME], [ME, ADMIN])
@@ -124,5 +125,5 @@ async def test_a_reply_no_relay_takes_is_given_up_after_the_bound_and_said(tmp_p
 
 
 async def _given_up(svc: AppService):
-    status = await svc.dm_status()
+    status = await svc.dm.status()
     return status if status is not None and status.messages.get("given_up") else None

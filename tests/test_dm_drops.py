@@ -22,7 +22,7 @@ from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.kinds import GIFT_WRAP
 from didactyl_tui.nostr.nip17 import make_message, wrap_message
 from didactyl_tui.nostr.nip59 import Rumor, gift_wrap, seal
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 ME, ADMIN = AGENT_KEY.public_key_hex, ADMIN_KEY.public_key_hex
 FRIEND = SecretKey.from_hex("6b" * 32)
@@ -74,7 +74,7 @@ async def test_dropped_wraps_are_counted_by_cause_and_logged_once_each_with_a_ru
             expected = {"bad signature": 3, "bad id": 2, "future timestamp": 2, "forged sender": 1, "stranger": 2}
             status = await until(lambda: _when_counted(svc, sum(expected.values())), 30, "every wrap judged")
             during = [r.getMessage() for r in caplog.records if r.name == "didactyl.dm"]
-            counts = svc.dm_counts()
+            counts = svc.dm.counts
     after = [r.getMessage() for r in caplog.records if r.name == "didactyl.dm"][len(during):]
     assert status.not_answered == expected
     assert status.summary().endswith("not answered: bad id 2, bad signature 3, forged sender 1, "
@@ -92,5 +92,5 @@ async def test_dropped_wraps_are_counted_by_cause_and_logged_once_each_with_a_ru
 
 
 async def _when_counted(svc: AppService, total: int):
-    status = await svc.dm_status()
+    status = await svc.dm.status()
     return status if status is not None and sum(status.not_answered.values()) >= total else None

@@ -18,7 +18,7 @@ from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.nip17 import build_dm_relay_list
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 pytestmark = pytest.mark.usefixtures("warm_litellm")
@@ -46,16 +46,16 @@ async def test_a_three_member_group_is_answered_in_the_same_conversation_in_each
         svc = AppService(dm_config(stub.base_url, admin=ADMIN), data_dir=tmp_path, answer_dms=True, env=AGENT_ENV,
                          relay_client_options=fast_client_kwargs())
         svc.config.relays.urls = [rust_relay.url]  # the agent reads there too (it finds Bob's relay list there)
-        async with svc, RelayPool([svc.embedded_relay_url], **fast_client_kwargs()) as ours:
+        async with svc, RelayPool([svc.relays.embedded_url], **fast_client_kwargs()) as ours:
             group_wrap, group_id = _group_message(admin, "Lunch on Friday?", "Friday lunch")
             assert (await ours.publish(group_wrap, timeout=3)).any_accepted
             [for_bob] = await until(lambda: wraps_for(on_rust, BOB), 60, "the reply in Bob's DM relay")
             for_admin = await until(lambda: wraps_for(ours, ADMIN), 30, "the reply in the admin's")
             # The admin's own conversation: a session of its own, with every tool.
             assert (await ours.publish(sdk_dm(nostr_sdk, admin, "and just you?"), timeout=3)).any_accepted
-            await until(lambda: len(stub.requests) == 2 and svc.dm_counts().get("own_copy", 0) >= 2, 60,
+            await until(lambda: len(stub.requests) == 2 and svc.dm.counts.get("own_copy", 0) >= 2, 60,
                         "the one-to-one answer")
-            sessions = await svc.list_sessions()
+            sessions = await svc.chat.list_sessions()
             ledger = svc.parts.dm.ledger
             await until(lambda: ledger.record(group_id).state == "delivered", 30, "the group reply delivered")
             # Each member's wrap (and our own copy) was taken by a relay that member reads.

@@ -19,7 +19,7 @@ from relay_servers import fast_client_kwargs
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.kinds import GIFT_WRAP
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 pytestmark = pytest.mark.usefixtures("warm_litellm")
@@ -49,7 +49,7 @@ async def test_200_messages_from_20_senders_are_answered_once_each_in_order_and_
         cfg = dm_config(stub.base_url, allow=hexes, max_parallel=SENDERS, max_queued=256)
         svc = AppService(cfg, data_dir=tmp_path, answer_dms=True, relay_client_options=fast_client_kwargs(),
                          env=AGENT_ENV)
-        async with svc, RelayPool([svc.embedded_relay_url], **fast_client_kwargs()) as pool:
+        async with svc, RelayPool([svc.relays.embedded_url], **fast_client_kwargs()) as pool:
             sub = pool.subscribe([{"kinds": [GIFT_WRAP], "#p": hexes}], reply_seen)
             assert await pool.wait_connected(5)
             for k in range(PER_SENDER):  # round-robin, each publish acknowledged: the relay keeps this order
@@ -90,5 +90,5 @@ async def test_200_messages_from_20_senders_are_answered_once_each_in_order_and_
 
 
 async def _all_delivered(svc: AppService):
-    status = await svc.dm_status()
+    status = await svc.dm.status()
     return status if status is not None and status.messages.get("delivered") == SENDERS * PER_SENDER else None

@@ -24,10 +24,12 @@ from tui_support import TEST_KEY
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.lineage import base_of
+from didactyl_tui.agent.soul.content import read_soul_text
 from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
-from didactyl_tui.service import AppService, ServiceWarning, read_soul_text
+from didactyl_tui.service.app import AppService
+from didactyl_tui.service.events import ServiceWarning
 
 T0 = 1_760_000_000
 ST, LT, SOUL, TASKS = DocumentKey.SHORT_TERM, DocumentKey.LONG_TERM, DocumentKey.SOUL, DocumentKey.TASKS
@@ -70,11 +72,11 @@ async def _save_good(svc: AppService, key: DocumentKey) -> str:
     """Save a good version through the app; returns the text that must survive."""
     if key is TASKS:
         for title in ("buy milk", "call Ana"):
-            assert not (await svc.dispatch_tool("task_add", {"title": title})).is_error
-        return svc.memory(TASKS).content
+            assert not (await svc.chat.dispatch_tool("task_add", {"title": title})).is_error
+        return svc.documents.snapshot(TASKS).content
     text = soul("Good") if key is SOUL else f"the good {key.value} text"
-    await svc.save_memory(key, text)
-    return svc.memory(key).content
+    await svc.documents.save(key, text)
+    return svc.documents.snapshot(key).content
 
 
 async def _until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
@@ -103,14 +105,14 @@ async def test_a_newest_version_that_cannot_be_used_leaves_the_good_one_and_the_
     first.add_listener(heard.append)
     async with first:
         good_text = await _save_good(first, key)
-        good = first.memory(key)
+        good = first.documents.snapshot(key)
         assert good.event_id is not None
         bad = _bad_versions(key, int(clock.t) + 30, good.event_id)[cause]
         await put(relay.url, bad)
         # The running service: told (the event named), the good version stays in use.
         await _until(lambda: _warned(heard, bad.id), "the warning naming the bad version")
         assert "cannot be used" in _warned(heard, bad.id)[0]
-        snap = first.memory(key)
+        snap = first.documents.snapshot(key)
         assert (snap.content, snap.event_id, snap.unreadable.event_id) == (good_text, good.event_id, bad.id)
 
     # Started afresh on the same data dir (what the CLI and serve do): the relay only holds the bad version now.
@@ -119,25 +121,25 @@ async def test_a_newest_version_that_cannot_be_used_leaves_the_good_one_and_the_
     again = service_on(relay, data, clock)
     again.add_listener(heard.append)
     async with again:
-        snap = again.memory(key)
+        snap = again.documents.snapshot(key)
         assert (snap.content, snap.event_id) == (good_text, good.event_id), snap
         assert snap.unreadable is not None and snap.unreadable.event_id == bad.id
         assert _warned(heard, bad.id), [getattr(e, "message", e) for e in heard]
         if key is SOUL:
-            persona = (await again.dry_run("check")).layers[0]
+            persona = (await again.chat.dry_run("check")).layers[0]
             assert persona.content == "You are Good."
         # The next save builds on the good version: its base, dated after the bad one, nothing lost.
         if key is TASKS:
-            out = await again.dispatch_tool("task_add", {"title": "water plants"})
+            out = await again.chat.dispatch_tool("task_add", {"title": "water plants"})
             assert not out.is_error, out.content
-            tasks = again.tasks().tasks
+            tasks = again.documents.value("tasks").tasks
             assert [(t.id, t.title) for t in tasks] == [(1, "buy milk"), (2, "call Ana"), (3, "water plants")]
         else:
             edited = good_text.replace("Good", "Better") if key is SOUL else good_text + " and more"
-            await again.save_memory(key, edited)
-        saved = again.parts.rt.store.current_event(key)
+            await again.documents.save(key, edited)
+        saved = again.parts.runtime.store.current_event(key)
         assert saved is not None and base_of(saved) == good.event_id and saved.created_at > bad.created_at
-        assert again.memory(key).unreadable is None  # superseded by our save
+        assert again.documents.snapshot(key).unreadable is None  # superseded by our save
         [held] = await relay.relay.query([key.filter(TEST_KEY.public_key_hex)])
         assert held.id == saved.id
 
@@ -171,14 +173,14 @@ async def test_with_no_readable_version_known_a_derived_change_is_refused_and_no
     bad = tasks_event(TEST_KEY, TaskList(), T0 - 10, content="not a task list")
     await put(relay.url, bad)
     async with service_on(relay, tmp_path / "fresh", clock) as svc:  # a fresh data dir: no history to fall back on
-        snap = svc.memory(TASKS)
+        snap = svc.documents.snapshot(TASKS)
         assert snap.unreadable is not None and not snap.known and snap.event_id is None
-        out = await svc.dispatch_tool("task_add", {"title": "x"})
+        out = await svc.chat.dispatch_tool("task_add", {"title": "x"})
         assert out.is_error and bad.id[:12] in out.content and "nothing in it is lost" in out.content
         assert [ev.id for ev in await relay.relay.query([TASKS.filter(TEST_KEY.public_key_hex)])] == [bad.id]
         # Replacing the list as a whole is the way on (a person chose to).
-        await svc.save_memory(TASKS, TaskList().add("start again", now=T0)[0].to_text())
-        assert [t.title for t in svc.tasks().tasks] == ["start again"]
+        await svc.documents.save(TASKS, TaskList().add("start again", now=T0)[0].to_text())
+        assert [t.title for t in svc.documents.value("tasks").tasks] == ["start again"]
 
 
 async def test_a_relay_that_missed_versions_of_any_document_holds_the_newest_after_one_start(tmp_path: Path) -> None:
@@ -189,11 +191,12 @@ async def test_a_relay_that_missed_versions_of_any_document_holds_the_newest_aft
         first.config.agent.contacts = [ADMIN_KEY.npub]
         async with first:
             for key in (ST, LT):
-                await first.save_memory(key, f"{key.value} text")
-            await first.save_memory(SOUL, soul("Kept"))
-            assert not (await first.dispatch_tool("task_add", {"title": "keep me"})).is_error
-            await _until(lambda: all(first.memory(k).relays for k in DocumentKey), "every document on relay a")
-            newest = {k: first.memory(k).event_id for k in DocumentKey}
+                await first.documents.save(key, f"{key.value} text")
+            await first.documents.save(SOUL, soul("Kept"))
+            assert not (await first.chat.dispatch_tool("task_add", {"title": "keep me"})).is_error
+            await _until(lambda: all(first.documents.snapshot(k).relays for k in DocumentKey),
+                         "every document on relay a")
+            newest = {k: first.documents.snapshot(k).event_id for k in DocumentKey}
         # Relay b is added: one start brings it every document's newest version.
         clock.t += 30
         second = service_on(a, tmp_path / "data", clock)
@@ -217,9 +220,9 @@ async def test_memory_status_fix_brings_a_lagging_relay_the_newest_of_any_docume
         both = service_on(a, tmp_path / "data", clock)
         both.config.relays.urls = [a.url, b.url]
         async with both:
-            await both.save_memory(SOUL, soul("First"))
-            assert not (await both.dispatch_tool("task_add", {"title": "t"})).is_error
-            first = {k: both.memory(k).event_id for k in (SOUL, TASKS)}
+            await both.documents.save(SOUL, soul("First"))
+            assert not (await both.chat.dispatch_tool("task_add", {"title": "t"})).is_error
+            first = {k: both.documents.snapshot(k).event_id for k in (SOUL, TASKS)}
         # Another writer's newer versions reach relay a only: b lags (and no outbox here holds them).
         newer = {SOUL: soul_event(TEST_KEY, read_soul_text("t", soul("Second")), T0 + 20, prev=first[SOUL]),
                  TASKS: tasks_event(TEST_KEY, TaskList().add("u", now=T0)[0], T0 + 20, prev=first[TASKS])}
@@ -230,9 +233,9 @@ async def test_memory_status_fix_brings_a_lagging_relay_the_newest_of_any_docume
         late.read_only = True  # nothing repaired in the background: only the command's --fix
         async with late:
             for key in (SOUL, TASKS):
-                before = await late.memory_status(key)
+                before = await late.documents.status(key)
                 assert [(r.event_id, r.lagging) for r in before.relays if r.url == b.url] == [(first[key], True)]
-                fixed = await late.memory_status(key, bring_up_to_date=True)
+                fixed = await late.documents.status(key, bring_up_to_date=True)
                 assert fixed.brought_up_to_date == [b.url]
                 assert [ev.id for ev in await b.relay.query([key.filter(TEST_KEY.public_key_hex)])] == \
                     [newer[key].id]
@@ -248,8 +251,8 @@ async def test_every_tool_backed_section_names_its_source_event_and_relays(
     svc.config.agent.publish_profile = True
     svc.config.agent.contacts = [ADMIN_KEY.npub]
     async with svc:
-        await svc.save_memory(ST, "remember the milk")
-        await svc.save_memory(SOUL, json.dumps({"format": "didactyl-soul/1", "sections": [
+        await svc.documents.save(ST, "remember the milk")
+        await svc.documents.save(SOUL, json.dumps({"format": "didactyl-soul/1", "sections": [
             {"section": "persona", "content": "You are Sourced."},
             {"section": "stm", "tool": "memory_short_term_read"},
             {"section": "tasks", "tool": "task_list"},
@@ -257,11 +260,11 @@ async def test_every_tool_backed_section_names_its_source_event_and_relays(
             {"section": "profile", "tool": "nostr_agent_profile"},
             {"section": "me", "tool": "agent_identity"},
             {"section": "admin", "tool": "nostr_admin_profile"}]}))
-        assert not (await svc.dispatch_tool("task_add", {"title": "a task"})).is_error
-        await _until(lambda: all(svc.memory(k).relays for k in (ST, SOUL, TASKS, DocumentKey.PROFILE,
+        assert not (await svc.chat.dispatch_tool("task_add", {"title": "a task"})).is_error
+        await _until(lambda: all(svc.documents.snapshot(k).relays for k in (ST, SOUL, TASKS, DocumentKey.PROFILE,
                                                                  DocumentKey.CONTACTS)), "every version on the relay")
-        assembly = await svc.dry_run("sources")
-        ids = {k: svc.memory(k).event_id for k in (SOUL, TASKS, DocumentKey.CONTACTS)}
+        assembly = await svc.chat.dry_run("sources")
+        ids = {k: svc.documents.snapshot(k).event_id for k in (SOUL, TASKS, DocumentKey.CONTACTS)}
     shown = {layer.section: layer for layer in assembly.layers}
     assert not any(layer.skipped for layer in assembly.layers), [(x.section, x.skip_reason) for x in assembly.layers]
     for name, layer in shown.items():

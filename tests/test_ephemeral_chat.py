@@ -15,22 +15,23 @@ from llm_stub import LlmStub, Reply
 from test_cli import cli_env, didactyl
 from test_self_knowledge import service, stub_config
 
+from didactyl_tui.agent.conversations.session_kind import SessionKind
 from didactyl_tui.agent.turn.events import TurnFailed, TurnFinished
-from didactyl_tui.service import AppService, SessionKind
+from didactyl_tui.service.app import AppService
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 async def _turn(svc: AppService, session: str, message: str, kind: SessionKind) -> object:
-    events = [e async for e in svc.run_turn(session, message, kind)]
+    events = [e async for e in svc.chat.run_turn(session, message, kind)]
     return events[-1]
 
 
 async def test_record_turn_runs_for_terminal_turns_only_never_for_ephemeral_or_dry_runs(tmp_path: Path) -> None:
     async with LlmStub() as stub, service(stub_config(stub.base_url, backend="recall"), tmp_path) as svc:
-        recall = svc.parts.rt.memory_manager.backend
+        recall = svc.parts.runtime.memory_manager.backend
         assert recall is not None and recall.id == "recall"  # the real backend, as [memory] backend names it
-        terminal = await svc.new_session()
+        terminal = await svc.chat.new_session()
         stub.script(Reply.text_reply("noted"))
         assert isinstance(await _turn(svc, terminal, "I grow aubergine", SessionKind.TERMINAL), TurnFinished)
 
@@ -45,13 +46,13 @@ async def test_record_turn_runs_for_terminal_turns_only_never_for_ephemeral_or_d
         # A failed ephemeral turn keeps no marked message either.
         stub.script(Reply.unauthorized())  # not retried
         assert isinstance(await _turn(svc, terminal, "I grow kale", SessionKind.EPHEMERAL_CHAT), TurnFailed)
-        await svc.dry_run(terminal, "I grow turnip")
+        await svc.chat.dry_run(terminal, "I grow turnip")
 
         found = {w for w in ("aubergine", "parsnip", "salsify", "kale", "turnip") if recall.search(w, 5)}
         assert found == {"aubergine"}
-        assert [m["content"] for m in await svc.session_messages(terminal)] == ["I grow aubergine", "noted"]
-        assert [s.id for s in await svc.list_sessions()] == [terminal]
-        assert len(await svc.sessions.assemblies(terminal)) == 1  # the terminal turn's prompt only
+        assert [m["content"] for m in await svc.chat.session_messages(terminal)] == ["I grow aubergine", "noted"]
+        assert [s.id for s in await svc.chat.list_sessions()] == [terminal]
+        assert len(await svc.chat.sessions.assemblies(terminal)) == 1  # the terminal turn's prompt only
 
 
 CONFIG = ('[llm]\nmodel = "openai/stub-model"\napi_base = "{url}"\napi_key_env = "STUB_KEY"\n'

@@ -22,7 +22,7 @@ from didactyl_tui.nostr.embedded_relay.shared import find_shared_relay
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.kinds import METADATA
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 
@@ -84,7 +84,7 @@ async def rust_publishes_profile(url: str, fields: dict[str, str], created_at: i
 
 async def first_publish_then_rust_edit(env: dict[str, str]) -> tuple[str, str]:
     async with service(env) as svc:
-        await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)
+        await asyncio.wait_for(svc.parts.runtime.tasks.settle(10), 15)
     url = await relay_url(env)
     ours = await profile_on_relay(url)
     assert json.loads(ours.content) == {"name": "Bot", "about": "An agent."}  # the config's first publish
@@ -104,13 +104,13 @@ async def test_a_profile_from_another_client_survives_read_only_commands_and_res
 
     for _ in range(2):  # app start, and restart
         async with service(env) as svc:
-            await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)
-            [drift] = svc.identity_drift()
+            await asyncio.wait_for(svc.parts.runtime.tasks.settle(10), 15)
+            [drift] = svc.identity.drift()
             assert drift.kind == METADATA and drift.event.id == theirs_id
             # Field by field: the name differs, about is only in the config; picture and nip05 are kept.
             assert {c.field: (c.relays, c.config) for c in drift.changes} == {
                 "name": ("Renamed elsewhere", "Bot"), "about": ("", "An agent.")}
-            assert svc.self_context().agent.profile == THEIRS
+            assert svc.identity.snapshot().agent.profile == THEIRS
         assert (await profile_on_relay(url)).id == theirs_id
 
     shown = json.loads((await asyncio.to_thread(cli, env, "identity", "show", "--json")).stdout)
@@ -121,13 +121,13 @@ async def test_a_profile_from_another_client_survives_read_only_commands_and_res
 
     # Republish merged: the config's fields over theirs, picture and nip05 kept.
     async with service(env) as svc:
-        outcomes = await svc.republish_identity()
-        assert outcomes[METADATA].any_accepted and svc.identity_drift() == []
+        outcomes = await svc.identity.republish_merged()
+        assert outcomes[METADATA].any_accepted and svc.identity.drift() == []
     merged = await profile_on_relay(url)
     assert json.loads(merged.content) == {**THEIRS, "name": "Bot", "about": "An agent."}
     async with service(env) as svc:  # a restart publishes nothing more, reports no drift
-        await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)
-        assert svc.identity_drift() == []
+        await asyncio.wait_for(svc.parts.runtime.tasks.settle(10), 15)
+        assert svc.identity.drift() == []
     assert (await profile_on_relay(url)).id == merged.id
 
 
@@ -138,17 +138,17 @@ async def test_adopt_keeps_the_relays_version_and_stops_the_notice(tmp_path: Pat
     assert adopted == {"adopted": [METADATA]}
     for _ in range(2):
         async with service(env) as svc:
-            await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)
-            assert svc.identity_drift() == []
-            assert svc.self_context().agent.profile == THEIRS
+            await asyncio.wait_for(svc.parts.runtime.tasks.settle(10), 15)
+            assert svc.identity.drift() == []
+            assert svc.identity.snapshot().agent.profile == THEIRS
     assert (await profile_on_relay(url)).id == theirs_id  # picture and nip05 still there: nothing published
 
     # A later change to the config is new intent: published over the adopted version, nothing deleted.
     config_file = tmp_path / "config" / "didactyl" / "config.toml"
     config_file.write_text(config_file.read_text().replace('name = "Bot"', 'name = "Bot 2"'))
     async with service(env) as svc:
-        await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)
-        assert svc.identity_drift() == []
+        await asyncio.wait_for(svc.parts.runtime.tasks.settle(10), 15)
+        assert svc.identity.drift() == []
     assert json.loads((await profile_on_relay(url)).content) == {**THEIRS, "name": "Bot 2", "about": "An agent."}
 
 
@@ -200,7 +200,7 @@ async def test_a_relay_override_is_for_one_run_and_never_publishes_the_relay_lis
     from relay_servers import EmbeddedRelayUnderTest
 
     from didactyl_tui.nostr.kinds import RELAY_LIST
-    from didactyl_tui.service import read_state
+    from didactyl_tui.service.state import read_state
 
     home, other = EmbeddedRelayUnderTest(tmp_path / "home.sqlite3"), EmbeddedRelayUnderTest(tmp_path / "other.sqlite3")
     await home.start()

@@ -1,4 +1,4 @@
-"""The merge view's service (``AppService.merge_draft``, ``model_merge_draft``) on real versions: saved by the service,
+"""The merge view's service (``MergeService.draft``, ``model_draft``) on real versions: saved by the service,
 published by another device to a real relay, kept in the history. The common base is found through the ``prev``
 chain; without one the draft is two-way and says why; a JSON document merges key by key; the model proposes a
 resolution (the LLM stub over HTTP) and nothing is saved."""
@@ -18,9 +18,11 @@ from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 from self_documents_support import running_relay
 from tui_support import TEST_KEY, make_config, make_env
 
+from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.soul.content import read_soul_text
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.service import AppService, DocumentKey, read_soul_text
+from didactyl_tui.service.app import AppService
 from didactyl_tui.service.merge import END, MIDDLE, START, draft_merge
 
 ST = DocumentKey.SHORT_TERM
@@ -45,7 +47,7 @@ def _service(relay: EmbeddedRelayUnderTest, tmp_path: Path, clock: Clock, llm: s
 
 async def _arrived(service: AppService, event_id: str, t: object = ST) -> None:
     async def seen() -> bool:
-        return any(v.event_id == event_id for v in await service.memory_history(t))  # type: ignore[arg-type]
+        return any(v.event_id == event_id for v in await service.documents.history(t))  # type: ignore[arg-type]
 
     await wait_for(seen, timeout=10)  # the other device's version, kept in the history
 
@@ -53,9 +55,9 @@ async def _arrived(service: AppService, event_id: str, t: object = ST) -> None:
 async def _concurrent(service: AppService, relay: EmbeddedRelayUnderTest, clock: Clock) -> tuple[str, str, str]:
     """(base, ours, theirs): we saved base then ours; another device edited the base, not ours (its version names
     base as its prev), and its version is now in our history."""
-    base = await service.save_memory(ST, BASE)
+    base = await service.documents.save(ST, BASE)
     clock.t += 10
-    ours = await service.save_memory(ST, OURS)
+    ours = await service.documents.save(ST, OURS)
     theirs = memory_event(TEST_KEY, THEIRS, T0 + 20, prev=base.event_id)
     await put(relay.url, theirs)
     await _arrived(service, theirs.id)
@@ -66,13 +68,13 @@ async def test_a_concurrent_edit_merges_from_the_common_base(relay: EmbeddedRela
     clock = Clock(T0)
     async with _service(relay, tmp_path, clock) as service:
         base, ours, theirs = await _concurrent(service, relay, clock)
-        draft = await service.merge_draft(ST, ours, theirs)
+        draft = await service.merges.draft(ST, ours, theirs)
         assert draft.base_id == base and draft.why_two_way == "" and draft.problem is None
         # The deletion stays deleted; the one true conflict is marked, yours first.
         assert draft.text == f"milk\nbread\nbutter\n{START}\nstrawberry jam\n{MIDDLE}\nhoney\n{END}\ntea\n"
         assert draft.conflicts == 1
         # By id prefix too, as the views pass them; either way round the base is the same.
-        again = await service.merge_draft(ST, theirs[:12], ours[:12])
+        again = await service.merges.draft(ST, theirs[:12], ours[:12])
         assert again.base_id == base and "eggs" not in again.text
 
 
@@ -80,13 +82,13 @@ async def test_without_a_common_base_the_draft_is_two_way_and_says_why(relay: Em
                                                                        tmp_path: Path) -> None:
     clock = Clock(T0)
     async with _service(relay, tmp_path, clock) as service:
-        await service.save_memory(ST, BASE)
+        await service.documents.save(ST, BASE)
         clock.t += 10
-        ours = await service.save_memory(ST, OURS)
+        ours = await service.documents.save(ST, OURS)
         untagged = memory_event(TEST_KEY, THEIRS, T0 + 20)  # another Nostr client: no prev tag
         await put(relay.url, untagged)
         await _arrived(service, untagged.id)
-        draft = await service.merge_draft(ST, ours.event_id, untagged.id)
+        draft = await service.merges.draft(ST, ours.event_id, untagged.id)
         assert draft.base_id is None and "no common base" in draft.why_two_way
         # Every difference is marked: the eggs line is offered (theirs has it), never silently restored.
         assert draft.conflicts == 2
@@ -103,20 +105,20 @@ async def test_two_edits_of_different_soul_sections_merge_cleanly(relay: Embedde
                                                                   tmp_path: Path) -> None:
     clock = Clock(T0)
     async with _service(relay, tmp_path, clock) as service:
-        base = await service.save_memory("soul", SOUL)
+        base = await service.documents.save("soul", SOUL)
         clock.t += 10
-        ours = await service.save_memory("soul", SOUL.replace("You are Base.", "You are Ours."))
+        ours = await service.documents.save("soul", SOUL.replace("You are Base.", "You are Ours."))
         edited = read_soul_text("theirs", SOUL.replace("Be brief.", "Be kind."))
         theirs = soul_event(TEST_KEY, edited, T0 + 20, prev=base.event_id)
         await put(relay.url, theirs)
         await _arrived(service, theirs.id, "soul")
-        draft = await service.merge_draft("soul", ours.event_id, theirs.id)
+        draft = await service.merges.draft("soul", ours.event_id, theirs.id)
         assert draft.base_id == base.event_id and draft.conflicts == 0 and draft.problem is None
         sections = json.loads(draft.text)["sections"]
         assert [s["content"] for s in sections] == ["You are Ours.", "Be kind."]
         clock.t += 15  # (theirs was dated 20 s after the base: a save now must not be dated more than 5 s ahead)
-        merged = await service.save_memory("soul", draft.text)
-        assert service.soul_view().event_id == merged.event_id
+        merged = await service.documents.save("soul", draft.text)
+        assert service.soul.view().event_id == merged.event_id
 
 
 async def test_a_json_draft_that_does_not_read_says_why_and_is_kept_as_it_is() -> None:
@@ -147,23 +149,23 @@ async def test_the_model_proposes_a_resolution_and_nothing_is_saved(relay: Embed
     clock = Clock(T0)
     async with LlmStub() as stub, _service(relay, tmp_path, clock, llm=stub.base_url) as service:
         _base, ours, theirs = await _concurrent(service, relay, clock)
-        draft = await service.merge_draft(ST, ours, theirs)
+        draft = await service.merges.draft(ST, ours, theirs)
         resolved = "milk\nbread\nbutter\nstrawberry jam\nhoney\ntea\n"
         stub.script(Reply.text_reply(f"```\n{resolved}```"))  # fenced although asked not to: unwrapped
-        assert await service.model_merge_draft(ST, draft.text) == resolved
+        assert await service.merges.model_draft(ST, draft.text) == resolved
         [request] = stub.requests
         system, user = request.messages
         assert system["role"] == "system" and "Leave every line outside the markers exactly" in system["content"]
         assert user == {"role": "user", "content": draft.text}
         assert request.tool_names == []  # one completion, no tools
-        assert service.memory(ST).event_id == theirs  # nothing saved
+        assert service.documents.snapshot(ST).event_id == theirs  # nothing saved
         with pytest.raises(AgentError, match="no conflict is marked"):
-            await service.model_merge_draft(ST, resolved)
+            await service.merges.model_draft(ST, resolved)
         stub.script(Reply.server_error())
         with pytest.raises(AgentError):
-            await service.model_merge_draft(ST, draft.text)
+            await service.merges.model_draft(ST, draft.text)
         # Bounded: an answer far longer than the document could be is cut off and refused.
         stub.script(Reply.endless(" word", 100_000))
         with pytest.raises(AgentError, match="passed 16,000 characters"):
-            await service.model_merge_draft(ST, draft.text)
-        assert service.memory(ST).event_id == theirs
+            await service.merges.model_draft(ST, draft.text)
+        assert service.documents.snapshot(ST).event_id == theirs

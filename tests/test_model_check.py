@@ -12,7 +12,8 @@ from relay_servers import free_port
 
 from didactyl_tui.agent.llm.model_probe import model_names
 from didactyl_tui.config import Config
-from didactyl_tui.service import AppService, ModelSettings
+from didactyl_tui.service.app import AppService
+from didactyl_tui.service.model import ModelSettings
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
 
@@ -25,14 +26,14 @@ async def test_the_check_lists_the_servers_models_and_makes_a_tiny_completion(tm
     svc = service(tmp_path, STUB_KEY="sk-stub")  # not started: the dialog can test before the relays are up
     async with LlmStub() as stub:
         stub.script(Reply.text_reply("OK"))
-        check = await svc.check_model(ModelSettings("openai/stub-model", stub.base_url, "STUB_KEY"))
+        check = await svc.model.check(ModelSettings("openai/stub-model", stub.base_url, "STUB_KEY"))
         assert check.ok and "answered" in check.line
         assert check.models == ("stub-large", "stub-model")
         assert stub.model_list_requests[0]["Authorization"] == "Bearer sk-stub"
         [request] = stub.requests
         assert request.body["max_tokens"] == 1 and request.headers["Authorization"] == "Bearer sk-stub"
         # No model typed yet: the list alone, to pick from.
-        picked = await svc.check_model(ModelSettings("", stub.base_url, "STUB_KEY"))
+        picked = await svc.model.check(ModelSettings("", stub.base_url, "STUB_KEY"))
         assert picked.ok and picked.models and "pick one" in picked.line and len(stub.requests) == 1
 
 
@@ -41,12 +42,12 @@ async def test_a_missing_key_and_a_dead_server_are_one_line_each(tmp_path: Path,
     svc = service(tmp_path, SOME_KEY="sk-some")
     async with LlmStub() as stub:
         stub.models = None  # a server without a model list: the completion is the test
-        check = await svc.check_model(ModelSettings("openai/stub-model", stub.base_url, "EMPTY_KEY_VAR"))
+        check = await svc.model.check(ModelSettings("openai/stub-model", stub.base_url, "EMPTY_KEY_VAR"))
         assert not check.ok and check.models == ()
         assert "export EMPTY_KEY_VAR=" in check.line and "\n" not in check.line
         assert stub.requests == []
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    check = await svc.check_model(ModelSettings("openai/stub-model", dead, "SOME_KEY"))
+    check = await svc.model.check(ModelSettings("openai/stub-model", dead, "SOME_KEY"))
     assert not check.ok and check.line.startswith("Cannot reach") and "\n" not in check.line
 
 

@@ -15,9 +15,12 @@ from agent_support import memory_event
 from memory_support import text_of
 from tui_support import TEST_KEY, make_app, make_config, make_env, screen_text, started, wait_for
 
+from didactyl_tui.agent.documents.history import REFUSED_NOTE
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.sync import DocumentSync as MemorySync
+from didactyl_tui.agent.documents.versions import NewerVersionKnown
 from didactyl_tui.cli import run
-from didactyl_tui.service import REFUSED_NOTE, AppService, DocumentKey, NewerVersionKnown
+from didactyl_tui.service.app import AppService
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 
 ST = DocumentKey.SHORT_TERM
@@ -45,37 +48,38 @@ def newer_elsewhere() -> object:
 
 async def history_notes(service: AppService) -> dict[str, str]:
     """text -> note, for this key's short-term versions."""
-    return {v.content: v.note for v in await service.memory_history(ST)}
+    return {v.content: v.note for v in await service.documents.history(ST)}
 
 
 async def test_tool_and_rollback_take_the_one_path(tmp_path: Path, saves: list[str]) -> None:
     data = tmp_path / "data"
     async with AppService(make_config(), data_dir=data, env=make_env()) as svc:
-        outcome = await svc.dispatch_tool("memory_save", {"type": "short_term", "content": "by the tool"})
+        outcome = await svc.chat.dispatch_tool("memory_save", {"type": "short_term", "content": "by the tool"})
         assert not outcome.is_error, outcome.content
-        first = svc.memory(ST).event_id
+        first = svc.documents.snapshot(ST).event_id
         assert first is not None
-        await svc.save_memory(ST, "a later edit")
-        rolled = await svc.rollback_memory(ST, first)
-        assert svc.memory(ST).content == "by the tool" and rolled.event_id == svc.memory(ST).event_id
+        await svc.documents.save(ST, "a later edit")
+        rolled = await svc.documents.rollback(ST, first)
+        now = svc.documents.snapshot(ST)
+        assert now.content == "by the tool" and rolled.event_id == now.event_id
         assert saves == ["by the tool", "a later edit", "by the tool"]
         notes = await history_notes(svc)
         assert {"by the tool", "a later edit"} <= set(notes)
 
         # Another device's newer version becomes known: every writer is refused the same way.
-        await svc.parts.rt.publisher.note_remote(newer_elsewhere())
-        relay = svc.embedded_relay_url
+        await svc.parts.runtime.publisher.note_remote(newer_elsewhere())
+        relay = svc.relays.embedded_url
         assert relay is not None
-        refused = await svc.dispatch_tool("memory_save", {"type": "short_term", "content": "tool, too late"})
+        refused = await svc.chat.dispatch_tool("memory_save", {"type": "short_term", "content": "tool, too late"})
         assert refused.is_error and "was not saved" in refused.content and "memory history" in refused.content
-        later = next(v for v in await svc.memory_history(ST) if v.content == "a later edit")
+        later = next(v for v in await svc.documents.history(ST) if v.content == "a later edit")
         with pytest.raises(NewerVersionKnown, match=r"was not saved.*kept in the memory history"):
-            await svc.rollback_memory(ST, later.event_id)
+            await svc.documents.rollback(ST, later.event_id)
         assert saves[-2:] == ["tool, too late", "a later edit"]
-        versions = await svc.memory_history(ST)
+        versions = await svc.documents.history(ST)
         refused_notes = [v.note for v in versions if v.origin == "local" and v.note == REFUSED_NOTE]
         assert len(refused_notes) == 2  # the tool's text and the rollback's new version, noted alike
-        assert svc.memory(ST).content == "by the tool"  # the cache kept what the relays have
+        assert svc.documents.snapshot(ST).content == "by the tool"  # the cache kept what the relays have
         assert await relay_texts(svc) == ["by the tool"]  # nothing refused was published
 
 
@@ -93,7 +97,7 @@ async def test_the_editor_takes_the_one_path(tmp_path: Path, saves: list[str]) -
         assert service is not None
         assert "by the editor" in await history_notes(service)
 
-        await service.parts.rt.publisher.note_remote(newer_elsewhere())
+        await service.parts.runtime.publisher.note_remote(newer_elsewhere())
         editor.text_area.load_text("editor, too late")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "Not saved" in screen_text(app), 10, "the refusal")
@@ -108,7 +112,7 @@ async def relay_texts(service: AppService) -> list[str]:
     """The short-term texts the service's embedded relay holds (asked by a client of its own, not the app's)."""
     from didactyl_tui.nostr.pool import RelayPool
 
-    async with RelayPool([service.embedded_relay_url]) as pool:
+    async with RelayPool([service.relays.embedded_url]) as pool:
         events = await pool.query([{"authors": [TEST_KEY.public_key_hex], "kinds": [30078],
                                     "#d": ["short_term_memory"]}], timeout=5)
     return [text_of(ev, TEST_KEY) for ev in events]
@@ -136,7 +140,7 @@ async def test_the_cli_takes_the_one_path(tmp_path: Path, saves: list[str]) -> N
 
     # This device learns of another device's newer version (kept in its outbox across runs).
     async with AppService(make_config(), data_dir=data, env=env) as svc:
-        await svc.parts.rt.publisher.note_remote(newer_elsewhere())
+        await svc.parts.runtime.publisher.note_remote(newer_elsewhere())
     code, _, err = await asyncio.to_thread(cli, env, "memory", "save", "--type", "short_term", "--content",
                                            "CLI, too late")
     assert code == 1 and "was not saved" in err and "memory history" in err, err

@@ -12,7 +12,7 @@ from didactyl_tui.config_file import load_config
 from didactyl_tui.errors import ConfigError
 from didactyl_tui.nostr import relay as relay_module
 from didactyl_tui.nostr.relay_guard import FailedEvents
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 from didactyl_tui.service.runtime import relay_client_defences
 
 NSEC_ENV = {"DIDACTYL_NSEC": "1" * 64}
@@ -43,7 +43,7 @@ async def test_the_service_hands_the_keys_to_every_relay_client(tmp_path: Path) 
     r.invalid_window, r.max_invalid_share, r.penalty_base_s, r.penalty_max_s = 50, 0.25, 2.0, 30.0
     r.failed_events_max = 777
     async with AppService(config, data_dir=tmp_path / "data", env=NSEC_ENV) as service:
-        pool = service.parts.rt.pool
+        pool = service.parts.runtime.pool
         clients = [pool.client(url) for url in pool.urls]
         assert len(clients) == 2
         for client in clients:

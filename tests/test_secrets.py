@@ -43,7 +43,7 @@ from didactyl_tui.config import Config
 from didactyl_tui.errors import ConfigError, DidactylError, NostrError
 from didactyl_tui.nostr import nip19
 from didactyl_tui.nostr.keys import SecretKey
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.self_pane import short_key
 from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
@@ -287,7 +287,7 @@ def stub_config(stub: LlmStub, **overrides: Any) -> Config:
 
 
 async def drain(service: AppService, session: str, message: str) -> list[Any]:
-    return [event async for event in service.run_turn(session, message)]
+    return [event async for event in service.chat.run_turn(session, message)]
 
 
 async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
@@ -311,8 +311,8 @@ async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
             assert stat.S_IMODE(data.stat().st_mode) == 0o700
             secret = SecretKey.parse(key_file.read_text())
             scan = SecretScan([secret.secret_hex()])
-            await service.save_memory(DocumentKey.LONG_TERM, "long-term notes")
-            session = await service.new_session()
+            await service.documents.save(DocumentKey.LONG_TERM, "long-term notes")
+            session = await service.chat.new_session()
             events = await drain(service, session, "remember that I prefer tea")
             assert type(events[-1]).__name__ == "TurnFinished"
             failed = await drain(service, session, "and now?")
@@ -321,17 +321,17 @@ async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
             assert "sk-stub-not-real" not in failed[-1].message
             recovered = await drain(service, session, "try again")
             assert type(recovered[-1]).__name__ == "TurnFinished"
-            await service.dry_run(session, "what do you see?")
-            service.set_model("openai/stub-model")  # written to state.toml
+            await service.chat.dry_run(session, "what do you see?")
+            service.model.set("openai/stub-model")  # written to state.toml
             for event in (*events, *failed, *recovered):
                 scan.check_text(f"the agent event {type(event).__name__}", repr(event))
-            for message in (await service.session_messages(session)):
+            for message in (await service.chat.session_messages(session)):
                 scan.check_text("a stored message", json.dumps(message))
         # A second start reads the file (the "file" source), then shows the same public identity.
         again = AppService(stub_config(stub), data_dir=data, env=env)
         async with again:
-            assert again.agent_pubkey == secret.public_key_hex
-            snapshot = again.self_context()
+            assert again.identity.agent_pubkey == secret.public_key_hex
+            snapshot = again.identity.snapshot()
             scan.check_text("the self context", repr(snapshot))
     logs = record_texts(caplog.records)
     assert "didactyl" in logs and len(caplog.records) > 20, "DEBUG logging was not captured"

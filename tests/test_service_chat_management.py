@@ -17,7 +17,7 @@ from didactyl_tui.agent.conversations.assembly_log import AssemblyLog, SavedAsse
 from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.turn.events import TurnFailed, TurnFinished
 from didactyl_tui.config import Config
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
 
@@ -36,31 +36,32 @@ def stub_service(stub: LlmStub, data: Path, *, keep: int = 20) -> AppService:
 async def test_a_failed_turn_keeps_its_message_marked_and_the_chat_is_listed_by_it(tmp_path: Path) -> None:
     async with LlmStub() as stub, stub_service(stub, tmp_path / "d") as svc:
         stub.script(Reply.unauthorized(), Reply.text_reply("Now it works."))
-        session = await svc.new_session()
-        events = [e async for e in svc.run_turn(session, "first try")]
+        session = await svc.chat.new_session()
+        events = [e async for e in svc.chat.run_turn(session, "first try")]
         assert isinstance(events[-1], TurnFailed)
-        assert await svc.session_messages(session) == [{"role": "user", "content": "first try", "status": "failed"}]
-        [listed] = await svc.sessions.list()
+        assert await svc.chat.session_messages(session) == [
+            {"role": "user", "content": "first try", "status": "failed"}]
+        [listed] = await svc.chat.sessions.list()
         assert (listed.title, listed.message_count) == ("first try", 1)  # not "(untitled) 0 messages"
-        [saved] = await svc.sessions.assemblies(session)
+        [saved] = await svc.chat.sessions.assemblies(session)
         assert saved.failure and saved.reply is None
         # The retry is a new turn; the failed message is shown but never sent to the model again.
-        events = [e async for e in svc.run_turn(session, "first try")]
+        events = [e async for e in svc.chat.run_turn(session, "first try")]
         assert isinstance(events[-1], TurnFinished)
         sent = [m["content"] for m in stub.requests[-1].messages if m["role"] == "user"]
         assert sent == ["first try"]
-        assert [m.get("status") for m in await svc.session_messages(session)] == ["failed", None, None]
-        markdown = await svc.sessions.export_markdown(session)
+        assert [m.get("status") for m in await svc.chat.session_messages(session)] == ["failed", None, None]
+        markdown = await svc.chat.sessions.export_markdown(session)
         assert "## You (failed: not answered)" in markdown
 
 
 async def test_a_cancelled_turn_keeps_its_message_marked_cancelled(tmp_path: Path) -> None:
     async with LlmStub() as stub, stub_service(stub, tmp_path / "d") as svc:
         stub.script(Reply.hang(30))
-        session = await svc.new_session()
+        session = await svc.chat.new_session()
 
         async def consume() -> None:
-            async for _ in svc.run_turn(session, "never answered"):
+            async for _ in svc.chat.run_turn(session, "never answered"):
                 pass
 
         task = asyncio.create_task(consume())
@@ -71,9 +72,9 @@ async def test_a_cancelled_turn_keeps_its_message_marked_cancelled(tmp_path: Pat
         with pytest.raises(asyncio.CancelledError):
             await task
         await svc.parts.chat.settle()
-        assert await svc.session_messages(session) == [
+        assert await svc.chat.session_messages(session) == [
             {"role": "user", "content": "never answered", "status": "cancelled"}]
-        [saved] = await svc.sessions.assemblies(session)
+        [saved] = await svc.chat.sessions.assemblies(session)
         assert saved.failure == "cancelled"
 
 
@@ -82,23 +83,23 @@ async def test_take_back_the_last_turn_and_the_assemblies_come_back_bounded(tmp_
     async with LlmStub() as stub:
         async with stub_service(stub, data, keep=2) as svc:
             stub.script(*(Reply.text_reply(f"answer {n}") for n in range(3)))
-            session = await svc.new_session()
+            session = await svc.chat.new_session()
             finished = []
             for n in range(3):
-                events = [e async for e in svc.run_turn(session, f"question {n}")]
+                events = [e async for e in svc.chat.run_turn(session, f"question {n}")]
                 finished.append(events[0].assembly)
-            assert await svc.sessions.pop_last_turn(session) == "question 2"
-            assert [m["content"] for m in await svc.session_messages(session)] == [
+            assert await svc.chat.sessions.pop_last_turn(session) == "question 2"
+            assert [m["content"] for m in await svc.chat.session_messages(session)] == [
                 "question 0", "answer 0", "question 1", "answer 1"]
-            assert await svc.sessions.pop_last_turn(await svc.new_session()) is None
+            assert await svc.chat.sessions.pop_last_turn(await svc.chat.new_session()) is None
         # Another run: the newest two assemblies, whole, with their replies.
         async with stub_service(stub, data, keep=2) as svc:
-            saved = await svc.sessions.assemblies(session)
+            saved = await svc.chat.sessions.assemblies(session)
             assert [s.reply for s in saved] == ["answer 1", "answer 2"]
             assert [s.assembly for s in saved] == finished[1:]
             assert saved[0].prompt_tokens == 11
-            assert await svc.sessions.delete(session)
-            assert await svc.sessions.assemblies(session) == []
+            assert await svc.chat.sessions.delete(session)
+            assert await svc.chat.sessions.assemblies(session) == []
 
 
 def test_assembly_log_refuses_huge_records_and_skips_damaged_ones(tmp_path: Path, monkeypatch) -> None:

@@ -16,7 +16,7 @@ from didactyl_tui.config import Config
 from didactyl_tui.errors import ConfigError
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.nip17 import make_message, wrap_message
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
 FRIEND = SecretKey.from_hex("6b" * 32)
@@ -47,17 +47,17 @@ async def test_a_flood_of_strangers_is_bounded_and_never_reaches_the_model(tmp_p
             dm = svc.parts.dm
             for n in range(50):  # no await in between: the inbox cannot drain meanwhile
                 dm._arrived("ws://test", _wrap(OTHER_KEY, f"stranger {n}", n))
-            assert svc.dm_counts().get("dropped") == 46
+            assert svc.dm.counts.get("dropped") == 46
             stub.script(Reply.text_reply("hello friend"))
             deadline = time.monotonic() + 30
-            while svc.dm_counts().get("stranger", 0) < 4 and time.monotonic() < deadline:
+            while svc.dm.counts.get("stranger", 0) < 4 and time.monotonic() < deadline:
                 await _pause()
             dm._arrived("ws://test", _wrap(FRIEND, "hi from the allow-list", 99))
             # Our reply's own copy comes back through the subscription once the reply is published.
-            while not svc.dm_counts().get("own_copy") and time.monotonic() < deadline:
+            while not svc.dm.counts.get("own_copy") and time.monotonic() < deadline:
                 await _pause()
-            counts = svc.dm_counts()
-            sessions = await svc.list_sessions()
+            counts = svc.dm.counts
+            sessions = await svc.chat.list_sessions()
     assert counts == {"stranger": 4, "dropped": 46, "answer": 1, "own_copy": 1}
     [request] = stub.requests
     assert "hi from the allow-list" in str(request.messages) and "stranger" not in str(request.messages)
@@ -89,7 +89,7 @@ async def test_a_message_set_aside_by_a_full_queue_is_fetched_again_and_answered
                     Reply.text_reply("two"), Reply.text_reply("three"))
         svc = AppService(cfg, data_dir=tmp_path, answer_dms=True, env={"DIDACTYL_NSEC": AGENT_KEY.nsec(),
                          "STUB_KEY": "sk"}, relay_client_options=fast_client_kwargs())
-        async with svc, RelayPool([svc.embedded_relay_url], **fast_client_kwargs()) as pool:
+        async with svc, RelayPool([svc.relays.embedded_url], **fast_client_kwargs()) as pool:
             dm = svc.parts.dm
             assert (await pool.publish(_wrap(slow_friend, "take your time", 1), timeout=3)).any_accepted
             deadline = time.monotonic() + 30
@@ -99,7 +99,7 @@ async def test_a_message_set_aside_by_a_full_queue_is_fetched_again_and_answered
             # the inbox; two more wraps fill the inbox's queue.
             assert (await pool.publish(_wrap(slow_friend, "and then?", 2), timeout=3)).any_accepted
             assert (await pool.publish(_wrap(FRIEND, "hello", 3), timeout=3)).any_accepted
-            while svc.dm_counts().get("answer", 0) < 3 and time.monotonic() < deadline:
+            while svc.dm.counts.get("answer", 0) < 3 and time.monotonic() < deadline:
                 await _pause()
             for n in range(2):
                 dm._arrived("ws://test", _wrap(OTHER_KEY, f"stranger {n}", 10 + n))
@@ -107,7 +107,7 @@ async def test_a_message_set_aside_by_a_full_queue_is_fetched_again_and_answered
             assert (await pool.publish(_wrap(FRIEND, "are you there?", 4), timeout=3)).any_accepted
             while len(stub.requests) < 4 and time.monotonic() < deadline:
                 await _pause()
-            counts = svc.dm_counts()
+            counts = svc.dm.counts
     assert counts["dropped"] >= 1 and counts["answer"] == 4 and counts["stranger"] == 2
     asked = [r.last_user_text for r in stub.requests]
     assert sorted(asked) == sorted(["take your time", "and then?", "hello", "are you there?"])

@@ -13,7 +13,7 @@ from relay_servers import RelayUnderTest, fast_client_kwargs
 from didactyl_tui.config import Config, StartupEventConfig
 from didactyl_tui.errors import ConfigError
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 PROFILE = json.dumps({"name": "Declared Didactyl", "about": "from startup_events"})
 

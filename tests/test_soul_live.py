@@ -29,7 +29,8 @@ from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.kinds import SOUL
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.service import AppService, ServiceEvent, ServiceWarning, SoulChanged
+from didactyl_tui.service.app import AppService
+from didactyl_tui.service.events import ServiceEvent, ServiceWarning, SoulChanged
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 
@@ -64,7 +65,7 @@ async def _rust_client_publishes_soul(url: str, sections: list[dict] | str, crea
 
 
 async def _first_section(svc: AppService) -> str:
-    assembly = await svc.dry_run("live-soul-check")
+    assembly = await svc.chat.dry_run("live-soul-check")
     return assembly.layers[0].content
 
 
@@ -75,11 +76,11 @@ async def test_a_newer_soul_from_rust_nostr_is_used_by_the_next_prompt_and_a_bad
                      relay_client_options=fast_client_kwargs())
     svc.add_listener(heard.append)
     async with svc:
-        await asyncio.wait_for(svc.parts.rt.tasks.settle(10), 15)  # the initial soul, published at start
-        assert svc.soul_view().event_id is not None
+        await asyncio.wait_for(svc.parts.runtime.tasks.settle(10), 15)  # the initial soul, published at start
+        assert svc.soul.view().event_id is not None
         # A soul published by this service is not news when the live subscription echoes it.
         ours = SoulTemplate((TemplateSection("persona", "system", None, "You are Local Didactyl.", True),), "test")
-        assert (await svc.publish_soul(ours)).any_accepted
+        assert (await svc.soul.publish(ours)).any_accepted
         assert await _first_section(svc) == "You are Local Didactyl."
 
         now = int(time.time())
@@ -91,10 +92,10 @@ async def test_a_newer_soul_from_rust_nostr_is_used_by_the_next_prompt_and_a_bad
             return await _first_section(svc) == "You are Relay Didactyl."
 
         await wait_for(uses_the_relay_soul, timeout=20)
-        assembly = await svc.dry_run("live-soul-check")
+        assembly = await svc.chat.dry_run("live-soul-check")
         assert [(x.section, x.content) for x in assembly.layers[:2]] == [
             ("persona", "You are Relay Didactyl."), ("agent_npub", AGENT_KEY.npub)]
-        assert svc.soul_view().event_id == good_id
+        assert svc.soul.view().event_id == good_id
         changed = [e for e in heard if isinstance(e, SoulChanged)]
         assert [(e.event_id, e.sections, e.relay) for e in changed] == [
             (good_id, ("persona", "agent_npub"), rust_relay.url)]
@@ -110,14 +111,14 @@ async def test_a_newer_soul_from_rust_nostr_is_used_by_the_next_prompt_and_a_bad
         [refusal] = refusals()
         assert "weather_report" in refusal and "get_weather" in refusal
         assert await _first_section(svc) == "You are Relay Didactyl."  # the soul in use stays
-        assert svc.soul_view().event_id == good_id
+        assert svc.soul.view().event_id == good_id
         assert [e.event_id for e in heard if isinstance(e, SoulChanged)] == [good_id]
         # Both are kept in the soul's history (the refused one with why it cannot be used: the linter refused it).
         async def both_kept() -> bool:
-            return {good_id, bad_id} <= {v.event_id for v in await svc.memory_history("soul")}
+            return {good_id, bad_id} <= {v.event_id for v in await svc.documents.history("soul")}
 
         await wait_for(both_kept, timeout=10)
-        history = {v.event_id: v for v in await svc.memory_history("soul")}
+        history = {v.event_id: v for v in await svc.documents.history("soul")}
         assert history[good_id].current and history[good_id].origin == "remote"
         assert "get_weather" in history[bad_id].problem and not history[bad_id].current
         assert history[bad_id].note.startswith("not used: ")
@@ -128,7 +129,7 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
     app = recording_app(data, make_config(publish_profile=False), make_env())
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await started(pilot)
-        url = app.service.embedded_relay_url
+        url = app.service.relays.embedded_url
         assert url is not None
         # Our CLI, a second process on the same data dir (the shared embedded relay), publishes a soul whose
         # section names look like markup: the toast must show them as they are.
@@ -147,7 +148,7 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
         assert not [call for call in watch.calls if call.startswith("decrypt")], watch.calls
         assert toast == [f"Soul: A newer soul (event {cli_id[:12]}…: [b]persona[/], agent_npub) is used from the "
                          "next message on."]
-        prompt = await app.service.dry_run(await app.service.new_session(), "hi")
+        prompt = await app.service.chat.dry_run(await app.service.chat.new_session(), "hi")
         assert (prompt.layers[0].section, prompt.layers[0].content) == ("[b]persona[/]", "You are CLI Didactyl.")
 
         # A newer soul naming an unknown tool (signed with the agent's key, sent straight to the relay).
@@ -162,9 +163,9 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
 
         [line] = await wait_in_app(pilot, refusal, 20, "the refusal toast")
         assert "'[red]weather[/]'" in line and "get_weather" in line
-        prompt = await app.service.dry_run(await app.service.new_session(), "hi")
+        prompt = await app.service.chat.dry_run(await app.service.chat.new_session(), "hi")
         assert prompt.layers[0].content == "You are CLI Didactyl."  # the soul in use stays
-        assert app.service.soul_view().event_id == cli_id
+        assert app.service.soul.view().event_id == cli_id
 
 
 SEED_SOUL = """\
@@ -187,16 +188,16 @@ async def test_a_soul_in_the_seeds_list_form_from_another_client_is_read_and_use
                      relay_client_options=fast_client_kwargs())
     svc.add_listener(heard.append)
     async with svc:
-        view = svc.soul_view()
+        view = svc.soul.view()
         assert view.event_id == soul_id and view.template.names == ["persona", "tasks"]
         assert await _first_section(svc) == "You are Seed Didactyl."
         assert not [e for e in heard if isinstance(e, ServiceWarning) and soul_id[:12] in e.message]
         # Its history shows it in the one editable form (our JSON: versions in either form diff line by line);
         # the editor's next save publishes that form.
-        [version] = await svc.memory_history("soul")
+        [version] = await svc.documents.history("soul")
         assert [s["section"] for s in json.loads(version.content)["sections"]] == ["persona", "tasks"]
-        await svc.save_memory("soul", version.content.replace("Seed Didactyl", "Edited Didactyl"))
-        assert json.loads(svc.memory("soul").content)["format"] == "didactyl-soul/1"
+        await svc.documents.save("soul", version.content.replace("Seed Didactyl", "Edited Didactyl"))
+        assert json.loads(svc.documents.snapshot("soul").content)["format"] == "didactyl-soul/1"
         assert await _first_section(svc) == "You are Edited Didactyl."
 
 
@@ -205,13 +206,13 @@ async def test_a_newer_task_list_from_rust_nostr_reaches_the_running_service_and
     svc = AppService(_config(rust_relay.url), data_dir=tmp_path / "data", env={"DIDACTYL_NSEC": AGENT_KEY.nsec()},
                      relay_client_options=fast_client_kwargs())
     async with svc:
-        await svc.parts.rt.tool_context.tasks.add("water the plants")
+        await svc.parts.runtime.tool_context.tasks.add("water the plants")
         now = int(time.time())
         other_device, _ = TaskList().add("call Ana", note="about the van", now=now)
         ev = tasks_event(AGENT_KEY, other_device, now + 30)  # NIP-44 to self, as ours are
         await rust_publish(rust_relay.url, ev)  # rust-nostr's client sends it, as another program would
-        await wait_for(lambda: [t.title for t in svc.tasks().tasks] == ["call Ana"], timeout=20)
-        tasks = next(x for x in (await svc.dry_run("live-tasks-check")).layers if x.section == "tasks")
+        await wait_for(lambda: [t.title for t in svc.documents.value("tasks").tasks] == ["call Ana"], timeout=20)
+        tasks = next(x for x in (await svc.chat.dry_run("live-tasks-check")).layers if x.section == "tasks")
         assert "#1 call Ana — about the van" in tasks.content and "water" not in tasks.content
 
 
@@ -259,6 +260,6 @@ async def test_a_bad_soul_refused_at_start_is_not_refused_again_when_the_live_su
         # The live subscription (no since) is served the same bad soul; a good one after it shows it was read.
         good_id = await _rust_client_publishes_soul(rust_relay.url, [
             {"section": "persona", "content": "You are Relay Didactyl."}], now + 30)
-        await wait_for(lambda: svc.soul_view().event_id == good_id, timeout=20)
+        await wait_for(lambda: svc.soul.view().event_id == good_id, timeout=20)
     refusals = [e.message for e in heard if isinstance(e, ServiceWarning) and bad_id[:12] in e.message]
     assert len(refusals) == 1 and "weather_report" in refusals[0], refusals

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tui_support import make_config, make_env
 
 from didactyl_tui.agent.tools.builtin import build_base_registry
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 REGISTRY = build_base_registry(admin=True, tasks=True, notes=True)
 
@@ -69,14 +69,15 @@ async def test_an_unknown_tool_names_every_tool_that_can_be_called(tmp_path: Pat
     config.memory.backend = "recall"
     config.tools.offer_aliases = False  # aliases are callable even when not offered as tools of their own
     async with AppService(config, data_dir=tmp_path, env=make_env()) as service:
-        outcome = await service.dispatch_tool("launch_rockets", '{"target": "moon"}')
+        outcome = await service.chat.dispatch_tool("launch_rockets", '{"target": "moon"}')
         assert outcome.is_error
         line = outcome.content
         assert line.startswith('Error: there is no tool "launch_rockets". The tools you can call: ')
         callable_names = line.split("The tools you can call: ", 1)[1]
-        for name in [*service.tool_names_offered(), "memory_query", "my_contacts", "my_relays", "my_kind0_profile"]:
+        offered = service.chat.tool_names_offered()
+        for name in [*offered, "memory_query", "my_contacts", "my_relays", "my_kind0_profile"]:
             assert name in callable_names, name
         assert "memory_short_term_read" not in callable_names  # internal: not callable by the model
         # And each name it lists does run (an alias runs its tool).
-        assert not (await service.dispatch_tool("my_contacts", "{}")).is_error
-        assert not (await service.dispatch_tool("memory_query", '{"query": "tea"}')).is_error
+        assert not (await service.chat.dispatch_tool("my_contacts", "{}")).is_error
+        assert not (await service.chat.dispatch_tool("memory_query", '{"query": "tea"}')).is_error

@@ -68,7 +68,7 @@ async def test_set_model_now_is_remembered_in_state_toml(tmp_path: Path) -> None
         dialog.query_one("#model-name").value = ""
         await pilot.press(*"openai/gpt-4o-mini", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
-        assert app.service.model == "openai/gpt-4o-mini" and app.service.model_configured
+        assert app.service.model.name == "openai/gpt-4o-mini" and app.service.model.configured
         assert app.main_screen.status.model == "openai/gpt-4o-mini"
     assert state_of(tmp_path)["model"] == "openai/gpt-4o-mini"
     # The user's config file was never written.
@@ -187,7 +187,7 @@ async def test_self_pane_shows_public_identity_relays_and_refused_events(tmp_pat
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         # The admin publishes a profile; a version of the agent's memory that does not decrypt arrives.
-        url = app.service.embedded_relay_url
+        url = app.service.relays.embedded_url
         async with RelayClient(url, reconnect=False) as client:
             await client.publish(sign_event(admin, kind=0, content='{"name": "the admin"}', created_at=1_750_000_000),
                                  timeout=3)

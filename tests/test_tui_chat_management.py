@@ -49,11 +49,11 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             await settled(pilot, ["hello", "two"])
             assert [m["content"] for m in stub.requests[1].messages if m["role"] == "user"] == ["hello"]
             session = main.session_id
-            assert [m["content"] for m in await app.service.session_messages(session)] == ["hello", "two"]
+            assert [m["content"] for m in await app.service.chat.session_messages(session)] == ["hello", "two"]
 
             main.action_edit_last()  # the last message back in the box, its turn taken out of the chat
             await wait_for(pilot, lambda: main.chat_input.text == "hello", 10, "the message back in the box")
-            assert texts(main) == [] and await app.service.session_messages(session) == []
+            assert texts(main) == [] and await app.service.chat.session_messages(session) == []
             await pilot.press("end", *" again", "enter")
             await settled(pilot, ["hello again", "three"])
 
@@ -71,13 +71,13 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             await pilot.press(*"Greetings", "enter")
             await wait_for(pilot, lambda: not isinstance(app.screen, RenameScreen))
             await pilot.pause(0.2)
-            assert (await app.service.sessions.info(session)).title == "Greetings"
+            assert (await app.service.chat.sessions.info(session)).title == "Greetings"
 
             await main.action_delete_chat()
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.click("#confirm")
             await wait_for(pilot, lambda: main.session_id is None, 10, "the chat to go")
-            assert await app.service.sessions.list() == [] and texts(main) == []
+            assert await app.service.chat.sessions.list() == [] and texts(main) == []
 
 
 async def test_a_failed_turn_stays_marked_and_comes_back_with_its_assemblies(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ async def test_a_failed_turn_stays_marked_and_comes_back_with_its_assemblies(tmp
             await send(pilot, "fails")
             await wait_for(pilot, lambda: "-failed" in main.conversation.query(MessageEntry)[-1].classes, 30)
             session = main.session_id
-            [listed] = await app.service.sessions.list()
+            [listed] = await app.service.chat.sessions.list()
             assert listed.title == "works" and listed.message_count == 3
             inspector = main.inspector
             await wait_for(pilot, lambda: len(inspector.entries) == 2, 10, "the inspector's entries")
@@ -122,5 +122,5 @@ async def test_a_cancelled_reply_keeps_the_message_marked_cancelled(tmp_path: Pa
             entry = main.conversation.query(MessageEntry)[0]
             await wait_for(pilot, lambda: "cancelled" in str(entry.border_subtitle), 10, "the mark")
             await app.service.parts.chat.settle()
-            assert await app.service.session_messages(main.session_id) == [
+            assert await app.service.chat.session_messages(main.session_id) == [
                 {"role": "user", "content": "too slow", "status": "cancelled"}]

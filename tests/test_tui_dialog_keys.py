@@ -14,7 +14,7 @@ from textual import events
 from textual.binding import Binding
 from tui_support import NOW, SIZE, make_app, make_config, screen_text, started, wait_for
 
-from didactyl_tui.service import DocumentKey
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.tui.commands import DidactylCommands
 from didactyl_tui.tui.screens.confirm import ConfirmScreen, UnsavedChangesScreen
 from didactyl_tui.tui.screens.diff import DiffScreen
@@ -53,9 +53,9 @@ async def closes_with_the_remapped_key(pilot, dialog, *footer_words: str) -> Non
 
 
 async def two_versions(app, clock: Clock) -> tuple[str, str]:
-    first = await app.service.save_memory(ST, "groceries\n")
+    first = await app.service.documents.save(ST, "groceries\n")
     clock.t += 10
-    second = await app.service.save_memory(ST, "groceries\ncall Ana\n")
+    second = await app.service.documents.save(ST, "groceries\ncall Ana\n")
     return first.event_id, second.event_id
 
 
@@ -84,7 +84,7 @@ async def test_the_model_dialog(tmp_path: Path) -> None:
         await pilot.press("ctrl+l")
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, ModelSwitchScreen) and app.screen, 10)
         await closes_with_the_remapped_key(pilot, dialog, "f10 Cancel", "f9 Use this model")
-        assert app.screen is app.main_screen and app.service.model_source == "config"  # nothing chosen
+        assert app.screen is app.main_screen and app.service.model.source == "config"  # nothing chosen
 
 
 async def test_the_rename_dialog_from_the_palette_and_its_confirm_key(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ async def test_the_rename_dialog_from_the_palette_and_its_confirm_key(tmp_path: 
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         main = app.main_screen
-        main.session_id = await app.service.new_session()
+        main.session_id = await app.service.chat.new_session()
         for close in (True, False):
             await pilot.press("ctrl+p")
             await wait_for(pilot, lambda: "CommandPalette" in type(app.screen).__name__, 10, "the palette")
@@ -107,7 +107,7 @@ async def test_the_rename_dialog_from_the_palette_and_its_confirm_key(tmp_path: 
             await pilot.press("f9")
             await wait_for(pilot, lambda: app.screen is main, 10, "F9 to rename")
             await wait_for(pilot, lambda: any(n.message == "Groceries" for n in app._notifications), 10)
-        assert (await app.service.sessions.info(main.session_id)).title == "Groceries"
+        assert (await app.service.chat.sessions.info(main.session_id)).title == "Groceries"
 
 
 async def test_the_delete_question(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ async def test_the_delete_question(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         main = app.main_screen
-        main.session_id = session = await app.service.new_session()
+        main.session_id = session = await app.service.chat.new_session()
         await main.action_delete_chat()
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, 10)
         await closes_with_the_remapped_key(pilot, dialog, "f10 Cancel", "f9 Confirm")
@@ -163,7 +163,8 @@ async def test_the_merge_view(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         ours, theirs = await two_versions(app, clock)
-        merge = MergeScreen(ST, ours, theirs)
+        service = app.service
+        merge = MergeScreen(ST, ours, theirs, service.documents, service.merges, service.model)
         await app.push_screen(merge)
         await wait_for(pilot, lambda: merge.theirs_text is not None, 10, "both versions loaded")
         await closes_with_the_remapped_key(pilot, merge, "f10 Keep theirs", "f9 Save merged")

@@ -15,7 +15,7 @@ from tui_support import SIZE, TEST_KEY, Clock, LabelledApp, make_config, make_en
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.nip17 import gift_wrap_filter
 from didactyl_tui.nostr.pool import RelayPool
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 pytestmark = pytest.mark.usefixtures("warm_litellm")
@@ -34,9 +34,9 @@ async def test_the_tui_answers_a_dm_and_shows_its_session_live(tmp_path: Path) -
             await started(pilot)
             wrap = nostr_sdk.nip17_make_private_msg(admin, nostr_sdk.PublicKey.parse(TEST_KEY.public_key_hex),
                                                     "are you there?")
-            async with RelayPool([service.embedded_relay_url], **fast_client_kwargs()) as pool:
+            async with RelayPool([service.relays.embedded_url], **fast_client_kwargs()) as pool:
                 assert (await pool.publish(Event.from_json(wrap.as_json()), timeout=3)).any_accepted
-                await wait_for(pilot, lambda: service.dm_counts().get("answer"), 30, "the DM to arrive")
+                await wait_for(pilot, lambda: service.dm.counts.get("answer"), 30, "the DM to arrive")
 
                 def notified() -> bool:
                     return any("Direct message with" in str(n.message) for n in app._notifications)
@@ -66,7 +66,7 @@ async def test_the_tui_answers_a_dm_and_shows_its_session_live(tmp_path: Path) -
 
                 await wait_for(pilot, lambda: "1 delivered; not answered: stranger 1" in dm_line(), 30,
                                lambda: f"the DM status in the self pane, not {dm_line()!r}")
-            [session] = await service.list_sessions()
+            [session] = await service.chat.list_sessions()
             assert session.title.startswith("DM: npub1") and session.message_count == 2
     gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(replies[0].to_json()))
     assert gift.rumor().content() == "On it."

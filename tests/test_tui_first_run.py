@@ -14,7 +14,8 @@ from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.llm import client as llm
-from didactyl_tui.service import AppService, ModelSettings
+from didactyl_tui.service.app import AppService
+from didactyl_tui.service.model import ModelSettings
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.main import MainScreen
 from didactyl_tui.tui.screens.model_switch import ModelSwitchScreen
@@ -77,7 +78,7 @@ async def test_a_local_server_that_needs_no_key_finishes_the_first_run_in_the_ap
         assert line.startswith("✓") and "answered" in line, line
         await pilot.press("ctrl+s")  # "Use this model"
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), 10)
-        await wait_for(pilot, lambda: app.service.model == "openai/stub-model", 10, "the model to switch")
+        await wait_for(pilot, lambda: app.service.model.name == "openai/stub-model", 10, "the model to switch")
         assert await send_and_wait(pilot, "hello") == "Hello from the local server"  # no restart
         assert stub.requests[-1].headers["Authorization"] == "Bearer no-key"
     state = tomllib.loads((tmp_path / "state.toml").read_text())
@@ -102,7 +103,7 @@ async def test_a_typed_key_is_kept_0600_used_at_once_and_never_shown(tmp_path: P
         screens.append(app.export_screenshot())
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), 10)
-        await wait_for(pilot, lambda: app.service.model_settings.api_key_env == "OPENAI_API_KEY", 10, "kept")
+        await wait_for(pilot, lambda: app.service.model.settings.api_key_env == "OPENAI_API_KEY", 10, "kept")
         assert await send_and_wait(pilot, "hello") == "Hello with a key"
         assert stub.requests[-1].headers["Authorization"] == f"Bearer {TYPED_KEY}"
         screens.append(app.export_screenshot())
@@ -115,7 +116,7 @@ async def test_a_typed_key_is_kept_0600_used_at_once_and_never_shown(tmp_path: P
     assert all(TYPED_KEY not in screen for screen in screens) and TYPED_KEY not in notes
     # The next start reads it: the key is in the environment the model call uses.
     again = AppService(config, data_dir=tmp_path, env=env)
-    assert again.env["OPENAI_API_KEY"] == TYPED_KEY and again.model_settings.api_key_env == "OPENAI_API_KEY"
+    assert again.env["OPENAI_API_KEY"] == TYPED_KEY and again.model.settings.api_key_env == "OPENAI_API_KEY"
 
 
 def test_the_environment_wins_over_the_key_file_and_a_key_it_would_hide_is_refused(tmp_path: Path) -> None:
@@ -124,10 +125,10 @@ def test_the_environment_wins_over_the_key_file_and_a_key_it_would_hide_is_refus
     service = AppService(config, data_dir=tmp_path, env=env)
     # Typed for the variable the shell sets: it would never be used, so it is refused (and nothing kept).
     chosen = ModelSettings("openai/m", "http://h/v1", "OPENAI_API_KEY", api_key="sk-typed")
-    assert "is set in this shell" in (service.key_problem(chosen) or "")
+    assert "is set in this shell" in (service.model.key_problem(chosen) or "")
     # With the key variable left empty, the provider's usual one is taken, or a free one when the shell sets it.
-    service.set_model(ModelSettings("openai/m", "http://h/v1", "", api_key="sk-typed"))
-    assert service.model_settings.api_key_env == "DIDACTYL_OPENAI_API_KEY"
+    service.model.set(ModelSettings("openai/m", "http://h/v1", "", api_key="sk-typed"))
+    assert service.model.settings.api_key_env == "DIDACTYL_OPENAI_API_KEY"
     assert service.env["DIDACTYL_OPENAI_API_KEY"] == "sk-typed" and service.env["OPENAI_API_KEY"] == "sk-from-the-shell"
     (tmp_path / "api_keys.toml").write_text('OPENAI_API_KEY = "sk-from-the-file"\n')
     assert AppService(config, data_dir=tmp_path, env=env).env["OPENAI_API_KEY"] == "sk-from-the-shell"

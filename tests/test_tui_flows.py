@@ -210,10 +210,10 @@ async def test_editor_save_lands_on_the_relay_with_verdicts(tmp_path: Path) -> N
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "accepted by 1/1 relays" in screen_text(app), 10, "the save's verdicts")
 
-        url = app.service.embedded_relay_url
+        url = app.service.relays.embedded_url
         events = await relay_memory(url)
         assert [decrypt_own(ev.content) for ev in events] == ["# Facts\n- the user writes Rust"]
-        assert events[0].id == app.service.memory(DocumentKey.SHORT_TERM).event_id
+        assert events[0].id == app.service.documents.snapshot(DocumentKey.SHORT_TERM).event_id
 
         await pilot.press("escape")
         await pilot.pause()
@@ -235,8 +235,8 @@ async def test_editor_refuses_an_over_limit_save_and_keeps_the_text(tmp_path: Pa
         await wait_for(pilot, lambda: "Not saved" in screen_text(app), 10, "the refusal")
         assert editor.text_area.text == too_long
         assert "the limit is 20" in " ".join(screen_text(app).split())
-        assert await relay_memory(app.service.embedded_relay_url) == []  # nothing was published
-        assert app.service.memory(DocumentKey.SHORT_TERM).content == ""
+        assert await relay_memory(app.service.relays.embedded_url) == []  # nothing was published
+        assert app.service.documents.snapshot(DocumentKey.SHORT_TERM).content == ""
 
 
 async def _publish_from_other_device(url: str, text: str, created_at: int) -> str:
@@ -256,7 +256,7 @@ async def test_editor_conflict_never_overwrites_silently(tmp_path: Path) -> None
         await pilot.press("f6")
         editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen)
         editor.text_area.load_text("mine")
-        url = app.service.embedded_relay_url
+        url = app.service.relays.embedded_url
         # Dated 3 s ahead of this (frozen) clock: our overwrite can still be dated after it within the 5 s bound.
         theirs_id = await _publish_from_other_device(url, "theirs", int(NOW) + 3)
 
@@ -295,7 +295,7 @@ async def test_editor_conflict_keep_theirs(tmp_path: Path) -> None:
         await pilot.press("f6")
         editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen)
         editor.text_area.load_text("mine")
-        url = app.service.embedded_relay_url
+        url = app.service.relays.embedded_url
         theirs_id = await _publish_from_other_device(url, "theirs", int(NOW) + 10)
         await wait_for(pilot, lambda: editor.theirs is not None, 10, "the conflict to show")
         await pilot.pause()

@@ -13,7 +13,7 @@ from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 from tui_support import NOW, TEST_KEY, Clock, LabelledApp, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.screens.diff import DiffScreen
 from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
@@ -51,14 +51,14 @@ async def test_history_screen_lists_versions_diffs_two_and_rolls_back(tmp_path: 
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         service = app.service
-        one = await service.save_memory(ST, "first line\n")
+        one = await service.documents.save(ST, "first line\n")
         clock.t += 10
-        two = await service.save_memory(ST, "first line\nsecond line\n")
+        two = await service.documents.save(ST, "first line\nsecond line\n")
         # The laptop edited version one (its base), not two: a concurrent edit.
         laptop = memory_event(TEST_KEY, "first line\nsecond line\nfrom the laptop\n", int(NOW) + 20,
                               prev=one.event_id)
         await put(relay.url, laptop)
-        await wait_for(pilot, lambda: service.memory(ST).event_id == laptop.id, 10, "the laptop's version")
+        await wait_for(pilot, lambda: service.documents.snapshot(ST).event_id == laptop.id, 10, "the laptop's version")
         # A concurrent edit offers the merge view (once the history has judged it); keep theirs here.
         merge = await wait_for(pilot, lambda: isinstance(app.screen, MergeScreen) and app.screen, 10, "the merge view")
         await pilot.press("escape")
@@ -104,7 +104,7 @@ async def test_history_screen_lists_versions_diffs_two_and_rolls_back(tmp_path: 
         assert f"Rolled back to {one.event_id[:8]}: saved event" in text and "accepted by 1/1 relays" in text
         assert f"● {relay.url}  accepted" in text
         [on_relay] = await held(relay, key=TEST_KEY)
-        assert text_of(on_relay, TEST_KEY) == "first line\n" and service.memory(ST).event_id == on_relay.id
+        assert text_of(on_relay, TEST_KEY) == "first line\n" and service.documents.snapshot(ST).event_id == on_relay.id
         await wait_for(pilot, lambda: len(screen.rows) == 4, 5, "the new version in the list")
         assert screen.rows[0].event_id == on_relay.id and screen.rows[0].current
         assert screen.rows[0].note == f"rollback to {one.event_id[:8]}"
@@ -121,8 +121,8 @@ async def test_status_bar_counts_pending_publishes_live(tmp_path: Path, relay: E
         main = app.main_screen
         assert "0 publishes pending" in screen_text(app)
         await relay.stop()
-        await wait_for(pilot, lambda: app.service.relay_states()[relay.url].value != "connected", 5, "offline")
-        result = await app.service.save_memory(ST, "saved while the relay is down")
+        await wait_for(pilot, lambda: app.service.relays.states()[relay.url].value != "connected", 5, "offline")
+        result = await app.service.documents.save(ST, "saved while the relay is down")
         assert not result.any_accepted
         await wait_for(pilot, lambda: main.status.pending_publishes == 1, 5, "the pending count")
         assert "1 publish pending" in screen_text(app)

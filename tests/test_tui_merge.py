@@ -13,8 +13,9 @@ from memory_support import held, put, text_of
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 from tui_support import TEST_KEY, make_config, make_env, screen_text, started, wait_for
 
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.lineage import base_of
-from didactyl_tui.service import AppService, DocumentKey
+from didactyl_tui.service.app import AppService
 from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.screens.merge import MergeScreen, ProposalScreen
 
@@ -41,9 +42,9 @@ async def test_a_concurrent_edit_opens_the_merge_view_and_saving_it_builds_on_th
         service, app = app_on(relay, tmp_path, clock)
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot)
-            base = await service.save_memory(ST, "groceries\n")
+            base = await service.documents.save(ST, "groceries\n")
             clock.t += 10
-            ours = await service.save_memory(ST, "groceries\ncall Ana\n")
+            ours = await service.documents.save(ST, "groceries\ncall Ana\n")
             # Another device edited the base, not ours: a concurrent edit, newer than ours.
             theirs = memory_event(TEST_KEY, "groceries\nfix the bike\n", T0 + 20, prev=base.event_id)
             await put(relay.url, theirs)
@@ -92,9 +93,9 @@ async def test_the_draft_keeps_a_deletion_and_the_model_may_resolve_the_conflict
             service, app = app_on(relay, tmp_path, clock, stub.base_url)
             async with app.run_test(size=SIZE) as pilot:
                 await started(pilot)
-                base = await service.save_memory(ST, BASE)
+                base = await service.documents.save(ST, BASE)
                 clock.t += 10
-                await service.save_memory(ST, OURS)
+                await service.documents.save(ST, OURS)
                 theirs = memory_event(TEST_KEY, THEIRS, T0 + 20, prev=base.event_id)
                 await put(relay.url, theirs)
                 merge = await wait_for(pilot, lambda: isinstance(app.screen, MergeScreen) and app.screen, 10,
@@ -153,15 +154,15 @@ async def test_the_memory_pane_keeps_saying_a_newer_version_does_not_decrypt(tmp
         app = DidactylApp(cfg, data_dir=tmp_path / "d", env=env, service=service)
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot)
-            saved = await service.save_memory(ST, "readable words")
+            saved = await service.documents.save(ST, "readable words")
             bad = sign_event(TEST_KEY, kind=30078, content="not nip-44", created_at=T0 + 3,
                              tags=[["d", "short_term_memory"], ["app", "didactyl"]])
             await put(relay.url, bad)
             pane = app.screen.memory_pane(ST)  # type: ignore[attr-defined]
             await wait_for(pilot, lambda: "does not decrypt" in str(pane.border_subtitle), 10, "the pane's notice")
             assert bad.id[:8] in str(pane.border_subtitle)
-            assert "readable words" in screen_text(app) and service.memory(ST).event_id == saved.event_id
-            await service.save_memory(ST, "overwritten")
+            assert "readable words" in screen_text(app) and service.documents.snapshot(ST).event_id == saved.event_id
+            await service.documents.save(ST, "overwritten")
             await wait_for(pilot, lambda: "does not decrypt" not in str(pane.border_subtitle), 10, "cleared")
     finally:
         await relay.stop()

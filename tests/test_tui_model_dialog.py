@@ -11,7 +11,7 @@ from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.llm import client as llm
-from didactyl_tui.service import write_state
+from didactyl_tui.service.state import write_state
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.main import MainScreen
 from didactyl_tui.tui.screens.model_switch import ModelSwitchScreen
@@ -56,8 +56,8 @@ async def test_first_run_dialog_sets_server_key_variable_and_picks_from_the_mode
         assert stub.requests[-1].headers["Authorization"] == "Bearer sk-local"
         await press_button(pilot, dialog, "#use")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
-        await wait_for(pilot, lambda: app.service.model == "openai/stub-model", 10, "the model to switch")
-        assert app.service.model_settings.api_base == stub.base_url
+        await wait_for(pilot, lambda: app.service.model.name == "openai/stub-model", 10, "the model to switch")
+        assert app.service.model.settings.api_base == stub.base_url
     state = tomllib.loads((tmp_path / "state.toml").read_text())
     assert {k: v for k, v in state.items() if k.startswith("model")} == {
         "model": "openai/stub-model", "model_api_base": stub.base_url, "model_api_key_env": "LOCAL_KEY",

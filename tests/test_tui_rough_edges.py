@@ -178,7 +178,7 @@ async def test_editor_esc_asks_before_discarding_and_keeps_a_draft(tmp_path: Pat
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen) and app.screen)
         await pilot.click("#discard")
         await wait_for(pilot, lambda: app.screen is app.main_screen and not draft.exists(), 10, "the discard")
-        assert app.service.memory(DocumentKey.SHORT_TERM).content == ""  # nothing published
+        assert app.service.documents.snapshot(DocumentKey.SHORT_TERM).content == ""  # nothing published
         assert dialog is not None
 
         # Unchanged text closes at once, no question.
@@ -197,7 +197,7 @@ async def test_editor_save_from_the_question_publishes_and_closes(tmp_path: Path
         await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen))
         await pilot.click("#save")
         await wait_for(pilot, lambda: app.screen is app.main_screen, 10, "save and close")
-        assert app.service.memory(DocumentKey.SHORT_TERM).content == "keep this"
+        assert app.service.documents.snapshot(DocumentKey.SHORT_TERM).content == "keep this"
         await wait_for(pilot, lambda: not draft_path(tmp_path, "short_term").exists(), 5, "the draft removed")
 
 
@@ -218,7 +218,8 @@ async def test_editor_draft_survives_a_quit_and_comes_back(tmp_path: Path) -> No
         assert "Restored your unsaved draft" in screen_text(app)
         assert editor.theirs is None  # begun on the version that is still current: nothing to resolve
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: app.service.memory(DocumentKey.SHORT_TERM).content == "half a thought", 10)
+        documents = app.service.documents
+        await wait_for(pilot, lambda: documents.snapshot(DocumentKey.SHORT_TERM).content == "half a thought", 10)
         await wait_for(pilot, lambda: not draft_path(tmp_path, "short_term").exists(), 5, "the draft removed")
 
 
@@ -232,7 +233,7 @@ async def test_a_draft_begun_on_an_older_version_is_not_saved_over_the_newer(tmp
         assert editor.theirs is not None and editor.query_one("#editor-conflict").display
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "Not saved: a newer version arrived" in screen_text(app), 10)
-        assert app.service.memory(DocumentKey.SHORT_TERM).content == ""
+        assert app.service.documents.snapshot(DocumentKey.SHORT_TERM).content == ""
 
 
 def test_draft_file_bounds_and_bad_files(tmp_path: Path) -> None:
@@ -292,7 +293,7 @@ async def test_context_window_from_config_and_no_gauge_for_an_unknown_model(tmp_
     async with app.run_test(size=(160, 40)) as pilot:
         await started(pilot)
         main = app.main_screen
-        assert app.service.context_window() is None
+        assert app.service.model.context_window() is None
         main.chat_input.focus()
         await pilot.press(*"hi", "enter")
         await wait_for(pilot, lambda: main.conversation.last_reply() == "one" and not main.streaming, 30, "turn")
@@ -300,7 +301,7 @@ async def test_context_window_from_config_and_no_gauge_for_an_unknown_model(tmp_
         line = status_line(app)
         assert "last prompt 3,900 tok" in line and "▰" not in line and "session cost" not in line  # no price
         config.llm.context_window = 4000  # [llm] context_window overrides (litellm does not know this model)
-        main.status.context_window = app.service.context_window()
+        main.status.context_window = app.service.model.context_window()
         await pilot.pause()
         assert "last prompt 3,900/4,000 tok ▰▰▰▰▰▰▰▰▰▰" in status_line(app)
 

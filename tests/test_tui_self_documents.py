@@ -29,9 +29,9 @@ from tui_support import (
 )
 
 from didactyl_tui.agent.documents.lineage import base_of
+from didactyl_tui.agent.soul.content import read_soul_text
 from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.nostr.kinds import SOUL
-from didactyl_tui.service import read_soul_text
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.screens.diff import DiffScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
@@ -78,7 +78,7 @@ async def test_the_tasks_pane_shows_open_tasks_first_and_follows_the_tools_and_a
         for args in ({"title": "buy milk"}, {"title": "fix the bike", "note": "rear tyre"},
                      {"id": 1, "status": "done"}, {"id": 2, "status": "in_progress"}):
             clock.t += 2
-            outcome = await service.dispatch_tool("task_update" if "id" in args else "task_add", args)
+            outcome = await service.chat.dispatch_tool("task_update" if "id" in args else "task_add", args)
             assert not outcome.is_error, outcome.content
         await wait_for(pilot, lambda: "#2 fix the bike · in progress" in screen_text(app), 5, "the tools' tasks")
         text = screen_text(app)
@@ -87,7 +87,7 @@ async def test_the_tasks_pane_shows_open_tasks_first_and_follows_the_tools_and_a
         # A second writer (another service on the same relay, as the CLI is) adds a task: shown live.
         async with service_on(relay, tmp_path / "b", clock) as other:
             clock.t += 5
-            assert not (await other.dispatch_tool("task_add", {"title": "from the other writer"})).is_error
+            assert not (await other.chat.dispatch_tool("task_add", {"title": "from the other writer"})).is_error
             await wait_for(pilot, lambda: "#3 from the other writer · open" in screen_text(app), 10, "live")
         assert "Tasks (2 open)" in screen_text(app)
 
@@ -113,10 +113,10 @@ async def test_editing_the_soul_lints_first_then_history_diff_and_rollback(
             clock.t += 10
             editor.text_area.load_text(soul(persona))
             await pilot.press("ctrl+s")
-            await wait_for(pilot, lambda p=persona: f"You are {p}." in app.service.soul_view().template.sections[0]
+            await wait_for(pilot, lambda p=persona: f"You are {p}." in app.service.soul.view().template.sections[0]
                            .content and "accepted by 1/1 relays" in flat(app), 10, f"soul {persona} saved")
         assert not editor.unsaved  # the editor holds the saved document (in its normal form)
-        one, two = [v.event_id for v in (await app.service.memory_history("soul"))[::-1]]
+        one, two = [v.event_id for v in (await app.service.documents.history("soul"))[::-1]]
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, MemoryEditorScreen), 5, "the editor closed")
 
@@ -140,7 +140,7 @@ async def test_editing_the_soul_lints_first_then_history_diff_and_rollback(
         assert "Roll the soul back to version" in screen_text(app)
         await pilot.press("enter")
         await wait_for(pilot, lambda: f"Rolled back to {one[:8]}" in flat(app), 10, "the rollback")
-        assert app.service.soul_view().template.sections[0].content == "You are One."
+        assert app.service.soul.view().template.sections[0].content == "You are One."
         await wait_for(pilot, lambda: len(history.rows) == 3 and history.rows[0].current, 5, "the new version")
         assert history.rows[0].note == f"rollback to {one[:8]}" and len(await souls_on(relay)) == 1
 
@@ -151,14 +151,14 @@ async def test_a_second_writer_while_editing_the_tasks_is_shown_with_both_texts(
     app = app_on(relay, tmp_path / "a", clock)
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        assert not (await app.service.dispatch_tool("task_add", {"title": "shared task"})).is_error
+        assert not (await app.service.chat.dispatch_tool("task_add", {"title": "shared task"})).is_error
         app.main_screen.action_edit_tasks()
         editor = await wait_for(pilot, lambda: editor_on(app), 5, "the tasks editor")
         ours = editor.text_area.text.replace('"note": ""', '"note": "our note"')
         editor.text_area.load_text(ours)
         async with service_on(relay, tmp_path / "b", clock) as other:
             clock.t += 5
-            assert not (await other.dispatch_tool("task_add", {"title": "their task"})).is_error
+            assert not (await other.chat.dispatch_tool("task_add", {"title": "their task"})).is_error
             await wait_for(pilot, lambda: "A newer version arrived while you were editing" in flat(app), 10,
                            "told of the other writer's version")
         assert editor.text_area.text == ours  # ours kept
@@ -172,8 +172,8 @@ async def test_a_second_writer_while_editing_the_tasks_is_shown_with_both_texts(
         clock.t += 5
         await pilot.click("#overwrite")
         await wait_for(pilot, lambda: "accepted by 1/1 relays" in flat(app), 10, "ours saved over theirs")
-        assert [t.note for t in app.service.tasks().tasks] == ["our note"]
-        versions = await app.service.memory_history("tasks")
+        assert [t.note for t in app.service.documents.value("tasks").tasks] == ["our note"]
+        versions = await app.service.documents.history("tasks")
         assert "their task" in versions[1].content  # theirs kept in the history
         assert base_of(versions[0].event) == versions[1].event_id  # ours now builds on theirs
 
@@ -185,13 +185,13 @@ async def test_a_concurrent_soul_edit_opens_the_merge_view_with_both_texts(
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         service = app.service
-        base = await service.save_memory("soul", soul("Base"))
+        base = await service.documents.save("soul", soul("Base"))
         clock.t += 10
-        ours = await service.save_memory("soul", soul("Ours"))
+        ours = await service.documents.save("soul", soul("Ours"))
         # A second writer with the same key edited the base, not ours: a concurrent edit, newer than ours.
         async with service_on(relay, tmp_path / "b", clock) as other:
             theirs = soul_event(TEST_KEY, read_soul_text("t", soul("Theirs")), int(clock.t) + 10, prev=base.event_id)
-            assert (await other.parts.rt.pool.publish(theirs, timeout=3.0)).any_accepted
+            assert (await other.parts.runtime.pool.publish(theirs, timeout=3.0)).any_accepted
             merge = await wait_for(pilot, lambda: isinstance(app.screen, MergeScreen) and app.screen, 10,
                                    "the merge view")
         await wait_for(pilot, lambda: merge.theirs_text is not None, 10, "both versions loaded")
@@ -206,14 +206,14 @@ async def test_a_concurrent_soul_edit_opens_the_merge_view_with_both_texts(
         assert '<<<<<<< yours\n   "content": "You are Ours.",\n=======\n   "content": "You are Theirs.",\n' \
             '>>>>>>> theirs\n' in merge.text_area.text
         await wait_for(pilot, lambda: "1 conflict to resolve" in flat(app), 5, "the count")
-        assert service.soul_view().event_id == theirs.id
+        assert service.soul.view().event_id == theirs.id
         clock.t += 20
         merge.text_area.load_text(soul("Ours and Theirs"))
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "Merged and saved" in flat(app), 10, "the merged save")
-        assert service.soul_view().template.sections[0].content == "You are Ours and Theirs."
+        assert service.soul.view().template.sections[0].content == "You are Ours and Theirs."
         [now] = await souls_on(relay)
-        [stored] = [v for v in await service.memory_history("soul") if v.event_id == now]
+        [stored] = [v for v in await service.documents.history("soul") if v.event_id == now]
         assert base_of(stored.event) == theirs.id
 
 
@@ -248,9 +248,9 @@ async def test_no_sqlite_nip44_or_signature_on_the_ui_loop_for_the_soul_and_the_
             await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
         # Another writer's newer task list arrives live (signed before watching: the other writer's work).
         theirs = tasks_event(TEST_KEY, TaskList().add("from elsewhere", now=int(NOW))[0], int(NOW) + 60,
-                             prev=app.service.memory("tasks").event_id)
+                             prev=app.service.documents.snapshot("tasks").event_id)
         with LoopIoWatch() as watch:
-            await put(app.service.embedded_relay_url, theirs)
+            await put(app.service.relays.embedded_url, theirs)
             await wait_for(pilot, lambda: "#1 from elsewhere · open" in screen_text(app), 10, "their tasks, live")
             await pilot.pause(0.3)
         calls["live tasks"] = watch.calls

@@ -12,7 +12,7 @@ from typing import Any
 
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.keys import SecretKey
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 from didactyl_tui.tui.app import DidactylApp
 
 # Derived, never written as an nsec literal: the tests grep screens and snapshots for it.
@@ -69,7 +69,7 @@ class LabelledApp(DidactylApp):
     """The real app; the embedded relay (on a random port) gets a fixed label so screens are deterministic."""
 
     def relay_label(self, url: str) -> str:
-        if self.service is not None and url == self.service.embedded_relay_url:
+        if self.service is not None and url == self.service.relays.embedded_url:
             return EMBEDDED_LABEL
         return super().relay_label(url)
 

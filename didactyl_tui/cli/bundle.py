@@ -15,7 +15,7 @@ from .parser import CommandFailed, UsageError
 async def export(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
     async with open_service(config, data, env, out) as service:
         try:
-            report = await service.export_bundle(Path(args.file))
+            report = await service.bundle.export(Path(args.file))
         except AgentError as exc:
             raise CommandFailed(exc.message, exc.title) from None
     if args.json:
@@ -31,7 +31,7 @@ async def import_(args: argparse.Namespace, config: Config, data: Path, env: Map
     await service.start(publish_identity=False)
     async with service:
         try:
-            report = await service.import_bundle(Path(args.file))
+            report = await service.bundle.import_(Path(args.file))
         except AgentError as exc:  # refused whole: nothing restored, nothing published
             raise UsageError(f"bundle refused: {exc.message}", exc.title) from None
     if args.json:

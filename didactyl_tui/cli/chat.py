@@ -15,19 +15,19 @@ from .parser import CommandFailed
 
 async def chat(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                 message: str) -> int:
-    from ..service import SessionKind, TextDelta, TurnFailed, TurnFinished, TurnStarted
+    from ..service.types import SessionKind, TextDelta, TurnFailed, TurnFinished, TurnStarted
 
     kind = SessionKind.EPHEMERAL_CHAT if args.ephemeral else SessionKind.HEADLESS_CHAT
     async with open_service(config, data, env, out) as service:
         if args.session:
             session = await resolve_session(service, args.session)
         else:  # an ephemeral turn's session is never stored: a fresh id nobody can continue
-            session = uuid.uuid4().hex if args.ephemeral else await service.new_session()
+            session = uuid.uuid4().hex if args.ephemeral else await service.chat.new_session()
         assembly = None
         finished: TurnFinished | None = None
         streamed = False
         cleaner = StreamCleaner()
-        async for event in service.run_turn(session, message, kind):
+        async for event in service.chat.run_turn(session, message, kind):
             if isinstance(event, TurnStarted):
                 assembly = event.assembly
             elif isinstance(event, TextDelta) and not args.json:

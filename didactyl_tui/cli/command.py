@@ -84,7 +84,7 @@ async def resolve_session(service: AppService, id_or_prefix: str) -> str:
     from ..errors import AgentError
 
     try:
-        return str(await service.sessions.resolve(id_or_prefix))
+        return str(await service.chat.sessions.resolve(id_or_prefix))
     except AgentError as exc:
         raise UsageError(exc.message) from None
 

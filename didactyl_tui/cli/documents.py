@@ -20,7 +20,7 @@ from .parser import CommandFailed, UsageError
 
 
 def _title(key: str) -> str:
-    from ..service import DocumentKey
+    from ..service.types import DocumentKey
 
     return DocumentKey.parse(key).title
 
@@ -40,7 +40,7 @@ def _snapshot_json(snap: Any, service: Any, pending: list[Any]) -> dict[str, Any
         "unreadable": None if unreadable is None else {"event_id": unreadable.event_id, "relay": unreadable.relay,
                                                        "reason": unreadable.reason},
         "relay_versions": {url: {"event_id": eid, "created_at": ts}
-                           for url, (eid, ts) in service.memory_relay_versions(snap.type).items()},
+                           for url, (eid, ts) in service.documents.relay_versions(snap.type).items()},
         "pending": [p.to_json_dict() for p in pending],
     }
 
@@ -52,8 +52,8 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
         return await _show_version(args, config, data, env, out, key)
     title = _title(key).lower()
     async with open_service(config, data, env, out, read_only=True) as service:
-        snap = service.memory(key)
-        pending = await service.pending_publishes(key)
+        snap = service.documents.snapshot(key)
+        pending = await service.documents.pending_publishes(key)
         unconfirmed = [p for p in pending if p.event_id == snap.event_id and not p.accepted_by]
         if unconfirmed and not args.json:
             out.warn(f"this version (event {snap.event_id[:8]}) is not on any relay yet: it is pending in the outbox")
@@ -72,7 +72,7 @@ async def _show_version(args: argparse.Namespace, config: Config, data: Path, en
                         key: str) -> int:
     async with open_service(config, data, env, out, read_only=True) as service:
         try:
-            version = await service.memory_version(key, args.version)
+            version = await service.documents.version(key, args.version)
             content = version.content
         except AgentError as exc:
             raise CommandFailed(exc.message, exc.title) from None
@@ -107,30 +107,30 @@ def _report_save(args: argparse.Namespace, out: Output, key: str, result: Any, n
 async def save(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                key: str, content: str) -> int:
     """Replace the document with ``content``: checked, then signed and published (the one save path)."""
-    from ..service import NewerVersionKnown
+    from ..service.types import NewerVersionKnown
 
     async with open_service(config, data, env, out) as service:
         try:
-            result = await service.save_memory(key, content, encrypt=not getattr(args, "plain", False))
+            result = await service.documents.save(key, content, encrypt=not getattr(args, "plain", False))
         except NewerVersionKnown as exc:  # another writer's newer version: nothing published
             raise CommandFailed(exc.message, exc.title) from None
         except AgentError as exc:  # bad input: nothing published
             raise UsageError(exc.message, exc.title) from None
-        not_kept = service.memory_not_persisted(result.event_id)  # e.g. disk full: not in the outbox
+        not_kept = service.documents.not_persisted(result.event_id)  # e.g. disk full: not in the outbox
     return _report_save(args, out, key, result, not_kept, len(content))
 
 
 async def edit(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                key: str) -> int:
     """Open the document's text in $VISUAL/$EDITOR; save it when it changed (a refused edit stays in its file)."""
-    from ..service import NewerVersionKnown
+    from ..service.types import NewerVersionKnown
 
     editor = (env.get("VISUAL") or env.get("EDITOR") or "").strip()
     title = _title(key).lower()
     if not editor:
         raise UsageError(f"set $VISUAL or $EDITOR to edit the {title} (or use the save command with --file PATH)")
     async with open_service(config, data, env, out) as service:
-        before = service.memory(key).content
+        before = service.documents.snapshot(key).content
         fd, name = tempfile.mkstemp(prefix=f"didactyl-{key}-", suffix=".txt", dir=data)  # 0600
         with open(fd, "w", encoding="utf-8") as f:
             f.write(before)
@@ -144,13 +144,13 @@ async def edit(args: argparse.Namespace, config: Config, data: Path, env: Mappin
             out.note(f"the {title} is unchanged" if code == 0 else f"the editor exited with {code}: nothing saved")
             return EXIT_OK
         try:
-            result = await service.save_memory(key, after, encrypt=not getattr(args, "plain", False))
+            result = await service.documents.save(key, after, encrypt=not getattr(args, "plain", False))
         except NewerVersionKnown as exc:
             raise CommandFailed(f"{exc.message} (your edit is kept in {name})", exc.title) from None
         except AgentError as exc:  # refused: the edited text stays in its file
             raise UsageError(f"{title} refused: {exc.message} (your edit is kept in {name})", exc.title) from None
         Path(name).unlink(missing_ok=True)
-        not_kept = service.memory_not_persisted(result.event_id)
+        not_kept = service.documents.not_persisted(result.event_id)
     return _report_save(args, out, key, result, not_kept, len(after))
 
 
@@ -158,11 +158,11 @@ async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapp
                  keys: list[str]) -> int:
     """Which version of each document every relay holds (read back by id); ``--fix`` sends lagging relays the
     newest."""
-    from ..service import when
+    from ..service.labels import when
 
     # Without --fix the command only looks: no background repair, no profile publish.
     async with open_service(config, data, env, out, read_only=not args.fix) as service:
-        statuses = [await service.memory_status(key, bring_up_to_date=args.fix) for key in keys]
+        statuses = [await service.documents.status(key, bring_up_to_date=args.fix) for key in keys]
     if args.json:
         out.json({s.type.value: s.to_json_dict() for s in statuses})
     else:
@@ -189,10 +189,10 @@ async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapp
 async def history(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                   key: str) -> int:
     """Every version seen here (own saves and other writers'), newest first: ids, times, sizes, notes."""
-    from ..service import when
+    from ..service.labels import when
 
     async with open_service(config, data, env, out, read_only=True) as service:
-        versions = await service.memory_history(key)
+        versions = await service.documents.history(key)
         rows = [v.to_json_dict() for v in versions]
     if args.json:
         out.json({"type": key, "versions": rows})
@@ -212,11 +212,11 @@ async def diff(args: argparse.Namespace, config: Config, data: Path, env: Mappin
                key: str) -> int:
     """A unified diff of two versions (ids or prefixes; the newer defaults to the one in use)."""
     async with open_service(config, data, env, out, read_only=True) as service:
-        newer = args.newer or service.memory(key).event_id
+        newer = args.newer or service.documents.snapshot(key).event_id
         if newer is None:
             raise CommandFailed(f"the {_title(key).lower()} has no version in use to compare with: give two ids")
         try:
-            text = await service.memory_diff(key, args.older, newer)
+            text = await service.documents.diff(key, args.older, newer)
         except AgentError as exc:
             raise CommandFailed(exc.message, exc.title) from None
     if args.json:
@@ -231,15 +231,15 @@ async def diff(args: argparse.Namespace, config: Config, data: Path, env: Mappin
 async def rollback(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                    key: str) -> int:
     """Save an older version's text again, as a new version (history is never rewritten)."""
-    from ..service import NewerVersionKnown
+    from ..service.types import NewerVersionKnown
 
     async with open_service(config, data, env, out) as service:
         try:
-            result = await service.rollback_memory(key, args.version_id)
+            result = await service.documents.rollback(key, args.version_id)
         except NewerVersionKnown as exc:
             raise CommandFailed(exc.message, exc.title) from None
         except AgentError as exc:
             raise UsageError(exc.message, exc.title) from None
-        not_kept = service.memory_not_persisted(result.event_id)
+        not_kept = service.documents.not_persisted(result.event_id)
         chars = len(result.snapshot.content) if result.snapshot is not None else 0
     return _report_save(args, out, key, result, not_kept, chars)

@@ -32,17 +32,17 @@ def _view_json(view: Any) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
-    from ..service import drift_lines, one_line
+    from ..service.labels import drift_lines, one_line
 
     async with open_service(config, data, env, out, read_only=True) as service:
-        view = service.self_context().agent
+        view = service.identity.snapshot().agent
         if not view.loaded:
             raise CommandFailed("no relay answered: the agent's identity could not be read")
         if args.identity_command == "show":
-            drifts = service.identity_drift()
+            drifts = service.identity.drift()
             if args.json:
                 out.json({**_view_json(view), "drift": _drift_json(drifts),
-                          "would_publish": [d.kind for d in service.identity_drafts()]})
+                          "would_publish": [d.kind for d in service.identity.drafts()]})
                 return EXIT_OK
             out.print(view.npub)
             for key, value in sorted(view.profile.items()):
@@ -55,13 +55,13 @@ async def run(args: argparse.Namespace, config: Config, data: Path, env: Mapping
                           "`didactyl identity publish` merges config.toml into them)")
             return EXIT_OK
         if args.identity_command == "adopt":
-            kinds = await service.adopt_identity()
+            kinds = await service.identity.adopt()
             if args.json:
                 out.json({"adopted": kinds})
             else:
                 out.print(f"adopted the relays' {', '.join(map(str, kinds))}" if kinds else "no drift to adopt")
             return EXIT_OK
-        outcomes = await service.republish_identity(only_drifted=False)
+        outcomes = await service.identity.republish_merged(only_drifted=False)
         if args.json:
             out.json({str(kind): {"event_id": o.event_id, "accepted_by": o.accepted_by, "summary": o.summary()}
                       for kind, o in outcomes.items()})

@@ -36,7 +36,7 @@ async def prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapp
                   message: str | None) -> int:
     async with open_service(config, data, env, out, read_only=True) as service:
         session = await resolve_session(service, args.session) if args.session else "dry-run"
-        assembly = await service.dry_run(session, message)
+        assembly = await service.chat.dry_run(session, message)
         if args.json:
             out.json(assembly.to_json_dict())
         else:

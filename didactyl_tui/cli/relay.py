@@ -18,7 +18,8 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: Output) -> 
     """This data dir's shared relay in the foreground (every didactyl on the data dir finds and uses it);
     exit 3 when one already serves it. Its limits and allow-list come from ``[relays.embedded]``.
     ``relay status``: what the running one enforces."""
-    from ..service import embedded_relay_options, key_file_path, run_relay_process
+    from ..errors import AgentError
+    from ..service.relay_status import run_relay
 
     config = load_config(args.config, dict(env))
     data = data_dir(dict(env))
@@ -26,21 +27,18 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: Output) -> 
         return asyncio.run(_relay_status(args, config, data, env, out))
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")
-    options = embedded_relay_options(config, data, env)
-    if options is None:
-        raise CommandFailed(f"no agent key yet ({key_file_path(data)} does not exist): the relay's allow-list "
-                            "needs it; run `didactyl keygen` (or set [relays.embedded] allow_list = false)", "No key")
     db = Path(args.db).expanduser() if args.db else None
     try:
-        return asyncio.run(run_relay_process(data, db_path=db, host=args.host, port=args.port, idle_exit_s=0,
-                                             relay_options=options, announce=True))
+        return asyncio.run(run_relay(config, data, env, db_path=db, host=args.host, port=args.port))
+    except AgentError as exc:
+        raise CommandFailed(exc.message, exc.title) from None
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
         return EXIT_OK
 
 
 async def _relay_status(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str],
                         out: Output) -> int:
-    from ..service import embedded_relay_status
+    from ..service.relay_status import embedded_relay_status
 
     status = await embedded_relay_status(config, data, env)
     if args.json:

@@ -13,7 +13,6 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ..config import Config
 
@@ -31,25 +30,26 @@ def configure_logging(debug: bool) -> None:
 
 
 async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bool = False) -> int:
-    from ..service import AppService
+    from ..service.app import AppService
 
     configure_logging(debug)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    service: Any = AppService(config, data_dir=data, env=dict(env), answer_dms=True)
+    service = AppService(config, data_dir=data, env=dict(env), answer_dms=True)
     await service.start()
     status = None
     try:
         admin = service.admin_pubkey[:12] + "…" if service.admin_pubkey else "none"
-        log.info("serving as %s on %s (admin %s, %d allowed)", service.agent_npub, ", ".join(service.relay_urls),
-                 admin, len(service.dm_policy.allow))
-        if not service.model_configured:
+        log.info("serving as %s on %s (admin %s, %d allowed)", service.identity.agent_npub,
+                 ", ".join(service.relays.urls), admin, len(service.dm_policy.allow))
+        if not service.model.configured:
             log.warning("no model is configured: direct messages will not be answered")
         await stop.wait()
         log.info("stopping after the current turn")
-        status = await service.dm_status()
+        dm = service.dm
+        status = await dm.status() if dm is not None else None
     finally:
         await service.stop()
     log.info("stopped (direct messages: %s)", status.summary() if status is not None else "none")

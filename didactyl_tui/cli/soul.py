@@ -21,8 +21,8 @@ def _printable(text: str) -> str:
 async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
     """The soul in use, section by section, and the version it came from."""
     async with open_service(config, data, env, out, read_only=True) as service:
-        view = service.soul_view()
-        unreadable = service.memory("soul").unreadable
+        view = service.soul.view()
+        unreadable = service.documents.snapshot("soul").unreadable
     if args.json:
         out.json(view.to_json_dict())
         return EXIT_OK
@@ -38,7 +38,7 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
 
 
 def read_soul_file(path: str, text: str) -> Any:
-    from ..service import read_soul_text
+    from ..service.types import read_soul_text
 
     try:
         return read_soul_text(path, text)
@@ -49,17 +49,17 @@ def read_soul_file(path: str, text: str) -> Any:
 async def publish(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                   stdin: Any) -> int:
     """Publish a soul file (or the configured soul) as the soul's new version."""
-    from ..service import NewerVersionKnown
+    from ..service.types import NewerVersionKnown
 
     template = read_soul_file(args.file, read_file(args.file, stdin)) if args.file else None
     async with open_service(config, data, env, out) as service:
         try:
-            outcome = await service.publish_soul(template, encrypt=not args.plain)
+            outcome = await service.soul.publish(template, encrypt=not args.plain)
         except NewerVersionKnown as exc:  # a newer soul is known: nothing published
             raise CommandFailed(exc.message, exc.title) from None
         except AgentError as exc:  # the linter refused it: nothing published
             raise UsageError(f"soul refused: {exc.message}", exc.title) from None
-        view = service.soul_view()
+        view = service.soul.view()
     if args.json:
         out.json({**view.to_json_dict(), "accepted_by": outcome.accepted_by,
                   "relays": {url: {"verdict": v.verdict.value, "message": v.message}

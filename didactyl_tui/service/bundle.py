@@ -71,8 +71,8 @@ def _read_bounded(path: Path, limit: int) -> bytes:
 
 
 class BundleService:
-    def __init__(self, rt: Runtime, clock: Callable[[], float]) -> None:
-        self._rt, self._clock = rt, clock
+    def __init__(self, runtime: Runtime, clock: Callable[[], float]) -> None:
+        self._rt, self._clock = runtime, clock
 
     async def export(self, path: Path) -> BundleReport:
         """Everything the relays hold of the agent's own (newest versions) and every conversation."""

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
@@ -24,7 +24,7 @@ from ..agent.turn.events import AgentEvent, TurnFailed, TurnFinished
 from ..config import Config
 from ..errors import AgentError, DidactylError
 from .events import PromptAssembled, ServiceEvent
-from .model import ModelChoice, llm_settings_for
+from .model import ModelService
 from .notes import current_session_kind
 from .runtime import Runtime
 
@@ -107,12 +107,11 @@ def open_sessions(data_dir: Any) -> Sessions:
 
 
 class ChatService:
-    def __init__(self, rt: Runtime, config: Config, env: Mapping[str, str], registry: ToolRegistry,
-                 model: ModelChoice, clock: Callable[[], float], emit: Callable[[ServiceEvent], None],
-                 warn: Callable[[str], None]) -> None:
-        self._rt, self._config, self._env = rt, config, env
+    def __init__(self, runtime: Runtime, config: Config, registry: ToolRegistry, model: ModelService,
+                 clock: Callable[[], float], emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
+        self._rt, self._config = runtime, config
         self._registry, self._model, self._clock, self._emit, self._warn = registry, model, clock, emit, warn
-        self.sessions = Sessions(rt.conversations, keep_assemblies=config.llm.saved_assemblies)
+        self.sessions = Sessions(runtime.conversations, keep_assemblies=config.llm.saved_assemblies)
         self._background: set[asyncio.Future[Any]] = set()  # saves started while a turn was being cancelled
 
     # --- sessions (SQLite: on worker threads) -------------------------------------------------------
@@ -243,16 +242,8 @@ class ChatService:
         return "".join(parts)
 
     def _llm_settings(self) -> Any:
-        from ..agent.llm.types import LlmSettings
-
         # Every [llm] setting flows through; the model, its server and its key variable are the choice's.
-        return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self._model.settings, self._env)
-
-    def should_preload(self) -> bool:
-        """Import litellm ahead of the first turn only when a model is configured (#13: ~200 MiB of RSS)."""
-        from ..agent.llm.client import should_preload
-
-        return should_preload(self._llm_settings())
+        return self._model.llm_settings()
 
     async def run_turn(self, session_id: str, message: str, kind: SessionKind = SessionKind.TERMINAL, *,
                        tools: ToolPolicy | None = None) -> AsyncIterator[AgentEvent]:

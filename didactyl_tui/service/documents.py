@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from ..agent.documents.consensus import ConsensusCheck, RelayHolding
@@ -27,11 +27,13 @@ SELF_CONTEXT = (DocumentKey.PROFILE, DocumentKey.CONTACTS, DocumentKey.RELAYS)
 
 
 class DocumentService:
-    def __init__(self, rt: Runtime, emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
-        self._rt, self._emit, self._warn = rt, emit, warn
+    def __init__(self, runtime: Runtime, emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
+        self._rt, self._emit, self._warn = runtime, emit, warn
         self._outbox_error: str | None = None
         self._soul_in_use: str | None = None  # the soul version the views were last told of
-        rt.store.add_listener(self._changed)
+        runtime.store.add_listener(self._changed)
+        runtime.sync.add_lost_listener(self.lost)
+        runtime.publisher.add_change_listener(self.outbox_changed)
 
     def _changed(self, snap: DocumentSnapshot, origin: str) -> None:
         rt, key = self._rt, snap.type
@@ -68,7 +70,12 @@ class DocumentService:
     def snapshot(self, key: DocumentKey | str) -> DocumentSnapshot:
         return self._rt.store.snapshot(key)
 
+    def value(self, key: DocumentKey | str) -> Any:
+        """What a document's text means (a soul template, a task list…), as in use now."""
+        return self._rt.store.value(key)
+
     def relay_versions(self, key: DocumentKey | str) -> dict[str, tuple[str, int]]:
+        """For each relay, the newest version (event id, created_at) of ``key`` it has shown us."""
         return self._rt.store.relay_versions(key)
 
     async def load_long_term(self) -> DocumentSnapshot:
@@ -196,11 +203,6 @@ class DocumentService:
         if ev.pubkey != self._rt.store.pubkey:
             return None
         return DocumentKey.of_event(ev.kind, ev.d_tag)
-
-    # --- the task list: changes computed on the list in use ---------------------------------------------
-    def task_changes(self) -> Callable[[Callable[[Any], Any]], Awaitable[SaveResult]]:
-        """How the task book changes the list: under the document's save lock, on the list in use."""
-        return lambda derive: self._rt.sync.update(DocumentKey.TASKS, derive)
 
 
 def _relay_status(h: RelayHolding, check: ConsensusCheck) -> RelayDocumentStatus:

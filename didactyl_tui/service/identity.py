@@ -42,15 +42,23 @@ DOCUMENT = {METADATA: DocumentKey.PROFILE, CONTACTS: DocumentKey.CONTACTS, RELAY
 
 
 class IdentityService:
-    def __init__(self, rt: Runtime, config: Config, clock: Callable[[], float], warn: Callable[[str], None],
+    def __init__(self, runtime: Runtime, config: Config, clock: Callable[[], float], warn: Callable[[str], None],
                  data_dir: Path | None = None, emit_changed: Callable[[], None] | None = None) -> None:
-        self._rt, self._config, self._clock, self._warn = rt, config, clock, warn
+        self._rt, self._config, self._clock, self._warn = runtime, config, clock, warn
         self._data_dir = data_dir
         self._emit_changed = emit_changed or (lambda: None)
         saved = state.read_state(data_dir) if data_dir is not None else {}
         self._known = _str_map(saved.get(KNOWN_KEY))
         self._intent = _str_map(saved.get(INTENT_KEY))
         self._contacts = self._configured_contacts()  # checked once: a bad entry is one warning, not one per redraw
+
+    @property
+    def agent_pubkey(self) -> str:
+        return self._rt.key.public_key_hex
+
+    @property
+    def agent_npub(self) -> str:
+        return self._rt.key.npub
 
     def snapshot(self) -> SelfContextSnapshot:
         rt = self._rt

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.documents.history import MemoryHistory
+from ..agent.documents.keys import DocumentKey
 from ..agent.documents.merge import END, MIDDLE, START, conflicts_left, merge_base, merge_three_way, merge_two_way
 from ..errors import AgentError
 from ..nostr.event import Event
+from .chat import ChatService
+from .documents import DocumentService
 from .labels import short_id
+from .runtime import Runtime
 from .views import DocumentVersionView
-
-__all__ = ["END", "MIDDLE", "START", "MergeDraft", "conflicts_left", "draft_merge", "resolve_with_model"]
 
 MODEL_DRAFT_TIMEOUT_S = 120.0  # the longest the model may take to propose a resolution
 
@@ -119,3 +121,24 @@ def _unfenced(reply: str) -> str:
     if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
         return "\n".join(lines[1:-1]) + "\n"
     return reply
+
+
+class MergeService:
+    """The merge view's part: a concurrent edit's draft, and the configured model's proposal for its conflicts."""
+
+    def __init__(self, runtime: Runtime, documents: DocumentService, chat: ChatService) -> None:
+        self._rt, self._documents, self._chat = runtime, documents, chat
+
+    async def draft(self, key: DocumentKey | str, ours_id: str, theirs_id: str) -> MergeDraft:
+        """Two concurrent versions merged three-way from their common base (found in the history), conflicts marked;
+        two-way, every difference a conflict, when no base is known."""
+        store = self._rt.store
+        return await draft_merge(self._rt.history, lambda eid: self._documents.version(key, eid),
+                                 lambda text: store.from_text(key, text), ours_id, theirs_id)
+
+    async def model_draft(self, key: DocumentKey | str, draft: str) -> str:
+        """The configured model's resolution of the conflicts marked in ``draft``: a proposal, nothing is saved."""
+        snap = self._documents.snapshot(key)
+        return await resolve_with_model(
+            lambda messages, n: self._chat.complete(messages, max_chars=n, timeout_s=MODEL_DRAFT_TIMEOUT_S),
+            f"the agent's {snap.type.title.lower()}", draft, snap.limit_chars)

@@ -4,7 +4,7 @@ Sources, strongest first: ``$DIDACTYL_MODEL`` (this shell) > the model chosen in
 ``[llm] model`` in config.toml. The chosen model carries its own api_base and key variable; a model from the
 environment or the config file takes them from the config (``$DIDACTYL_API_BASE`` applied). A model chosen in
 the app while ``$DIDACTYL_MODEL`` is set is used for this run only in effect: the variable wins again at the
-next start, and :meth:`ModelChoice.shadowed` says so.
+next start, and :meth:`ModelService.shadowed` says so.
 
 A key typed in the dialog is kept in the API key file (service/api_keys.py) under the key variable's name and
 put in the environment the model call reads at once; "none" marks a server that needs no key.
@@ -16,6 +16,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ..config import Config
@@ -67,11 +68,18 @@ SOURCE_WORDS = {
 }
 
 
-class ModelChoice:
-    """The model in use and why (see the module docstring for the order)."""
+class ModelService:
+    """The model in use and why (see the module docstring for the order), switching it, testing a connection, and
+    counting tokens for it. Exists before the service starts: the model dialog works without a relay.
 
-    def __init__(self, config: Config, env: Mapping[str, str], data_dir: Any) -> None:
+    ``env``: the environment the model call reads (a key typed in the dialog goes there); ``own_env``: the shell's
+    own, which wins over the API key file; ``key_file``: where typed keys are kept."""
+
+    def __init__(self, config: Config, env: dict[str, str], data_dir: Any, *, own_env: Mapping[str, str] | None = None,
+                 key_file: Path | None = None) -> None:
         self._config, self._data_dir = config, data_dir
+        self._env, self._own_env = env, dict(env if own_env is None else own_env)
+        self.api_key_file = key_file
         self.env_model = env.get(ENV_MODEL, "").strip()
         remembered = state.read_state(data_dir)
         chosen = remembered.get(STATE_MODEL)
@@ -97,6 +105,10 @@ class ModelChoice:
     def name(self) -> str:
         return self.settings.model
 
+    @property
+    def configured(self) -> bool:
+        return bool(self.name.strip())
+
     def explain(self) -> str:
         """One line: where the model in use comes from and why it wins."""
         return SOURCE_WORDS[self.source]
@@ -111,11 +123,11 @@ class ModelChoice:
         return (f"${ENV_MODEL}={self.env_model} overrides {self.remembered} (chosen in the app, in state.toml): "
                 f"unset ${ENV_MODEL} to use it")
 
-    def set(self, chosen: ModelSettings | str, *, key_file: Any = None, env: dict[str, str] | None = None,
-            own_env: Mapping[str, str] | None = None) -> None:
-        """Use ``chosen`` now and remember it in state.toml; a key typed with it goes to ``key_file`` and into
-        ``env`` (the environment the model call reads), refused when ``own_env`` (the shell's) sets that
-        variable: it would win. File writes: call it from a thread in a UI."""
+    def set(self, chosen: ModelSettings | str) -> None:
+        """Use ``chosen`` now and remember it in state.toml; a key typed with it goes to the API key file and into
+        the environment the model call reads, refused when the shell sets that variable: it would win. File
+        writes: call it from a thread in a UI."""
+        key_file, env, own_env = self.api_key_file, self._env, self._own_env
         # A bare name changes the model only: the server and key variable in use stay.
         settings = replace(self.settings, model=chosen) if isinstance(chosen, str) else chosen
         key = "" if settings.no_key else settings.api_key.strip()
@@ -127,7 +139,6 @@ class ModelChoice:
         if problem:
             raise ConfigError(problem, "Model")
         if key:
-            own_env = own_env or {}
             name = settings.api_key_env
             if not name:  # the provider's usual variable, unless the shell sets it to another key
                 name = usual_key_variable(settings.model)
@@ -143,6 +154,50 @@ class ModelChoice:
         state.remember_many(self._data_dir, {STATE_MODEL: settings.model, STATE_API_BASE: settings.api_base,
                                              STATE_KEY_ENV: settings.api_key_env, STATE_NO_KEY: settings.no_key})
         self._chosen, self.remembered, self.source = settings, settings.model, "state"
+
+    def key_problem(self, chosen: ModelSettings) -> str | None:
+        """Why the key typed with ``chosen`` could not be used (the shell sets its variable to another), or None."""
+        if chosen.no_key or not chosen.api_key.strip() or not chosen.api_key_env.strip():
+            return None  # no key, or its variable is picked when it is kept (one the shell leaves free)
+        return key_shadowed(chosen.api_key_env.strip(), self._own_env, chosen.api_key)
+
+    def llm_settings(self) -> Any:
+        """How to reach the model in use: every [llm] setting, with the model, server and key of the choice."""
+        from ..agent.llm.types import LlmSettings
+
+        return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self.settings, self._env)
+
+    async def check(self, chosen: ModelSettings) -> ModelCheck:
+        """A bounded connection test (a one-token completion; the server's /models list when it has an api_base).
+        Works before the service has started (no relay needed)."""
+        from ..agent.llm.types import LlmSettings
+
+        return await check_model(LlmSettings.from_config(self._config.llm, self._env), chosen, self._env)
+
+    def warm_client(self) -> None:
+        """Start the model helper now (the model dialog is open: a test or a turn is coming). Blocking (it starts a
+        process): call it from a thread. Nothing without the helper ([llm] worker_process = false)."""
+        if self._config.llm.worker_process:
+            warm_model_client()
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` for the model in use, counted as prompt assembly counts them (CPU work for a long
+        text: call it from a thread in a UI)."""
+        from ..agent.llm.tokens import count_tokens
+
+        return count_tokens(self.name, text)
+
+    def context_window(self) -> int | None:
+        """Prompt tokens the model accepts: ``[llm] context_window``, else litellm's table (None: unknown)."""
+        from ..agent.llm.client import context_window  # litellm itself only when loaded already
+
+        return self._config.llm.context_window or context_window(self.name)
+
+    def should_preload(self) -> bool:
+        """Import litellm ahead of the first turn only when a model is configured (#13: ~200 MiB of RSS)."""
+        from ..agent.llm.client import should_preload
+
+        return should_preload(self.llm_settings())
 
 
 def key_env_problem(name: str) -> str | None:

@@ -22,9 +22,21 @@ class NoteConfirmation:
     """The ``confirm`` of the agent's NotePoster."""
 
     def __init__(self) -> None:
-        self.ask: Ask | None = None  # set by a view that can ask (the TUI's dialog)
+        self._ask: Ask | None = None
+
+    def register_asker(self, ask: Ask) -> Callable[[], None]:
+        """A view that can ask the person at the terminal (the TUI's dialog) registers here, as it listens for
+        events; the returned function withdraws it."""
+        self._ask = ask
+
+        def withdraw() -> None:
+            if self._ask is ask:
+                self._ask = None
+
+        return withdraw
 
     async def __call__(self, text: str) -> bool:
-        if current_session_kind.get() is not SessionKind.TERMINAL or self.ask is None:
+        ask = self._ask
+        if current_session_kind.get() is not SessionKind.TERMINAL or ask is None:
             raise ToolError(NO_ONE_TO_ASK)
-        return await self.ask(text)
+        return await ask(text)

@@ -15,22 +15,28 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..agent.background import BackgroundTasks
 from ..config import Config
 from ..errors import RelayError
+from ..nostr.pool import RelayPool
 from ..nostr.results import ConnectionState
 
-if TYPE_CHECKING:
-    from .runtime import Runtime
+if TYPE_CHECKING:  # the relay process's code loads only when a relay is wanted
+    from ..nostr.embedded_relay.shared import SharedRelay
 
 REVIVE_ATTEMPTS = 5  # per connection loss; then the client's own reconnect loop keeps trying the last URL
 REVIVE_FIRST_PAUSE_S = 0.5  # doubled after every failed attempt (0.5, 1, 2, 4: ~7.5 s in all)
 
 
 class EmbeddedRelayKeeper:
-    def __init__(self, rt: Runtime, config: Config, data_dir: Path, warn: Callable[[str], None],
-                 relay_options: Mapping[str, Any] | None = None, *, attempts: int = REVIVE_ATTEMPTS,
-                 first_pause_s: float = REVIVE_FIRST_PAUSE_S) -> None:
-        self._rt, self._config, self._data_dir, self._warn = rt, config, data_dir, warn
+    """Holds the embedded relay in use (``relay``: replaced when it comes back elsewhere) and revives it."""
+
+    def __init__(self, relay: SharedRelay, pool: RelayPool, daemons: BackgroundTasks, config: Config,
+                 data_dir: Path, warn: Callable[[str], None], relay_options: Mapping[str, Any] | None = None, *,
+                 attempts: int = REVIVE_ATTEMPTS, first_pause_s: float = REVIVE_FIRST_PAUSE_S) -> None:
+        self.relay = relay
+        self._pool, self._daemons = pool, daemons
+        self._config, self._data_dir, self._warn = config, data_dir, warn
         self._options = dict(relay_options or {})
         self._attempts, self._first_pause_s = attempts, first_pause_s
         self._reviving: asyncio.Task[None] | None = None
@@ -38,11 +44,10 @@ class EmbeddedRelayKeeper:
 
     def state_changed(self, url: str, state: ConnectionState) -> None:
         """A pool state listener: the embedded relay's connection failed or was lost."""
-        relay = self._rt.embedded_relay
-        if relay is None or url != relay.url or state is not ConnectionState.BACKOFF:
+        if url != self.relay.url or state is not ConnectionState.BACKOFF:
             return
         if self._reviving is None or self._reviving.done():
-            self._reviving = self._rt.daemons.spawn(self.revive())
+            self._reviving = self._daemons.spawn(self.revive())
 
     async def revive(self) -> None:
         from ..nostr.embedded_relay.shared import ensure_shared_relay
@@ -64,13 +69,12 @@ class EmbeddedRelayKeeper:
                 pause *= 2
         self._warn(f"the embedded relay is not available: {last_error}")
 
-    def _point_pool_at(self, relay: Any) -> None:
-        old = self._rt.embedded_relay
-        pool = self._rt.pool
-        if old is None or old.url not in pool.urls:
+    def _point_pool_at(self, relay: SharedRelay) -> None:
+        old, pool = self.relay, self._pool
+        if old.url not in pool.urls:
             return
         self.revivals += 1
-        self._rt.embedded_relay = relay
+        self.relay = relay
         if relay.url == old.url:
             pool.client(old.url).retarget(old.url)  # same address: reconnect now, not after the backoff
         else:

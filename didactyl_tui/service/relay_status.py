@@ -12,6 +12,7 @@ from typing import Any
 from ..agent.identity.cache import pubkey_hex
 from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key
 from ..config import Config
+from ..errors import AgentError
 from ..nostr.nip19 import encode_npub
 from .app import admin_pubkey_of
 from .runtime import dm_peers
@@ -99,3 +100,18 @@ async def embedded_relay_status(config: Config, data_dir: Path, env: Mapping[str
         return RelayStatus(data_dir, False, config_digest=config_digest, labels=labels)
     return RelayStatus(data_dir, True, found.url, found.pid, found.options_digest, found.options, config_digest,
                        labels)
+
+
+async def run_relay(config: Config, data_dir: Path, env: Mapping[str, str], *, db_path: Path | None, host: str,
+                    port: int) -> int:
+    """This data dir's shared relay in the foreground, with the options the config asks for (every didactyl on the
+    data dir finds and uses it); 3 when one already serves it. AgentError when its allow-list needs the agent's key
+    and there is none yet."""
+    from ..nostr.embedded_relay.process import run_relay_process
+
+    options = embedded_relay_options(config, data_dir, env)
+    if options is None:
+        raise AgentError(f"no agent key yet ({key_file_path(data_dir)} does not exist): the relay's allow-list "
+                         "needs it; run `didactyl keygen` (or set [relays.embedded] allow_list = false)", "No key")
+    return await run_relay_process(data_dir, db_path=db_path, host=host, port=port, idle_exit_s=0,
+                                   relay_options=options, announce=True)

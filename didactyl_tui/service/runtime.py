@@ -1,16 +1,16 @@
-"""The started objects: key, relays, stores, caches, conversations, memory backend. Built together by
-:func:`start_runtime` (a half-built runtime closes what it opened), never ``None`` afterwards, closed
-together by :meth:`Runtime.stop`."""
+"""The started objects: key, relays, stores, caches, conversations, memory backend. Built together, in dependency
+order, by :func:`open_runtime` (a half-built runtime closes what it opened), never ``None`` afterwards, closed
+together by :meth:`Runtime.stop`. The service's parts are built on it (parts.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..agent.background import BackgroundTasks
 from ..agent.conversations.store import ConversationStore
@@ -25,7 +25,9 @@ from ..agent.identity.cache import IdentityCache, pubkey_hex
 from ..agent.identity.keystore import ensure_data_dir, load_agent_key
 from ..agent.memory.backend import MemoryManager, create_memory_manager
 from ..agent.private_files import permission_warnings, tighten_sqlite_files
+from ..agent.tasks.task_list import TaskBook
 from ..agent.tools.context import AgentToolContext
+from ..agent.tools.note_poster import NotePoster
 from ..config import Config
 from ..errors import AgentError, RelayError
 from ..nostr.keys import SecretKey
@@ -35,9 +37,6 @@ from ..nostr.results import ConnectionState
 from ..nostr.signer import LocalSigner, Signer
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
 from .relay_keeper import EmbeddedRelayKeeper
-
-if TYPE_CHECKING:  # the relay code loads only when a relay is wanted
-    from ..nostr.embedded_relay.shared import SharedRelay
 
 log = logging.getLogger("didactyl.service")
 
@@ -61,7 +60,7 @@ class Runtime:
     key: SecretKey
     signer: Signer  # every signature and NIP-44 operation of the agent's key
     pool: RelayPool
-    embedded_relay: SharedRelay | None  # its own process: outlives this runtime
+    relay_keeper: EmbeddedRelayKeeper | None  # the embedded relay (its own process: outlives this runtime)
     outbox: Outbox
     history: MemoryHistory
     publisher: MemoryPublisher
@@ -78,11 +77,15 @@ class Runtime:
     daemons: BackgroundTasks = field(default_factory=BackgroundTasks)  # cancelled at stop, never waited for
 
     @property
+    def embedded_relay_url(self) -> str | None:
+        return self.relay_keeper.relay.url if self.relay_keeper is not None else None
+
+    @property
     def caches(self) -> list[IdentityCache]:
         return [c for c in (self.agent_cache, self.admin_cache) if c is not None]
 
     async def stop(self) -> None:
-        self.sync.ready = False
+        self.sync.stop_checks()
         # Let publishes under way finish (each is bounded by the relay timeout), then cancel the rest.
         await self.tasks.settle(self.timeout_s + 1)
         await self.tasks.cancel(self.timeout_s + 1)
@@ -102,7 +105,7 @@ def relay_client_defences(config: Config) -> dict[str, Any]:
 
 
 async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None],
-                               relay_options: Mapping[str, Any] | None = None) -> SharedRelay | None:
+                               relay_options: Mapping[str, Any] | None = None) -> Any:
     """The data dir's shared loopback relay, found or started as its own process (None when it cannot be:
     the user is warned). It outlives this process and exits by itself when idle, so nothing stops it here."""
     from ..nostr.embedded_relay.options import digest
@@ -137,7 +140,7 @@ def _open_or_in_memory(opener: Callable[[Path], Any], path: Path, lost: str, war
         return opener(Path(":memory:"))
 
 
-async def start_runtime(
+async def open_runtime(
     config: Config,
     data_dir: Path,
     env: Mapping[str, str],
@@ -147,16 +150,18 @@ async def start_runtime(
     client_options: Mapping[str, Any],
     emit: Callable[[ServiceEvent], None],
     warn: Callable[[str], None],
-    on_lost: Callable[[DocumentKey, str, str], None],
-    on_outbox_change: Callable[[], None],
     codecs: Mapping[DocumentKey, DocumentCodec[Any]],
+    confirm_note: Callable[[str], Awaitable[bool]] | None,
+    read_only: bool,
 ) -> Runtime:
-    """Open everything (no fetching yet). Files and SQLite open on worker threads, off the event loop."""
+    """Open everything (no fetching yet), each object given what it needs when it is made. Files and SQLite open
+    on worker threads, off the event loop. ``confirm_note``: who confirms a ``post_note`` (None: posting is
+    allowed outright); ``read_only``: nothing of its own is repaired on lagging relays."""
     closers = contextlib.AsyncExitStack()
     try:
         return await _open(config, data_dir, env, closers, admin_pubkey=admin_pubkey, clock=clock,
-                           client_options=client_options, emit=emit, warn=warn, on_lost=on_lost,
-                           on_outbox_change=on_outbox_change, codecs=codecs)
+                           client_options=client_options, emit=emit, warn=warn, codecs=codecs,
+                           confirm_note=confirm_note, read_only=read_only)
     except BaseException:
         await closers.aclose()  # a half-started service leaves no relay or socket behind
         raise
@@ -165,8 +170,8 @@ async def start_runtime(
 async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers: contextlib.AsyncExitStack, *,
                 admin_pubkey: str | None, clock: Callable[[], float], client_options: Mapping[str, Any],
                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
-                on_lost: Callable[[DocumentKey, str, str], None], on_outbox_change: Callable[[], None],
-                codecs: Mapping[DocumentKey, DocumentCodec[Any]]) -> Runtime:
+                codecs: Mapping[DocumentKey, DocumentCodec[Any]],
+                confirm_note: Callable[[str], Awaitable[bool]] | None, read_only: bool) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     loaded = await asyncio.to_thread(load_agent_key, data_dir, env)
     key = loaded.key
@@ -194,13 +199,17 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     history = await asyncio.to_thread(_open_or_in_memory, MemoryHistory, data_dir / HISTORY_DB,
                                       "memory versions are kept", warn)
     closers.callback(_quietly_sync, history.close)
-    publisher = MemoryPublisher(pool, outbox, timeout=config.relays.timeout_s, on_change=on_outbox_change)
+    # While this run's relays are an override they never receive the public relay list (it waits in the outbox).
+    overridden = config.relays_override is not None
+    publisher = MemoryPublisher(pool, outbox, timeout=config.relays.timeout_s,
+                                held_kinds=frozenset({DocumentKey.RELAYS.kind}) if overridden else frozenset())
     signer = LocalSigner(key)
     store = DocumentStore(signer, pool, codecs, relay_timeout=config.relays.timeout_s, clock=clock,
                           publisher=publisher.publish, sign_ahead_max_s=config.memory.sign_ahead_max_s)
     closers.push_async_callback(_quietly, store.stop_live)
     store.add_warning_listener(warn)
-    sync = DocumentSync(store, publisher, outbox, history, warn=warn, on_lost=on_lost)
+    sync = DocumentSync(store, publisher, outbox, history, warn=warn, repairs=not read_only,
+                        not_repaired=frozenset({DocumentKey.RELAYS}) if overridden else frozenset())
     pool.add_state_listener(lambda url, state: emit(RelayStateChanged(url, state)))
     pool.add_state_listener(sync.relay_state_changed)
     agent_cache = IdentityCache(key.public_key_hex, clock=clock, own_documents=True)
@@ -209,20 +218,28 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     if admin_pubkey is not None:
         admin_cache = IdentityCache(admin_pubkey, clock=clock)
         admin_cache.add_listener(lambda: emit(SelfContextChanged("admin")))
+    # The task list changes through the document sync: under the document's save lock, on the list in use.
+    tasks = TaskBook(lambda: store.value(DocumentKey.TASKS), lambda derive: sync.update(DocumentKey.TASKS, derive),
+                     clock=clock)
+    notes = NotePoster(key, lambda ev: pool.publish(ev, config.relays.timeout_s), confirm_note, clock)
     tool_context = ServiceToolContext(memory=store, agent=agent_cache, admin=admin_cache,
-                                      files_root=data_dir / MEMORY_FOLDER, save_memory=sync.save_coalescing,
-                                      config=config, data_dir=data_dir, relays_in_use=tuple(pool.urls),
+                                      files_root=data_dir / MEMORY_FOLDER, tasks=tasks, notes=notes,
+                                      save_memory=sync.save_coalescing, config=config, data_dir=data_dir,
+                                      relays_in_use=tuple(pool.urls),
                                       embedded_relay=relay.url if relay is not None else None)
     conversations = await asyncio.to_thread(ConversationStore, data_dir / CONVERSATIONS_DB)
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
     closers.push_async_callback(_quietly, manager.aclose)
-    rt = Runtime(key, signer, pool, relay, outbox, history, publisher, store, sync, agent_cache, admin_cache,
-                 tool_context, conversations, manager, config.relays.timeout_s, closers)
+    daemons = BackgroundTasks()
+    keeper = None
     if relay is not None:
-        pool.add_state_listener(EmbeddedRelayKeeper(rt, config, data_dir, warn, relay_options).state_changed)
+        keeper = EmbeddedRelayKeeper(relay, pool, daemons, config, data_dir, warn, relay_options)
+        pool.add_state_listener(keeper.state_changed)
+    runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
+                      tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons)
     await pool.start()
-    return rt
+    return runtime
 
 
 def dm_peers(config: Config) -> list[str]:

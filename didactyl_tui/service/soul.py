@@ -8,13 +8,18 @@ built-in) is in use; it is published once at start when the relays answered and 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..agent.documents.keys import DocumentKey
 from ..agent.documents.versions import DocumentSnapshot
 from ..agent.soul.content import soul_to_json
 from ..agent.soul.template import SoulTemplate
 from ..nostr.event import Event
+from ..nostr.results import PublishOutcome
+from .documents import DocumentService
+from .runtime import Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +42,39 @@ class SoulView:
 def soul_view(snap: DocumentSnapshot, event: Event | None) -> SoulView:
     return SoulView(snap.value, snap.event_id, snap.created_at,
                     bool(event is not None and ("encrypted", "nip44") in event.tags), snap.relays)
+
+
+class SoulService:
+    """The soul as the views and commands use it: the one in use and where it came from; publishing a template."""
+
+    def __init__(self, runtime: Runtime, documents: DocumentService, configured: SoulTemplate,
+                 warn: Callable[[str], None]) -> None:
+        self._rt, self._documents, self._warn = runtime, documents, warn
+        self.configured = configured  # the config's soul (its [[soul.sections]], soul file or the built-in)
+
+    def view(self) -> SoulView:
+        """The soul in use, and the version it came from."""
+        store = self._rt.store
+        return soul_view(store.snapshot(DocumentKey.SOUL), store.current_event(DocumentKey.SOUL))
+
+    async def publish(self, template: SoulTemplate | None = None, *, encrypt: bool = True) -> PublishOutcome:
+        """Publish ``template`` (default: the configured soul) as the agent's kind 31120: checked (linted) and saved
+        through the one save path, a new version based on the one in use."""
+        text = self._rt.store.codec(DocumentKey.SOUL).to_text(template or self.configured)
+        return (await self._documents.save(DocumentKey.SOUL, text, encrypt=encrypt)).outcome
+
+    def publish_configured(self) -> None:
+        """The configured soul, published once: when the relays answered and hold no soul at all (one that does not
+        read is not published over: the user may want to fix it rather than lose it)."""
+        documents = self._documents
+        snap = documents.snapshot(DocumentKey.SOUL)
+        if not snap.loaded or snap.event_id is not None or snap.unreadable is not None:
+            return
+
+        async def publish() -> None:
+            try:
+                await documents.save_value(DocumentKey.SOUL, self.configured)
+            except Exception as exc:  # a bad configured soul, or a newer one arrived: told, never raised
+                self._warn(f"the soul was not published: {exc}")
+
+        self._rt.tasks.spawn(publish())

@@ -34,8 +34,8 @@ from .actions import bindings, check_keymap
 from .screens.main import MainScreen
 from .theme_files import load_themes, shipped_themes_dir
 
-if TYPE_CHECKING:
-    from ..service import AppService
+if TYPE_CHECKING:  # the service loads after the first frame (_service_class)
+    from ..service.app import AppService
 
 FIRST_PAINT_ENV = "DIDACTYL_FIRST_PAINT_FILE"
 """Benchmark hook: when set, the app writes the wall-clock time of its first painted frame there and exits."""
@@ -67,7 +67,7 @@ class DidactylApp(App[None]):
         self.service: AppService | None = service
         self.service_ready = False
         self.relay_labels = dict(relay_labels or {})
-        self._unsubscribe: Any = None
+        self._withdraw: list[Callable[[], None]] = []  # the service's listener and note asker, until unmount
         self.service_events: Signal[ServiceEvent] = Signal(self, "service-events")
         self._ui_thread = threading.get_ident()
         self._first_paint_file = self.env.get(FIRST_PAINT_ENV)
@@ -104,8 +104,8 @@ class DidactylApp(App[None]):
 
         lines = [s.unsaved_change for s in self.screen_stack
                  if isinstance(s, MemoryEditorScreen) and s.is_mounted and s.unsaved_change]
-        if self.service is not None:
-            lines += self.service.memory_at_risk()
+        if self.service is not None and self.service.started:
+            lines += self.service.documents.at_risk()
         return [line for line in lines if line]
 
     async def action_quit(self) -> None:
@@ -219,8 +219,8 @@ class DidactylApp(App[None]):
                 service_class = await asyncio.to_thread(_service_class)
                 self.service = service_class(self.config, data_dir=self.data_dir, env=self.env, answer_dms=True)
             service = self.service
-            service.set_note_asker(self.ask_to_post_note)
-            self._unsubscribe = service.add_listener(self._on_service_event)
+            self._withdraw += [service.notes.register_asker(self.ask_to_post_note),
+                               service.add_listener(self._on_service_event)]
             main.service_attached(service)
             await service.start()
         except DidactylError as exc:
@@ -253,7 +253,7 @@ class DidactylApp(App[None]):
         """How a relay is named on screen: the embedded one says so."""
         if url in self.relay_labels:
             return self.relay_labels[url]
-        if self.service is not None and url == self.service.embedded_relay_url:
+        if self.service is not None and self.service.started and url == self.service.relays.embedded_url:
             return f"embedded ({url.split('://', 1)[-1]})"
         return url
 
@@ -293,8 +293,8 @@ class DidactylApp(App[None]):
         from .gc_pause import resume_now
 
         resume_now(collect=False)  # a turn's put-off collection still waiting: the collector as it was
-        if self._unsubscribe is not None:
-            self._unsubscribe()
+        for withdraw in self._withdraw:
+            withdraw()
         if self.service is not None:
             try:
                 await asyncio.wait_for(self.service.stop(), STOP_TIMEOUT_S)
@@ -321,7 +321,7 @@ def _preload_views() -> None:
 
 
 def _service_class() -> type[AppService]:
-    from ..service import AppService  # crypto, relays, SQLite: loaded after the first frame
+    from ..service.app import AppService  # crypto, relays, SQLite: loaded after the first frame
 
     return AppService
 

@@ -12,7 +12,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from .actions import PALETTE_ACTIONS, key_for
 
 if TYPE_CHECKING:
-    from .app import DidactylApp
+    from .host import DidactylHost
 
 
 class DidactylCommands(Provider):
@@ -23,7 +23,7 @@ class DidactylCommands(Provider):
         from .screens.main import MainScreen
 
         screen = self.screen
-        keymap = cast("DidactylApp", self.app).config.keys  # [keys] remaps: the palette shows the keys in force
+        keymap = cast("DidactylHost", self.app).config.keys  # [keys] remaps: the palette shows the keys in force
         for action in PALETTE_ACTIONS:
             if action.scope == "main" and not isinstance(screen, MainScreen):
                 continue

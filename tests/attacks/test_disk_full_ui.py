@@ -39,7 +39,7 @@ def app_with_relay(tmp_path: Path, url: str) -> Any:
 
 def fill_the_outbox_disk(app: Any) -> None:
     """From now on the outbox cannot grow: SQLite raises SQLITE_FULL ("database or disk is full")."""
-    app.service.parts.rt.outbox._db.execute("PRAGMA max_page_count=1")  # at least its current size: no growth
+    app.service.parts.runtime.outbox._db.execute("PRAGMA max_page_count=1")  # at least its current size: no growth
 
 
 async def open_editor(pilot: Any, app: Any) -> MemoryEditorScreen:
@@ -78,7 +78,7 @@ async def save_on_a_full_disk_then_quit(tmp_path: Path, url: str) -> None:
         dialog.query_one("#cancel").press()  # "Stay" (a click could land on a toast over the dialog)
         await wait_for(pilot, lambda: app.screen is editor, 10, "back to the editor")
         assert app.is_running and editor.text_area.text == text
-        assert app.service.memory_at_risk()  # still unsaved: held in memory, retried
+        assert app.service.documents.at_risk()  # still unsaved: held in memory, retried
 
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "the question again")

@@ -15,7 +15,7 @@ from pathlib import Path
 from bad_inputs_support import NSEC, cli, cli_env
 
 from didactyl_tui.config import Config
-from didactyl_tui.service import AppService
+from didactyl_tui.service.app import AppService
 
 QUIET = '[relays]\nembedded_port = 0\ntimeout_s = 2.0\n[memory]\nbackend = "none"\n[agent]\npublish_profile = false\n'
 

@@ -22,7 +22,8 @@ from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.kinds import SOUL
-from didactyl_tui.service import AppService, ServiceEvent, ServiceWarning, SoulChanged
+from didactyl_tui.service.app import AppService
+from didactyl_tui.service.events import ServiceEvent, ServiceWarning, SoulChanged
 
 OLD_VERSIONS = 300
 
@@ -35,7 +36,7 @@ def _soul(text: str, *, tool: str | None = None) -> SoulTemplate:
 
 
 async def _persona(svc: AppService) -> str:
-    return (await svc.dry_run("attack-check")).layers[0].content
+    return (await svc.chat.dry_run("attack-check")).layers[0].content
 
 
 class SoulPusher:
@@ -72,8 +73,8 @@ async def test_forged_stray_and_replayed_souls_change_nothing_and_a_bad_one_is_t
                          relay_client_options=fast_client_kwargs())
         svc.add_listener(heard.append)
         async with svc:
-            assert (await svc.publish_soul(_soul("You are the real soul."))).any_accepted
-            in_use = svc.soul_view()
+            assert (await svc.soul.publish(_soul("You are the real soul."))).any_accepted
+            in_use = svc.soul.view()
             assert in_use.created_at is not None
             later = max(int(time.time()), in_use.created_at) + 60
             real = soul_event(AGENT_KEY, _soul("a forged soul"), later)

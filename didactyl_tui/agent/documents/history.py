@@ -20,6 +20,15 @@ from ...nostr.event import Event
 from ...nostr.replaceable import sql_newest_first
 from ..private_files import open_private_wal
 
+UNUSABLE_NOTE = "not used: "  # + the reason: a version that does not decrypt, parse or pass the checks
+OLD_UNREADABLE_NOTE = "does not decrypt with this key"  # the note older versions of the app wrote
+REFUSED_NOTE = "not published: a newer version from another device already existed"
+
+
+def usable_note(note: str) -> bool:
+    """Whether a history note leaves the version usable (not refused as unreadable, not a save never sent)."""
+    return not (note.startswith(UNUSABLE_NOTE) or OLD_UNREADABLE_NOTE in note or note.startswith("not published"))
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory_versions (
     event_id TEXT PRIMARY KEY,

@@ -69,7 +69,7 @@ class MemoryPublisher:
         outbox: Outbox,
         *,
         timeout: float = 5.0,
-        on_change: Callable[[], None] | None = None,
+        held_kinds: frozenset[int] = frozenset(),
         clock: Callable[[], float] = time.time,
         base_delay: float = 1.0,
         max_delay: float = 300.0,
@@ -77,7 +77,7 @@ class MemoryPublisher:
         self.pool = pool
         self.outbox = outbox
         self.timeout = timeout
-        self._on_change = on_change
+        self._change_listeners: list[Callable[[], None]] = []
         self._clock = clock
         self._base = base_delay
         self._cap = max_delay
@@ -90,12 +90,16 @@ class MemoryPublisher:
         self.outbox_error: str | None = None  # why the outbox is not writable right now
         # Kinds this run never retries or copies (the public relay list while the run's relays are an override: they
         # are not the agent's published relays). They wait in the outbox for a run without one.
-        self.held_kinds: frozenset[int] = frozenset()
+        self.held_kinds = held_kinds
+
+    def add_change_listener(self, cb: Callable[[], None]) -> None:
+        """``cb()`` whenever the outbox changed (a save queued, a relay accepted, a retry failed, a write failed)."""
+        self._change_listeners.append(cb)
 
     def _changed(self) -> None:
-        if self._on_change is not None:
+        for cb in list(self._change_listeners):
             try:
-                self._on_change()
+                cb()
             except Exception:  # a listener's bug must not stop publishing
                 log.exception("outbox listener failed")
 

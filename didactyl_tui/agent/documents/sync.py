@@ -6,8 +6,8 @@ document alike.
   and merges all call them. A save refused because another writer's newer version is known is noted in the
   history and the newer version is fetched, whoever saved.
 - Every version the store sees is kept in the history. A newer version built on this device's latest save is a
-  later edit (adopted quietly); one edited from an older version is a concurrent edit: ``on_lost`` is told (once),
-  the edit stays in the history (see :mod:`didactyl_tui.agent.documents.lineage` and docs/sync.md).
+  later edit (adopted quietly); one edited from an older version is a concurrent edit: the lost-edit listeners are
+  told (once), the edit stays in the history (see :mod:`didactyl_tui.agent.documents.lineage` and docs/sync.md).
 - A version that cannot be used is recorded with the reason (``not used: …``); at start the newest version this
   device kept that reads is the document when the relays' newest does not (:meth:`restore_newest_known`).
 - A burst of saves (the clock would not allow a date after the last one without signing ahead of it) is coalesced
@@ -37,38 +37,26 @@ from ..background import BackgroundTasks
 from .codec import DocumentError
 from .consensus import ConsensusCheck, RelayHolding, acknowledged_not_shown
 from .dating import BURST_WAIT_MAX_S
-from .history import MemoryHistory, MemoryVersion
+from .history import REFUSED_NOTE, UNUSABLE_NOTE, MemoryHistory, MemoryVersion, usable_note
 from .keys import DocumentKey
 from .lineage import lost_local_edit
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
 from .publisher import MemoryPublisher
 from .store import DocumentStore
-from .versions import DatedAheadError, SaveResult, VersionSeen
+from .versions import DatedAheadError, NewerVersionKnown, SaveResult, VersionSeen
 
 log = logging.getLogger("didactyl.documents.sync")
 
 RECONCILE_MIN_INTERVAL_S = 10.0  # at most one relay-consensus check per this many seconds after reconnects
 RECONCILE_START_DELAY_S = 1.0  # the first check waits for the outbox's first retries (and a CLI command's own)
-UNUSABLE_NOTE = "not used: "  # + the reason: a version that does not decrypt, parse or pass the checks
-OLD_UNREADABLE_NOTE = "does not decrypt with this key"  # the note older versions of the app wrote
 RESTORE_CANDIDATES = 8  # versions from the history tried at start when the relays' newest does not read
-REFUSED_NOTE = "not published: a newer version from another device already existed"
 
 R = TypeVar("R")
 
 
-def usable_note(note: str) -> bool:
-    """Whether a history note leaves the version usable (not refused as unreadable, not a save never sent)."""
-    return not (note.startswith(UNUSABLE_NOTE) or OLD_UNREADABLE_NOTE in note or note.startswith("not published"))
-
-
 def _kept(key: DocumentKey) -> str:
     return f"your text is kept in the memory history (`didactyl memory history --type {key.value}`)"
-
-
-class NewerVersionKnown(AgentError):
-    """A save was refused: another writer's newer version is known (nothing published, the text kept)."""
 
 
 class DocumentSync:
@@ -80,10 +68,15 @@ class DocumentSync:
         history: MemoryHistory,
         *,
         warn: Callable[[str], None],
-        on_lost: Callable[[DocumentKey, str, str], None],
+        repairs: bool = True,
+        not_repaired: frozenset[DocumentKey] = frozenset(),
     ) -> None:
+        """``repairs``: False for read-only commands (no consensus check republishes to lagging relays);
+        ``not_repaired``: documents never copied to a lagging relay (the public relay list while this run's relays
+        are an override: copying it to them would publish it there)."""
         self.store, self.publisher, self.outbox, self.history = store, publisher, outbox, history
-        self._warn, self._on_lost = warn, on_lost
+        self._warn = warn
+        self._lost_listeners: list[Callable[[DocumentKey, str, str], None]] = []
         self._loop = asyncio.get_running_loop()
         self._history_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="document-history")
         self._history_error: str | None = None
@@ -92,12 +85,10 @@ class DocumentSync:
         self._deferred: dict[DocumentKey, tuple[Any, str | None]] = {}
         self._flushers: dict[DocumentKey, asyncio.Task[Any]] = {}
         self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
-        self.ready = False  # relay (re)connects trigger checks only once start-up is done
+        self._checking = False  # relay (re)connects trigger checks only once start-up is done (start_checks)
         self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
-        self.repairs = True  # False for read-only commands: no consensus check republishes to lagging relays
-        # Documents never copied to a lagging relay (the public relay list while this run's relays are an override:
-        # copying it to them would publish it there).
-        self.not_repaired: frozenset[DocumentKey] = frozenset()
+        self.repairs = repairs
+        self.not_repaired = not_repaired
         self._reconcile_lock = asyncio.Lock()
         self._reconcile_task: asyncio.Task[Any] | None = None
         self._reconcile_again = False
@@ -160,7 +151,16 @@ class DocumentSync:
                    "in use and yours is kept in the memory history; to merge, open the merge view in the app, or print "
                    f"yours with `didactyl memory show --type {key.value} --version {lost_event_id[:8]}` and save the "
                    "merged text")
-        self._on_lost(key, lost_event_id, winner_id)
+        for cb in list(self._lost_listeners):
+            try:
+                cb(key, lost_event_id, winner_id)
+            except Exception:  # a listener's bug must not break the sync
+                log.exception("lost-edit listener failed")
+
+    def add_lost_listener(self, cb: Callable[[DocumentKey, str, str], None]) -> None:
+        """``cb(key, lost event id, winner event id)``: this device's edit and another writer's were concurrent;
+        theirs won."""
+        self._lost_listeners.append(cb)
 
     async def _note_remote(self, ev: Event) -> None:
         try:
@@ -303,10 +303,19 @@ class DocumentSync:
 
     # --- relay consensus ----------------------------------------------------------------------------
     def relay_state_changed(self, url: str, state: ConnectionState) -> None:
-        if state is not ConnectionState.CONNECTED or not self.ready:
+        if state is not ConnectionState.CONNECTED or not self._checking:
             return
         self.publisher.wake()  # retry what this relay missed now, not at the next backoff
         self.schedule_reconcile()
+
+    def start_checks(self, delay: float) -> None:
+        """Start-up is done: relay (re)connects trigger checks from now on, and every relay is checked in ``delay``."""
+        self._checking = True
+        self.schedule_reconcile(delay=delay)
+
+    def stop_checks(self) -> None:
+        """Shutting down: a relay that reconnects now is not checked."""
+        self._checking = False
 
     def schedule_reconcile(self, delay: float = 0.0) -> None:
         """Check every relay's versions of every document soon: at most once per ``reconcile_interval_s``."""
@@ -388,7 +397,7 @@ class DocumentSync:
     async def stop(self, timeout: float) -> None:
         """Cancel the retry loop's helpers and consensus checks (the outbox keeps what is unsent); let the
         history thread finish what it was given."""
-        self.ready = False
+        self.stop_checks()
         await self.flush(min(timeout, self.store.dating.sign_ahead_max_s + 2))
         await self._tasks.cancel(timeout)
         await asyncio.to_thread(self._history_thread.shutdown, True)

@@ -124,3 +124,7 @@ class DatedAheadError(AgentError):
     """A save would have to be dated further ahead of the clock than allowed (nothing published)."""
 
     kept_event_id = ""  # the unpublished version kept in the history (its text is not lost)
+
+
+class NewerVersionKnown(AgentError):
+    """A save was refused: another writer's newer version is known (nothing published, the text kept)."""

@@ -14,7 +14,8 @@ from textual import work
 from ...errors import AgentError
 
 if TYPE_CHECKING:
-    from ...service import AppService, SessionInfo
+    from ...service.app import AppService
+    from ...service.types import SessionInfo
 
 PREVIEW_CHARS = 70  # a message's line in the "copy a message" list
 
@@ -60,7 +61,7 @@ class ChatActions:
             return None
         service, session_id = chat
         try:
-            return session_id, await service.sessions.info(session_id)
+            return session_id, await service.chat.sessions.info(session_id)
         except AgentError as exc:
             self.notify(exc.message, title=exc.title, severity="error")
             return None
@@ -115,11 +116,11 @@ class ChatActions:
         if not resend and self.chat_input.text.strip():
             # The words in the box are never overwritten: send or clear them first.
             raise AgentError("the message box is not empty: send or clear it first", "Edit")
-        text = await service.sessions.pop_last_turn(session_id)
+        text = await service.chat.sessions.pop_last_turn(session_id)
         if text is None:
             self.notify("This chat has no message yet.", title="Chat")
             return
-        await self.conversation.load_history(await service.session_messages(session_id))
+        await self.conversation.load_history(await service.chat.session_messages(session_id))
         if resend:
             self.send(text)
         else:
@@ -162,6 +163,6 @@ class ChatActions:
     # --- a resumed chat's inspector --------------------------------------------------------------------
 
     async def restore_assemblies(self, service: AppService, session_id: str) -> None:
-        saved = await service.sessions.assemblies(session_id)
+        saved = await service.chat.sessions.assemblies(session_id)
         for inspector in self.inspectors():
             inspector.load_saved(saved)

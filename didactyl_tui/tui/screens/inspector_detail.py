@@ -15,7 +15,7 @@ from ..widgets.assembly_tree import AssemblyTree, InspectorEntry
 from .diff import DiffScreen
 
 if TYPE_CHECKING:
-    from ...service import PromptAssembly
+    from ...service.types import PromptAssembly
 
 
 def assembly_as_text(a: PromptAssembly) -> str:

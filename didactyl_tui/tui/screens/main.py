@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from textual.widgets import TabbedContent
     from textual.worker import Worker
 
-    from ...service import AppService
-    from ..app import DidactylApp
+    from ...service.app import AppService
+    from ..host import DidactylHost
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.memory_pane import MemoryPane
     from ..widgets.message_entry import MessageEntry
@@ -174,8 +174,8 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     # --- the service ------------------------------------------------------------------------------
 
     @property
-    def didactyl(self) -> DidactylApp:
-        return cast("DidactylApp", self.app)
+    def didactyl(self) -> DidactylHost:
+        return cast("DidactylHost", self.app)
 
     def require_service(self) -> AppService:
         app = self.didactyl
@@ -200,7 +200,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         self.didactyl.follow_service(self, self.on_service_event)
         self.show_model(service)
         self.status.activity = "connecting…"
-        if not service.model_configured:
+        if not service.model.configured:
             from .first_run import FirstRunScreen
 
             self.app.push_screen(FirstRunScreen(self.config, self.didactyl.env), self._first_run_closed)
@@ -221,11 +221,11 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         service = self.require_service()
         self.status.activity = ""
         self.show_model(service)
-        shadowed = service.model_shadowed()
+        shadowed = service.model.shadowed()
         if shadowed:  # a model chosen in the app, hidden by the environment: never silently
             self.notify(shadowed, title="Model", severity="warning", timeout=12)
         for t in (SHORT, LONG):
-            self.memory_pane(t).show_snapshot(service.memory(t))
+            self.memory_pane(t).show_snapshot(service.documents.snapshot(t))
         self.show_tasks()
         self.refresh_self()
         self.refresh_relays()
@@ -240,12 +240,12 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         service = self.didactyl.service
         if service is None or not self.didactyl.service_ready:
             return
-        from ...service import ConnectionState
+        from ...service.types import ConnectionState
 
-        states = service.relay_states()
+        states = service.relays.states()
         for self_pane in self.self_panes():
-            self_pane.show_relays(states, service.dropped_counts(), self._relay_labels(states))
-            self_pane.show_refused(service.filtered_counts())
+            self_pane.show_relays(states, service.relays.dropped_counts(), self._relay_labels(states))
+            self_pane.show_refused(service.relays.filtered_counts())
             if not self_pane.filled:
                 self.refresh_self()
         self.status.relays_total = len(states)
@@ -256,7 +256,8 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     @work(exclusive=True, group="dm-status", exit_on_error=False)
     async def show_dm_status(self) -> None:
         """The DM ledger is SQLite: read on a worker thread by the service, never on the UI loop."""
-        status = await self.require_service().dm_status()
+        dm = self.require_service().dm
+        status = await dm.status() if dm is not None else None
         for self_pane in self.self_panes():
             self_pane.show_dm_status(status.summary() if status is not None else None,
                                      status.given_up if status is not None else [])
@@ -271,8 +272,8 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     def refresh_self(self) -> None:
         service = self.require_service()
-        snapshot = service.self_context()
-        drift = drift_lines(service.identity_drift())
+        snapshot = service.identity.snapshot()
+        drift = drift_lines(service.identity.drift())
         for pane in self.self_panes():
             pane.show_identity(snapshot.agent, snapshot.admin, admin_configured=service.admin_pubkey is not None)
             pane.show_drift(drift)
@@ -285,7 +286,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
                 if event.lost_local:  # a concurrent edit: offer the merge view
                     from .merge import offer_merge
 
-                    offer_merge(self, event)
+                    offer_merge(self, event, self.didactyl.service)
             case RelayStateChanged():
                 self.refresh_relays()
             case SelfContextChanged():
@@ -343,13 +344,13 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
             self.chat_input.restore(text)
             raise
         if self.session_id is None:
-            self.session_id = await service.new_session()
+            self.session_id = await service.chat.new_session()
         turn = TurnView(self, text, await self.conversation.add_user(text))
         self.streaming = True
         self.status.activity = "thinking…"
         try:
             with full_collections_paused():  # a full collection stalls the stream ~250 ms (gc_pause.py)
-                async for event in service.run_turn(self.session_id, text):
+                async for event in service.chat.run_turn(self.session_id, text):
                     await turn.show(event)
         except asyncio.CancelledError:
             await turn.end_reply("cancelled")
@@ -401,7 +402,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     @work(exclusive=True, group="sessions", exit_on_error=False)
     async def _offer_sessions(self) -> None:
         service = self.require_service()
-        sessions = await service.sessions.list()  # SQLite: on a worker thread; chats with no message left out
+        sessions = await service.chat.sessions.list()  # SQLite: on a worker thread; chats with no message left out
         if not sessions:
             self.notify("No saved chats yet.", title="Resume")
             return
@@ -420,7 +421,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def resume(self, session_id: str) -> None:
         service = self.require_service()
-        messages = await service.session_messages(session_id)
+        messages = await service.chat.session_messages(session_id)
         self.session_id = session_id
         self.reset_figures()
         await self.conversation.load_history(messages)
@@ -436,10 +437,10 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
             dialog = ModelSwitchScreen(self.config.llm.model)
         else:
             # The model helper starts while the user fills the dialog: its start is not the server's time.
-            self.run_worker(asyncio.to_thread(service.warm_model_client), group="warm-model", exit_on_error=False)
-            dialog = ModelSwitchScreen(service.model_settings, explanation=service.model_explanation(),
-                                       shadowed=service.model_shadowed(), check=service.check_model,
-                                       key_place=KeyPlace(str(service.api_key_file), service.key_problem))
+            self.run_worker(asyncio.to_thread(service.model.warm_client), group="warm-model", exit_on_error=False)
+            dialog = ModelSwitchScreen(service.model.settings, explanation=service.model.explain(),
+                                       shadowed=service.model.shadowed(), check=service.model.check,
+                                       key_place=KeyPlace(str(service.model.api_key_file), service.model.key_problem))
         # Awaited: keys typed behind the one that opened it wait for the dialog, instead of reaching this screen.
         await self.app.push_screen(dialog, self._model_chosen)
 
@@ -451,22 +452,23 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     async def _set_model(self, chosen: Any) -> None:
         service = self.require_service()
         # Writes state.toml (and the key file with a key typed): off the UI loop. No restart: the next turn uses it.
-        await asyncio.to_thread(service.set_model, chosen)
+        await asyncio.to_thread(service.model.set, chosen)
+        service.preload_llm()  # a model now: its first turn should not wait for the import
         self.show_model(service)
-        shadowed = service.model_shadowed()
+        shadowed = service.model.shadowed()
         if shadowed:
-            self.notify(shadowed, title=f"Model: {service.model}", severity="warning", timeout=12)
+            self.notify(shadowed, title=f"Model: {service.model.name}", severity="warning", timeout=12)
         elif chosen.api_key:
-            self.notify(f"Model: {service.model}; its key is kept in {service.api_key_file} (0600), as "
-                        f"${service.model_settings.api_key_env}", title="Model switched")
+            self.notify(f"Model: {service.model.name}; its key is kept in {service.model.api_key_file} (0600), as "
+                        f"${service.model.settings.api_key_env}", title="Model switched")
         else:
-            self.notify(f"Model: {service.model}", title="Model switched")
+            self.notify(f"Model: {service.model.name}", title="Model switched")
 
     def show_model(self, service: AppService) -> None:
         """The model in the status bar, marked when $DIDACTYL_MODEL decides it or hides a choice."""
-        self.status.model = service.model
-        self.status.model_note = "$DIDACTYL_MODEL" if service.model_source == "env" else ""
-        self.status.model_warning = service.model_shadowed() is not None
+        self.status.model = service.model.name
+        self.status.model_note = "$DIDACTYL_MODEL" if service.model.source == "env" else ""
+        self.status.model_warning = service.model.shadowed() is not None
 
     def action_change_theme(self) -> None:
         self.app.search_themes()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from textual import work
 
 if TYPE_CHECKING:
-    from ...service import DocumentSnapshot
+    from ...service.types import DocumentSnapshot
     from ..widgets.memory_pane import MemoryPane
     from ..widgets.prompt_inspector import PromptInspector
 
@@ -101,7 +101,7 @@ class SidebarActions:
         from ..widgets.tasks_pane import TasksPane
 
         for pane in self.query(TasksPane):
-            pane.show_tasks(service.tasks(), service.memory(TASKS))
+            pane.show_tasks(service.documents.value("tasks"), service.documents.snapshot(TASKS))
 
     def action_edit_soul(self) -> None:
         self.open_editor(SOUL)
@@ -124,9 +124,10 @@ class SidebarActions:
     def open_history(self, memory_type: str) -> None:
         from .memory_history import MemoryHistoryScreen
 
-        if self._service_or_notify() is None:
+        service = self._service_or_notify()
+        if service is None:
             return
-        self.app.push_screen(MemoryHistoryScreen(memory_type))
+        self.app.push_screen(MemoryHistoryScreen(memory_type, service.documents))
 
     def action_edit_short_term(self) -> None:
         self.open_editor(SHORT)
@@ -143,9 +144,9 @@ class SidebarActions:
         pane = self.memory_pane(LONG)
         pane.show_loading()
         try:
-            snapshot = await service.load_long_term()
+            snapshot = await service.documents.load_long_term()
         finally:
-            pane.show_snapshot(service.memory(LONG))
+            pane.show_snapshot(service.documents.snapshot(LONG))
         if then_edit and snapshot.loaded:
             self.open_editor(LONG)
         elif not snapshot.loaded:
@@ -158,7 +159,7 @@ class SidebarActions:
         service = self._service_or_notify()
         if service is None:
             return
-        snapshot = service.memory(memory_type)
+        snapshot = service.documents.snapshot(memory_type)
         if not snapshot.loaded:
             if memory_type == LONG:
                 self.load_long_term(then_edit=True)
@@ -166,7 +167,7 @@ class SidebarActions:
                 self.notify("Short-term memory is not loaded yet (no relay answered).", title="Memory",
                             severity="warning")
             return
-        self.app.push_screen(MemoryEditorScreen(snapshot))
+        self.app.push_screen(MemoryEditorScreen(snapshot, service.documents, service.model))
 
     # --- identity drift ----------------------------------------------------------------------------------------
 
@@ -180,11 +181,11 @@ class SidebarActions:
     async def resolve_identity_drift(self, adopt: bool) -> None:
         service = self.require_service()
         if adopt:
-            kinds = await service.adopt_identity()
+            kinds = await service.identity.adopt()
             self.notify(f"Kept the relays' version ({len(kinds)} kind{'s' if len(kinds) != 1 else ''}).",
                         title="Identity")
         else:
-            outcomes = await service.republish_identity()
+            outcomes = await service.identity.republish_merged()
             summary = "; ".join(o.summary() for o in outcomes.values()) or "nothing to publish"
             self.notify(f"Republished with config.toml's fields merged: {summary}", title="Identity")
         self.refresh_self()
@@ -201,14 +202,14 @@ class SidebarActions:
     async def run_dry_run(self) -> None:
         service = self.require_service()
         if self.session_id is None:
-            self.session_id = await service.new_session()
+            self.session_id = await service.chat.new_session()
         text = self.chat_input.text.strip() or None
-        assembly = await service.dry_run(self.session_id, text)  # the inspector gets it as PromptAssembled
+        assembly = await service.chat.dry_run(self.session_id, text)  # the inspector gets it as PromptAssembled
         self.show_pane("inspector")
         from ..widgets.assembly_tree import prompt_tokens
 
         self.status.prompt_tokens, self.status.tokens_estimated = prompt_tokens(assembly, None)
-        self.status.context_window = service.context_window()
+        self.status.context_window = service.model.context_window()
 
     def on_prompt_inspector_open_requested(self, message: PromptInspector.OpenRequested) -> None:
         from .inspector_detail import InspectorDetailScreen

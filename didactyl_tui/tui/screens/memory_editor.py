@@ -36,8 +36,10 @@ if TYPE_CHECKING:
     from textual.timer import Timer
     from textual.worker import Worker
 
-    from ...service import DocumentSnapshot, PublishOutcome
-    from ..app import DidactylApp
+    from ...service.documents import DocumentService
+    from ...service.model import ModelService
+    from ...service.types import DocumentSnapshot, PublishOutcome
+    from ..host import DidactylHost
 
 
 MEMORIES = ("short_term", "long_term")  # markdown; the other documents (soul, tasks, profile…) are JSON
@@ -61,8 +63,9 @@ class MemoryEditorScreen(Screen[None]):
     CSS_PATH = "memory_editor.tcss"  # read when first shown, not before the first frame
     BINDINGS = bindings("editor")
 
-    def __init__(self, snapshot: DocumentSnapshot) -> None:
+    def __init__(self, snapshot: DocumentSnapshot, documents: DocumentService, model: ModelService) -> None:
         super().__init__()
+        self._documents, self._model = documents, model
         self.memory_type = snapshot.type
         self.base = snapshot  # the version this edit started from (or last agreed with)
         self.theirs: DocumentSnapshot | None = None  # a newer version that arrived while editing
@@ -103,7 +106,7 @@ class MemoryEditorScreen(Screen[None]):
         self.query_one("#editor-conflict").display = False
         self.query_one(MemoryGauge).show_text(self.base.content, self.base.limit_chars)
         self.text_area.focus()
-        cast("DidactylApp", self.app).follow_service(self, self.on_service_event)
+        cast("DidactylHost", self.app).follow_service(self, self.on_service_event)
         self.restore_draft()
         self.count_tokens()
 
@@ -121,13 +124,10 @@ class MemoryEditorScreen(Screen[None]):
     async def count_tokens(self) -> None:
         """The text's tokens for the model in use, against its context window: counted on a worker thread (a
         long memory takes milliseconds to tokenize), as the prompt inspector counts the memory in a prompt."""
-        service = cast("DidactylApp", self.app).service
-        if service is None:
-            return
         text = self.text_area.text
-        tokens = await asyncio.to_thread(service.count_tokens, text)
+        tokens = await asyncio.to_thread(self._model.count_tokens, text)
         if text == self.text_area.text:  # else a later count is on its way
-            self.query_one(MemoryGauge).show_tokens(tokens, service.context_window())
+            self.query_one(MemoryGauge).show_tokens(tokens, self._model.context_window())
 
     @property
     def unsaved(self) -> bool:
@@ -137,7 +137,7 @@ class MemoryEditorScreen(Screen[None]):
 
     @property
     def _data_dir(self) -> Any:
-        return cast("DidactylApp", self.app).data_dir
+        return cast("DidactylHost", self.app).data_dir
 
     @work(exclusive=True, group="editor-draft", exit_on_error=False)
     async def keep_draft(self) -> None:
@@ -227,15 +227,11 @@ class MemoryEditorScreen(Screen[None]):
 
     @work(exclusive=True, group="editor-save", exit_on_error=False)
     async def save(self, close_after: bool = False) -> None:
-        app = cast("DidactylApp", self.app)
-        if app.service is None or not app.service_ready:
-            raise AgentError("still starting: cannot save yet", "Not ready")
-        service = app.service
         if self.theirs is not None:
             self._show_result(Content.styled(
                 "Not saved: a newer version arrived. View the diff, keep theirs, or overwrite.", "$text-warning"))
             return
-        current = service.memory(self.memory_type)
+        current = self._documents.snapshot(self.memory_type)
         if current.event_id != self.base.event_id:
             self.consider_version(current)
             if self.theirs is not None:
@@ -247,7 +243,7 @@ class MemoryEditorScreen(Screen[None]):
         self._saving_text = text
         self._show_result(Content.styled("Saving…", "$text-muted"))
         try:
-            result = await service.save_memory(self.memory_type, text)
+            result = await self._documents.save(self.memory_type, text)
         except AgentError as exc:
             self._show_result(Content.styled(f"Not saved: {exc.message}", "$text-error"))
             raise
@@ -256,7 +252,7 @@ class MemoryEditorScreen(Screen[None]):
         self._rebase(result.snapshot)
         if self.text_area.text == text != result.snapshot.content:
             self.text_area.load_text(clean(result.snapshot.content))  # the saved document in its normal form
-        if self._show_outcome(app, result) and not self.unsaved:
+        if self._show_outcome(result) and not self.unsaved:
             await asyncio.to_thread(remove_draft, self._data_dir, self.memory_type.value)
             if close_after:
                 self.dismiss(None)
@@ -268,24 +264,24 @@ class MemoryEditorScreen(Screen[None]):
             return None
         return f"your edit of the {self.title_text.lower()} in the editor is not saved"
 
-    def _show_outcome(self, app: DidactylApp, result: Any) -> bool:
+    def _show_outcome(self, result: Any) -> bool:
         """The relays' verdicts, unless the version is on no relay and could not be written here (disk full):
         then it is not saved, and the screen says so with the reason (False: the draft stays)."""
-        not_kept = app.service.memory_not_persisted(result.event_id) if app.service is not None else None
+        not_kept = self._documents.not_persisted(result.event_id)
         if not_kept and not result.any_accepted:
             line = (f"Not saved: {not_kept}. No relay took it either: it is kept only while didactyl runs, and "
                     "sent again meanwhile.")
             self._show_result(Content.styled(line, "$text-error"))
-            app.notify(line, title="Not saved", severity="error", timeout=10)
+            self.app.notify(line, title="Not saved", severity="error", timeout=10)
             return False
         self._show_result(self._verdicts(result.outcome))
         if not_kept:
-            app.notify(f"Saved on {len(result.outcome.accepted_by)} relay(s), but not on this device: {not_kept}.",
+            self.app.notify(f"Saved on {len(result.outcome.accepted_by)} relay(s), but not on this device: {not_kept}.",
                        title="Not saved here", severity="warning", timeout=10)
         return True
 
     def _verdicts(self, outcome: PublishOutcome) -> Content:
-        return verdict_lines(outcome, cast("DidactylApp", self.app).relay_label)
+        return verdict_lines(outcome, cast("DidactylHost", self.app).relay_label)
 
     def _show_result(self, content: Content) -> None:
         self.query_one("#editor-result", Static).update(content)
@@ -325,4 +321,4 @@ class MemoryEditorScreen(Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Worker.StateChanged does not bubble: hand this screen's worker errors to the app's one handler.
-        cast("DidactylApp", self.app).on_worker_state_changed(event)
+        cast("DidactylHost", self.app).on_worker_state_changed(event)

@@ -30,13 +30,14 @@ from .diff import DiffScreen
 if TYPE_CHECKING:
     from textual.worker import Worker
 
-    from ...service import AppService, DocumentVersionView
-    from ..app import DidactylApp
+    from ...service.documents import DocumentService
+    from ...service.views import DocumentVersionView
+    from ..host import DidactylHost
 
 
 def _older(a: VersionRow, b: VersionRow) -> bool:
     """NIP-01 order (the protocol's one rule, through the service)."""
-    from ...service import is_newer
+    from ...service.types import is_newer
 
     return is_newer(b.event, a.event)
 
@@ -69,15 +70,16 @@ class MemoryHistoryScreen(Screen[None]):
     CSS_PATH = "memory_history.tcss"  # read when first shown, not before the first frame
     BINDINGS = bindings("history")
 
-    def __init__(self, memory_type: str) -> None:
+    def __init__(self, memory_type: str, documents: DocumentService) -> None:
         super().__init__()
+        self._documents = documents
         self.memory_type = memory_type
         self.rows: list[VersionRow] = []
         self.marked: str | None = None  # event id of the version to compare against
 
     @property
     def title_text(self) -> str:
-        from ...service import DocumentKey
+        from ...service.types import DocumentKey
 
         title = DocumentKey.parse(self.memory_type).title
         return title[:1] + title[1:].lower()  # "Short-term memory", "Task list"
@@ -116,21 +118,14 @@ class MemoryHistoryScreen(Screen[None]):
         self.reload()
 
     @property
-    def didactyl(self) -> DidactylApp:
-        return cast("DidactylApp", self.app)
-
-    def _service(self) -> AppService:
-        app = self.didactyl
-        if app.service is None or not app.service_ready:
-            raise AgentError("still starting: the memory history is not open yet", "Not ready")
-        return app.service
+    def didactyl(self) -> DidactylHost:
+        return cast("DidactylHost", self.app)
 
     # --- the list -------------------------------------------------------------------------------
 
     @work(exclusive=True, group="history-load", exit_on_error=False)
     async def reload(self) -> None:
-        service = self._service()
-        versions = await service.memory_history(self.memory_type)
+        versions = await self._documents.history(self.memory_type)
         rows = await asyncio.to_thread(version_rows, versions)  # decrypting many versions is work
         await self.show_rows(rows)
 
@@ -218,9 +213,8 @@ class MemoryHistoryScreen(Screen[None]):
 
     @work(group="history-diff", exit_on_error=False)
     async def show_diff(self, old: VersionRow, new: VersionRow) -> None:
-        service = self._service()
-        older = await service.memory_version(self.memory_type, old.event_id)
-        newer = await service.memory_version(self.memory_type, new.event_id)
+        older = await self._documents.version(self.memory_type, old.event_id)
+        newer = await self._documents.version(self.memory_type, new.event_id)
         old_text, new_text = older.content, newer.content  # (read when the history was listed)
         self.app.push_screen(DiffScreen(
             old_text, new_text, title=f"{self.title_text}: {short_id(old.event_id)} → {short_id(new.event_id)}",
@@ -247,10 +241,9 @@ class MemoryHistoryScreen(Screen[None]):
 
     @work(exclusive=True, group="history-rollback", exit_on_error=False)
     async def rollback(self, event_id: str) -> None:
-        service = self._service()
         self._show_result(Content.styled(f"Rolling back to {short_id(event_id)}…", "$text-muted"))
         try:
-            result = await service.rollback_memory(self.memory_type, event_id)
+            result = await self._documents.rollback(self.memory_type, event_id)
         except AgentError as exc:
             self._show_result(Content.styled(f"Not rolled back: {exc.message}", "$text-error"))
             raise

@@ -24,7 +24,7 @@ from textual.widgets import Button, Footer, Static, TextArea
 from ...errors import AgentError
 from ...service.events import MemoryChanged
 from ...service.labels import short_id
-from ...service.merge import END, START, conflicts_left
+from ...service.types import END, START, conflicts_left
 from ..actions import dialog_bindings
 from ..widgets.publish_verdicts import verdict_lines
 from .dialog import Dialog
@@ -33,18 +33,23 @@ from .diff import diff_content
 if TYPE_CHECKING:
     from textual.worker import Worker
 
-    from ...service import DocumentKey, MergeDraft
-    from ..app import DidactylApp
+    from ...service.app import AppService
+    from ...service.documents import DocumentService
+    from ...service.merge import MergeDraft, MergeService
+    from ...service.model import ModelService
+    from ...service.types import DocumentKey
+    from ..host import DidactylHost
 
 
-def offer_merge(screen: Screen[object], event: MemoryChanged) -> None:
+def offer_merge(screen: Screen[object], event: MemoryChanged, service: AppService | None) -> None:
     """Open the merge view for a concurrent edit, unless the user is busy in another screen (the warning
     notification and the memory history still offer it then)."""
     if not event.lost_local or not event.lost_event_id or not event.winner_event_id:
         return
-    if screen.app.screen is not screen:
+    if screen.app.screen is not screen or service is None or not service.started:
         return
-    screen.app.push_screen(MergeScreen(event.type, event.lost_event_id, event.winner_event_id))
+    screen.app.push_screen(MergeScreen(event.type, event.lost_event_id, event.winner_event_id,
+                                       service.documents, service.merges, service.model))
 
 
 class ProposalScreen(Dialog[bool]):
@@ -87,8 +92,10 @@ class MergeScreen(Screen[None]):
     CSS_PATH = "merge.tcss"
     BINDINGS = dialog_bindings(close="Keep theirs", confirm="Save merged", model_draft="Draft with the model")
 
-    def __init__(self, memory_type: DocumentKey, ours_id: str, theirs_id: str) -> None:
+    def __init__(self, memory_type: DocumentKey, ours_id: str, theirs_id: str, documents: DocumentService,
+                 merges: MergeService, model: ModelService) -> None:
         super().__init__()
+        self._documents, self._merges, self._model = documents, merges, model
         self.memory_type, self.ours_id, self.theirs_id = memory_type, ours_id, theirs_id
         self.ours_text: str | None = None
         self.theirs_text: str | None = None
@@ -128,19 +135,16 @@ class MergeScreen(Screen[None]):
 
     @work(exclusive=True, group="merge-load", exit_on_error=False)
     async def load(self) -> None:
-        service = cast("DidactylApp", self.app).service
-        if service is None:
-            raise AgentError("not started: cannot load the versions", "Merge")
-        ours = await service.memory_version(self.memory_type, self.ours_id)
-        theirs = await service.memory_version(self.memory_type, self.theirs_id)
+        ours = await self._documents.version(self.memory_type, self.ours_id)
+        theirs = await self._documents.version(self.memory_type, self.theirs_id)
         self.ours_text, self.theirs_text = ours.content, theirs.content  # (read off the loop by the service)
         self.query_one("#merge-diff-text", Static).update(diff_content(
             self.ours_text, self.theirs_text, f"yours ({ours.label})", f"theirs ({theirs.label})"))
-        self.draft = await service.merge_draft(self.memory_type, self.ours_id, self.theirs_id)
+        self.draft = await self._merges.draft(self.memory_type, self.ours_id, self.theirs_id)
         self.text_area.load_text(self.draft.text)
         self.text_area.disabled = False
         self.query_one("#save-merged", Button).disabled = False
-        self.query_one("#model-draft", Button).disabled = not service.model_configured
+        self.query_one("#model-draft", Button).disabled = not self._model.configured
         self._show_conflicts()
         self.text_area.focus()
 
@@ -189,14 +193,11 @@ class MergeScreen(Screen[None]):
 
     @work(exclusive=True, group="merge-model", exit_on_error=False)
     async def model_draft(self, current: str) -> None:
-        app = cast("DidactylApp", self.app)
-        if app.service is None:
-            raise AgentError("not started: cannot ask the model", "Merge")
         button = self.query_one("#model-draft", Button)
         button.disabled = True
-        self._show(Content.styled(f"Asking {app.service.model} to resolve the conflicts…", "$text-muted"))
+        self._show(Content.styled(f"Asking {self._model.name} to resolve the conflicts…", "$text-muted"))
         try:
-            proposed = await app.service.model_merge_draft(self.memory_type, current)
+            proposed = await self._merges.model_draft(self.memory_type, current)
         except AgentError as exc:
             self._show(Content.styled(f"No draft from the model: {exc.message}", "$text-error"))
             raise
@@ -213,12 +214,10 @@ class MergeScreen(Screen[None]):
 
     @work(exclusive=True, group="merge-save", exit_on_error=False)
     async def save(self, text: str) -> None:
-        app = cast("DidactylApp", self.app)
-        if app.service is None:
-            raise AgentError("not started: cannot save", "Merge")
+        app = cast("DidactylHost", self.app)
         self._show(Content.styled("Saving…", "$text-muted"))
         try:
-            result = await app.service.save_memory(self.memory_type, text)
+            result = await self._documents.save(self.memory_type, text)
         except AgentError as exc:
             self._show(Content.styled(f"Not saved: {exc.message}", "$text-error"))
             raise
@@ -228,4 +227,4 @@ class MergeScreen(Screen[None]):
         self.query_one("#merge-result", Static).update(content)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        cast("DidactylApp", self.app).on_worker_state_changed(event)
+        cast("DidactylHost", self.app).on_worker_state_changed(event)

@@ -3,18 +3,44 @@ inspector as they stream in."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..widgets.assembly_tree import prompt_tokens
 
 if TYPE_CHECKING:
-    from ...service import AgentEvent, PromptAssembly, TurnFailed, TurnFinished
+    from ...service.app import AppService
+    from ...service.types import AgentEvent, PromptAssembly, TurnFailed, TurnFinished
+    from ..widgets.chat_input import ChatInput
+    from ..widgets.conversation import Conversation
+    from ..widgets.error_entry import ErrorEntry
     from ..widgets.message_entry import MessageEntry
-    from .main import MainScreen
+    from ..widgets.prompt_inspector import PromptInspector
+    from ..widgets.status_bar import StatusBar
+
+
+class TurnScreen(Protocol):
+    """What a turn draws into (the main screen is one)."""
+
+    @property
+    def status(self) -> StatusBar: ...
+
+    @property
+    def conversation(self) -> Conversation: ...
+
+    @property
+    def chat_input(self) -> ChatInput: ...
+
+    def inspectors(self) -> list[PromptInspector]: ...
+
+    def require_service(self) -> AppService: ...
+
+    def turn_failed(self, error: ErrorEntry, user_entry: MessageEntry) -> None: ...
+
+    def notify(self, message: str, *, title: str = ..., severity: Any = ..., timeout: float | None = ...) -> None: ...
 
 
 class TurnView:
-    def __init__(self, screen: MainScreen, text: str, user_entry: MessageEntry) -> None:
+    def __init__(self, screen: TurnScreen, text: str, user_entry: MessageEntry) -> None:
         self.screen, self.text, self.user_entry = screen, text, user_entry
         self.reply: MessageEntry | None = None  # the reply being streamed, if any
         self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
@@ -30,7 +56,7 @@ class TurnView:
         self.user_entry.border_subtitle = f"{status}: not answered"
 
     async def show(self, event: AgentEvent) -> None:
-        from ...service import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
+        from ...service.types import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
 
         status, conversation = self.screen.status, self.screen.conversation
         match event:

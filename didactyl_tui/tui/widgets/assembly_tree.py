@@ -17,7 +17,7 @@ from ...service.labels import CLOCK, when
 from ...terminal_text import clean
 
 if TYPE_CHECKING:
-    from ...service import PromptAssembly, ToolCallFinished, Usage
+    from ...service.types import PromptAssembly, ToolCallFinished, Usage
 
 PREVIEW_LINES = 30  # content lines shown per node in the pane; the detail screen shows everything
 

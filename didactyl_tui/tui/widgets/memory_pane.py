@@ -16,7 +16,7 @@ from ...terminal_text import clean
 from .memory_gauge import MemoryGauge
 
 if TYPE_CHECKING:
-    from ...service import DocumentSnapshot
+    from ...service.types import DocumentSnapshot
 
 
 def describe_source(snapshot: DocumentSnapshot) -> str:

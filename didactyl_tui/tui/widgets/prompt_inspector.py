@@ -14,7 +14,7 @@ from ..actions import bindings
 from .assembly_tree import AssemblyTree, InspectorEntry
 
 if TYPE_CHECKING:
-    from ...service import PromptAssembly, SavedAssembly, TurnFinished
+    from ...service.types import PromptAssembly, SavedAssembly, TurnFinished
 
 
 class PromptInspector(Vertical):
@@ -73,7 +73,7 @@ class PromptInspector(Vertical):
 
     def load_saved(self, saved: list[SavedAssembly]) -> None:
         """A resumed chat's kept assemblies replace what is shown (each with its reply or why it failed)."""
-        from ...service import Usage
+        from ...service.types import Usage
 
         self.entries.clear()
         self.assembly_tree.clear_entries()

@@ -11,7 +11,7 @@ from ...service.labels import short_id
 from ...terminal_text import one_line
 
 if TYPE_CHECKING:
-    from ...service import PublishOutcome
+    from ...service.types import PublishOutcome
 
 
 def verdict_lines(outcome: PublishOutcome, label: Callable[[str], str], *, head: str = "Saved") -> Content:

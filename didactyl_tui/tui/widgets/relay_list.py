@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 if TYPE_CHECKING:
-    from ...service import ConnectionState
+    from ...service.types import ConnectionState
 
 _STATE_STYLE = {
     "connected": "$text-success",

@@ -18,7 +18,7 @@ from ...terminal_text import clean, one_line
 from .relay_list import RelayList
 
 if TYPE_CHECKING:
-    from ...service import IdentityView
+    from ...service.types import IdentityView
 
 MAX_CONTACTS_SHOWN = 12
 MAX_NOTES_SHOWN = 5
@@ -29,7 +29,7 @@ def short_key(value: str, head: int = 10, tail: int = 6) -> str:
 
 
 def _npub(pubkey_hex: str) -> str:
-    from ...service import encode_npub  # pure bech32; imported late to keep the first frame light
+    from ...service.types import encode_npub  # pure bech32; imported late to keep the first frame light
 
     try:
         return encode_npub(pubkey_hex)

@@ -14,7 +14,7 @@ from ...terminal_text import one_line
 from .memory_pane import MemoryPane, describe_source
 
 if TYPE_CHECKING:
-    from ...service import DocumentSnapshot, Task, TaskList
+    from ...service.types import DocumentSnapshot, Task, TaskList
 
 TASKS = "tasks"
 STATUS_MARK = {"open": "○", "in_progress": "◐", "done": "●", "cancelled": "✕"}

@@ -1,0 +1,48 @@
+"""The agent's key for the commands that start nothing (``didactyl keygen``, ``didactyl whoami``): a new key written
+to the key file (0600), or the key in use and where it comes from. The secret never leaves this module."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..agent.identity.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
+from ..errors import AgentError
+from ..nostr.keys import SecretKey
+
+
+@dataclass(frozen=True, slots=True)
+class AgentKeyInfo:
+    """The agent's public identity and where its key is: ``source`` "env" ($DIDACTYL_NSEC), "file" or "created"."""
+
+    npub: str
+    pubkey: str
+    source: str
+    key_file: Path | None
+    env_wins: bool = False  # $DIDACTYL_NSEC is set: it wins over the key file
+
+    @property
+    def env_variable(self) -> str:
+        return ENV_NSEC
+
+
+def generate_key(data_dir: Path, env: Mapping[str, str], *, force: bool = False) -> AgentKeyInfo:
+    """A new key written to the data dir's key file (0600; an existing one is replaced only with ``force``)."""
+    key = SecretKey.generate()
+    path = write_key_file(key_file_path(ensure_data_dir(data_dir)), key, force=force)
+    return AgentKeyInfo(key.npub, key.public_key_hex, "created", path, env_wins=bool(env.get(ENV_NSEC, "").strip()))
+
+
+def agent_key(data_dir: Path, env: Mapping[str, str]) -> AgentKeyInfo:
+    """The key in use ($DIDACTYL_NSEC, else the key file); AgentError naming the missing file when there is none."""
+    if not env.get(ENV_NSEC, "").strip() and not key_file_path(data_dir).exists():
+        raise AgentError(f"no agent key yet ({key_file_path(data_dir)} does not exist); run `didactyl keygen` "
+                         "or start didactyl once", "No key")
+    loaded = load_agent_key(data_dir, env, create=False)
+    return AgentKeyInfo(loaded.key.npub, loaded.key.public_key_hex, loaded.source, loaded.path)
+
+
+def key_file_of(data_dir: Path) -> Path:
+    """Where the data dir's key file is (whether or not it exists)."""
+    return key_file_path(data_dir)

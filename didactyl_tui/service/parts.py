@@ -1,0 +1,85 @@
+"""The service's parts, built from the config in dependency order, each given what it needs when it is made
+(nothing is wired into a part after it exists): the runtime (key, relays, stores, caches) first, then the parts on
+it. :class:`Parts` holds them while the service runs; :class:`~.app.AppService` starts and stops them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..agent.dm.inbox import DmPolicy
+from ..agent.documents.codecs import build_codecs
+from ..agent.documents.keys import DocumentKey
+from ..agent.soul.template import SoulTemplate
+from ..agent.tools.registry import ToolRegistry
+from ..config import Config
+from .bundle import BundleService
+from .chat import ChatService
+from .dm import DmService
+from .documents import DocumentService
+from .events import SelfContextChanged, ServiceEvent
+from .identity import IdentityService
+from .merge import MergeService
+from .model import ModelService
+from .notes import NoteConfirmation
+from .relays import RelayService
+from .runtime import Runtime, open_runtime
+from .soul import SoulService
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What exists only while the service runs: never None inside (``dm``: only when it answers direct messages)."""
+
+    runtime: Runtime
+    documents: DocumentService
+    identity: IdentityService
+    chat: ChatService
+    soul: SoulService
+    merges: MergeService
+    relays: RelayService
+    bundle: BundleService
+    dm: DmService | None
+
+
+async def build_parts(
+    config: Config,
+    *,
+    data_dir: Path,
+    env: Mapping[str, str],
+    admin_pubkey: str | None,
+    dm_policy: DmPolicy,
+    soul: SoulTemplate,
+    registry: ToolRegistry,
+    model: ModelService,
+    notes: NoteConfirmation,
+    emit: Callable[[ServiceEvent], None],
+    warn: Callable[[str], None],
+    clock: Callable[[], float] = time.time,
+    client_options: Mapping[str, Any] | None = None,
+    read_only: bool = False,
+    answer_dms: bool = False,
+) -> Parts:
+    """Open the runtime and build every part on it (no fetching yet: :meth:`AppService.start` does that). A failure
+    on the way closes what was opened."""
+    codecs = build_codecs(limits={DocumentKey.SHORT_TERM: config.memory.short_term_max_chars,
+                                  DocumentKey.LONG_TERM: config.memory.long_term_max_chars},
+                          registry=registry, initial_soul=soul)
+    runtime = await open_runtime(
+        config, data_dir, env, admin_pubkey=admin_pubkey, clock=clock, client_options=client_options or {},
+        emit=emit, warn=warn, codecs=codecs, read_only=read_only,
+        confirm_note=None if config.tools.post_notes_without_asking else notes)
+    try:
+        documents = DocumentService(runtime, emit, warn)
+        identity = IdentityService(runtime, config, clock, warn, data_dir,
+                                   emit_changed=lambda: emit(SelfContextChanged("agent")))
+        chat = ChatService(runtime, config, registry, model, clock, emit, warn)
+        dm = DmService(runtime, config, chat, dm_policy, data_dir, clock, emit, warn) if answer_dms else None
+        return Parts(runtime, documents, identity, chat, SoulService(runtime, documents, soul, warn),
+                     MergeService(runtime, documents, chat), RelayService(runtime), BundleService(runtime, clock), dm)
+    except BaseException:
+        await runtime.stop()
+        raise
