@@ -243,6 +243,20 @@ class AdminConfig:
                               "notes.")
 
 
+@dataclass
+class SignerConfig:
+    """Where the agent's key is: in this machine's key file (the default) or in a NIP-46 remote signer."""
+
+    bunker: str = setting("", "A bunker:// URI from your remote signer (nsec.app, Amber, a bunker on your own server): "
+                              "the agent's key then stays in the signer, and no key file is read or created here. "
+                              "$DIDACTYL_BUNKER or --bunker wins over it. Empty: the key file (or $DIDACTYL_NSEC). "
+                              "The connection is kept in <data dir>/signer.json (0600). docs/remote-signer.md")
+    request_timeout_s: float = setting(30.0, "Seconds to wait for the remote signer to answer one request (a signer on "
+                                             "a phone may wait for a tap).", min=1, max=3600)
+    auth_timeout_s: float = setting(300.0, "Seconds to wait once the signer asked for approval at a web address "
+                                           "(auth_url), shown in the app.", min=1, max=86_400)
+
+
 GUEST_TOOLS = ["agent_identity", "nostr_agent_profile", "nostr_agent_contacts", "nostr_agent_relays",
                "nostr_agent_notes", "my_npub", "my_pubkey", "admin_identity", "nostr_admin_profile",
                "nostr_admin_contacts", "nostr_admin_relays", "nostr_admin_notes"]
@@ -355,6 +369,7 @@ class Config:
     relays: RelaysConfig = field(default_factory=RelaysConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    signer: SignerConfig = field(default_factory=SignerConfig)
     dm: DmConfig = field(default_factory=DmConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
@@ -380,6 +395,7 @@ SECTIONS: dict[str, type] = {
     "relays": RelaysConfig,
     "agent": AgentConfig,
     "admin": AdminConfig,
+    "signer": SignerConfig,
     "dm": DmConfig,
     "tools": ToolsConfig,
     "memory": MemoryConfig,

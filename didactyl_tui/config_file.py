@@ -5,7 +5,7 @@ wrong.
 
 Lookup order for the file: ``--config``, ``$DIDACTYL_CONFIG``, ``$XDG_CONFIG_HOME/didactyl/config.toml``
 (``~/.config`` when unset). A missing file is fine: the defaults run out of the box. Environment overrides
-(``DIDACTYL_MODEL``, ``DIDACTYL_API_BASE``, ``DIDACTYL_RELAYS``) win over the file.
+(``DIDACTYL_MODEL``, ``DIDACTYL_API_BASE``, ``DIDACTYL_RELAYS``, ``DIDACTYL_BUNKER``) win over the file.
 """
 
 from __future__ import annotations
@@ -217,6 +217,8 @@ def apply_env(cfg: Config, env: dict[str, str] | None = None) -> Config:
             if problem:
                 raise ConfigError(f"$DIDACTYL_RELAYS: {u[:200]!r} {problem}", "Bad config")
         cfg.relays_override = urls  # for this run only: [relays] urls stays the published intent
+    if env.get("DIDACTYL_BUNKER", "").strip():
+        cfg.signer.bunker = env["DIDACTYL_BUNKER"].strip()
     return cfg
 
 
@@ -290,7 +292,8 @@ def render_example() -> str:
         "# didactyl configuration. Every key is optional: the defaults run with no setup.",
         "# Found via --config, $DIDACTYL_CONFIG, then $XDG_CONFIG_HOME/didactyl/config.toml.",
         "# Environment overrides: DIDACTYL_CONFIG, DIDACTYL_DATA_DIR, DIDACTYL_NSEC (the agent's key),",
-        "# DIDACTYL_MODEL, DIDACTYL_API_BASE, DIDACTYL_RELAYS (comma-separated URLs).",
+        "# DIDACTYL_MODEL, DIDACTYL_API_BASE, DIDACTYL_RELAYS (comma-separated URLs),",
+        "# DIDACTYL_BUNKER (a bunker:// URI: the agent's key in a remote signer).",
         "# Generated from didactyl_tui/config.py (python -m didactyl_tui.config_file > config.toml.example).",
         "",
     ]

@@ -16,6 +16,7 @@ ENV_OVERRIDES: dict[str, str] = {
     "llm.model": "DIDACTYL_MODEL",
     "llm.api_base": "DIDACTYL_API_BASE",
     "relays.urls": "DIDACTYL_RELAYS",
+    "signer.bunker": "DIDACTYL_BUNKER",
 }
 
 # Every other variable the app reads (a test checks each DIDACTYL_* name in the code is listed somewhere here).

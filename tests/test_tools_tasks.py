@@ -18,6 +18,7 @@ from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.note_poster import NotePoster
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.nostr.signer import LocalSigner
 
 TASKS = DocumentKey.TASKS
 
@@ -125,7 +126,7 @@ async def test_post_note_asks_first_publishes_on_yes_and_does_nothing_on_no(
     registry = build_base_registry(notes=True)
     ctx = offline_context(tmp_path)
     async with RelayPool([any_relay.url], **fast_client_kwargs()) as pool:
-        ctx.notes = NotePoster(AGENT_KEY, lambda ev: pool.publish(ev, timeout=3), confirm, clock=Clock())
+        ctx.notes = NotePoster(LocalSigner(AGENT_KEY), lambda ev: pool.publish(ev, timeout=3), confirm, clock=Clock())
         declined = json.loads((await registry.call("post_note", {"text": "Hello, Nostr!"}, ctx)).content)
         assert declined == {"posted": False, "reason": "the user declined to publish this note"}
         assert await pool.query([{"authors": [AGENT_KEY.public_key_hex], "kinds": [1]}], timeout=3) == []
@@ -147,7 +148,7 @@ async def test_post_note_without_confirmation_when_allowed_and_its_limits(tmp_pa
     ctx = offline_context(tmp_path)
     assert (await registry.call("post_note", {"text": "x"}, ctx)).content == \
         "Error: posting notes is not available here"
-    ctx.notes = NotePoster(AGENT_KEY, publish, None, clock=Clock(), max_chars=10)
+    ctx.notes = NotePoster(LocalSigner(AGENT_KEY), publish, None, clock=Clock(), max_chars=10)
     out = json.loads((await registry.call("post_note", {"text": "gm"}, ctx)).content)
     assert out["posted"] and out["warning"] == "no relay accepted the note yet" and published[0].content == "gm"
     for text, reason in (("   ", "needs some text"), ("x" * 11, "at most 10 characters")):

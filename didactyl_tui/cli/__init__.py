@@ -124,6 +124,8 @@ def run(
 def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin: TextIO,
               launch_tui: LaunchTui | None) -> int:
     command = args.command
+    if args.bunker:  # the flag wins over the variable, which wins over the file (config_file.apply_env)
+        env = {**env, "DIDACTYL_BUNKER": args.bunker}
     if args.print_version:
         from .. import package_version
 

@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", dest="print_version", help="print the version and exit")
     parser.add_argument("--config", metavar="PATH", help="config file (default: $DIDACTYL_CONFIG, then "
                         "$XDG_CONFIG_HOME/didactyl/config.toml)")
+    parser.add_argument("--bunker", metavar="URI", help="the agent's key in a NIP-46 remote signer: its bunker:// URI "
+                        "(wins over $DIDACTYL_BUNKER and [signer] bunker; a URI with a secret is seen by other users "
+                        "of this machine in the process list: prefer those two)")
     opening = parser.add_mutually_exclusive_group()
     opening.add_argument("--continue", action="store_true", dest="open_last",
                          help="open the app on the most recent conversation")

@@ -362,7 +362,8 @@ def _split_uri(text: str, scheme: str) -> tuple[str, list[tuple[str, str]]]:
         raise NostrError(f"this {scheme}:// URI holds control characters", "Remote signer")
     prefix = f"{scheme}://"
     if not text.lower().startswith(prefix):
-        raise NostrError(f"expected a URI starting with {prefix}, got {_shown(text)}", "Remote signer")
+        # Not echoed: what was pasted here by mistake may be a secret key.
+        raise NostrError(f"expected a URI starting with {prefix}", "Remote signer")
     rest = text[len(prefix):]
     head, _, query = rest.partition("?")
     head = head.rstrip("/")  # bunker://<key>/?relay=… is seen in the wild

@@ -19,6 +19,7 @@ from ..agent.documents.keys import DocumentKey
 from ..agent.private_files import PRIVATE_FILE_MODE
 from ..errors import AgentError
 from ..nostr.event import Event
+from ..nostr.keys import SecretKey
 from ..nostr.kinds import DM_RELAY_LIST, TEXT_NOTE
 from .runtime import Runtime
 
@@ -70,6 +71,13 @@ def _read_bounded(path: Path, limit: int) -> bytes:
     return data
 
 
+def _key_in_hand(rt: Runtime) -> SecretKey:
+    if rt.key is None:
+        raise BundleError("a backup bundle is written and read with the agent's key in hand; with the key in a "
+                          "remote signer, export and import are not available yet")
+    return rt.key
+
+
 class BundleService:
     def __init__(self, runtime: Runtime, clock: Callable[[], float]) -> None:
         self._rt, self._clock = runtime, clock
@@ -77,11 +85,12 @@ class BundleService:
     async def export(self, path: Path) -> BundleReport:
         """Everything the relays hold of the agent's own (newest versions) and every conversation."""
         rt = self._rt
-        me = rt.key.public_key_hex
+        key = _key_in_hand(rt)
+        me = key.public_key_hex
         events: list[Event] = [ev for ev in await rt.pool.query(_own_filters(me), timeout=rt.timeout_s)
                                if ev.pubkey == me]
         sessions = await asyncio.to_thread(export_records, rt.conversations)
-        text = await asyncio.to_thread(write_bundle, rt.key, events, sessions, created_at=int(self._clock()))
+        text = await asyncio.to_thread(write_bundle, key, events, sessions, created_at=int(self._clock()))
         try:
             await asyncio.to_thread(_write_private, path, text)
         except OSError as exc:
@@ -95,7 +104,7 @@ class BundleService:
             data = await asyncio.to_thread(_read_bounded, path, max_bytes)
         except OSError as exc:
             raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from None
-        bundle = await asyncio.to_thread(read_bundle, data, rt.key, max_bytes=max_bytes)
+        bundle = await asyncio.to_thread(read_bundle, data, _key_in_hand(rt), max_bytes=max_bytes)
         existing = [s["id"] for s in bundle.sessions
                     if await asyncio.to_thread(rt.conversations.has_session, s["id"])]
         if existing:

@@ -33,7 +33,7 @@ from ..agent.conversations.session_kind import SessionKind
 from ..agent.dm.delivery import DmDelivery
 from ..agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, cut_to_bytes, room_members
 from ..agent.dm.ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
-from ..agent.dm.signer import DmSigner, LocalDmSigner
+from ..agent.dm.signer import DmSigner, LocalDmSigner, SignerDmSigner
 from ..agent.tools.registry import ToolPolicy
 from ..agent.turn.events import TurnFailed, TurnFinished
 from ..config import Config
@@ -74,7 +74,8 @@ class DmService:
                  warn: Callable[[str], None], *, signer: DmSigner | None = None) -> None:
         self._rt, self._config, self._chat, self._policy = rt, config, chat, policy
         self._data_dir, self._clock, self._emit, self._warn = data_dir, clock, emit, warn
-        self._signer: DmSigner = signer or LocalDmSigner(rt.key)
+        # The key in hand seals on a worker thread (the fast path); a remote signer is asked for each seal and unseal.
+        self._signer: DmSigner = signer or (LocalDmSigner(rt.key) if rt.key is not None else SignerDmSigner(rt.signer))
         self._names = ParticipantNames(rt.admin_cache)
         self._incoming: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.dm.max_queued)
         self._room_for_messages = asyncio.Semaphore(config.dm.max_queued)

@@ -31,6 +31,7 @@ from ..config import Config
 from ..config_file import config_error
 from ..errors import AgentError
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
+from ..nostr.nip19 import encode_npub
 from ..nostr.results import PublishOutcome
 from . import state
 from .runtime import Runtime
@@ -54,11 +55,11 @@ class IdentityService:
 
     @property
     def agent_pubkey(self) -> str:
-        return self._rt.key.public_key_hex
+        return self._rt.signer.public_key
 
     @property
     def agent_npub(self) -> str:
-        return self._rt.key.npub
+        return encode_npub(self._rt.signer.public_key)
 
     def snapshot(self) -> SelfContextSnapshot:
         rt = self._rt

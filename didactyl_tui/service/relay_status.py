@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.identity.cache import pubkey_hex
-from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key
+from ..agent.identity.keystore import key_file_path
 from ..config import Config
 from ..errors import AgentError
 from ..nostr.nip19 import encode_npub
+from .agent_signer import known_agent_pubkey
 from .app import admin_pubkey_of
 from .runtime import dm_peers
 
@@ -22,8 +23,8 @@ def embedded_relay_options(config: Config, data_dir: Path, env: Mapping[str, str
     """The options the config asks the embedded relay to enforce; None when the allow-list needs the agent's
     key and there is none yet."""
     embedded = config.relays.embedded
-    if env.get(ENV_NSEC, "").strip() or key_file_path(data_dir).exists():
-        agent = load_agent_key(data_dir, env, create=False).key.public_key_hex
+    agent = known_agent_pubkey(config, data_dir, env)
+    if agent is not None:
         return embedded.relay_options(agent, admin_pubkey_of(config), dm_peers(config))
     if embedded.allow_list:
         return None
@@ -85,8 +86,9 @@ async def embedded_relay_status(config: Config, data_dir: Path, env: Mapping[str
     wanted = embedded_relay_options(config, data_dir, env)
     config_digest = digest(wanted) if wanted is not None else ""
     labels: dict[str, str] = {}
-    if env.get(ENV_NSEC, "").strip() or key_file_path(data_dir).exists():
-        labels[load_agent_key(data_dir, env, create=False).key.public_key_hex] = "the agent"
+    agent = known_agent_pubkey(config, data_dir, env)
+    if agent is not None:
+        labels[agent] = "the agent"
     admin = admin_pubkey_of(config)
     for text in config.dm.allow:
         try:

@@ -22,7 +22,7 @@ from ..agent.documents.publisher import MemoryPublisher
 from ..agent.documents.store import DocumentStore
 from ..agent.documents.sync import DocumentSync
 from ..agent.identity.cache import IdentityCache, pubkey_hex
-from ..agent.identity.keystore import ensure_data_dir, load_agent_key
+from ..agent.identity.keystore import ensure_data_dir
 from ..agent.memory.backend import MemoryManager, create_memory_manager
 from ..agent.private_files import permission_warnings, tighten_sqlite_files
 from ..agent.tasks.task_list import TaskBook
@@ -33,8 +33,10 @@ from ..errors import AgentError, RelayError
 from ..nostr.keys import SecretKey
 from ..nostr.pool import RelayPool
 from ..nostr.relay_guard import FailedEvents
+from ..nostr.remote_signer import AuthChallenge
 from ..nostr.results import ConnectionState
-from ..nostr.signer import LocalSigner, Signer
+from ..nostr.signer import Signer
+from .agent_signer import AgentSigner, open_agent_signer
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
 from .relay_keeper import EmbeddedRelayKeeper
 
@@ -57,7 +59,7 @@ class ServiceToolContext(AgentToolContext):
 
 @dataclass
 class Runtime:
-    key: SecretKey
+    key: SecretKey | None  # the agent's key in hand; None when it is in a remote signer (NIP-46)
     signer: Signer  # every signature and NIP-44 operation of the agent's key
     pool: RelayPool
     relay_keeper: EmbeddedRelayKeeper | None  # the embedded relay (its own process: outlives this runtime)
@@ -153,6 +155,7 @@ async def open_runtime(
     codecs: Mapping[DocumentKey, DocumentCodec[Any]],
     confirm_note: Callable[[str], Awaitable[bool]] | None,
     read_only: bool,
+    on_auth_url: Callable[[AuthChallenge], None] | None = None,
 ) -> Runtime:
     """Open everything (no fetching yet), each object given what it needs when it is made. Files and SQLite open
     on worker threads, off the event loop. ``confirm_note``: who confirms a ``post_note`` (None: posting is
@@ -161,7 +164,7 @@ async def open_runtime(
     try:
         return await _open(config, data_dir, env, closers, admin_pubkey=admin_pubkey, clock=clock,
                            client_options=client_options, emit=emit, warn=warn, codecs=codecs,
-                           confirm_note=confirm_note, read_only=read_only)
+                           confirm_note=confirm_note, read_only=read_only, on_auth_url=on_auth_url)
     except BaseException:
         await closers.aclose()  # a half-started service leaves no relay or socket behind
         raise
@@ -171,20 +174,22 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                 admin_pubkey: str | None, clock: Callable[[], float], client_options: Mapping[str, Any],
                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
                 codecs: Mapping[DocumentKey, DocumentCodec[Any]],
-                confirm_note: Callable[[str], Awaitable[bool]] | None, read_only: bool) -> Runtime:
+                confirm_note: Callable[[str], Awaitable[bool]] | None, read_only: bool,
+                on_auth_url: Callable[[AuthChallenge], None] | None) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
-    loaded = await asyncio.to_thread(load_agent_key, data_dir, env)
-    key = loaded.key
+    agent: AgentSigner = await open_agent_signer(config, data_dir, env, on_auth_url=on_auth_url,
+                                                 client_options=client_options)
+    closers.push_async_callback(_quietly, agent.close)
+    key, signer, me = agent.key, agent.signer, agent.public_key
     # As ssh does: say when group or others can reach the data dir, the key or a database (nothing is refused).
-    for line in await asyncio.to_thread(permission_warnings, data_dir, loaded.path):
+    for line in await asyncio.to_thread(permission_warnings, data_dir, agent.key_path):
         warn(line)
     urls: list[str] = []
     # The relay process's limits and allow-list (the agent's and the admin's keys may write): given to the relay
     # when this process starts it, and to a running relay that enforces others (it reloads them).
     relay = relay_options = None
     if config.relays.embedded:
-        relay_options = config.relays.embedded.relay_options(key.public_key_hex, admin_pubkey,
-                                                             dm_peers(config))
+        relay_options = config.relays.embedded.relay_options(me, admin_pubkey, dm_peers(config))
         relay = await start_embedded_relay(config, data_dir, warn, relay_options)
     if relay is not None:
         urls.append(relay.url)
@@ -203,7 +208,6 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     overridden = config.relays_override is not None
     publisher = MemoryPublisher(pool, outbox, timeout=config.relays.timeout_s,
                                 held_kinds=frozenset({DocumentKey.RELAYS.kind}) if overridden else frozenset())
-    signer = LocalSigner(key)
     store = DocumentStore(signer, pool, codecs, relay_timeout=config.relays.timeout_s, clock=clock,
                           publisher=publisher.publish, sign_ahead_max_s=config.memory.sign_ahead_max_s)
     closers.push_async_callback(_quietly, store.stop_live)
@@ -212,7 +216,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                         not_repaired=frozenset({DocumentKey.RELAYS}) if overridden else frozenset())
     pool.add_state_listener(lambda url, state: emit(RelayStateChanged(url, state)))
     pool.add_state_listener(sync.relay_state_changed)
-    agent_cache = IdentityCache(key.public_key_hex, clock=clock, own_documents=True)
+    agent_cache = IdentityCache(me, clock=clock, own_documents=True)
     agent_cache.add_listener(lambda: emit(SelfContextChanged("agent")))
     admin_cache = None
     if admin_pubkey is not None:
@@ -221,7 +225,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     # The task list changes through the document sync: under the document's save lock, on the list in use.
     tasks = TaskBook(lambda: store.value(DocumentKey.TASKS), lambda derive: sync.update(DocumentKey.TASKS, derive),
                      clock=clock)
-    notes = NotePoster(key, lambda ev: pool.publish(ev, config.relays.timeout_s), confirm_note, clock)
+    notes = NotePoster(signer, lambda ev: pool.publish(ev, config.relays.timeout_s), confirm_note, clock)
     tool_context = ServiceToolContext(memory=store, agent=agent_cache, admin=admin_cache,
                                       files_root=data_dir / MEMORY_FOLDER, tasks=tasks, notes=notes,
                                       save_memory=sync.save_coalescing, config=config, data_dir=data_dir,

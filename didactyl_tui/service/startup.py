@@ -39,7 +39,7 @@ def startup_intents(config: Config) -> list[StartupEvent]:
 async def publish_startup_events(rt: Runtime, intents: list[StartupEvent], clock: Callable[[], float],
                                  warn: Callable[[str], None]) -> None:
     """Publish the declared events the relays do not have yet (never twice: see agent.startup_events)."""
-    me = rt.key.public_key_hex
+    me = rt.signer.public_key
     try:
         by_relay = await rt.pool.query_by_relay(startup_filters(me, intents), timeout=rt.timeout_s)
     except Exception as exc:  # relay trouble never raises out of start()
@@ -50,7 +50,7 @@ async def publish_startup_events(rt: Runtime, intents: list[StartupEvent], clock
     existing = [ev for events in by_relay.values() for ev in events or ()]
     for intent in plan_startup_events(intents, existing, me):
         current = newest(ev for ev in existing if ev.kind == intent.kind and ev.pubkey == me)
-        ev = intent.sign(rt.key, created_at=max(int(clock()), current.created_at + 1 if current else 0))
+        ev = await intent.sign_with(rt.signer, created_at=max(int(clock()), current.created_at + 1 if current else 0))
         rt.agent_cache.ingest(None, ev)
         outcome = await rt.pool.publish(ev, timeout=rt.timeout_s)
         if outcome.results and not outcome.any_accepted:

@@ -29,6 +29,7 @@ from ...nostr.event import Event, Tags, sign_event
 from ...nostr.keys import SecretKey
 from ...nostr.kinds import is_addressable, is_ephemeral, is_replaceable
 from ...nostr.replaceable import newest
+from ...nostr.signer import Signer
 
 INTENT_TAG = "didactyl-intent"
 MAX_STARTUP_EVENTS = 32
@@ -48,8 +49,16 @@ class StartupEvent:
         return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     def sign(self, sk: SecretKey, *, created_at: int) -> Event:
-        return sign_event(sk, kind=self.kind, content=self.content, created_at=created_at,
-                          tags=(*self.tags, (INTENT_TAG, self.digest)))
+        return sign_event(sk, kind=self.kind, content=self.content, created_at=created_at, tags=self.event_tags)
+
+    async def sign_with(self, signer: Signer, *, created_at: int) -> Event:
+        """:meth:`sign` by the key behind ``signer`` (a remote signer: one round trip)."""
+        return await signer.sign_event(kind=self.kind, content=self.content, created_at=created_at,
+                                       tags=self.event_tags)
+
+    @property
+    def event_tags(self) -> Tags:
+        return (*self.tags, (INTENT_TAG, self.digest))
 
 
 def startup_event(kind: Any, content: Any = "", tags: Any = (), *, where: str = "startup event") -> StartupEvent:

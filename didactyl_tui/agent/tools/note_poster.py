@@ -1,6 +1,6 @@
-"""What ``post_note`` posts through: the key, the publish path and the confirmation. The service passes a confirm
-that asks the person at the terminal (a dialog), or ``None`` when config allows posting outright; a session with
-nobody to ask (a DM, ``serve``) passes one that declines."""
+"""What ``post_note`` posts through: the agent's signer, the publish path and the confirmation. The service
+passes a confirm that asks the person at the terminal (a dialog), or ``None`` when config allows posting
+outright; a session with nobody to ask (a DM, ``serve``) passes one that declines."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...nostr.event import Event, sign_event
-from ...nostr.keys import SecretKey
+from ...nostr.event import Event
 from ...nostr.kinds import TEXT_NOTE
+from ...nostr.signer import Signer
 from .registry import ToolError
 
 MAX_NOTE_CHARS = 2000
@@ -19,7 +19,7 @@ MAX_NOTE_CHARS = 2000
 
 @dataclass
 class NotePoster:
-    key: SecretKey
+    signer: Signer
     publish: Callable[[Event], Awaitable[Any]]  # returns a PublishOutcome (anything with accepted_by)
     confirm: Callable[[str], Awaitable[bool]] | None  # None: config allows posting without asking
     clock: Callable[[], float] = time.time
@@ -34,7 +34,7 @@ class NotePoster:
             raise ToolError(f"a note is at most {self.max_chars:,} characters, this one is {len(text):,}")
         if self.confirm is not None and not await self.confirm(text):
             return {"posted": False, "reason": "the user declined to publish this note"}
-        ev = sign_event(self.key, kind=TEXT_NOTE, content=text, created_at=int(self.clock()))
+        ev = await self.signer.sign_event(kind=TEXT_NOTE, content=text, created_at=int(self.clock()), tags=())
         outcome = await self.publish(ev)
         accepted = list(getattr(outcome, "accepted_by", []))
         self.posted.append(ev.id)

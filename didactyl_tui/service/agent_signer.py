@@ -1,0 +1,111 @@
+"""The agent's key as the service holds it: a :class:`~didactyl_tui.nostr.signer.Signer`.
+
+Either the key in hand (``$DIDACTYL_NSEC`` or ``<data dir>/agent.key``, created on first run: the default) or a
+NIP-46 remote signer named by ``[signer] bunker`` (``$DIDACTYL_BUNKER``, ``--bunker``): then no key file is read or
+created here. The first run connects with the ``bunker://`` URI's secret and keeps the connection in
+``signer.json`` (0600); later runs start from it without a new ``connect`` and without waiting for the signer (one
+that is away makes its requests fail, not the start). docs/remote-signer.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key
+from ..agent.identity.signer_session import read_session, session_path, write_session
+from ..config import Config
+from ..errors import ConfigError, DidactylError
+from ..nostr.keys import SecretKey
+from ..nostr.nip46 import BunkerUri, RemoteSignerSession
+from ..nostr.remote_signer import AuthChallenge, RemoteSigner
+from ..nostr.signer import LocalSigner, Signer
+
+log = logging.getLogger("didactyl.service")
+
+ENV_BUNKER = "DIDACTYL_BUNKER"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSigner:
+    """The agent's signer; ``key`` and ``key_path`` only when the key is in hand, ``remote`` only when it is not."""
+
+    signer: Signer
+    key: SecretKey | None
+    key_path: Path | None
+    remote: RemoteSigner | None
+
+    @property
+    def public_key(self) -> str:
+        return self.signer.public_key
+
+    async def close(self) -> None:
+        if self.remote is not None:
+            await self.remote.close()
+
+
+async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, str], *,
+                            on_auth_url: Callable[[AuthChallenge], None] | None = None,
+                            client_options: Mapping[str, Any] | None = None) -> AgentSigner:
+    """The signer the config names (see the module doc). Raises a :class:`ConfigError` (or a Nostr or relay error
+    from the first ``connect``) with one readable line."""
+    bunker = config.signer.bunker.strip()
+    if not bunker:
+        loaded = await asyncio.to_thread(load_agent_key, data_dir, env)
+        return AgentSigner(LocalSigner(loaded.key), loaded.key, loaded.path, None)
+    if env.get(ENV_NSEC, "").strip():
+        raise ConfigError(f"${ENV_NSEC} and a remote signer ([signer] bunker or ${ENV_BUNKER}) are both set: the "
+                          "agent's key is in one place; unset one", "Remote signer")
+    try:
+        uri = BunkerUri.parse(bunker)
+    except DidactylError as exc:
+        raise ConfigError(f"[signer] bunker: {exc.message}", "Remote signer") from None
+    stored = await asyncio.to_thread(read_session, data_dir)
+    loop = asyncio.get_running_loop()
+    latest: list[RemoteSignerSession] = []
+    writing = threading.Lock()
+
+    def write_latest() -> None:
+        """The newest session, whatever order the writes run in (one at a time)."""
+        with writing:
+            try:
+                write_session(data_dir, latest[-1])
+            except ConfigError as exc:
+                log.warning("%s", exc.message)
+
+    def keep(session: RemoteSignerSession) -> None:
+        """A new session (the relays switched, the user key learned): stored off the loop."""
+        latest.append(session)
+        del latest[:-1]
+        loop.run_in_executor(None, write_latest)
+
+    kwargs: dict[str, Any] = {"request_timeout": config.signer.request_timeout_s,
+                              "auth_timeout": config.signer.auth_timeout_s, "on_auth_url": on_auth_url,
+                              "on_session": keep, **(client_options or {})}
+    if stored is not None and stored.signer_pubkey == uri.signer_pubkey and stored.user_pubkey:
+        remote = RemoteSigner(stored, **kwargs)
+        await remote.start()  # a signer that is away is no error here: its requests will say so
+    else:
+        if stored is not None:
+            log.info("%s is for another signer: connecting to the one [signer] bunker names", session_path(data_dir))
+        remote = await RemoteSigner.from_bunker(uri, **kwargs)
+        latest.append(remote.session)
+        del latest[:-1]
+        await asyncio.to_thread(write_latest)  # stored before anything is signed: the secret cannot be used again
+    return AgentSigner(remote, None, None, remote)
+
+
+def known_agent_pubkey(config: Config, data_dir: Path, env: Mapping[str, str]) -> str | None:
+    """The agent's public key as this machine knows it without asking anyone (no key is created, no signer is
+    reached): the stored remote signer session's, or the key in hand's; None when there is none yet."""
+    if config.signer.bunker.strip():
+        session = read_session(data_dir)
+        return session.user_pubkey if session is not None else None
+    if not env.get(ENV_NSEC, "").strip() and not key_file_path(data_dir).exists():
+        return None
+    return load_agent_key(data_dir, env, create=False).key.public_key_hex

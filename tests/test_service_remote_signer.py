@@ -1,0 +1,110 @@
+"""The agent's key only in a NIP-46 remote signer (``[signer] bunker``): the scripted bunker of tests/nip46_bunker.py
+on a relay of its own, the agent's embedded relay beside it, rust-nostr as the admin's client, the LLM stub.
+
+Start, a memory save by the person and by the model, a DM answered: every event verifies with the agent's key, no
+key file is ever written, and a second start reuses the stored connection (no new ``connect``: the bunker's secret
+is single-use) and reads the memory back through the signer."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from agent_support import ADMIN_KEY, AGENT_KEY
+from dm_support import dm_config, opened, sdk_dm, until, wraps_for
+from llm_stub import LlmStub, Reply, ToolCall
+from nip46_bunker import ScriptedBunker
+from relay_servers import fast_client_kwargs
+
+from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.turn.events import TurnFinished
+from didactyl_tui.errors import ConfigError
+from didactyl_tui.nostr import nip44
+from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
+from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.service.app import AppService
+
+nostr_sdk = pytest.importorskip("nostr_sdk")
+pytestmark = pytest.mark.usefixtures("warm_litellm")
+ME = AGENT_KEY.public_key_hex
+ENV = {"STUB_KEY": "sk-stub"}  # no $DIDACTYL_NSEC: the key is nowhere on this machine
+
+
+def _config(base_url: str, bunker: ScriptedBunker):
+    cfg = dm_config(base_url, admin=ADMIN_KEY.npub)
+    cfg.signer.bunker = bunker.bunker_uri()
+    cfg.signer.request_timeout_s = 10.0
+    return cfg
+
+
+def _readable_memory(ev) -> str:
+    assert ev.pubkey == ME and ev.is_valid()  # signed with the agent's key, by the bunker
+    return nip44.decrypt(ev.content, nip44.get_conversation_key(AGENT_KEY.secret_hex(), ME))
+
+
+async def test_with_the_key_only_in_the_bunker_the_agent_saves_and_answers(tmp_path: Path) -> None:
+    admin = nostr_sdk.Keys.parse(ADMIN_KEY.secret_hex())
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="single-use") as bunker, LlmStub() as stub:
+        cfg = _config(stub.base_url, bunker)
+        async with AppService(cfg, data_dir=data, answer_dms=True, env=ENV,
+                              relay_client_options=fast_client_kwargs()) as svc:
+            assert svc.identity.agent_pubkey == ME and svc.runtime.key is None
+            # The person's edit and the model's own memory_save: the same save path, through the signer.
+            await svc.documents.save(DocumentKey.LONG_TERM, "The build server is called hopper.")
+            stub.script(Reply.tools(ToolCall("memory_save", json.dumps({"type": "short_term",
+                                                                        "content": "Ada likes tea"}))),
+                        Reply.text_reply("Noted."))
+            session = await svc.chat.new_session()
+            events = [e async for e in svc.chat.run_turn(session, "Remember that I like tea.")]
+            assert isinstance(events[-1], TurnFinished) and events[-1].reply == "Noted."
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+            relay_url = svc.runtime.embedded_relay_url
+            async with RelayPool([relay_url], **fast_client_kwargs()) as client:
+                stored = await client.query([{"kinds": [30078], "authors": [ME]}], timeout=5)
+                assert sorted(_readable_memory(ev) for ev in stored) == [
+                    "Ada likes tea", "The build server is called hopper."]
+                # A DM from the admin's client: opened and answered through the signer.
+                stub.script(Reply.text_reply("Hello, admin."))
+                message = sdk_dm(nostr_sdk, admin, "are you there?")
+                assert (await client.publish(message, timeout=5)).any_accepted
+                [reply] = await until(lambda: wraps_for(client, ADMIN_KEY.public_key_hex), 60, "the reply wrap")
+            rumor = opened(nostr_sdk, admin, reply)
+            assert rumor.content() == "Hello, admin." and rumor.author().to_hex() == ME
+        assert {"connect", "get_public_key", "sign_event", "nip44_encrypt", "nip44_decrypt"} <= set(bunker.methods())
+        assert not (data / "agent.key").exists()  # never created, never read
+        session_file = data / "signer.json"
+        assert stat.S_IMODE(os.stat(session_file).st_mode) == 0o600
+        assert AGENT_KEY.secret_hex() not in session_file.read_text()  # the client's key, never the agent's
+
+        # A second start: from the stored connection (the secret was single-use), the memory read back.
+        connects = bunker.methods().count("connect")
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as again:
+            assert again.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+        assert bunker.methods().count("connect") == connects == 1
+        assert not (data / "agent.key").exists()
+
+
+async def test_a_key_in_the_environment_and_a_bunker_are_refused_together(tmp_path: Path) -> None:
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY) as bunker:
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        with pytest.raises(ConfigError, match="both set"):
+            async with AppService(cfg, data_dir=tmp_path / "data", env={**ENV, "DIDACTYL_NSEC": AGENT_KEY.nsec()},
+                                  relay_client_options=fast_client_kwargs()):
+                pass
+        assert bunker.methods() == []  # nothing was asked of the signer
+
+
+async def test_a_bad_bunker_uri_is_one_line_that_never_echoes_what_was_pasted(tmp_path: Path) -> None:
+    cfg = dm_config("http://127.0.0.1:9/v1")
+    cfg.signer.bunker = AGENT_KEY.nsec()  # a key pasted where the URI goes
+    with pytest.raises(ConfigError) as caught:
+        async with AppService(cfg, data_dir=tmp_path / "data", env=ENV, relay_client_options=fast_client_kwargs()):
+            pass
+    assert "bunker://" in caught.value.message and AGENT_KEY.nsec()[:12] not in caught.value.message
+    assert not (tmp_path / "data" / "agent.key").exists()
