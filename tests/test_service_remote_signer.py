@@ -19,11 +19,13 @@ from llm_stub import LlmStub, Reply, ToolCall
 from nip46_bunker import ScriptedBunker
 from relay_servers import fast_client_kwargs
 
+from didactyl_tui.agent.documents.codec import DocumentError
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.turn.events import TurnFinished
 from didactyl_tui.errors import ConfigError
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
+from didactyl_tui.nostr.nip46 import MAX_PLAINTEXT_BYTES
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
 
@@ -108,3 +110,25 @@ async def test_a_bad_bunker_uri_is_one_line_that_never_echoes_what_was_pasted(tm
             pass
     assert "bunker://" in caught.value.message and AGENT_KEY.nsec()[:12] not in caught.value.message
     assert not (tmp_path / "data" / "agent.key").exists()
+
+
+async def test_a_memory_too_big_to_travel_to_the_signer_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    """NIP-46 carries NIP-44 inside NIP-44: 41,000 bytes of long-term memory (20,500 characters, under the
+    character limit) cannot reach the signer. Refused with the limit named; nothing asked, nothing published."""
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY) as bunker:
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        async with AppService(cfg, data_dir=tmp_path / "data", env=ENV,
+                              relay_client_options=fast_client_kwargs()) as svc:
+            asked = len(bunker.methods())
+            text = "é" * 20_500
+            assert len(text.encode()) == 41_000 and len(text) < cfg.memory.long_term_max_chars
+            with pytest.raises(DocumentError) as refused:
+                await svc.documents.save(DocumentKey.LONG_TERM, text)
+            assert "41,000 UTF-8 bytes" in refused.value.message and f"{MAX_PLAINTEXT_BYTES:,}" in refused.value.message
+            assert "remote signer" in refused.value.message
+            assert len(bunker.methods()) == asked  # nothing went to the signer
+            assert await svc.documents.pending_publishes() == []
+            # Just under the bound travels.
+            fits = "é" * (MAX_PLAINTEXT_BYTES // 2)
+            assert (await svc.documents.save(DocumentKey.LONG_TERM, fits)).any_accepted

@@ -22,7 +22,7 @@ from ..agent.identity.signer_session import read_session, session_path, write_se
 from ..config import Config
 from ..errors import ConfigError, DidactylError
 from ..nostr.keys import SecretKey
-from ..nostr.nip46 import BunkerUri, RemoteSignerSession
+from ..nostr.nip46 import MAX_PLAINTEXT_BYTES, BunkerUri, RemoteSignerSession
 from ..nostr.remote_signer import AuthChallenge, RemoteSigner
 from ..nostr.signer import LocalSigner, Signer
 
@@ -109,3 +109,11 @@ def known_agent_pubkey(config: Config, data_dir: Path, env: Mapping[str, str]) -
     if not env.get(ENV_NSEC, "").strip() and not key_file_path(data_dir).exists():
         return None
     return load_agent_key(data_dir, env, create=False).key.public_key_hex
+
+
+def remote_signer_bound(config: Config) -> dict[str, Any]:
+    """The memories' byte bound when the key is in a remote signer (NIP-44 inside NIP-44: about 40,960 bytes of
+    text travel), for the codecs; nothing when the key is in hand."""
+    if not config.signer.bunker.strip():
+        return {}
+    return {"memory_max_bytes": MAX_PLAINTEXT_BYTES, "memory_bytes_bound": "a remote signer (NIP-46)"}

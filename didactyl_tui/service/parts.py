@@ -16,6 +16,7 @@ from ..agent.documents.keys import DocumentKey
 from ..agent.soul.template import SoulTemplate
 from ..agent.tools.registry import ToolRegistry
 from ..config import Config
+from .agent_signer import remote_signer_bound
 from .bundle import BundleService
 from .chat import ChatService
 from .dm import DmService
@@ -67,7 +68,7 @@ async def build_parts(
     on the way closes what was opened."""
     codecs = build_codecs(limits={DocumentKey.SHORT_TERM: config.memory.short_term_max_chars,
                                   DocumentKey.LONG_TERM: config.memory.long_term_max_chars},
-                          registry=registry, initial_soul=soul)
+                          registry=registry, initial_soul=soul, **remote_signer_bound(config))
     runtime = await open_runtime(
         config, data_dir, env, admin_pubkey=admin_pubkey, clock=clock, client_options=client_options or {},
         emit=emit, warn=warn, codecs=codecs, read_only=read_only,

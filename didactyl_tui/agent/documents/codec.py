@@ -106,9 +106,10 @@ class DocumentCodec(ABC, Generic[V]):
 
 
 def check_size(title: str, text: str, limit_chars: int, max_bytes: int = NIP44_MAX_BYTES, *,
-               heading: str | None = None) -> str:
+               heading: str | None = None, bytes_bound: str | None = None) -> str:
     """The bounds every text document has: characters (the gauge) and UTF-8 bytes (what fits in one event; for an
-    encrypted document, NIP-44's plaintext limit). ``heading``: the error's title (default "<title> over limit")."""
+    encrypted document, NIP-44's plaintext limit). ``heading``: the error's title (default "<title> over limit");
+    ``bytes_bound``: what sets ``max_bytes``, when it is not NIP-44 or one event (a remote signer)."""
     over = heading or f"{title} over limit"
     if not isinstance(text, str):
         raise DocumentError(f"{title} content must be text", title)
@@ -120,8 +121,9 @@ def check_size(title: str, text: str, limit_chars: int, max_bytes: int = NIP44_M
     except UnicodeEncodeError:
         raise DocumentError(f"{title} holds characters that cannot be encoded as UTF-8", title) from None
     if size > max_bytes:
-        limit = f"NIP-44 allows at most {max_bytes:,}" if max_bytes == NIP44_MAX_BYTES else \
-            f"at most {max_bytes:,} fit in one event"
+        limit = (f"{bytes_bound} carries at most {max_bytes:,}" if bytes_bound else
+                 f"NIP-44 allows at most {max_bytes:,}" if max_bytes == NIP44_MAX_BYTES else
+                 f"at most {max_bytes:,} fit in one event")
         raise DocumentError(f"{title} is {size:,} UTF-8 bytes; {limit}. "
                             "Shorten it and save again (nothing was published).", over)
     return text
@@ -130,20 +132,27 @@ def check_size(title: str, text: str, limit_chars: int, max_bytes: int = NIP44_M
 class MemoryCodec(DocumentCodec[str]):
     """Short- and long-term memory: markdown text, as it is."""
 
-    def __init__(self, key: DocumentKey, limit_chars: int) -> None:
+    def __init__(self, key: DocumentKey, limit_chars: int, max_bytes: int = NIP44_MAX_BYTES,
+                 bytes_bound: str | None = None) -> None:
         self.key, self.limit_chars = key, int(limit_chars)
+        # A remote signer (NIP-46) carries less than NIP-44 allows: refused here, before anything is sent.
+        self.max_bytes, self.bytes_bound = int(max_bytes), bytes_bound
+
+    def _checked(self, text: str) -> str:
+        return check_size(self.title, text, self.limit_chars, self.max_bytes, heading="Memory over limit",
+                          bytes_bound=self.bytes_bound)
 
     def empty(self) -> str:
         return ""
 
     def from_text(self, text: str, current: str, now: int) -> str:
-        return check_size(self.title, text, self.limit_chars, heading="Memory over limit")
+        return self._checked(text)
 
     def to_text(self, value: str) -> str:
         return value
 
     def encode(self, value: str) -> Encoded:
-        return Encoded(check_size(self.title, value, self.limit_chars, heading="Memory over limit"))
+        return Encoded(self._checked(value))
 
     def decode(self, plaintext: str, ev: Event) -> str:
         return plaintext  # another writer's longer text is still the memory (the gauge shows it over)

@@ -17,7 +17,7 @@ from ..soul.lint import check_soul
 from ..soul.template import SoulTemplate
 from ..tasks.task_list import MAX_TASKS_BYTES, TaskError, TaskList
 from ..tools.registry import ToolRegistry
-from .codec import PUBLIC_MAX_BYTES, DocumentCodec, DocumentError, Encoded, MemoryCodec, check_size
+from .codec import NIP44_MAX_BYTES, PUBLIC_MAX_BYTES, DocumentCodec, DocumentError, Encoded, MemoryCodec, check_size
 from .keys import DocumentKey
 from .lineage import PREV_TAG
 
@@ -203,12 +203,16 @@ class TagListCodec(DocumentCodec[TagList]):
         return TagList(tuple(tuple(t) for t in ev.tags if not (t and t[0] == PREV_TAG)), plaintext)
 
 
-def build_codecs(*, limits: Mapping[DocumentKey, int], registry: ToolRegistry,
-                 initial_soul: SoulTemplate) -> dict[DocumentKey, DocumentCodec[Any]]:
-    """Every document's codec (``limits``: the memories' character limits from the config)."""
+def build_codecs(*, limits: Mapping[DocumentKey, int], registry: ToolRegistry, initial_soul: SoulTemplate,
+                 memory_max_bytes: int = NIP44_MAX_BYTES,
+                 memory_bytes_bound: str | None = None) -> dict[DocumentKey, DocumentCodec[Any]]:
+    """Every document's codec (``limits``: the memories' character limits from the config; ``memory_max_bytes``:
+    less than NIP-44's when the key is in a remote signer, named by ``memory_bytes_bound``)."""
     return {
-        DocumentKey.SHORT_TERM: MemoryCodec(DocumentKey.SHORT_TERM, limits[DocumentKey.SHORT_TERM]),
-        DocumentKey.LONG_TERM: MemoryCodec(DocumentKey.LONG_TERM, limits[DocumentKey.LONG_TERM]),
+        DocumentKey.SHORT_TERM: MemoryCodec(DocumentKey.SHORT_TERM, limits[DocumentKey.SHORT_TERM],
+                                            memory_max_bytes, memory_bytes_bound),
+        DocumentKey.LONG_TERM: MemoryCodec(DocumentKey.LONG_TERM, limits[DocumentKey.LONG_TERM],
+                                           memory_max_bytes, memory_bytes_bound),
         DocumentKey.SOUL: SoulCodec(registry, initial_soul),
         DocumentKey.TASKS: TasksCodec(),
         DocumentKey.PROFILE: ProfileCodec(),
