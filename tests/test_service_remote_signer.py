@@ -132,3 +132,38 @@ async def test_a_memory_too_big_to_travel_to_the_signer_is_refused_before_anythi
             # Just under the bound travels.
             fits = "é" * (MAX_PLAINTEXT_BYTES // 2)
             assert (await svc.documents.save(DocumentKey.LONG_TERM, fits)).any_accepted
+
+
+async def test_with_an_outside_bunker_the_agent_starts_saves_edits_its_soul_and_answers(
+        outside_bunker_dir: Path, tmp_path: Path) -> None:
+    """The same with applesauce-signers' bunker on node (a public NIP-46 implementation), its transport key not the
+    agent's: start, the person's memory save, a soul edit, a DM from rust-nostr answered by the serving agent."""
+    from nip46_outside_support import OutsideBunker
+    from self_documents_support import soul
+
+    from didactyl_tui.nostr.keys import SecretKey
+
+    admin = nostr_sdk.Keys.parse(ADMIN_KEY.secret_hex())
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            OutsideBunker(outside_bunker_dir, [bunker_relay.url], AGENT_KEY,
+                          signer_key=SecretKey.from_hex("00" * 31 + "a7"), secret="outside") as bunker, \
+            LlmStub() as stub:
+        cfg = dm_config(stub.base_url, admin=ADMIN_KEY.npub)
+        cfg.signer.bunker, cfg.signer.request_timeout_s = bunker.uri, 10.0
+        async with AppService(cfg, data_dir=data, answer_dms=True, env=ENV,
+                              relay_client_options=fast_client_kwargs()) as svc:
+            assert svc.identity.agent_pubkey == ME
+            await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong.")
+            await svc.documents.save(DocumentKey.SOUL, soul("Kept in a bunker"))
+            async with RelayPool([svc.runtime.embedded_relay_url], **fast_client_kwargs()) as client:
+                [memory] = await client.query([{"kinds": [30078], "authors": [ME], "#d": ["short_term_memory"]}],
+                                              timeout=5)
+                assert _readable_memory(memory) == "Ada likes oolong."
+                [soul_event] = await client.query([{"kinds": [31120], "authors": [ME]}], timeout=5)
+                assert soul_event.is_valid() and "Kept in a bunker" in _readable_memory(soul_event)
+                stub.script(Reply.text_reply("Yes, still here."))
+                assert (await client.publish(sdk_dm(nostr_sdk, admin, "still there?"), timeout=5)).any_accepted
+                [reply] = await until(lambda: wraps_for(client, ADMIN_KEY.public_key_hex), 60, "the reply wrap")
+            assert opened(nostr_sdk, admin, reply).content() == "Yes, still here."
+        assert not (data / "agent.key").exists()
