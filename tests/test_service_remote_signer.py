@@ -7,6 +7,7 @@ is single-use) and reads the memory back through the signer."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -28,6 +29,7 @@ from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.nip46 import MAX_PLAINTEXT_BYTES
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
+from didactyl_tui.service.events import ServiceWarning
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 pytestmark = pytest.mark.usefixtures("warm_litellm")
@@ -167,3 +169,22 @@ async def test_with_an_outside_bunker_the_agent_starts_saves_edits_its_soul_and_
                 [reply] = await until(lambda: wraps_for(client, ADMIN_KEY.public_key_hex), 60, "the reply wrap")
             assert opened(nostr_sdk, admin, reply).content() == "Yes, still here."
         assert not (data / "agent.key").exists()
+
+
+async def test_an_auth_url_challenge_is_shown_to_the_person_and_the_save_completes_once_approved(
+        tmp_path: Path) -> None:
+    url = "https://signer.example/approve?request=7"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, auth_url=url, auth_methods={"sign_event"}) as bunker:
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        svc = AppService(cfg, data_dir=tmp_path / "data", env=ENV, relay_client_options=fast_client_kwargs())
+        shown: list[str] = []
+        svc.add_listener(lambda ev: shown.append(ev.message) if isinstance(ev, ServiceWarning) else None)
+        async with svc:
+            saving = asyncio.create_task(svc.documents.save(DocumentKey.SHORT_TERM, "approved by hand"))
+            await until(lambda: any(url in line for line in shown), 20, "the approval link shown")
+            assert not saving.done()  # it waits for the person, not for the request timeout
+            await bunker.approve()
+            assert (await asyncio.wait_for(saving, 20)).any_accepted
+        [line] = [line for line in shown if url in line]
+        assert "approve (sign_event)" in line

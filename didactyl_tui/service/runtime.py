@@ -177,6 +177,10 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                 confirm_note: Callable[[str], Awaitable[bool]] | None, read_only: bool,
                 on_auth_url: Callable[[AuthChallenge], None] | None) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
+    if on_auth_url is None:  # the app's warnings reach the person: in a notification, or on a command's stderr
+        def on_auth_url(challenge: AuthChallenge) -> None:
+            warn(f"the remote signer asks you to approve ({challenge.method}): open {challenge.url} — waiting up to "
+                 f"{config.signer.auth_timeout_s:g} s")
     agent: AgentSigner = await open_agent_signer(config, data_dir, env, on_auth_url=on_auth_url,
                                                  client_options=client_options)
     closers.push_async_callback(_quietly, agent.close)
