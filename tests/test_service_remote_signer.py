@@ -11,6 +11,8 @@ import asyncio
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,8 +91,17 @@ async def test_with_the_key_only_in_the_bunker_the_agent_saves_and_answers(tmp_p
         connects = bunker.methods().count("connect")
         async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as again:
             assert again.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+        asked = len(bunker.methods())
         assert bunker.methods().count("connect") == connects == 1
         assert not (data / "agent.key").exists()
+        # whoami names the agent the signer holds (as the session knows it: the signer is not asked).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DIDACTYL_")}
+        env.update(DIDACTYL_DATA_DIR=str(data), DIDACTYL_BUNKER=bunker.bunker_uri(),
+                   XDG_CONFIG_HOME=str(tmp_path / "config"))
+        who = subprocess.run([sys.executable, "-m", "didactyl_tui", "whoami"], env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert who.returncode == 0 and who.stdout.split() == [AGENT_KEY.npub, ME], who.stderr
+        assert len(bunker.methods()) == asked
 
 
 async def test_a_key_in_the_environment_and_a_bunker_are_refused_together(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from ..config_file import data_dir
+from ..config_file import data_dir, load_config
 from .command import EXIT_OK, Output
 from .parser import CommandFailed
 
@@ -14,6 +14,8 @@ def cmd_keygen(args: argparse.Namespace, env: Mapping[str, str], out: Output) ->
     from ..service.key_file import generate_key
 
     made = generate_key(data_dir(dict(env)), env, force=args.force)
+    if load_config(args.config, dict(env)).signer.bunker.strip():
+        out.warn("a remote signer is configured ([signer] bunker): the agent uses its key, not this file")
     out.print(made.npub)
     out.print(made.pubkey)
     out.note(f"wrote {made.key_file} (mode 0600)")
@@ -26,8 +28,9 @@ def cmd_whoami(args: argparse.Namespace, env: Mapping[str, str], out: Output) ->
     from ..errors import AgentError
     from ..service.key_file import agent_key
 
+    bunker = load_config(args.config, dict(env)).signer.bunker
     try:
-        key = agent_key(data_dir(dict(env)), env)
+        key = agent_key(data_dir(dict(env)), env, bunker=bunker)
     except AgentError as exc:
         raise CommandFailed(exc.message, exc.title) from None
     if args.json:

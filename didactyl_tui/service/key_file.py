@@ -8,13 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agent.identity.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
-from ..errors import AgentError
+from ..agent.identity.signer_session import read_session, session_path
+from ..errors import AgentError, ConfigError
 from ..nostr.keys import SecretKey
+from ..nostr.nip19 import encode_npub
 
 
 @dataclass(frozen=True, slots=True)
 class AgentKeyInfo:
-    """The agent's public identity and where its key is: ``source`` "env" ($DIDACTYL_NSEC), "file" or "created"."""
+    """The agent's public identity and where its key is: ``source`` "env" ($DIDACTYL_NSEC), "file", "created" or
+    "remote signer" (``key_file`` is then the session file)."""
 
     npub: str
     pubkey: str
@@ -34,8 +37,19 @@ def generate_key(data_dir: Path, env: Mapping[str, str], *, force: bool = False)
     return AgentKeyInfo(key.npub, key.public_key_hex, "created", path, env_wins=bool(env.get(ENV_NSEC, "").strip()))
 
 
-def agent_key(data_dir: Path, env: Mapping[str, str]) -> AgentKeyInfo:
-    """The key in use ($DIDACTYL_NSEC, else the key file); AgentError naming the missing file when there is none."""
+def agent_key(data_dir: Path, env: Mapping[str, str], *, bunker: str = "") -> AgentKeyInfo:
+    """The key in use ($DIDACTYL_NSEC, else the key file, or with ``bunker`` the remote signer's as the stored
+    session knows it); AgentError naming what is missing when there is none."""
+    if bunker.strip():
+        try:
+            session = read_session(data_dir)
+        except ConfigError as exc:
+            raise AgentError(exc.message, exc.title) from None
+        if session is None or not session.user_pubkey:
+            raise AgentError("the agent's key is in a remote signer ([signer] bunker) that this data dir has not "
+                             f"connected to yet ({session_path(data_dir)} is missing): start didactyl once", "No key")
+        pubkey = session.user_pubkey
+        return AgentKeyInfo(encode_npub(pubkey), pubkey, "remote signer", session_path(data_dir))
     if not env.get(ENV_NSEC, "").strip() and not key_file_path(data_dir).exists():
         raise AgentError(f"no agent key yet ({key_file_path(data_dir)} does not exist); run `didactyl keygen` "
                          "or start didactyl once", "No key")
