@@ -25,7 +25,7 @@ from relay_servers import fast_client_kwargs
 from didactyl_tui.agent.documents.codec import DocumentError
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.turn.events import TurnFinished
-from didactyl_tui.errors import ConfigError
+from didactyl_tui.errors import ConfigError, DidactylError
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.nip46 import MAX_PLAINTEXT_BYTES
@@ -199,3 +199,36 @@ async def test_an_auth_url_challenge_is_shown_to_the_person_and_the_save_complet
             assert (await asyncio.wait_for(saving, 20)).any_accepted
         [line] = [line for line in shown if url in line]
         assert "approve (sign_event)" in line
+
+
+async def test_with_the_signer_away_the_app_opens_on_the_last_known_memory_and_a_save_says_why(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
+        bunker = ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once")
+        await bunker.start()
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        cfg.signer.request_timeout_s = 2.0
+        try:
+            async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+                await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes tea")
+            served = set(bunker.connected)
+        finally:
+            await bunker.stop()
+        assert (data / "signer-cache.sqlite3").exists()
+        assert stat.S_IMODE(os.stat(data / "signer-cache.sqlite3").st_mode) == 0o600
+
+        # The signer is away: the app opens on what this machine knows; a save fails in one line, nothing lost.
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+            with pytest.raises(DidactylError) as failed:
+                await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong")
+            assert "signer" in failed.value.message and "\n" not in failed.value.message
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+
+        # Back (the same signer, which remembers this app): the save goes through.
+        back = ScriptedBunker([bunker_relay.url], AGENT_KEY)
+        back.connected = served
+        async with back, AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            assert (await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong")).any_accepted
+        assert "connect" not in back.methods()

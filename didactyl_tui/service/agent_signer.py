@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key
+from ..agent.identity.signer_cache import CACHE_FILE_NAME, CachedSigner, SignerCache
 from ..agent.identity.signer_session import read_session, session_path, write_session
 from ..config import Config
 from ..errors import ConfigError, DidactylError
@@ -39,6 +41,7 @@ class AgentSigner:
     key: SecretKey | None
     key_path: Path | None
     remote: RemoteSigner | None
+    cache: SignerCache | None = None  # with a remote signer: what it decrypted for the agent, kept here
 
     @property
     def public_key(self) -> str:
@@ -47,6 +50,8 @@ class AgentSigner:
     async def close(self) -> None:
         if self.remote is not None:
             await self.remote.close()
+        if self.cache is not None:
+            await asyncio.to_thread(self.cache.close)
 
 
 async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, str], *,
@@ -97,7 +102,12 @@ async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, st
         latest.append(remote.session)
         del latest[:-1]
         await asyncio.to_thread(write_latest)  # stored before anything is signed: the secret cannot be used again
-    return AgentSigner(remote, None, None, remote)
+    try:
+        cache = await asyncio.to_thread(SignerCache, Path(data_dir) / CACHE_FILE_NAME)
+    except (OSError, sqlite3.Error) as exc:  # no cache: every read asks the signer, as without one
+        log.warning("the remote signer's cache cannot be opened (%s): every read asks the signer", exc)
+        return AgentSigner(remote, None, None, remote)
+    return AgentSigner(CachedSigner(remote, cache), None, None, remote, cache)
 
 
 def known_agent_pubkey(config: Config, data_dir: Path, env: Mapping[str, str]) -> str | None:
