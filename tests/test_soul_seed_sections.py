@@ -7,7 +7,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_support import ADMIN_KEY, AGENT_KEY, NOW, Clock, contacts_event, note_event, offline_context, relays_event
+from agent_support import (
+    ADMIN_KEY,
+    AGENT_KEY,
+    NOW,
+    Clock,
+    contacts_event,
+    note_event,
+    offline_context,
+    relays_event,
+    task_book,
+)
 from test_soul import fill_caches
 
 from didactyl_tui.agent.soul import (
@@ -19,7 +29,6 @@ from didactyl_tui.agent.soul import (
     section_text,
 )
 from didactyl_tui.agent.soul_lint import lint_soul
-from didactyl_tui.agent.tasks import TaskBook
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
 
@@ -43,15 +52,10 @@ SEED = """\
 async def _context(tmp_path: Path, *, filled: bool) -> AgentToolContext:
     ctx = offline_context(tmp_path, admin=True)
 
-    async def load() -> None:
-        return None
-
-    async def save(_tasks: object) -> None:
-        return None
-
-    ctx.tasks = TaskBook(load, save, clock=Clock(NOW))
+    await ctx.memory.load()  # no relay: nothing to wait for
+    ctx.tasks = task_book(ctx.memory, Clock(NOW))
     if filled:
-        fill_caches(ctx)
+        await fill_caches(ctx)
         assert ctx.admin is not None
         ctx.admin.ingest(None, contacts_event(ADMIN_KEY, [AGENT_KEY.public_key_hex]))
         ctx.admin.ingest(None, relays_event(ADMIN_KEY, [("wss://admin.test", "")]))
