@@ -199,12 +199,12 @@ class DidactylApp(App[None]):
         main.service_started()
         if self.open_session_id is not None:
             main.resume(self.open_session_id)
-        litellm_loading = service.preload_llm()
+        model_client = service.preload_llm()  # the model helper process (or litellm here, worker_process = false)
         await asyncio.to_thread(_preload_views)
-        if litellm_loading is not None:  # None: no model configured, litellm is imported at the first turn
-            await asyncio.to_thread(litellm_loading.join)
-        # litellm and the views are in memory for good now: keep them out of every later full garbage
-        # collection, which would otherwise rescan them on the UI loop (~250 ms each, measured).
+        if model_client is not None:  # None: no model configured; it starts at the first turn
+            await asyncio.to_thread(model_client.join)
+        # What the views (and litellm, when it runs here) loaded is in memory for good now: keep it out of every
+        # later full garbage collection, which would otherwise rescan it on the UI loop (~250 ms each, measured).
         gc.freeze()
 
     async def ask_to_post_note(self, text: str) -> bool:
