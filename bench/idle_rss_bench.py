@@ -13,8 +13,10 @@ reported. With a model the tree is three processes, each reported:
   relay          the embedded relay (``python -m didactyl_tui.nostr.embedded_relay.daemon``), a process of its own
                  (the bench config lets it exit 2 s after the app, so no process is left behind)
 
-Also reported per process: PSS (a page shared between processes counted once, split among them), and whether
-litellm, tiktoken, pydantic_core or aiohttp are mapped (``/proc/PID/maps``). Targets: no model, the app
+Also reported per process: PSS (each shared page split among the processes sharing it, on the whole machine), and
+whether litellm, tiktoken, pydantic_core or aiohttp are mapped (``/proc/PID/maps``); and for the tree, besides the
+sum of the RSS (a page shared by two of its processes counted twice), its distinct resident pages (read from
+``/proc/PID/pagemap``: as root only). The tree target is checked on the RSS sum. Targets: no model, the app
 <= 130 MiB (#13); with a model, the tree <= 300 MiB and the app <= 100 MiB (#21). ``worker_process = false``
 ("model in-process": litellm in the app, no helper) is measured too, for comparison (no target).
 
@@ -46,6 +48,8 @@ APP_TARGET_MIB = 100.0
 HELPER_SETTLE_S = 60.0  # the longest wait for the model helper's import to finish
 COLS, ROWS = 120, 36
 NATIVE = ("litellm", "tiktoken", "pydantic_core", "aiohttp")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+PFN_MASK = (1 << 55) - 1
 
 BARE_APP = """
 from textual.app import App
@@ -95,6 +99,22 @@ def pss_mib(pid: int) -> float:
         if line.startswith("Pss:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def pages(pid: int) -> set[int]:
+    """The physical pages (frame numbers) resident in ``pid`` (/proc/PID/pagemap; empty unless run as root)."""
+    found: set[int] = set()
+    with open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+            low, high = (int(x, 16) for x in line.split()[0].split("-"))
+            if line.endswith("[vsyscall]"):
+                continue
+            pagemap.seek(low // PAGE * 8)
+            data = pagemap.read((high - low) // PAGE * 8)
+            for (entry,) in struct.iter_unpack("Q", data):
+                if entry >> 63 and entry & PFN_MASK:  # present, and the frame number is readable
+                    found.add(entry & PFN_MASK)
+    return found
 
 
 def mapped(pid: int) -> list[str]:
@@ -153,7 +173,7 @@ def settled(pid: int, grace: float = 2.0) -> None:
 
 
 def part(pid: int) -> dict[str, object]:
-    return {"rss": status_mib(pid), "pss": pss_mib(pid), "maps": mapped(pid)}
+    return {"rss": status_mib(pid), "pss": pss_mib(pid), "maps": mapped(pid), "pages": pages(pid)}
 
 
 def run_once(argv: list[str], env: dict[str, str], after: float, data_dir: Path | None,
@@ -186,6 +206,10 @@ def run_once(argv: list[str], env: dict[str, str], after: float, data_dir: Path 
         relay = relay_of(data_dir) if data_dir is not None else None
         if relay is not None:
             parts["relay"] = part(relay)
+        union: set[int] = set()
+        for measured in parts.values():
+            union |= measured.pop("pages")  # type: ignore[arg-type]
+        parts["tree"] = {"distinct": len(union) * PAGE / 2**20}
         return parts
     finally:
         if proc.poll() is None:
@@ -279,11 +303,13 @@ def main(argv: list[str] | None = None) -> int:
             app_litellm = any("litellm" in s["app"]["maps"] for s in samples)
             met_tree, met_app = total <= TREE_TARGET_MIB, app <= APP_TARGET_MIB and not app_litellm
             ok &= met_tree and met_app
-            print(f"  {'  whole tree':38} {total:7.1f}")
-            print(f"  {'  target: tree <= 300 MiB':38} {'met' if met_tree else 'MISSED'}")
+            print(f"  {'  whole tree (RSS summed)':38} {total:7.1f}")
+            print(f"  {'  whole tree (its pages, each once)':38} {median(samples, 'tree', 'distinct'):7.1f}")
+            print(f"  {'  target: tree <= 300 MiB (RSS summed)':38} {'met' if met_tree else 'MISSED'}")
             print(f"  {'  target: app <= 100 MiB, no litellm':38} {'met' if met_app else 'MISSED'}")
         elif len(names) > 1:
-            print(f"  {'  whole tree':38} {total:7.1f}")
+            print(f"  {'  whole tree (RSS summed)':38} {total:7.1f}")
+            print(f"  {'  whole tree (its pages, each once)':38} {median(samples, 'tree', 'distinct'):7.1f}")
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok or not args.check else 1
 
