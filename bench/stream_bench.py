@@ -5,11 +5,12 @@ the same stub server.
 
 The LLM is the OpenAI-compatible stub (tests/llm_stub.py) in a process of its own, sending one word per chunk,
 as fast as it can (or, for the echo lines, at ``--rate`` chunks a second). Each reply is markdown: paragraphs,
-lists, headings and fenced code, blocks spanning chunks. Three runs, each in a process of its own, one after the
-other: raw litellm, then the real app (headless, 130x40, real service, embedded relay, litellm in its model
-helper process as for a user) on each path of the reply view (``[ui] fast_streaming``): ``public`` is Textual's
-``Markdown.get_stream()``, ``fast`` is ours (didactyl_tui/tui/streaming). The stub, the helper and the app share
-this machine's cores.
+lists, headings and fenced code, blocks spanning chunks. Three runs, each in a process of its own: raw litellm,
+and the real app (headless, 130x40, real service, embedded relay, litellm in its model helper process as for a
+user) on each path of the reply view (``[ui] fast_streaming``): ``public`` is Textual's ``Markdown.get_stream()``,
+``fast`` is ours (didactyl_tui/tui/streaming). They are started one by one, then take turns: for each size, round
+after round, raw then each path, so a change in this shared machine's load falls on all of them alike. The stub,
+the helper and the app share the machine's cores (the other runs idle meanwhile).
 
 Lines:
   reply N tok          seconds to the last token: raw is litellm.acompletion(stream=True) consuming the stream,
@@ -169,21 +170,25 @@ async def raw_litellm(base_url: str, tokens: int) -> tuple[float, float, str]:
     return time.perf_counter() - t0, time.process_time() - c0, "".join(parts)
 
 
-def raw_run(base_url: str, sizes: list[int], repeat: int) -> dict[str, Any]:
+def raw_serve(base_url: str, commands: Any, answer: Any) -> None:
+    """Child process: litellm alone, one reply per command."""
     from didactyl_tui.agent import llm
 
     llm.preload()
-    times: dict[int, list[float]] = {}
-    cpu: dict[int, list[float]] = {}
-    for n in sizes:
-        asyncio.run(raw_litellm(base_url, n))  # warm-up: the first call imports the HTTP stack
-        for _ in range(repeat):
+    asyncio.run(raw_litellm(base_url, WARM_TOKENS))  # the first call imports the HTTP stack
+    answer({"ready": True})
+    for line in commands:
+        command = json.loads(line)
+        if command["op"] == "reply":
+            n = command["tokens"]
             took, used, text = asyncio.run(raw_litellm(base_url, n))
             if text != reply_of(n):
                 raise AssertionError("raw litellm did not receive the whole reply")
-            times.setdefault(n, []).append(took)
-            cpu.setdefault(n, []).append(used)
-    return {"times": times, "cpu": cpu, "rss": {"process": rss_mib(os.getpid())}}
+            answer({"took": took, "cpu": used})
+        elif command["op"] == "rss":
+            answer({"process": rss_mib(os.getpid())})
+        else:
+            return
 
 
 # --- the app --------------------------------------------------------------------------------------------------
@@ -324,9 +329,18 @@ async def echo_run(app: Any, keys: int, streaming: tuple[int, float] | None) -> 
     return list(app.echoes), lost
 
 
-async def app_session(base_url: str, fast: bool, sizes: list[int], repeat: int, keys: int,
-                      echo: tuple[int, float]) -> dict[str, Any]:
+async def app_serve(base_url: str, fast: bool, commands: Any, answer: Any) -> None:
+    """Child process: the app on one path of the reply view, one reply (or echo line, or RSS reading) per
+    command."""
     from didactyl_tui.agent.llm_worker_client import worker
+
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[str] = asyncio.Queue()
+
+    def read() -> None:
+        for line in commands:
+            loop.call_soon_threadsafe(inbox.put_nowait, line)
+        loop.call_soon_threadsafe(inbox.put_nowait, '{"op": "quit"}')
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
@@ -339,37 +353,105 @@ async def app_session(base_url: str, fast: bool, sizes: list[int], repeat: int, 
                 raise AssertionError(f"asked for the {'fast' if fast else 'public'} path, got {path}")
             await asyncio.sleep(0.5)
             await tui_reply(app, WARM_TOKENS)  # the first turn loads the markdown parser and friends
-            times: dict[int, list[float]] = {n: [] for n in sizes}
-            cpu: dict[int, list[float]] = {n: [] for n in sizes}
-            for n in sizes:
-                for _ in range(repeat):
-                    took, used = await tui_reply(app, n)
-                    times[n].append(took)
-                    cpu[n].append(used)
-            rss = {"app": rss_mib(os.getpid()), "model helper": rss_mib(helper_pid()),
-                   "relay": rss_mib(relay_pid(data_dir))}
-            idle, idle_lost = await echo_run(app, min(keys, 250), None)
-            streaming, lost = await echo_run(app, keys, echo)
-    return {"path": path, "times": times, "cpu": cpu, "rss": rss, "echo_idle": idle, "echo_idle_lost": idle_lost,
-            "echo_streaming": streaming, "echo_lost": lost}
+            answer({"ready": True})
+            threading.Thread(target=read, daemon=True).start()
+            while True:
+                command = json.loads(await inbox.get())
+                if command["op"] == "reply":
+                    took, used = await tui_reply(app, command["tokens"])
+                    answer({"took": took, "cpu": used})
+                elif command["op"] == "echo":
+                    streaming = (command["tokens"], command["rate"]) if command["tokens"] else None
+                    echoes, lost = await echo_run(app, command["keys"], streaming)
+                    answer({"echoes": echoes, "lost": lost})
+                elif command["op"] == "rss":
+                    answer({"app": rss_mib(os.getpid()), "model helper": rss_mib(helper_pid()),
+                            "relay": rss_mib(relay_pid(data_dir))})
+                else:
+                    break
 
 
-def app_run(base_url: str, fast: bool, sizes: list[int], repeat: int, keys: int,
-            echo: tuple[int, float]) -> dict[str, Any]:
-    return asyncio.run(app_session(base_url, fast, sizes, repeat, keys, echo))
+def child_main(role: str, base_url: str) -> None:
+    """A child's channel: commands on stdin, one JSON answer a line on the original stdout (fd 1 then points at
+    stderr, so nothing else can write into the channel)."""
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def answer(message: dict[str, Any]) -> None:
+        channel.write(json.dumps(message) + "\n")
+        channel.flush()
+
+    if role == "raw":
+        raw_serve(base_url, sys.stdin, answer)
+    else:
+        asyncio.run(app_serve(base_url, role == "fast", sys.stdin, answer))
 
 
 # --- one run: each part in its own process ----------------------------------------------------------------------
 
 
-def child(role: str, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    argv = [sys.executable, __file__, "--role", role, "--base-url", base_url, "--sizes", args.sizes,
-            "--repeat", str(args.repeat), "--keys", str(args.keys), "--echo-tokens", str(args.echo_tokens),
-            "--rate", str(args.rate)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the {role} run failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+class Child:
+    """One run (raw, fast or public) in a process of its own, answering one command at a time."""
+
+    def __init__(self, role: str, base_url: str) -> None:
+        self.role = role
+        self.proc = subprocess.Popen([sys.executable, __file__, "--role", role, "--base-url", base_url],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.read()  # ready
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.role} run stopped (its stderr says why)")
+        return json.loads(line)
+
+    def ask(self, **command: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def measure(base_url: str, names: list[str], sizes: list[int], repeat: int, keys: int,
+            echo: tuple[int, float]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Every reply size, ``repeat`` rounds, each round raw then each path in turn (so a change in the machine's
+    load falls on all of them alike); then the echo lines, then the memory."""
+    runs: dict[str, Child] = {}
+    try:
+        for name in ["raw", *names]:  # one at a time: each start (an app's service, its helper's import) is heavy
+            runs[name] = Child(name, base_url)
+        results: dict[str, dict[str, Any]] = {
+            name: {"times": {n: [] for n in sizes}, "cpu": {n: [] for n in sizes}} for name in runs}
+        for n in sizes:
+            for _ in range(repeat):
+                for name, run in runs.items():
+                    got = run.ask(op="reply", tokens=n)
+                    results[name]["times"][n].append(got["took"])
+                    results[name]["cpu"][n].append(got["cpu"])
+        for name in names:
+            got = runs[name].ask(op="rss")
+            results[name]["rss"] = got
+            idle = runs[name].ask(op="echo", tokens=0, rate=0, keys=min(keys, 250))
+            streaming = runs[name].ask(op="echo", tokens=echo[0], rate=echo[1], keys=keys)
+            results[name].update(echo_idle=idle["echoes"], echo_idle_lost=idle["lost"],
+                                 echo_streaming=streaming["echoes"], echo_lost=streaming["lost"])
+        results["raw"]["rss"] = runs["raw"].ask(op="rss")
+    finally:
+        for run in runs.values():
+            run.close()
+    raw = results.pop("raw")
+    return raw, results
 
 
 def spread(name: str, samples: list[float], lost: int) -> tuple[str, float]:
@@ -386,15 +468,15 @@ def report(raw: dict[str, Any], paths: dict[str, dict[str, Any]], sizes: list[in
     med = statistics.median
     print(f"{'':30} {'raw litellm':>12} " + " ".join(f"{name:>18}" for name in paths))
     for n in sizes:
-        r = med(raw["times"][str(n)])
+        r = med(raw["times"][n])
         cells = []
         for run in paths.values():
-            t = med(run["times"][str(n)])
+            t = med(run["times"][n])
             cells.append(f"{t:7.2f} s {t / r:5.2f}x")
         print(f"{f'reply {n:,} tok':30} {r:10.2f} s " + " ".join(f"{c:>18}" for c in cells))
     for n in sizes:
-        cells = [f"{med(run['cpu'][str(n)]):7.2f} s" for run in paths.values()]
-        print(f"{f'cpu {n:,} tok':30} {med(raw['cpu'][str(n)]):10.2f} s " + " ".join(f"{c:>18}" for c in cells))
+        cells = [f"{med(run['cpu'][n]):7.2f} s" for run in paths.values()]
+        print(f"{f'cpu {n:,} tok':30} {med(raw['cpu'][n]):10.2f} s " + " ".join(f"{c:>18}" for c in cells))
     for part in ("app", "model helper", "relay"):
         cells = [f"{run['rss'][part]:7.1f} MiB" for run in paths.values()]
         print(f"{f'rss {part}':30} {'':>12} " + " ".join(f"{c:>18}" for c in cells))
@@ -413,7 +495,7 @@ def report(raw: dict[str, Any], paths: dict[str, dict[str, Any]], sizes: list[in
     print(f"  (streaming: a {echo[0]:,}-token reply at {echo[1]:g} tokens/s, a key every {KEY_INTERVAL_S * 1000:g} ms)")
     biggest = max(sizes)
     if "fast" in paths:
-        ratio = med(paths["fast"]["times"][str(biggest)]) / med(raw["times"][str(biggest)])
+        ratio = med(paths["fast"]["times"][biggest]) / med(raw["times"][biggest])
         met = ratio <= REPLY_TARGET
         ok &= met
         print(f"fast path, {biggest:,} tokens: {ratio:.2f}x raw litellm; target <= {REPLY_TARGET}x: "
@@ -439,18 +521,15 @@ def main() -> int:
     if args.serve:
         serve()
         return 0
-    if args.role == "raw":
-        print(json.dumps(raw_run(args.base_url, sizes, args.repeat)))
-        return 0
-    if args.role in ("fast", "public"):
-        print(json.dumps(app_run(args.base_url, args.role == "fast", sizes, args.repeat, args.keys, echo)))
+    if args.role:
+        child_main(args.role, args.base_url)
         return 0
 
+    names = [name for name in args.paths.split(",") if name]
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores", flush=True)
     stub = StubProcess()
     try:
-        raw = child("raw", stub.base_url, args)
-        paths = {name: child(name, stub.base_url, args) for name in args.paths.split(",")}
+        raw, paths = measure(stub.base_url, names, sizes, args.repeat, args.keys, echo)
     finally:
         stub.close()
     ok = report(raw, paths, sizes, echo)
