@@ -474,6 +474,9 @@ def report(raw: dict[str, Any], paths: dict[str, dict[str, Any]], sizes: list[in
             t = med(run["times"][n])
             cells.append(f"{t:7.2f} s {t / r:5.2f}x")
         print(f"{f'reply {n:,} tok':30} {r:10.2f} s " + " ".join(f"{c:>18}" for c in cells))
+        samples = "; ".join(f"{name} " + " ".join(f"{t:.2f}" for t in run["times"][n])
+                            for name, run in {"raw": raw, **paths}.items())
+        print(f"{'':30} ({samples})")
     for n in sizes:
         cells = [f"{med(run['cpu'][n]):7.2f} s" for run in paths.values()]
         print(f"{f'cpu {n:,} tok':30} {med(raw['cpu'][n]):10.2f} s " + " ".join(f"{c:>18}" for c in cells))
