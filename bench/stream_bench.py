@@ -237,7 +237,16 @@ async def wait(predicate: Any, timeout: float, what: str) -> None:
 def helper_pid() -> int | None:
     from didactyl_tui.agent.llm_worker_client import worker
 
-    return worker().pid
+    helper = worker()
+    if hasattr(helper, "pid"):
+        return helper.pid
+    proc = helper._proc  # an older checkout (a before/after run): no pid property yet
+    return proc.pid if proc is not None and proc.poll() is None else None
+
+
+def finished(entry: Any) -> bool:
+    """The reply has ended and all of it is painted (an older checkout has no ``finished``: not streaming)."""
+    return entry.finished if hasattr(entry, "finished") else not entry.streaming
 
 
 def last_reply_entry(app: Any) -> Any:
@@ -265,7 +274,7 @@ async def tui_reply(app: Any, tokens: int) -> tuple[float, float]:
             if found is None or found.text == "":
                 return False
             entry.append(found)
-        return entry[0].finished and entry[0].painted_text == expected
+        return finished(entry[0]) and entry[0].painted_text == expected
 
     try:
         await wait(painted, 120, "the reply to be painted")
@@ -347,8 +356,10 @@ async def app_serve(base_url: str, fast: bool, commands: Any, answer: Any) -> No
         app = bench_app(base_url, data_dir, fast)
         async with app.run_test(size=SIZE):
             await wait(lambda: app.service_ready, 120, "the service to start")
-            await asyncio.to_thread(worker().settled.wait, 120)  # the helper has imported litellm
-            path = app.main_screen.conversation.reply_path.value
+            helper = worker()
+            await asyncio.to_thread(getattr(helper, "settled", helper.ready).wait, 120)  # litellm imported there
+            conversation = app.main_screen.conversation
+            path = conversation.reply_path.value if hasattr(conversation, "reply_path") else "fast"  # older: fast
             if path != ("fast" if fast else "public"):
                 raise AssertionError(f"asked for the {'fast' if fast else 'public'} path, got {path}")
             await asyncio.sleep(0.5)
