@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.css.query import NoMatches
+
 from . import ReplyPath
 
 MAX_ECHO_TURNS = 3  # a layout pass is put off for keys at most this many updates in a row
@@ -41,7 +43,10 @@ class FastScreenHooks:
         # Always, not only while streaming: the passes right after a reply ends (its last blocks, the parts
         # unfolding) cost 40-90 ms, and keys typed as it ends waited for them.
         screen: Any = self
-        conversation = screen.conversation
+        try:
+            conversation = screen.conversation
+        except NoMatches:  # an update before the screen has composed its children: nothing to echo yet
+            return parent._on_timer_update(*args, **kwargs)
         if self.__echo_turns < MAX_ECHO_TURNS and conversation.reply_path is ReplyPath.FAST:
             from .one_layout import keys_before_layout
 
