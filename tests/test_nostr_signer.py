@@ -1,6 +1,7 @@
 """The Signer interface, written once and run against both implementations: the key in this process
-(LocalSigner) and the key in a remote signer reached over a real relay (RemoteSigner, NIP-46, with the scripted
-bunker of tests/nip46_bunker.py holding the key)."""
+(LocalSigner) and the key in a remote signer reached over a real relay (RemoteSigner, NIP-46), the remote key
+held by the scripted bunker of tests/nip46_bunker.py and by an outside one (applesauce-signers on node, skipped
+with the reason when node is missing)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from pathlib import Path
 
 import pytest
 from nip46_bunker import bunker_and_signer
+from nip46_outside_support import OutsideBunker
+from relay_servers import fast_client_kwargs
 
 from didactyl_tui.errors import NostrError
 from didactyl_tui.nostr import nip46
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.keys import SecretKey
+from didactyl_tui.nostr.remote_signer import RemoteSigner
 from didactyl_tui.nostr.signer import LocalSigner, Signer
 
 USER = SecretKey.from_hex("00" * 31 + "71")
@@ -29,13 +33,25 @@ class Case:
     key: SecretKey  # the key the signer signs with (to check against)
 
 
-@pytest.fixture(params=["local", "remote"])
+@pytest.fixture(params=["local", "remote", "remote-outside"])
 async def case(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Case]:
     if request.param == "local":
         yield Case(LocalSigner(USER), USER)
         return
-    async with EmbeddedRelay(tmp_path / "relay.db") as relay, bunker_and_signer(relay.url, USER) as (_, signer):
-        yield Case(signer, USER)
+    if request.param == "remote":
+        async with EmbeddedRelay(tmp_path / "relay.db") as relay, bunker_and_signer(relay.url, USER) as (_, signer):
+            yield Case(signer, USER)
+        return
+    folder = request.getfixturevalue("outside_bunker_dir")
+    async with (
+        EmbeddedRelay(tmp_path / "relay.db") as relay,
+        OutsideBunker(folder, [relay.url], USER, signer_key=SecretKey.generate(), secret="outside") as bunker,
+    ):
+        signer = await RemoteSigner.from_bunker(bunker.uri, request_timeout=10.0, **fast_client_kwargs())
+        try:
+            yield Case(signer, USER)
+        finally:
+            await signer.close()
 
 
 async def test_it_is_a_signer_and_knows_the_users_key(case: Case) -> None:
