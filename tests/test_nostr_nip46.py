@@ -202,6 +202,7 @@ def test_a_nostrconnect_uri_round_trips() -> None:
     ("https://example.com", "bunker:// or nostrconnect://"),
     ("bunker://abc?relay=wss://r.example", "64 hex characters"),
     (f"bunker://npub1{'q' * 58}?relay=wss://r.example", "64 hex characters"),
+    (f"bunker://{'11' * 32}?relay=wss://r.example", "not a point on secp256k1"),
     (f"bunker://{PK}", "at least one relay"),
     (f"bunker://{PK}?relay=https://r.example", "not a relay URL"),
     (f"bunker://{PK}?relay=wss://", "not a relay URL"),

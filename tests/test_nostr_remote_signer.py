@@ -18,7 +18,7 @@ from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.nip46 import Method, RemoteSignerSession
 from didactyl_tui.nostr.remote_signer import AuthChallenge, PlaintextCache, RemoteSigner, make_invitation
-from didactyl_tui.nostr.signer import LocalSigner
+from didactyl_tui.nostr.signer import LocalSigner, Signer
 
 USER = SecretKey.from_hex("00" * 31 + "81")
 TRANSPORT = SecretKey.from_hex("00" * 31 + "82")
@@ -85,6 +85,14 @@ async def test_a_stored_session_starts_without_a_new_connect(relay: EmbeddedRela
             assert ev.is_valid()
         assert bunker.methods().count("connect") == connects
         assert bunker.methods()[-1] == "sign_event"
+
+
+async def test_before_the_user_key_is_known_it_is_not_yet_a_signer(relay: EmbeddedRelay) -> None:
+    session = RemoteSignerSession.new(SecretKey.generate(), TRANSPORT.public_key_hex, [relay.url])
+    signer = RemoteSigner(session, **fast())
+    assert not isinstance(signer, Signer)
+    with pytest.raises(NostrError, match="not told us the user's key yet"):
+        _ = signer.public_key
 
 
 async def test_a_session_whose_user_key_changed_is_refused(relay: EmbeddedRelay) -> None:

@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from ..errors import NostrError
 from . import nip44
 from .event import Event, sign_event
-from .keys import SecretKey
+from .keys import SecretKey, is_curve_point
 from .kinds import NOSTR_CONNECT
 
 KIND = NOSTR_CONNECT
@@ -305,6 +305,8 @@ def check_plaintext(plaintext: str) -> None:
 def _pubkey(text: str, what: str) -> str:
     if not _HEX64.match(text):
         raise NostrError(f"{what} must be a public key in 64 hex characters, not {_shown(text)}", "Remote signer")
+    if not is_curve_point(text):
+        raise NostrError(f"{what} is not a valid public key (not a point on secp256k1)", "Remote signer")
     return text.lower()
 
 

@@ -59,6 +59,13 @@ MAX_AUTH_URL_CHARS = 2048
 SECRET_BYTES = 16  # a nostrconnect:// secret: 32 hex characters
 
 
+class UserKeyUnknownError(NostrError, AttributeError):
+    """No ``get_public_key`` answer yet. An AttributeError too: on Python 3.11 ``isinstance(x, Signer)`` calls
+    ``hasattr`` on the protocol's members, and a signer that cannot sign yet is then simply not a Signer."""
+
+    title = "Remote signer"
+
+
 @dataclass(frozen=True, slots=True)
 class AuthChallenge:
     """The signer wants the person to open ``url`` (to log in or approve) before it answers ``method``."""
@@ -269,8 +276,8 @@ class RemoteSigner:
         for pending in list(self._pending.values()):
             if not pending.reply.done():
                 pending.reply.set_exception(SignerUnreachableError("the remote signer connection was closed"))
-        for task in list(self._background) + list(self._decrypting.values()):
-            task.cancel()
+        for task in list(self._background):
+            task.cancel()  # (a decrypt under way ends by itself: its reply just failed, above)
         link, self._link = self._link, None
         if link is not None:
             await link.close()
@@ -295,7 +302,7 @@ class RemoteSigner:
     def public_key(self) -> str:
         """The user's key (what events are signed with), as the signer told it."""
         if self._session.user_pubkey is None:
-            raise NostrError("the remote signer has not told us the user's key yet (connect first)", "Remote signer")
+            raise UserKeyUnknownError("the remote signer has not told us the user's key yet (connect first)")
         return self._session.user_pubkey
 
     @property
@@ -385,9 +392,9 @@ class RemoteSigner:
             task.add_done_callback(lambda t, key=key: self._decrypt_done(key, t))
         return await asyncio.shield(task)
 
-    async def switch_relays(self) -> bool:
+    async def switch_relays(self, *, timeout: float | None = None) -> bool:
         """``switch_relays``: move to the signer's relays when it names others. True when they changed."""
-        reply = await self._call(Method.SWITCH_RELAYS, ())
+        reply = await self._call(Method.SWITCH_RELAYS, (), timeout=timeout)
         relays = nip46.parse_relay_list(reply.result)
         if relays is None or set(relays) == set(self._session.relays):
             return False
@@ -418,7 +425,7 @@ class RemoteSigner:
         if self._closed:
             raise NostrError("this remote signer connection was closed", "Remote signer")
 
-    async def _call(self, method: Method, params: Sequence[str]) -> Response:
+    async def _call(self, method: Method, params: Sequence[str], *, timeout: float | None = None) -> Response:
         """Send one request and wait for the first reply to it (longer after an auth_url)."""
         self._check_open()
         if self._link is None:
@@ -432,9 +439,10 @@ class RemoteSigner:
         pending = _Pending(method.value, loop.create_future(), link.pool)
         self._pending[request.id] = pending
         self.counts["requests"] += 1
-        publish = loop.create_task(link.pool.publish(event, self.request_timeout))
+        wait = self.request_timeout if timeout is None else timeout
+        publish = loop.create_task(link.pool.publish(event, wait))
         try:
-            async with asyncio.timeout(self.request_timeout) as pending.timeout:
+            async with asyncio.timeout(wait) as pending.timeout:
                 await asyncio.wait({pending.reply, publish}, return_when=asyncio.FIRST_COMPLETED)
                 if not pending.reply.done():
                     outcome = publish.result()
@@ -444,7 +452,7 @@ class RemoteSigner:
                         )
                 reply = await pending.reply
         except TimeoutError:
-            waited = "after its auth_url" if pending.auth_urls else f"within {self.request_timeout:g}s"
+            waited = "after its auth_url" if pending.auth_urls else f"within {wait:g}s"
             raise SignerUnreachableError(f"the remote signer did not answer {method} {waited}") from None
         finally:
             self._pending.pop(request.id, None)
@@ -537,13 +545,10 @@ class RemoteSigner:
     async def _switch_relays_on_connect(self) -> None:
         # The NIP asks a new connection to take the signer's relays at once; a signer that does not
         # answer this quickly is left on the relays it was reached on.
-        saved, self.request_timeout = self.request_timeout, min(self.request_timeout, SWITCH_ON_CONNECT_TIMEOUT_S)
         try:
-            await self.switch_relays()
+            await self.switch_relays(timeout=min(self.request_timeout, SWITCH_ON_CONNECT_TIMEOUT_S))
         except DidactylError as exc:
             log.info("switch_relays after connect: %s", exc)
-        finally:
-            self.request_timeout = saved
 
     def _set_session(self, session: RemoteSignerSession) -> None:
         self._session = session
