@@ -119,7 +119,7 @@ async def test_an_auth_url_is_handed_to_the_app_and_the_request_completes_after_
     challenges: list[AuthChallenge] = []
     url = "https://signer.example/approve?request=1"
     async with bunker_and_signer(relay.url, USER, auth_url=url, auth_methods={"sign_event"},
-                                 signer_kwargs={"on_auth_url": challenges.append, "request_timeout": 0.5,
+                                 signer_kwargs={"on_auth_url": challenges.append, "request_timeout": 1.5,
                                                 "auth_timeout": 30.0}) as (bunker, signer):
         loop = asyncio.get_running_loop()
         asked = loop.time()
@@ -128,7 +128,7 @@ async def test_an_auth_url_is_handed_to_the_app_and_the_request_completes_after_
         assert challenges == [AuthChallenge(url, "sign_event")]
         # The person takes longer than the request timeout to approve: the wait is now the auth timeout's.
         # (This sleep is the fact under test: time passing beyond request_timeout does not end the request.)
-        await asyncio.sleep(max(0.0, asked + 1.0 - loop.time()))
+        await asyncio.sleep(max(0.0, asked + 2.0 - loop.time()))
         assert not task.done()
         await bunker.approve()
         async with asyncio.timeout(10):
@@ -222,10 +222,14 @@ async def test_close_ends_a_waiting_request(relay: EmbeddedRelay) -> None:
     async with bunker_and_signer(relay.url, USER) as (bunker, signer):
         bunker.silent = True
         task = asyncio.create_task(signer.ping())
-        assert await eventually(lambda: bunker.methods()[-1] == "ping", 10)
+        payload = from_peer("shared by two callers")
+        decrypts = [asyncio.create_task(signer.nip44_decrypt(PEER.public_key, payload)) for _ in range(2)]
+        assert await eventually(lambda: bunker.methods()[-2:] in (["ping", "nip44_decrypt"],
+                                                                  ["nip44_decrypt", "ping"]), 10)
         await signer.close()
-        with pytest.raises(SignerUnreachableError, match="closed"):
-            await task
+        for waiting in (task, *decrypts):
+            with pytest.raises(SignerUnreachableError, match="closed"):
+                await waiting
 
 
 # --- the decrypt cache and parallel requests ----------------------------------------------------------------
