@@ -106,14 +106,19 @@ class Response:
 Message = Request | Response
 
 
-def parse_message(text: str) -> Message:
-    """A decrypted request or reply; :class:`NostrError` saying what is wrong with it."""
+def _json_object(text: str, what: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        raise NostrError("a NIP-46 message is not valid JSON") from None
+        raise NostrError(f"{what} is not valid JSON") from None
     if not isinstance(data, dict):
-        raise NostrError("a NIP-46 message must be a JSON object")
+        raise NostrError(f"{what} must be a JSON object")
+    return data
+
+
+def parse_message(text: str) -> Message:
+    """A decrypted request or reply; :class:`NostrError` saying what is wrong with it."""
+    data = _json_object(text, "a NIP-46 message")
     mid = data.get("id")
     if not isinstance(mid, str) or not 1 <= len(mid) <= MAX_ID_CHARS:
         raise NostrError(f"a NIP-46 message needs an 'id' string of 1 to {MAX_ID_CHARS} characters")
@@ -192,12 +197,7 @@ def event_template(*, kind: int, content: str, created_at: int, tags: Sequence[S
 
 def read_template(text: str) -> dict[str, Any]:
     """A ``sign_event`` parameter read back (for a signer): kind, content, tags, created_at, checked."""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise NostrError("the event to sign is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise NostrError("the event to sign must be a JSON object")
+    data = _json_object(text, "the event to sign")
     kind, content, tags, created_at = (data.get(k) for k in ("kind", "content", "tags", "created_at"))
     if isinstance(kind, bool) or not isinstance(kind, int) or not 0 <= kind <= 65535:
         raise NostrError("the event to sign needs a kind in 0..65535")

@@ -31,7 +31,7 @@ import logging
 import secrets
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -220,15 +220,7 @@ class RemoteSigner:
         bunker = BunkerUri.parse(uri) if isinstance(uri, str) else uri
         key = client_key or SecretKey.generate()
         signer = cls(RemoteSignerSession.new(key, bunker.signer_pubkey, bunker.relays), **kwargs)
-        try:
-            await signer.start()
-            await signer.connect(bunker.secret, perms=perms, metadata=metadata)
-            await signer.get_public_key()
-            if switch_relays:
-                await signer._switch_relays_on_connect()
-        except BaseException:
-            await signer.close()
-            raise
+        await signer._set_up(lambda: signer.connect(bunker.secret, perms=perms, metadata=metadata), switch_relays)
         return signer
 
     @classmethod
@@ -250,15 +242,21 @@ class RemoteSigner:
         client_kwargs = {k: v for k, v in kwargs.items() if k not in _OWN_KWARGS}
         signer_pubkey = await _await_answer(uri, client_key, timeout, on_listening, client_kwargs)
         signer = cls(RemoteSignerSession.new(client_key, signer_pubkey, uri.relays), **kwargs)
-        try:
-            await signer.start()
-            await signer.get_public_key()
-            if switch_relays:
-                await signer._switch_relays_on_connect()
-        except BaseException:
-            await signer.close()
-            raise
+        await signer._set_up(None, switch_relays)  # the signer's answer was its connect
         return signer
+
+    async def _set_up(self, connect: Callable[[], Awaitable[None]] | None, switch_relays: bool) -> None:
+        """A new connection: start, connect, learn the user's key, take the signer's relays; closed on failure."""
+        try:
+            await self.start()
+            if connect is not None:
+                await connect()
+            await self.get_public_key()
+            if switch_relays:
+                await self._switch_relays_on_connect()
+        except BaseException:
+            await self.close()
+            raise
 
     async def start(self) -> None:
         """Connect to the signer's relays and subscribe to its replies (waits at most ``ready_timeout`` for
