@@ -439,6 +439,7 @@ class RemoteSigner:
         self.counts["requests"] += 1
         wait = self.request_timeout if timeout is None else timeout
         publish = loop.create_task(link.pool.publish(event, wait))
+        publish.add_done_callback(_retrieved)  # once the reply is in, nobody reads the publish outcome
         try:
             async with asyncio.timeout(wait) as pending.timeout:
                 await asyncio.wait({pending.reply, publish}, return_when=asyncio.FIRST_COMPLETED)
@@ -610,6 +611,11 @@ async def _await_answer(uri: NostrConnectUri, client_key: SecretKey, timeout: fl
             ) from None
     finally:
         await pool.close()
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("publishing a NIP-46 request failed: %s", task.exception())
 
 
 def _check_peer(peer: str) -> None:
