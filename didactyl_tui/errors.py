@@ -55,3 +55,15 @@ class ConfigError(DidactylError):
     """Configuration problem; the message names the file, the key and what is wrong."""
 
     title = "Config"
+
+
+class SignerRefusedError(NostrError):
+    """The remote signer (NIP-46) answered, with an error: refused, unauthorized, not supported..."""
+
+    title = "Remote signer"
+
+
+class SignerUnreachableError(RelayError):
+    """The remote signer (NIP-46) did not answer in time, or its relays cannot be reached. Worth retrying later."""
+
+    title = "Remote signer"

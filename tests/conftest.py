@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from nip46_outside_support import outside_bunker_dir  # noqa: F401  (pytest fixture)
 from relay_servers import any_relay, embedded_relay, rust_relay  # noqa: F401  (pytest fixtures)
 from shared_relay_support import kill_shared_relays
 

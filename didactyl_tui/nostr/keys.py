@@ -110,6 +110,17 @@ def is_hex_pubkey(text: str) -> bool:
     return bool(_HEX64.match(text))
 
 
+def is_curve_point(pubkey_hex: str) -> bool:
+    """Whether a 64-hex x-only key is the x of a point on secp256k1 (about half of all 64-hex strings are not)."""
+    if not _HEX64.match(pubkey_hex):
+        return False
+    try:
+        secp256k1.PublicKey(b"\x02" + bytes.fromhex(pubkey_hex), raw=True)
+    except Exception:  # the binding raises a bare Exception for x values off the curve
+        return False
+    return True
+
+
 def verify_signature(pubkey_hex: str, msg: bytes, sig: bytes) -> bool:
     """BIP-340 verify with an x-only public key. Never raises: any malformed input is ``False``."""
     if len(sig) != 64 or not _HEX64.match(pubkey_hex):

@@ -13,6 +13,7 @@ GIFT_WRAP = 1059  # NIP-59: a seal encrypted by a one-time key
 RELAY_LIST = 10002
 DM_RELAY_LIST = 10050  # NIP-17: where a user wants to receive gift wraps
 CLIENT_AUTH = 22242
+NOSTR_CONNECT = 24133  # NIP-46: requests to and replies from a remote signer (ephemeral)
 APP_DATA = 30078
 SOUL = 31120  # the agent's soul template (addressable, NIP-44 to self by default)
 

@@ -177,12 +177,14 @@ class DocumentStore:
         not count; if none answered, the document stays not ``loaded``.
         """
         wanted = list(self.keys if keys is None else (DocumentKey.parse(k) for k in keys))
+        failed = False
         try:
             by_relay = await self._pool.query_by_relay(self.filters(wanted), timeout=self._timeout)
         except Exception as exc:  # relay trouble never raises out of a load
             self._listeners.warn(f"could not fetch the agent's documents from the relays: {exc}")
-            by_relay = {}
-        answered = any(events is not None for events in by_relay.values())
+            by_relay, failed = {}, True
+        # With no relay at all there is nothing to wait for: the documents are what this device keeps.
+        answered = any(events is not None for events in by_relay.values()) or (not by_relay and not failed)
         found: dict[DocumentKey, dict[str, tuple[Event, str]]] = {k: {} for k in wanted}  # id -> (event, relay)
         for url, events in by_relay.items():
             for ev in events or ():

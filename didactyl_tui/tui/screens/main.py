@@ -31,6 +31,7 @@ from ...service.events import (
 )
 from ...service.labels import MINUTES, drift_lines, when
 from ..actions import bindings
+from ..streaming import ScreenHooks, choose_path, turn_running
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
@@ -49,39 +50,18 @@ if TYPE_CHECKING:
     from ..widgets.prompt_inspector import PromptInspector
     from ..widgets.self_pane import SelfPane
 
-MAX_ECHO_TURNS = 3  # a layout pass is put off for keys at most this many updates in a row
 POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
 
 
-class MainScreen(SidebarActions, ChatActions, Screen[None]):
+class MainScreen(ScreenHooks, SidebarActions, ChatActions, Screen[None]):
     AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
     BINDINGS = bindings("main")
 
     streaming: reactive[bool] = reactive(False, bindings=True)
 
-    def _refresh_layout(self, size: Any = None, scroll: bool = False) -> None:
-        if not self.streaming:
-            return super()._refresh_layout(size, scroll)
-        from ..one_layout import layout_once
-
-        layout_once(self, lambda: super(MainScreen, self)._refresh_layout(size, scroll))
-
-    def _on_timer_update(self) -> None:
-        # Always, not only while streaming: the passes right after a reply ends (its last blocks, the parts
-        # unfolding) cost 40-90 ms, and keys typed as it ends waited for them.
-        if self._echo_turns < MAX_ECHO_TURNS:
-            from ..one_layout import keys_before_layout
-
-            if keys_before_layout(self, self.conversation):
-                self._echo_turns += 1
-                return
-        self._echo_turns = 0
-        super()._on_timer_update()
-
     def __init__(self, config: Config) -> None:
         super().__init__()
-        self._echo_turns = 0  # updates in a row that put the streaming layout pass off for a key (one_layout)
         self.config = config
         self.session_id: str | None = None
         self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
@@ -94,7 +74,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             with Vertical(id="chat"):
-                yield Conversation(id="conversation")
+                yield Conversation(id="conversation", reply_path=choose_path(self.config.ui.fast_streaming))
                 yield ChatInput(id="chat-input", placeholder="Message the agent…  (Enter sends)")
             # The sidebar's place is kept; its panes mount right after the first frame (mount_sidebar).
             yield Vertical(id="sidebar-slot")
@@ -335,7 +315,6 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:
-        from ..gc_pause import full_collections_paused
         from .turn_view import TurnView
 
         try:
@@ -349,7 +328,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         self.streaming = True
         self.status.activity = "thinking…"
         try:
-            with full_collections_paused():  # a full collection stalls the stream ~250 ms (gc_pause.py)
+            with turn_running(self.conversation.reply_path):  # the fast path holds full collections off
                 async for event in service.chat.run_turn(self.session_id, text):
                     await turn.show(event)
         except asyncio.CancelledError:

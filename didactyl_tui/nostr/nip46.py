@@ -1,0 +1,567 @@
+"""NIP-46 (Nostr Connect, a remote signer), the pure part: messages, kind 24133 events, URIs, sessions, bounds.
+
+As the NIP now stands: requests and replies travel as kind 24133 events whose content is NIP-44 encrypted
+between the client's key and the signer's key (NIP-04 transport is gone); ``get_public_key`` follows
+``connect`` because the user's key may differ from the signer's; ``switch_relays``, ``logout`` and
+``auth_url`` challenges exist. No I/O, no clock, no randomness: callers pass ``created_at``, the nonce and the
+request id (the edge is :mod:`.remote_signer`).
+
+The size bound: a ``nip44_encrypt`` request carries the plaintext and its reply carries the NIP-44 payload of
+that plaintext, both inside one NIP-44 message of at most 65,535 bytes (``nip44_decrypt`` the other way round).
+The payload of ``n`` bytes is base64 of ``67 + padded(n)`` bytes, and padding grows in steps of 8,192 above
+32,768, so :data:`MAX_PLAINTEXT_BYTES` (computed below, 40,960) is the largest plaintext that can travel;
+:func:`check_plaintext` also counts what JSON escaping adds (newlines, quotes, control characters).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from ..errors import NostrError
+from . import nip44
+from .event import Event, sign_event
+from .keys import SecretKey, is_curve_point
+from .kinds import NOSTR_CONNECT
+
+KIND = NOSTR_CONNECT
+
+
+class Method(StrEnum):
+    """The methods a client may call (NIP-04 methods exist in the NIP; this client never calls them)."""
+
+    CONNECT = "connect"
+    SIGN_EVENT = "sign_event"
+    PING = "ping"
+    GET_PUBLIC_KEY = "get_public_key"
+    NIP44_ENCRYPT = "nip44_encrypt"
+    NIP44_DECRYPT = "nip44_decrypt"
+    SWITCH_RELAYS = "switch_relays"
+    LOGOUT = "logout"
+
+
+ACK = "ack"
+PONG = "pong"
+AUTH_URL = "auth_url"  # a reply's result when the signer wants the person to authenticate at the URL in `error`
+
+# --- bounds -------------------------------------------------------------------------------------------------
+MAX_MESSAGE_BYTES = nip44.MAX_PLAINTEXT_BYTES  # one request or reply, as JSON, in UTF-8
+MAX_ID_CHARS = 64  # a request id (ours are 16 hex characters; applesauce uses 8 to 21)
+REQUEST_ID_CHARS = 16
+MAX_URI_CHARS = 8192
+MAX_RELAYS = 16
+MAX_RELAY_URL_CHARS = 512
+MAX_SECRET_CHARS = 256
+MAX_PARAM_CHARS = 256  # name, url, image, perms in a nostrconnect:// URI
+# What a signer's reply may add around the text it carries: {"id":"<up to 64>","result":"…","error":""}.
+REPLY_ENVELOPE_BYTES = 128
+
+_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+_PERM = re.compile(r"^[a-z0-9_]{1,64}(?::[A-Za-z0-9_]{1,32})?$")
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # escapes what JavaScript's JSON.stringify does
+
+
+# --- messages -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Request:
+    """``{"id", "method", "params"}``: params are positional strings."""
+
+    id: str
+    method: str
+    params: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return _JSON.encode({"id": self.id, "method": self.method, "params": list(self.params)})
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """``{"id", "result", "error"}``. An ``error`` means the request failed, except with ``result`` =
+    ``auth_url``: then ``error`` is the URL the person must open, and the real reply follows later."""
+
+    id: str
+    result: str | None
+    error: str | None = None
+
+    @property
+    def is_auth_url(self) -> bool:
+        return self.result == AUTH_URL and bool(self.error)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error) and not self.is_auth_url
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {"id": self.id, "result": self.result}
+        if self.error is not None:
+            data["error"] = self.error
+        return _JSON.encode(data)
+
+
+Message = Request | Response
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise NostrError(f"{what} is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise NostrError(f"{what} must be a JSON object")
+    return data
+
+
+def parse_message(text: str) -> Message:
+    """A decrypted request or reply; :class:`NostrError` saying what is wrong with it."""
+    data = _json_object(text, "a NIP-46 message")
+    mid = data.get("id")
+    if not isinstance(mid, str) or not 1 <= len(mid) <= MAX_ID_CHARS:
+        raise NostrError(f"a NIP-46 message needs an 'id' string of 1 to {MAX_ID_CHARS} characters")
+    if "method" in data:
+        method, params = data["method"], data.get("params", [])
+        if not isinstance(method, str) or not method:
+            raise NostrError("a NIP-46 request's 'method' must be a non-empty string")
+        if not isinstance(params, list) or not all(isinstance(p, str) for p in params):
+            raise NostrError("a NIP-46 request's 'params' must be a list of strings")
+        return Request(mid, method, tuple(params))
+    result, error = data.get("result"), data.get("error")
+    if isinstance(result, list | dict):  # some signers send switch_relays' list as JSON, not as a string
+        result = _JSON.encode(result)
+    elif result is not None and not isinstance(result, str):
+        raise NostrError("a NIP-46 reply's 'result' must be a string")
+    if error is not None and not isinstance(error, str):
+        error = _JSON.encode(error)
+    return Response(mid, result, error)
+
+
+# --- kind 24133 events --------------------------------------------------------------------------------------
+def conversation_key(key: SecretKey, peer: str) -> bytes:
+    """The NIP-44 key between our key and the other side's (compute once per peer, pass it in)."""
+    return nip44.get_conversation_key(key.secret_hex(), peer)
+
+
+def build_event(
+    sender: SecretKey,
+    recipient: str,
+    message: Message,
+    *,
+    created_at: int,
+    conversation_key: bytes | None = None,
+    nonce: bytes | None = None,
+) -> Event:
+    """The kind 24133 event carrying ``message`` from ``sender`` to ``recipient`` (NIP-44, ``p``-tagged).
+
+    Raises :class:`NostrError` naming the limit when the message is over 65,535 bytes.
+    """
+    text = message.to_json()
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_MESSAGE_BYTES:
+        raise NostrError(
+            f"this {_what(message)} is {size:,} bytes as JSON: a NIP-46 message can be at most "
+            f"{MAX_MESSAGE_BYTES:,} bytes (NIP-44)",
+            "Remote signer",
+        )
+    ck = conversation_key if conversation_key is not None else nip44.get_conversation_key(sender.secret_hex(),
+                                                                                          recipient)
+    content = nip44.encrypt(text, ck, nonce)
+    return sign_event(sender, kind=KIND, content=content, created_at=created_at, tags=[["p", recipient]])
+
+
+def read_event(receiver: SecretKey, event: Event, *, conversation_key: bytes | None = None) -> Message:
+    """The message a kind 24133 event addressed to ``receiver`` carries (the event's signature is the
+    caller's to check: relay clients verify every event they deliver)."""
+    if event.kind != KIND:
+        raise NostrError(f"a NIP-46 message is kind {KIND}, not {event.kind}")
+    if receiver.public_key_hex not in event.tag_values("p"):
+        raise NostrError("this NIP-46 message is not addressed to us")
+    ck = conversation_key if conversation_key is not None else nip44.get_conversation_key(receiver.secret_hex(),
+                                                                                          event.pubkey)
+    return parse_message(nip44.decrypt(event.content, ck))
+
+
+def _what(message: Message) -> str:
+    return f"{message.method} request" if isinstance(message, Request) else "reply"
+
+
+# --- sign_event ---------------------------------------------------------------------------------------------
+def event_template(*, kind: int, content: str, created_at: int, tags: Sequence[Sequence[str]]) -> str:
+    """The ``sign_event`` parameter: the unsigned event as JSON."""
+    return _JSON.encode({"kind": kind, "content": content, "tags": [list(t) for t in tags],
+                         "created_at": created_at})
+
+
+def read_template(text: str) -> dict[str, Any]:
+    """A ``sign_event`` parameter read back (for a signer): kind, content, tags, created_at, checked."""
+    data = _json_object(text, "the event to sign")
+    kind, content, tags, created_at = (data.get(k) for k in ("kind", "content", "tags", "created_at"))
+    if isinstance(kind, bool) or not isinstance(kind, int) or not 0 <= kind <= 65535:
+        raise NostrError("the event to sign needs a kind in 0..65535")
+    if not isinstance(content, str):
+        raise NostrError("the event to sign needs a string content")
+    if not isinstance(tags, list) or not all(isinstance(t, list) and all(isinstance(x, str) for x in t)
+                                             for t in tags):
+        raise NostrError("the event to sign needs tags as a list of lists of strings")
+    if isinstance(created_at, bool) or not isinstance(created_at, int) or created_at < 0:
+        raise NostrError("the event to sign needs a non-negative integer created_at")
+    return {"kind": kind, "content": content, "tags": tags, "created_at": created_at}
+
+
+def check_signed_event(result: str | None, *, pubkey: str, kind: int, content: str, created_at: int,
+                       tags: Sequence[Sequence[str]]) -> Event:
+    """The signer's ``sign_event`` result, checked: a valid signature by ``pubkey`` over exactly what we asked."""
+    if not result:
+        raise NostrError("the remote signer answered sign_event with nothing", "Remote signer")
+    try:
+        event = Event.from_json(result)
+    except NostrError as exc:
+        raise NostrError(f"the remote signer's signed event is malformed: {exc}", "Remote signer") from None
+    asked = (kind, content, created_at, tuple(tuple(str(x) for x in t) for t in tags))
+    if (event.kind, event.content, event.created_at, event.tags) != asked:
+        raise NostrError("the remote signer signed something other than the event we asked for", "Remote signer")
+    if event.pubkey != pubkey:
+        raise NostrError(f"the remote signer signed with the key {event.pubkey[:12]}…, not the user's "
+                         f"{pubkey[:12]}…", "Remote signer")
+    try:
+        event.check()
+    except NostrError as exc:
+        raise NostrError(f"the remote signer's signed event does not verify ({exc})", "Remote signer") from None
+    return event
+
+
+# --- the size bound -----------------------------------------------------------------------------------------
+def payload_chars(plaintext_bytes: int) -> int:
+    """Characters of the base64 NIP-44 payload of a plaintext of this many UTF-8 bytes."""
+    raw = 1 + 32 + 2 + nip44.calc_padded_len(plaintext_bytes) + 32  # version, nonce, length, padded text, MAC
+    return 4 * -(-raw // 3)
+
+
+def _request_envelope(method: Method) -> int:
+    """Bytes our request adds around its last parameter (the text), with a 64-hex peer key."""
+    probe = Request("0" * REQUEST_ID_CHARS, method, ("0" * 64, "")).to_json()
+    return len(probe.encode("utf-8"))
+
+
+def _largest_travelling_plaintext() -> int:
+    """The largest plaintext (in bytes, nothing to escape) whose encrypt and decrypt both fit, both ways."""
+    envelope = max(_request_envelope(Method.NIP44_ENCRYPT), _request_envelope(Method.NIP44_DECRYPT),
+                   REPLY_ENVELOPE_BYTES)
+
+    def fits(n: int) -> bool:
+        return max(n, payload_chars(n)) + envelope <= MAX_MESSAGE_BYTES
+
+    lo, hi = 1, nip44.MAX_PLAINTEXT_BYTES  # fits() only turns false as n grows: binary search
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+#: The largest plaintext, in UTF-8 bytes, a ``nip44_encrypt`` or ``nip44_decrypt`` request can carry
+#: (NIP-44 inside NIP-44): 40,960.
+MAX_PLAINTEXT_BYTES = _largest_travelling_plaintext()
+
+
+def plaintext_fits(n_bytes: int) -> bool:
+    """Whether a document of ``n_bytes`` UTF-8 bytes can travel to a remote signer (ignoring JSON escapes;
+    :func:`check_plaintext` counts those)."""
+    return 1 <= n_bytes <= MAX_PLAINTEXT_BYTES
+
+
+def escaped_bytes(text: str) -> int:
+    """UTF-8 bytes of ``text`` as a JSON string, without the quotes."""
+    return len(_JSON.encode(text).encode("utf-8", "surrogatepass")) - 2
+
+
+def check_plaintext(plaintext: str) -> None:
+    """Raise :class:`NostrError`, naming the limit, when ``plaintext`` cannot travel to a remote signer."""
+    try:
+        n = len(plaintext.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise NostrError("the text holds characters that cannot be encoded as UTF-8") from None
+    if n == 0:
+        raise NostrError("NIP-44 cannot encrypt an empty text")
+    if n > MAX_PLAINTEXT_BYTES:
+        raise NostrError(
+            f"the text is {n:,} bytes: through a remote signer (NIP-46) it can be at most "
+            f"{MAX_PLAINTEXT_BYTES:,} bytes",
+            "Remote signer",
+        )
+    room = MAX_MESSAGE_BYTES - max(_request_envelope(Method.NIP44_ENCRYPT), REPLY_ENVELOPE_BYTES)
+    escaped = escaped_bytes(plaintext)
+    if escaped > room:
+        raise NostrError(
+            f"the text is {n:,} bytes but {escaped:,} once escaped as JSON (its line breaks, quotes and control "
+            f"characters count twice or more): through a remote signer (NIP-46) that can be at most {room:,}",
+            "Remote signer",
+        )
+
+
+# --- URIs ---------------------------------------------------------------------------------------------------
+def _pubkey(text: str, what: str) -> str:
+    if not _HEX64.match(text):
+        raise NostrError(f"{what} must be a public key in 64 hex characters, not {_shown(text)}", "Remote signer")
+    if not is_curve_point(text):
+        raise NostrError(f"{what} is not a valid public key (not a point on secp256k1)", "Remote signer")
+    return text.lower()
+
+
+def _shown(text: str) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return repr(text if len(text) <= 40 else text[:40] + "…")
+
+
+def check_relay_url(url: str) -> str:
+    """A relay URL for NIP-46 (``ws://`` or ``wss://`` with a host), stripped; :class:`NostrError` if not."""
+    if not isinstance(url, str):
+        raise NostrError("a relay URL must be a string", "Remote signer")
+    url = url.strip()
+    if len(url) > MAX_RELAY_URL_CHARS:
+        raise NostrError(f"a relay URL is at most {MAX_RELAY_URL_CHARS} characters", "Remote signer")
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("ws", "wss") and bool(parts.hostname) and url.isprintable() and " " not in url
+    except ValueError:
+        ok = False
+    if not ok:
+        raise NostrError(f"not a relay URL (ws:// or wss://): {_shown(url)}", "Remote signer")
+    return url
+
+
+def check_relays(urls: Iterable[str]) -> tuple[str, ...]:
+    """Relay URLs checked, duplicates dropped (order kept), at least one and at most :data:`MAX_RELAYS`."""
+    relays = tuple(dict.fromkeys(check_relay_url(u) for u in urls))
+    if not relays:
+        raise NostrError("a remote signer needs at least one relay", "Remote signer")
+    if len(relays) > MAX_RELAYS:
+        raise NostrError(f"at most {MAX_RELAYS} relays for a remote signer, not {len(relays)}", "Remote signer")
+    return relays
+
+
+def format_perms(perms: Iterable[str]) -> str:
+    """Permissions as NIP-46 writes them: ``method[:param]`` joined by commas (``sign_event:30078``)."""
+    items = list(dict.fromkeys(p.strip() for p in perms))
+    for p in items:
+        if not _PERM.match(p):
+            raise NostrError(f"not a NIP-46 permission (method or method:param): {_shown(p)}", "Remote signer")
+    return ",".join(items)
+
+
+def _split_uri(text: str, scheme: str) -> tuple[str, list[tuple[str, str]]]:
+    if not isinstance(text, str):
+        raise NostrError(f"a {scheme}:// URI must be text", "Remote signer")
+    text = text.strip()
+    if len(text) > MAX_URI_CHARS:
+        raise NostrError(f"a {scheme}:// URI is at most {MAX_URI_CHARS:,} characters, not {len(text):,}",
+                         "Remote signer")
+    if not text.isprintable():
+        raise NostrError(f"this {scheme}:// URI holds control characters", "Remote signer")
+    prefix = f"{scheme}://"
+    if not text.lower().startswith(prefix):
+        raise NostrError(f"expected a URI starting with {prefix}, got {_shown(text)}", "Remote signer")
+    rest = text[len(prefix):]
+    head, _, query = rest.partition("?")
+    head = head.rstrip("/")  # bunker://<key>/?relay=… is seen in the wild
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True)
+    except ValueError:
+        raise NostrError(f"the {scheme}:// URI's query is malformed", "Remote signer") from None
+    return head, pairs
+
+
+def _one(pairs: list[tuple[str, str]], name: str, scheme: str, limit: int = MAX_PARAM_CHARS) -> str | None:
+    values = [v for k, v in pairs if k == name]
+    if not values:
+        return None
+    if len(values) > 1 and len(set(values)) > 1:
+        raise NostrError(f"the {scheme}:// URI gives '{name}' more than once", "Remote signer")
+    if len(values[0]) > limit:
+        raise NostrError(f"the {scheme}:// URI's '{name}' is over {limit} characters", "Remote signer")
+    return values[0]
+
+
+@dataclass(frozen=True, slots=True)
+class BunkerUri:
+    """``bunker://<signer-pubkey>?relay=…&secret=…``: the signer's invitation (the secret is single-use)."""
+
+    signer_pubkey: str
+    relays: tuple[str, ...]
+    secret: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def parse(cls, text: str) -> BunkerUri:
+        head, pairs = _split_uri(text, "bunker")
+        pubkey = _pubkey(head, "the bunker:// URI's signer key")
+        relays = check_relays(v for k, v in pairs if k == "relay")
+        secret = _one(pairs, "secret", "bunker", MAX_SECRET_CHARS)
+        return cls(pubkey, relays, secret or None)
+
+    def to_uri(self) -> str:
+        """The URI, secret included (it is a credential: store it like a key)."""
+        pairs = [("relay", r) for r in self.relays]
+        if self.secret:
+            pairs.append(("secret", self.secret))
+        return f"bunker://{self.signer_pubkey}?{urlencode(pairs)}"
+
+
+@dataclass(frozen=True, slots=True)
+class NostrConnectUri:
+    """``nostrconnect://<client-pubkey>?relay=…&secret=…&perms=…&name=…``: the client's invitation, shown
+    to the person (and as a QR code) for a signer to scan; the signer answers with ``secret``."""
+
+    client_pubkey: str
+    relays: tuple[str, ...]
+    secret: str = field(repr=False)
+    perms: tuple[str, ...] = ()
+    name: str | None = None
+    url: str | None = None
+    image: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.secret:
+            raise NostrError("a nostrconnect:// URI needs a secret", "Remote signer")
+
+    @classmethod
+    def parse(cls, text: str) -> NostrConnectUri:
+        head, pairs = _split_uri(text, "nostrconnect")
+        pubkey = _pubkey(head, "the nostrconnect:// URI's client key")
+        relays = check_relays(v for k, v in pairs if k == "relay")
+        secret = _one(pairs, "secret", "nostrconnect", MAX_SECRET_CHARS)
+        if not secret:
+            raise NostrError("a nostrconnect:// URI needs a secret (the signer must send it back)", "Remote signer")
+        perms_text = _one(pairs, "perms", "nostrconnect") or ""
+        perms = tuple(p for p in format_perms(perms_text.split(",")).split(",") if p) if perms_text else ()
+        return cls(pubkey, relays, secret, perms, _one(pairs, "name", "nostrconnect"),
+                   _one(pairs, "url", "nostrconnect"), _one(pairs, "image", "nostrconnect"))
+
+    def to_uri(self) -> str:
+        pairs = [("relay", r) for r in self.relays]
+        pairs.append(("secret", self.secret))
+        if self.perms:
+            pairs.append(("perms", format_perms(self.perms)))
+        pairs += [(k, v) for k, v in (("name", self.name), ("url", self.url), ("image", self.image)) if v]
+        return f"nostrconnect://{self.client_pubkey}?{urlencode(pairs)}"
+
+    def metadata(self) -> dict[str, str]:
+        """The client metadata (name, url, image) that is set."""
+        return {k: v for k, v in (("name", self.name), ("url", self.url), ("image", self.image)) if v}
+
+
+def parse_uri(text: str) -> BunkerUri | NostrConnectUri:
+    """A ``bunker://`` or ``nostrconnect://`` URI; :class:`NostrError` for anything else."""
+    head = text.strip().lower() if isinstance(text, str) else ""
+    if head.startswith("nostrconnect://"):
+        return NostrConnectUri.parse(text)
+    if head.startswith("bunker://"):
+        return BunkerUri.parse(text)
+    raise NostrError("expected a bunker:// or nostrconnect:// URI", "Remote signer")
+
+
+def connect_params(signer_pubkey: str, secret: str | None, perms: Iterable[str] = (),
+                   metadata: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """``connect``'s params: signer key, secret, perms, then the client metadata as JSON when there is some
+    (an empty perms string keeps the metadata in fourth place, as the NIP says)."""
+    params = [signer_pubkey, secret or ""]
+    perms_text = format_perms(perms)
+    if perms_text or metadata:
+        params.append(perms_text)
+    if metadata:
+        params.append(_JSON.encode({k: v for k, v in metadata.items() if v}))
+    return tuple(params)
+
+
+def parse_relay_list(result: str | None) -> tuple[str, ...] | None:
+    """``switch_relays``' result: the signer's relays, or None when nothing changes."""
+    if result is None or result.strip() in ("", "null"):
+        return None
+    try:
+        data = json.loads(result)
+    except (ValueError, RecursionError):
+        raise NostrError("the remote signer's relay list is not valid JSON", "Remote signer") from None
+    if data is None:
+        return None
+    if not isinstance(data, list) or not all(isinstance(u, str) for u in data):
+        raise NostrError("the remote signer's relay list must be a list of relay URLs", "Remote signer")
+    return check_relays(data)
+
+
+# --- the session ----------------------------------------------------------------------------------------------
+SESSION_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSignerSession:
+    """What the app keeps between runs (0600, like a key): the client's secret key, the signer's transport
+    key, the relays, and the user's key once ``get_public_key`` answered. Never in a repr or a log."""
+
+    client_secret_hex: str = field(repr=False)
+    signer_pubkey: str
+    relays: tuple[str, ...]
+    user_pubkey: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            SecretKey.from_hex(self.client_secret_hex)
+        except NostrError:
+            raise NostrError("the remote signer session's client key is not a valid secret key",
+                             "Remote signer") from None
+        object.__setattr__(self, "client_secret_hex", self.client_secret_hex.lower())
+        object.__setattr__(self, "signer_pubkey", _pubkey(self.signer_pubkey, "the signer key"))
+        object.__setattr__(self, "relays", check_relays(self.relays))
+        if self.user_pubkey is not None:
+            object.__setattr__(self, "user_pubkey", _pubkey(self.user_pubkey, "the user key"))
+
+    @classmethod
+    def new(cls, client_key: SecretKey, signer_pubkey: str, relays: Iterable[str]) -> RemoteSignerSession:
+        return cls(client_key.secret_hex(), signer_pubkey, tuple(relays))
+
+    def client_key(self) -> SecretKey:
+        return SecretKey.from_hex(self.client_secret_hex)
+
+    @property
+    def client_pubkey(self) -> str:
+        return self.client_key().public_key_hex
+
+    def to_dict(self) -> dict[str, Any]:
+        """The session as data to store (it holds the client's secret key: write it 0600)."""
+        return {"version": SESSION_VERSION, "client_key": self.client_secret_hex, "signer_pubkey": self.signer_pubkey,
+                "relays": list(self.relays), "user_pubkey": self.user_pubkey}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RemoteSignerSession:
+        if not isinstance(data, Mapping):
+            raise NostrError("a remote signer session must be a JSON object", "Remote signer")
+        if data.get("version", SESSION_VERSION) != SESSION_VERSION:
+            raise NostrError(f"unknown remote signer session version {data.get('version')!r}", "Remote signer")
+        client, signer, relays, user = (data.get(k) for k in ("client_key", "signer_pubkey", "relays",
+                                                                "user_pubkey"))
+        if not isinstance(client, str) or not isinstance(signer, str):
+            raise NostrError("a remote signer session needs 'client_key' and 'signer_pubkey'", "Remote signer")
+        if not isinstance(relays, list):
+            raise NostrError("a remote signer session needs 'relays' as a list", "Remote signer")
+        if user is not None and not isinstance(user, str):
+            raise NostrError("a remote signer session's 'user_pubkey' must be a string", "Remote signer")
+        return cls(client, signer, tuple(relays), user)
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON (it holds the client's secret key: write it 0600)."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> RemoteSignerSession:
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            raise NostrError("the remote signer session is not valid JSON", "Remote signer") from None
+        return cls.from_dict(data)
+
+    def __repr__(self) -> str:
+        user = f"{self.user_pubkey[:12]}…" if self.user_pubkey else None
+        return (f"RemoteSignerSession(signer={self.signer_pubkey[:12]}…, relays={list(self.relays)!r}, "
+                f"user={user}, client_key=<redacted>)")
+
+    __str__ = __repr__
