@@ -17,7 +17,7 @@ from didactyl_tui.nostr.relay import RelayClient
 from didactyl_tui.tui.screens.diff import DiffScreen
 from didactyl_tui.tui.screens.main import MainScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
-from didactyl_tui.tui.streaming import ReplyPath
+from didactyl_tui.tui.streaming.reply import ReplyPath
 from didactyl_tui.tui.widgets.assembly_tree import AssemblyTree
 from didactyl_tui.tui.widgets.chat_input import ChatInput
 from didactyl_tui.tui.widgets.error_entry import ErrorEntry

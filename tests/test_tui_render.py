@@ -16,9 +16,9 @@ from textual.widgets import Markdown
 from tui_support import screen_text, wait_for
 
 from didactyl_tui.tui.app import DidactylApp
-from didactyl_tui.tui.streaming import ReplyPath
 from didactyl_tui.tui.streaming.fast import MAX_PAINT_CHARS, PART_BLOCKS
 from didactyl_tui.tui.streaming.message_part import MessagePart
+from didactyl_tui.tui.streaming.reply import ReplyPath
 from didactyl_tui.tui.widgets.conversation import Conversation
 from didactyl_tui.tui.widgets.history_stub import HistoryStub, specs_from_messages
 from didactyl_tui.tui.widgets.message_entry import MessageEntry

@@ -14,33 +14,26 @@ Two paths inside:
 The same tests run against both (tests/test_tui_render.py); bench/stream_bench.py measures both against raw
 litellm. What the rest of the TUI uses:
 
-- :func:`choose_path` — which path, once per conversation;
-- :func:`new_body` — the body of one message (a :class:`ReplyBody`) inside its entry widget (a :class:`ReplyHost`);
+- :func:`choose_path` — which path (a ``reply.ReplyPath``), once per conversation;
+- :func:`new_body` — the body of one message (a ``reply.ReplyBody``) inside its entry widget (a ``reply.ReplyHost``);
 - :data:`ScreenHooks` — a mixin for the screen that shows the conversation (a base before ``Screen``);
 - :func:`turn_running`, :func:`note_input`, :func:`app_stopped` — the turn's garbage-collection pause.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from . import textual_range
+from .reply import ReplyBody, ReplyHost, ReplyPath
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
-    from textual.widget import Widget
-    from textual.widgets import Markdown
 
 log = logging.getLogger("didactyl.tui.streaming")
-
-
-class ReplyPath(enum.Enum):
-    FAST = "fast"
-    PUBLIC = "public"
 
 
 _untested_said = False
@@ -64,47 +57,6 @@ def choose_path(fast: bool = True) -> ReplyPath:
         log.warning("Textual %s is outside the range the fast streaming path is tested on (%s): replies stream "
                     "through Textual's public MarkdownStream", textual_range.installed(), textual_range.PIN)
     return ReplyPath.PUBLIC
-
-
-class ReplyHost(Protocol):
-    """The entry widget a body lives in (``widgets/message_entry.MessageEntry``): it owns the text."""
-
-    @property
-    def text(self) -> str: ...
-
-
-class ReplyBody(Protocol):
-    """The markdown of one message inside its entry; a streaming reply's painter."""
-
-    @property
-    def painted(self) -> int:
-        """How many characters of the host's text are on screen."""
-        ...
-
-    @property
-    def markdown(self) -> Markdown:
-        """The (last) Markdown widget: the one a streaming reply still appends to."""
-        ...
-
-    def compose(self) -> Iterator[Widget]:
-        """The widgets the entry yields in its compose."""
-        ...
-
-    def finished_parts(self) -> list[Widget]:
-        """Parts above the live one (a long streamed reply's), which the conversation may fold."""
-        ...
-
-    def part_sources(self) -> list[str]:
-        """The markdown source of each part, top to bottom."""
-        ...
-
-    async def feed(self) -> None:
-        """The host's text grew: paint it when due (returns at once; never waits for a paint)."""
-        ...
-
-    async def finish(self) -> None:
-        """The reply ended (the host's text is whole): paint the rest."""
-        ...
 
 
 def new_body(path: ReplyPath, host: ReplyHost, *, streaming: bool,
@@ -153,5 +105,5 @@ def app_stopped() -> None:
     resume_now(collect=False)
 
 
-__all__ = ["ReplyBody", "ReplyHost", "ReplyPath", "ScreenHooks", "app_stopped", "choose_path",
+__all__ = ["ScreenHooks", "app_stopped", "choose_path",
            "fast_path_supported", "hooks_for", "new_body", "note_input", "turn_running"]

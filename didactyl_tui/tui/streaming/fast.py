@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from textual.widget import Widget
     from textual.widgets import Markdown
 
-    from . import ReplyHost
     from .live_tail import LiveTail
+    from .reply import ReplyHost
 
 PAINT_DEFER_S = 0.005  # a paint due while keys wait is put off by this much
 MAX_PAINT_DEFERRALS = 6  # at most this many times in a row

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from textual.widgets import Markdown
     from textual.widgets.markdown import MarkdownStream
 
-    from . import ReplyHost
+    from .reply import ReplyHost
 
 
 class PublicBody:

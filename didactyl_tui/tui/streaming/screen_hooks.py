@@ -13,7 +13,7 @@ from typing import Any
 
 from textual.css.query import NoMatches
 
-from . import ReplyPath
+from .reply import ReplyPath
 
 MAX_ECHO_TURNS = 3  # a layout pass is put off for keys at most this many updates in a row
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ..streaming import ReplyPath, choose_path
+from ..streaming import choose_path
+from ..streaming.reply import ReplyPath
 
 if TYPE_CHECKING:
     from .error_entry import ErrorEntry

@@ -12,7 +12,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from ...terminal_text import StreamCleaner, clean
-from ..streaming import ReplyPath, choose_path, new_body
+from ..streaming import choose_path, new_body
+from ..streaming.reply import ReplyPath
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
