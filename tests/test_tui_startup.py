@@ -35,6 +35,7 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.tui.screens.main",
     "didactyl_tui.tui.screens.chat_actions",  # a part of the main screen's class, like main_sidebar
     "didactyl_tui.tui.screens.main_sidebar",
+    "didactyl_tui.tui.screens.main_model",
     "didactyl_tui.tui.streaming",  # the reply view's interface: the main screen's class takes its hooks
     "didactyl_tui.tui.streaming.reply",  # what a reply path is (the path enum, the body and host interfaces)
     "didactyl_tui.tui.streaming.textual_range",  # which path: the installed Textual's version (no metadata import)
