@@ -134,10 +134,6 @@ class DocumentStore:
         return self.events.filters(self.keys if keys is None else keys)
 
     # --- screening and reading versions ----------------------------------------------------
-    def version_key(self, ev: Event) -> DocumentKey | None:
-        """The document ``ev`` is an acceptable version of, or None (counts nothing)."""
-        return self.events.key_of(ev)
-
     async def read(self, ev: Event) -> tuple[Any, str]:
         """``ev``'s value and text (decrypted with the signer, decoded by the codec; off the loop). Raises
         DocumentError saying why it cannot be used."""
@@ -233,7 +229,7 @@ class DocumentStore:
         """A version this device kept (an unconfirmed save from the outbox, or one from its history) that the
         relays may not hold: it becomes the one in use when it is newer than what the relays gave and reads.
         Returns True when it did."""
-        key = self.version_key(ev)
+        key = self.events.key_of(ev)
         if key is None:
             return False
         slot = self._slots[key]
@@ -256,7 +252,7 @@ class DocumentStore:
 
     def ingest(self, url: str | None, ev: Event) -> None:
         """One event from a relay (the live subscription): screened now, read in the background (:meth:`take`)."""
-        if self.version_key(ev) is None:
+        if self.events.key_of(ev) is None:
             self.events.screen(ev)  # counted
             return
         self._reading.spawn(self.take(url, ev))
