@@ -13,10 +13,11 @@ from llm_stub import LlmStub, Reply
 from textual.color import Color
 from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
+from didactyl_tui.actions import KEY_ACTIONS
 from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient
-from didactyl_tui.tui.actions import KEY_ACTIONS, PALETTE_ACTIONS
+from didactyl_tui.tui.actions import PALETTE_ACTIONS
 from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.commands import DidactylCommands
 from didactyl_tui.tui.screens.first_run import FirstRunScreen

@@ -25,12 +25,13 @@ from textual.signal import Signal
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
+from ..actions import check_keymap
 from ..config import Config
 from ..errors import DidactylError
 from ..service.events import ServiceEvent
 from ..service.state import read_state, remember
 from ..terminal_text import clean, one_line
-from .actions import bindings, check_keymap
+from .actions import bindings
 from .screens.main import MainScreen
 from .theme_files import load_themes, shipped_themes_dir
 
