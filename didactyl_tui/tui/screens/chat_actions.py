@@ -79,7 +79,7 @@ class ChatActions:
 
     @work(exclusive=True, group="chat-manage", exit_on_error=False)
     async def _rename(self, session_id: str, title: str) -> None:
-        await self.require_service().sessions.rename(session_id, title)
+        await self.require_service().chat.sessions.rename(session_id, title)
         self.notify(title, title="Chat renamed")
 
     async def action_delete_chat(self) -> None:
@@ -96,7 +96,7 @@ class ChatActions:
 
     @work(exclusive=True, group="chat-manage", exit_on_error=False)
     async def _delete(self, session_id: str) -> None:
-        await self.require_service().sessions.delete(session_id)
+        await self.require_service().chat.sessions.delete(session_id)
         if self.session_id == session_id:
             await self.action_new_chat()
         self.notify("The chat was deleted.", title="Deleted")
@@ -141,7 +141,7 @@ class ChatActions:
     async def _offer_messages(self) -> None:
         from textual.command import SimpleCommand
 
-        messages = await self.require_service().session_messages(self.session_id)
+        messages = await self.require_service().chat.session_messages(self.session_id)
         commands = []
         for n, message in enumerate(messages, start=1):
             text = message.get("content")

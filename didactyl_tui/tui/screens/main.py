@@ -246,7 +246,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
     @work(exclusive=True, group="pending", exit_on_error=False)
     async def count_pending(self) -> None:
         """The outbox is SQLite: counted on a worker thread, never on the UI loop."""
-        self.status.pending_publishes = len(await self.require_service().pending_publishes())
+        self.status.pending_publishes = len(await self.require_service().documents.pending_publishes())
 
     def _relay_labels(self, states: dict[str, Any]) -> dict[str, str]:
         return {url: self.didactyl.relay_label(url) for url in states}
