@@ -326,7 +326,7 @@ async def test_a_stopping_relay_no_longer_claims_the_data_dir(tmp_path: Path) ->
 
 
 async def test_relay_options_reach_the_relay_process(data_dir: Path) -> None:
-    relay = await ensure_shared_relay(data_dir, port=0, relay_options={"max_subscriptions": 3})
+    relay = await ensure_shared_relay(data_dir, port=0, relay_options={"limits": {"max_subscriptions": 3}})
     doc = await fetch_info_document(relay.host, relay.port)
     assert doc is not None and doc["limitation"]["max_subscriptions"] == 3
 
