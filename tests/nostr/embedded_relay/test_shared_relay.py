@@ -49,7 +49,7 @@ from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.relay import RelayClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/nostr/embedded_relay/ is three below)
 SK = SecretKey.from_hex("00" * 31 + "52")
 PROCESS_TIMEOUT_S = 60  # a client process: a cold Python start plus a relay start, on a loaded box
 
