@@ -12,7 +12,7 @@ Lines:
 
 "Every section full": an 8,000-char short-term memory, agent and admin profiles, 50 contacts,
 10 relays, 20 notes each, and 40 turns (80 messages) of history. Token counts use the offline
-counter (``agent.tokens``; litellm is not imported here). Medians; the machine is shared and noisy.
+counter (``agent.llm.tokens``; litellm is not imported here). Medians; the machine is shared and noisy.
 """
 
 from __future__ import annotations

@@ -361,6 +361,10 @@ class UiConfig:
     sidebar_below_columns: int = setting(100, "A terminal narrower than this many columns hides the sidebar, leaving "
                                          "the chat the width (F2/F3/F4 or ctrl+b show it). 0: never hide it.",
                                          min=0, max=1000)
+    fast_streaming: bool = setting(True, "Paint streaming replies with didactyl's own fast path (needs a Textual "
+                                   "version it is tested on; on any other, Textual's public MarkdownStream is used "
+                                   "and the log says so). false: always Textual's public path (slower on long "
+                                   "replies).")
 
 
 @dataclass

@@ -260,7 +260,8 @@ def load_config(cli_path: str | os.PathLike[str] | None = None, env: dict[str, s
 # --- the documented example ---------------------------------------------------------------
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """``value`` as TOML writes it (the example file and the configuration reference show defaults so)."""
     import tomli_w
 
     return tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
@@ -277,7 +278,7 @@ def _render_table(name: str, cls: type) -> list[str]:
             continue
         out.append(f"# {doc}")
         if f.name not in ("sections", "startup_events"):  # table arrays: a commented example block below
-            out.append(f"{f.name} = {_toml_value(default)}")
+            out.append(f"{f.name} = {toml_value(default)}")
     out.append("")
     for sub_name, sub_cls in subtables:
         out += _render_table(sub_name, sub_cls)

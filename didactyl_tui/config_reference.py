@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, get_args, get_origin, get_type_hints
 
 from .config import SECTIONS
-from .config_file import _toml_value
+from .config_file import toml_value
 
 # Keys an environment variable overrides (applied by apply_env; a test checks each one really does).
 ENV_OVERRIDES: dict[str, str] = {
@@ -57,7 +57,7 @@ def _type_name(hint: Any) -> str:
 def _allowed(meta: Any) -> str:
     parts = []
     if "choices" in meta:
-        parts.append(", ".join(f"`{_toml_value(c)}`" for c in meta["choices"]))
+        parts.append(", ".join(f"`{toml_value(c)}`" for c in meta["choices"]))
     if "min" in meta and "max" in meta:
         parts.append(f"{meta['min']} to {meta['max']}")
     elif "min" in meta:
@@ -75,7 +75,7 @@ def _default_of(f: dataclasses.Field[Any]) -> Any:
 
 def _default_text(f: dataclasses.Field[Any]) -> str:
     default = _default_of(f)
-    return "(unset)" if default is None or default is dataclasses.MISSING else f"`{_md(_toml_value(default))}`"
+    return "(unset)" if default is None or default is dataclasses.MISSING else f"`{_md(toml_value(default))}`"
 
 
 def _render_table(dotted: str, cls: type, array: bool = False) -> list[str]:

@@ -6,9 +6,9 @@ A test scripts the replies in order (one per request), points litellm at ``stub.
     async with LlmStub() as stub:
         stub.script(Reply.text("Hello there"), Reply.tool_calls(ToolCall("get_time", "{}")))
 
-Replies: streamed or whole text, tool calls (several per round, malformed arguments, unknown names), a
-final usage chunk when the request asks for it, HTTP errors (429 + Retry-After, 500, 401, 400
-context_length_exceeded) and a hang. ``GET /v1/models`` lists ``stub.models`` (None: a 404).
+Replies: streamed or whole text (paced, if asked, at so many chunks a second), tool calls (several per round,
+malformed arguments, unknown names), a final usage chunk when the request asks for it, HTTP errors (429 +
+Retry-After, 500, 401, 400 context_length_exceeded) and a hang. ``GET /v1/models`` lists ``stub.models`` (None: a 404).
 A request with nothing scripted gets a 500 whose message says so, unless a responder is set
 (``stub.respond(fn)``): then ``fn(request)`` makes the reply, e.g. from the last user message (concurrent turns,
 whose order no script can know).
@@ -51,6 +51,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hang_s: float = 0.0
     chunk_delay_s: float = 0.0  # pause between stream chunks
+    chunks_per_s: float = 0.0  # paced: chunk n leaves n / chunks_per_s after the first (0: as fast as it can)
     fail_after_chunks: int | None = None  # drop the connection after this many stream chunks
     pauses: tuple[tuple[int, float], ...] = ()  # (text piece index, seconds to pause after sending it)
     repeat: tuple[str, int] | None = None  # (piece, count): a long text stream generated as it is sent
@@ -59,10 +60,10 @@ class Reply:
     @classmethod
     def text_reply(cls, text: str, *, chunks: list[str] | None = None, usage: tuple[int, int] = (11, 7),
                    chunk_delay_s: float = 0.0, fail_after_chunks: int | None = None,
-                   pauses: dict[int, float] | None = None) -> Reply:
+                   pauses: dict[int, float] | None = None, chunks_per_s: float = 0.0) -> Reply:
         return cls("ok", text=text, text_chunks=tuple(chunks) if chunks is not None else None, usage=usage,
                    chunk_delay_s=chunk_delay_s, fail_after_chunks=fail_after_chunks,
-                   pauses=tuple(sorted((pauses or {}).items())))
+                   pauses=tuple(sorted((pauses or {}).items())), chunks_per_s=chunks_per_s)
 
     @classmethod
     def tools(cls, *calls: ToolCall, text: str = "", usage: tuple[int, int] = (13, 5),
@@ -294,7 +295,13 @@ class LlmStub:
     async def _stream_body(self, request: web.Request, reply: Reply, include_usage: bool) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         for n, data in enumerate(self._stream_chunks(reply, include_usage)):
+            if reply.chunks_per_s:  # on a fixed schedule: a late chunk does not delay the ones after it
+                wait = started + n / reply.chunks_per_s - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
             if reply.fail_after_chunks is not None and n >= reply.fail_after_chunks:
                 # Cut the connection mid-stream (no [DONE]).
                 if request.transport is not None:

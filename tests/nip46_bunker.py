@@ -30,10 +30,11 @@ from typing import Any
 from relay_servers import fast_client_kwargs
 
 from didactyl_tui.errors import NostrError
-from didactyl_tui.nostr import nip46
+from didactyl_tui.nostr import nip46, nip46_uri
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.keys import SecretKey
-from didactyl_tui.nostr.nip46 import Method, NostrConnectUri, Request, Response
+from didactyl_tui.nostr.nip46 import Method, Request, Response
+from didactyl_tui.nostr.nip46_uri import NostrConnectUri
 from didactyl_tui.nostr.pool import PoolSubscription, RelayPool
 from didactyl_tui.nostr.signer import LocalSigner
 
@@ -84,7 +85,7 @@ class ScriptedBunker:
         return self.key.public_key_hex
 
     def bunker_uri(self, relays: Iterable[str] | None = None) -> str:
-        return nip46.BunkerUri(self.pubkey, tuple(relays or self.relays), self.secret).to_uri()
+        return nip46_uri.BunkerUri(self.pubkey, tuple(relays or self.relays), self.secret).to_uri()
 
     def methods(self) -> list[str]:
         return [r.method for r in self.received]

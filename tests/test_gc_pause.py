@@ -1,11 +1,11 @@
-"""Full collections paused while a reply streams, resumed once the keyboard is quiet (tui/gc_pause.py)."""
+"""Full collections paused while a reply streams, resumed once the keyboard is quiet (tui/streaming/gc_pause.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 
-from didactyl_tui.tui import gc_pause
+from didactyl_tui.tui.streaming import gc_pause
 
 
 def test_pause_nests_and_resumes_only_when_typing_stops(monkeypatch) -> None:

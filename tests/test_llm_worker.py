@@ -1,4 +1,4 @@
-"""The model client's helper process (agent.llm_worker): same chunks as litellm in this process, cancelled calls
+"""The model client's helper process (agent.llm.worker): same chunks as litellm in this process, cancelled calls
 close their HTTP stream, a dead helper is one readable error and the next call starts a new one, and a broken
 helper cannot make this process buffer without bound. Real litellm in a real child process, against the stub."""
 
@@ -177,3 +177,66 @@ def test_an_error_of_a_kind_this_app_does_not_know_is_still_one_line() -> None:
     with pytest.raises(LlmError) as info:
         next(chunks)
     assert info.value.kind == "server" and info.value.message == "The model call failed: OddError"
+
+
+# --- counts and the model table: asked of the helper, so the app loads neither litellm nor a tokenizer ---------
+
+
+def close_helper(helper: llm_worker_client.LlmWorker) -> None:
+    assert helper._proc is not None and helper._proc.stdin is not None
+    helper._proc.stdin.close()  # it exits at once
+    helper._proc.wait(10)
+
+
+async def test_counts_and_the_context_window_come_from_the_helper() -> None:
+    from didactyl_tui.agent.llm import tokens
+
+    helper = llm_worker_client.LlmWorker()
+    with pytest.raises(LlmError):  # not started: nothing to ask
+        helper.count_tokens("hello world")
+    assert helper.context_window("gpt-4o-mini") is None
+    helper.start()
+    try:
+        assert await asyncio.to_thread(helper.settled.wait, 120) and helper.ready.is_set()
+        text = "The agent remembers what matters. " * 50
+        assert helper.count_tokens(text) == tokens.count_here(text) > 300  # the same tokenizer as here
+        assert helper.context_window("gpt-4o-mini") == 128_000  # litellm's model table, read there
+        assert helper.context_window("openai/no-such-model") is None
+    finally:
+        await asyncio.to_thread(close_helper, helper)
+
+
+async def test_a_helper_whose_litellm_import_fails_is_settled_not_ready(tmp_path: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # A broken litellm: a prompt must not wait for it (a turn then fails with one line, as before).
+    (tmp_path / "litellm.py").write_text("raise ImportError('a broken litellm')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    helper = llm_worker_client.LlmWorker()
+    helper.start()
+    try:
+        assert await asyncio.to_thread(helper.settled.wait, 60), "never settled"
+        assert not helper.ready.is_set() and helper.running
+        assert helper.context_window("gpt-4o-mini") is None
+        assert helper.count_tokens("hello world") > 0  # counting needs no litellm
+    finally:
+        await asyncio.to_thread(close_helper, helper)
+
+
+def test_with_a_helper_this_process_never_imports_litellm_or_a_tokenizer() -> None:
+    script = """
+import json, sys
+from didactyl_tui.agent.llm import client as llm, tokens
+from didactyl_tui.agent.llm.worker_client import worker
+from didactyl_tui.service.chat import preload_llm
+preload_llm(worker=True).join(60)
+assert worker().settled.wait(120)
+print(json.dumps({"count": llm.count_tokens("gpt-4o-mini", "hello world"), "backend": tokens.counter_backend(),
+                  "window": llm.context_window("gpt-4o-mini"),
+                  "loaded": sorted(m for m in ("litellm", "tiktoken", "openai") if m in sys.modules)}))
+"""
+    import json
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "count": 2, "backend": "helper", "window": 128_000, "loaded": []}

@@ -1,4 +1,4 @@
-"""tui/one_layout.py: requests a layout pass raises itself are forgotten; those made before it stand; a screen
+"""tui/streaming/one_layout.py: requests a layout pass raises itself are forgotten; those made before it stand; a screen
 without Textual's private state gets the plain pass."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.widgets import Static
 
-from didactyl_tui.tui.one_layout import layout_once
+from didactyl_tui.tui.streaming.one_layout import layout_once
 
 
 class Widget:  # hashable, as Textual's widgets are
@@ -54,7 +54,7 @@ def _app() -> Any:
 
 
 async def test_an_echo_is_painted_first_and_the_layout_pass_waits_for_the_next_update() -> None:
-    from didactyl_tui.tui.one_layout import echo_pending, keys_before_layout
+    from didactyl_tui.tui.streaming.one_layout import echo_pending, keys_before_layout
 
     app = _app()
     async with app.run_test(size=(60, 20)) as pilot:
@@ -84,7 +84,7 @@ async def test_an_echo_is_painted_first_and_the_layout_pass_waits_for_the_next_u
 
 
 def test_without_textuals_private_state_the_update_is_textuals() -> None:
-    from didactyl_tui.tui.one_layout import echo_pending, keys_before_layout
+    from didactyl_tui.tui.streaming.one_layout import echo_pending, keys_before_layout
 
     assert not keys_before_layout(SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
     assert not echo_pending(SimpleNamespace(), None)  # type: ignore[arg-type]

@@ -85,12 +85,14 @@ async def test_the_app_finds_or_starts_the_relay_again_when_it_goes_away(tmp_pat
         cfg.relays.embedded_port = free_port()
     data = tmp_path / "data"
     async with AppService(cfg, data_dir=data, env={"DIDACTYL_NSEC": TEST_KEY.nsec()}) as svc:
-        first = svc.parts.runtime.embedded_relay
-        assert first is not None and first.started_by_us
+        keeper = svc.runtime.relay_keeper
+        assert keeper is not None
+        first = keeper.relay
+        assert first.started_by_us
         assert (await svc.documents.save(ST, "before")).any_accepted
         assert await stop_shared_relay(first)
         deadline = time.monotonic() + 30
-        while not (svc.parts.runtime.embedded_relay.token != first.token
+        while not (keeper.relay.token != first.token
                    and svc.relays.states().get(svc.relays.embedded_url) is ConnectionState.CONNECTED):
             assert time.monotonic() < deadline, f"no relay again: {svc.relays.states()}"
             await asyncio.sleep(0.05)

@@ -7,13 +7,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_support import ADMIN_KEY, AGENT_KEY, NOW, Clock, contacts_event, note_event, offline_context, relays_event
+from agent_support import (
+    ADMIN_KEY,
+    AGENT_KEY,
+    NOW,
+    Clock,
+    contacts_event,
+    note_event,
+    offline_context,
+    relays_event,
+    task_book,
+)
 from test_soul import fill_caches
 
 from didactyl_tui.agent.soul.assembly import assemble, section_text
 from didactyl_tui.agent.soul.lint import lint_soul
 from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection, default_template, parse_soul_list
-from didactyl_tui.agent.tasks.task_list import TaskBook, TaskList
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.context import AgentToolContext
 
@@ -37,12 +46,8 @@ SEED = """\
 async def _context(tmp_path: Path, *, filled: bool) -> AgentToolContext:
     ctx = offline_context(tmp_path, admin=True)
 
-    saved: list[TaskList] = []
-
-    async def change(derive) -> None:  # recorded, not published: the list in use is the last one recorded
-        saved.append(derive(saved[-1] if saved else TaskList()))
-
-    ctx.tasks = TaskBook(lambda: saved[-1] if saved else TaskList(), change, clock=Clock(NOW))
+    await ctx.memory.load()  # no relay: nothing to wait for
+    ctx.tasks = task_book(ctx.memory, Clock(NOW))
     if filled:
         await fill_caches(ctx)
         assert ctx.admin is not None

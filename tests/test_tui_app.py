@@ -13,10 +13,11 @@ from llm_stub import LlmStub, Reply
 from textual.color import Color
 from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
+from didactyl_tui.actions import KEY_ACTIONS
 from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient
-from didactyl_tui.tui.actions import KEY_ACTIONS, PALETTE_ACTIONS
+from didactyl_tui.tui.actions import PALETTE_ACTIONS
 from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.commands import DidactylCommands
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
@@ -117,9 +118,8 @@ async def test_keys_are_remappable_from_config(tmp_path: Path) -> None:
         notes = [n.message for n in app._notifications]
         assert any("not_an_action" in m for m in notes), notes
         main = app.main_screen
-        await pilot.press("f5")  # the old key no longer does it
-        await pilot.pause(0.3)
-        assert main.inspector.entries == []
+        await pilot.press("f5")  # the old key no longer does it: the key is handled and no dry run started
+        assert not [w for w in main.workers if w.group == "dry_run"] and main.inspector.entries == []
         await pilot.press("f12")
         await wait_for(pilot, lambda: main.inspector.entries, 10, "a dry run from the remapped key")
 
@@ -142,9 +142,9 @@ async def test_a_remapped_key_works_on_every_screen_and_the_palette_shows_it(tmp
         main.inspector.assembly_tree.focus()
         await pilot.press("o")
         await wait_for(pilot, lambda: isinstance(app.screen, InspectorDetailScreen), 10, "the detail screen")
-        await pilot.press("f5")  # the default key does nothing here either
-        await pilot.pause(0.3)
+        await pilot.press("f5")  # the default key does nothing here either (handled: the screen stays)
         assert isinstance(app.screen, InspectorDetailScreen) and len(main.inspector.entries) == 1
+        assert not [w for w in main.workers if w.group == "dry_run"]
         await pilot.press("f12")
         await wait_for(pilot, lambda: len(main.inspector.entries) == 2, 10, "a dry run from the detail screen")
         assert app.screen is main
@@ -219,10 +219,11 @@ async def test_no_secret_reaches_the_screen(tmp_path: Path) -> None:
             screens = []
             for pane in ("memory", "self", "inspector"):
                 main.show_pane(pane)
-                await pilot.pause(0.2)
+                await wait_for(pilot, lambda pane=pane: main.sidebar.active == pane
+                               and main.query_one(f"TabPane#{pane}").region, 10, f"the {pane} pane")
                 screens.append(app.export_screenshot())
             await pilot.press("f6")
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "MemoryEditorScreen", 10, "the editor")
             screens.append(app.export_screenshot())
     secret_hex = TEST_KEY.secret_hex()
     nsec = TEST_KEY.nsec()

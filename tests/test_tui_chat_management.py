@@ -16,6 +16,16 @@ from didactyl_tui.tui.screens.rename import RenameScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
 
 
+def highlighted_hit(app) -> str:
+    """The command palette's highlighted hit, as text ("" while it has none)."""
+    from textual.command import CommandList
+
+    lists = app.screen.query(CommandList)
+    if not lists or lists.first().highlighted is None:
+        return ""
+    return str(lists.first().get_option_at_index(lists.first().highlighted).prompt)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def litellm_loaded(warm_litellm: None) -> None:
     llm.preload()
@@ -61,7 +71,7 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             await wait_for(pilot, lambda: app.screen.id == "--command-palette" or "Command" in type(app.screen)
                            .__name__, 10, "the message list")
             await pilot.press(*"hello again")
-            await pilot.pause(0.3)
+            await wait_for(pilot, lambda: "hello again" in highlighted_hit(app), 10, "the message highlighted")
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.clipboard == "hello again", 10, "the copy")
 
@@ -70,7 +80,7 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             dialog.query_one("#chat-title").value = ""
             await pilot.press(*"Greetings", "enter")
             await wait_for(pilot, lambda: not isinstance(app.screen, RenameScreen))
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda: not [w for w in main.workers if w.group == "chat-manage"], 10, "the rename")
             assert (await app.service.chat.sessions.info(session)).title == "Greetings"
 
             await main.action_delete_chat()

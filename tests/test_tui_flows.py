@@ -17,6 +17,7 @@ from didactyl_tui.nostr.relay import RelayClient
 from didactyl_tui.tui.screens.diff import DiffScreen
 from didactyl_tui.tui.screens.main import MainScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
+from didactyl_tui.tui.streaming.reply import ReplyPath
 from didactyl_tui.tui.widgets.assembly_tree import AssemblyTree
 from didactyl_tui.tui.widgets.chat_input import ChatInput
 from didactyl_tui.tui.widgets.error_entry import ErrorEntry
@@ -67,15 +68,27 @@ async def relay_memory(url: str, d: str = "short_term_memory") -> list:
 # --- conversation ---------------------------------------------------------------------------------
 
 
-async def test_streamed_reply_with_inline_tool_call_and_live_memory_pane(tmp_path: Path, stub: LlmStub) -> None:
+BOTH_PATHS = pytest.mark.parametrize("fast", [True, False], ids=["fast", "public"])  # [ui] fast_streaming
+
+
+def reply_config(stub: LlmStub, fast: bool):
+    config = make_config(llm_base_url=stub.base_url)
+    config.ui.fast_streaming = fast
+    return config
+
+
+@BOTH_PATHS
+async def test_streamed_reply_with_inline_tool_call_and_live_memory_pane(tmp_path: Path, stub: LlmStub,
+                                                                         fast: bool) -> None:
     stub.script(
         Reply.tools(ToolCall("memory_save", '{"type": "short_term", "content": "User likes green tea."}')),
         Reply.text_reply("Noted: you **like green tea**.", chunks=["Noted: ", "you **like ", "green tea**."]),
     )
-    app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+    app = make_app(tmp_path, reply_config(stub, fast))
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         main = main_of(app)
+        assert main.conversation.reply_path is (ReplyPath.FAST if fast else ReplyPath.PUBLIC)
         await type_and_send(pilot, "remember I like green tea")
         await wait_for(pilot, lambda: not main.streaming and main.conversation.last_reply(), 30, "the reply")
 
@@ -84,8 +97,7 @@ async def test_streamed_reply_with_inline_tool_call_and_live_memory_pane(tmp_pat
         assert entries[0].text == "remember I like green tea"
         assert entries[1].text == "Noted: you **like green tea**."
         # Streamed into the Markdown widget (rendered: the asterisks are gone).
-        await pilot.pause(0.1)
-        assert "Noted: you like green tea." in screen_text(app)
+        await wait_for(pilot, lambda: "Noted: you like green tea." in screen_text(app), 10, "the rendered reply")
 
         # The tool call sits inline, collapsed, between the message and the reply; it expands to args + result.
         (call,) = main.conversation.query(ToolCallEntry)
@@ -95,9 +107,8 @@ async def test_streamed_reply_with_inline_tool_call_and_live_memory_pane(tmp_pat
         children = list(main.conversation.children)
         assert children.index(entries[0]) < children.index(call) < children.index(entries[1])
         call.collapsed = False
-        await pilot.pause(0.1)
-        text = screen_text(app)
-        assert "arguments" in text and "User likes green tea." in text and "accepted_by" in text
+        await wait_for(pilot, lambda: all(t in screen_text(app) for t in ("arguments", "User likes green tea.",
+                                                                         "accepted_by")), 10, "the call expanded")
 
         # The short-term pane changed the moment memory_save ran.
         pane = main.query_one("#short-term", MemoryPane)
@@ -136,10 +147,11 @@ async def test_llm_error_is_inline_input_restored_and_retry_works(tmp_path: Path
         assert main.chat_input.text == ""  # the restored copy was consumed by the retry
 
 
-async def test_escape_cancels_a_streaming_reply(tmp_path: Path, stub: LlmStub) -> None:
+@BOTH_PATHS
+async def test_escape_cancels_a_streaming_reply(tmp_path: Path, stub: LlmStub, fast: bool) -> None:
     words = [f"word{i} " for i in range(200)]
     stub.script(Reply.text_reply("".join(words), chunks=words, chunk_delay_s=0.05))
-    app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+    app = make_app(tmp_path, reply_config(stub, fast))
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         main = main_of(app)
@@ -149,6 +161,7 @@ async def test_escape_cancels_a_streaming_reply(tmp_path: Path, stub: LlmStub) -
         await wait_for(pilot, lambda: not main.streaming, 10, "the cancel")
         reply = main.conversation.last_reply() or ""
         assert reply.endswith("*(cancelled)*") and "word199" not in reply
+        await wait_for(pilot, lambda: "(cancelled)" in screen_text(app), 10, "the note on screen")
 
 
 async def test_input_newline_and_history(tmp_path: Path, stub: LlmStub) -> None:
@@ -267,8 +280,7 @@ async def test_editor_conflict_never_overwrites_silently(tmp_path: Path) -> None
 
         # Save is refused while the conflict stands: the relay still holds theirs.
         await pilot.press("ctrl+s")
-        await pilot.pause(0.3)
-        assert "Not saved: a newer version arrived" in screen_text(app)
+        await wait_for(pilot, lambda: "Not saved: a newer version arrived" in screen_text(app), 10, "the refusal")
         assert [ev.id for ev in await relay_memory(url)] == [theirs_id]
 
         # The difference can be viewed.

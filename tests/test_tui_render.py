@@ -1,22 +1,27 @@
 """Pilot tests of the conversation's rendering: a long resumed chat (batch mount, older entries rendered when
 scrolled to) and a streamed reply (painted in throttled pieces, ending exactly as the whole text renders).
 
-The widgets run in a small app with the real stylesheet; correctness only (timings live in bench/)."""
+The widgets run in a small app with the real stylesheet; correctness only (timings live in bench/). The streaming
+tests run against both paths of the reply view (tui/streaming: ours and Textual's public MarkdownStream); what
+only the fast path promises (bounded paints, parts that fold) is checked on it alone."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Markdown
 from tui_support import screen_text, wait_for
 
 from didactyl_tui.tui.app import DidactylApp
+from didactyl_tui.tui.streaming.fast import MAX_PAINT_CHARS, PART_BLOCKS
+from didactyl_tui.tui.streaming.message_part import MessagePart
+from didactyl_tui.tui.streaming.reply import ReplyPath
 from didactyl_tui.tui.widgets.conversation import Conversation
 from didactyl_tui.tui.widgets.history_stub import HistoryStub, specs_from_messages
-from didactyl_tui.tui.widgets.message_entry import MAX_PAINT_CHARS, PART_BLOCKS, MessageEntry
-from didactyl_tui.tui.widgets.message_part import MessagePart
+from didactyl_tui.tui.widgets.message_entry import MessageEntry
 from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
 
 TURNS = 80
@@ -25,8 +30,15 @@ TURNS = 80
 class ConversationApp(App[None]):
     CSS_PATH = DidactylApp.CSS_PATH
 
+    def __init__(self, path: ReplyPath = ReplyPath.FAST) -> None:
+        super().__init__()
+        self.path = path
+
     def compose(self) -> ComposeResult:
-        yield Conversation(id="conversation")
+        yield Conversation(id="conversation", reply_path=self.path)
+
+
+BOTH_PATHS = pytest.mark.parametrize("path", [ReplyPath.FAST, ReplyPath.PUBLIC], ids=["fast", "public"])
 
 
 def stored_chat(turns: int) -> list[dict[str, Any]]:
@@ -136,16 +148,17 @@ def deltas(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
-async def render_at_once(text: str, size: tuple[int, int]) -> str:
-    app = ConversationApp()
+async def render_at_once(text: str, size: tuple[int, int], path: ReplyPath) -> str:
+    app = ConversationApp(path)
     async with app.run_test(size=size) as pilot:
         await app.query_one(Conversation).add_reply(text)
         await pilot.pause()
         return screen_text(app)
 
 
-async def render_streamed(text: str, size: tuple[int, int], piece: int) -> tuple[str, tuple[str, str, str]]:
-    app = ConversationApp()
+async def render_streamed(text: str, size: tuple[int, int], piece: int,
+                          path: ReplyPath) -> tuple[str, tuple[str, str, str]]:
+    app = ConversationApp(path)
     async with app.run_test(size=size) as pilot:
         entry = await app.query_one(Conversation).start_reply()
         for n, delta in enumerate(deltas(text, piece)):
@@ -157,16 +170,19 @@ async def render_streamed(text: str, size: tuple[int, int], piece: int) -> tuple
         return screen_text(app), (entry.text, entry.painted_text, entry.markdown.source)
 
 
-async def test_a_streamed_reply_ends_exactly_as_the_whole_text_renders() -> None:
+@BOTH_PATHS
+async def test_a_streamed_reply_ends_exactly_as_the_whole_text_renders(path: ReplyPath) -> None:
     size = (90, 40)
-    expected = await render_at_once(REPLY, size)
+    expected = await render_at_once(REPLY, size, path)
     for piece in (1, 3, 17):  # deltas that cut words, fences and list items in different places
-        shown, texts = await render_streamed(REPLY, size, piece)
+        shown, texts = await render_streamed(REPLY, size, piece, path)
         assert texts == (REPLY, REPLY, REPLY)
         assert shown == expected, f"deltas of {piece} chars render differently"
 
 
-async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(monkeypatch: Any) -> None:
+@BOTH_PATHS
+async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(monkeypatch: Any,
+                                                                              path: ReplyPath) -> None:
     text = "\n\n".join(
         f"Paragraph {n} " + "word " * 40 if n % 4 else f"```\ncode block {n}\n  indented {n}\n```" for n in range(60))
     assert len(text) > 3 * MAX_PAINT_CHARS
@@ -185,7 +201,7 @@ async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(m
 
     monkeypatch.setattr(Markdown, "append", spy)
     monkeypatch.setattr(MessagePart, "append_blocks", spy_blocks)
-    app = ConversationApp()
+    app = ConversationApp(path)
     async with app.run_test(size=(100, 30)) as pilot:
         entry = await app.query_one(Conversation).start_reply()
         for n, delta in enumerate(deltas(text, 400)):
@@ -196,15 +212,19 @@ async def test_a_long_streamed_reply_is_painted_in_bounded_pieces_and_complete(m
         await entry.finish("cancelled")
         await pilot.pause()
         full = text + "\n\n*(cancelled)*"
-        assert entry.text == full and entry.painted_text == full
+        assert entry.text == full and entry.painted_text == full and entry.finished
+        assert "".join(entry.part_sources) == full
+        assert "(cancelled)" in screen_text(app)
+        assert not entry.styles.inline.has_rule("border_top")  # the streaming border is gone
+        if path is ReplyPath.PUBLIC:  # one Markdown; Textual's stream decides how much goes per append
+            assert entry.finished_parts() == [] and appended
+            return
         # Finished blocks stayed in parts above the live one; together the parts hold the whole reply.
         parts = entry.finished_parts()
-        assert len(parts) >= 2 and "".join(entry.part_sources) == full
+        assert len(parts) >= 2
         # A part stops growing once past PART_BLOCKS; one paint (<= MAX_PAINT_CHARS) adds at most ~10 of these blocks.
         assert all(len(part.children) <= PART_BLOCKS + 10 for part in parts)
         assert max(appended) <= MAX_PAINT_CHARS
-        assert "(cancelled)" in screen_text(app)
-        assert not entry.styles.inline.has_rule("border_top")  # the streaming border is gone
 
 
 def long_reply(blocks: int) -> str:
@@ -223,10 +243,11 @@ def long_reply(blocks: int) -> str:
     return "\n\n".join(out)
 
 
-async def screens_top_and_bottom(text: str, size: tuple[int, int], piece: int | None) -> tuple[str, list[str], Any]:
+async def screens_top_and_bottom(text: str, size: tuple[int, int], piece: int | None,
+                                 path: ReplyPath) -> tuple[str, list[str], Any]:
     """The screen at the end, then from the top every 20 rows, of a reply rendered at once (piece None) or
     streamed."""
-    app = ConversationApp()
+    app = ConversationApp(path)
     async with app.run_test(size=size) as pilot:
         conversation = app.query_one(Conversation)
         if piece is None:
@@ -250,12 +271,15 @@ async def screens_top_and_bottom(text: str, size: tuple[int, int], piece: int | 
         return bottom, screens, (len(entry.finished_parts()), len(folded))
 
 
-async def test_a_long_streamed_reply_in_parts_looks_as_the_whole_text_and_unfolds_when_scrolled_to() -> None:
+@BOTH_PATHS
+async def test_a_long_streamed_reply_in_parts_looks_as_the_whole_text_and_unfolds_when_scrolled_to(
+        path: ReplyPath) -> None:
     text = long_reply(70)
     size = (90, 30)
-    bottom, top, _ = await screens_top_and_bottom(text, size, None)
-    s_bottom, s_top, (parts, folded) = await screens_top_and_bottom(text, size, 23)
-    assert parts >= 5 and folded >= 2  # it streamed in parts, and those far above the end were folded
+    bottom, top, _ = await screens_top_and_bottom(text, size, None, path)
+    s_bottom, s_top, (parts, folded) = await screens_top_and_bottom(text, size, 23, path)
+    if path is ReplyPath.FAST:
+        assert parts >= 5 and folded >= 2  # it streamed in parts, and those far above the end were folded
     assert s_bottom == bottom  # the joins between parts are spaced as the blocks of one Markdown
     assert len(s_top) == len(top) > 5 and "Part 0" in s_top[0]
     for n, (streamed, whole) in enumerate(zip(s_top, top, strict=True)):  # folded parts show again as they were

@@ -32,7 +32,8 @@ def utc(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.fixture(scope="module", autouse=True)
 def litellm_loaded() -> None:
-    # Token counts come from litellm once it is loaded: load it first so every count is the same.
+    # Token counts are tiktoken's whatever is loaded (agent/tokens.py); litellm is loaded first all the same, so
+    # no picture is taken while this process imports it.
     llm.preload()
 
 

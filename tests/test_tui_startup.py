@@ -35,7 +35,12 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.tui.screens.main",
     "didactyl_tui.tui.screens.chat_actions",  # a part of the main screen's class, like main_sidebar
     "didactyl_tui.tui.screens.main_sidebar",
-    "didactyl_tui.tui.one_layout",  # the main screen's update policy (a key's echo first), from its first update
+    "didactyl_tui.tui.screens.main_model",
+    "didactyl_tui.tui.streaming",  # the reply view's interface: the main screen's class takes its hooks
+    "didactyl_tui.tui.streaming.reply",  # what a reply path is (the path enum, the body and host interfaces)
+    "didactyl_tui.tui.streaming.textual_range",  # which path: the installed Textual's version (no metadata import)
+    "didactyl_tui.tui.streaming.screen_hooks",
+    "didactyl_tui.tui.streaming.one_layout",  # the main screen's update policy (a key's echo first), first update
     "didactyl_tui.tui.theme_files",
     "didactyl_tui.tui.widgets",
     "didactyl_tui.tui.widgets.chat_input",

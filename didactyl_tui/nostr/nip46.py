@@ -1,4 +1,5 @@
-"""NIP-46 (Nostr Connect, a remote signer), the pure part: messages, kind 24133 events, URIs, sessions, bounds.
+"""NIP-46 (Nostr Connect, a remote signer), the pure part: messages, kind 24133 events, bounds. The URIs and
+``connect``'s params are :mod:`.nip46_uri`'s; what a client keeps between runs, :mod:`.nip46_session`'s.
 
 As the NIP now stands: requests and replies travel as kind 24133 events whose content is NIP-44 encrypted
 between the client's key and the signer's key (NIP-04 transport is gone); ``get_public_key`` follows
@@ -16,17 +17,15 @@ The payload of ``n`` bytes is base64 of ``67 + padded(n)`` bytes, and padding gr
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..errors import NostrError
 from . import nip44
 from .event import Event, sign_event
-from .keys import SecretKey, is_curve_point
+from .keys import SecretKey
 from .kinds import NOSTR_CONNECT
 
 KIND = NOSTR_CONNECT
@@ -53,16 +52,9 @@ AUTH_URL = "auth_url"  # a reply's result when the signer wants the person to au
 MAX_MESSAGE_BYTES = nip44.MAX_PLAINTEXT_BYTES  # one request or reply, as JSON, in UTF-8
 MAX_ID_CHARS = 64  # a request id (ours are 16 hex characters; applesauce uses 8 to 21)
 REQUEST_ID_CHARS = 16
-MAX_URI_CHARS = 8192
-MAX_RELAYS = 16
-MAX_RELAY_URL_CHARS = 512
-MAX_SECRET_CHARS = 256
-MAX_PARAM_CHARS = 256  # name, url, image, perms in a nostrconnect:// URI
 # What a signer's reply may add around the text it carries: {"id":"<up to 64>","result":"…","error":""}.
 REPLY_ENVELOPE_BYTES = 128
 
-_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
-_PERM = re.compile(r"^[a-z0-9_]{1,64}(?::[A-Za-z0-9_]{1,32})?$")
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # escapes what JavaScript's JSON.stringify does
 
 
@@ -299,270 +291,3 @@ def check_plaintext(plaintext: str) -> None:
             f"characters count twice or more): through a remote signer (NIP-46) that can be at most {room:,}",
             "Remote signer",
         )
-
-
-# --- URIs ---------------------------------------------------------------------------------------------------
-def _pubkey(text: str, what: str) -> str:
-    if not _HEX64.match(text):
-        raise NostrError(f"{what} must be a public key in 64 hex characters, not {_shown(text)}", "Remote signer")
-    if not is_curve_point(text):
-        raise NostrError(f"{what} is not a valid public key (not a point on secp256k1)", "Remote signer")
-    return text.lower()
-
-
-def _shown(text: str) -> str:
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return repr(text if len(text) <= 40 else text[:40] + "…")
-
-
-def check_relay_url(url: str) -> str:
-    """A relay URL for NIP-46 (``ws://`` or ``wss://`` with a host), stripped; :class:`NostrError` if not."""
-    if not isinstance(url, str):
-        raise NostrError("a relay URL must be a string", "Remote signer")
-    url = url.strip()
-    if len(url) > MAX_RELAY_URL_CHARS:
-        raise NostrError(f"a relay URL is at most {MAX_RELAY_URL_CHARS} characters", "Remote signer")
-    try:
-        parts = urlsplit(url)
-        ok = parts.scheme in ("ws", "wss") and bool(parts.hostname) and url.isprintable() and " " not in url
-    except ValueError:
-        ok = False
-    if not ok:
-        raise NostrError(f"not a relay URL (ws:// or wss://): {_shown(url)}", "Remote signer")
-    return url
-
-
-def check_relays(urls: Iterable[str]) -> tuple[str, ...]:
-    """Relay URLs checked, duplicates dropped (order kept), at least one and at most :data:`MAX_RELAYS`."""
-    relays = tuple(dict.fromkeys(check_relay_url(u) for u in urls))
-    if not relays:
-        raise NostrError("a remote signer needs at least one relay", "Remote signer")
-    if len(relays) > MAX_RELAYS:
-        raise NostrError(f"at most {MAX_RELAYS} relays for a remote signer, not {len(relays)}", "Remote signer")
-    return relays
-
-
-def format_perms(perms: Iterable[str]) -> str:
-    """Permissions as NIP-46 writes them: ``method[:param]`` joined by commas (``sign_event:30078``)."""
-    items = list(dict.fromkeys(p.strip() for p in perms))
-    for p in items:
-        if not _PERM.match(p):
-            raise NostrError(f"not a NIP-46 permission (method or method:param): {_shown(p)}", "Remote signer")
-    return ",".join(items)
-
-
-def _split_uri(text: str, scheme: str) -> tuple[str, list[tuple[str, str]]]:
-    if not isinstance(text, str):
-        raise NostrError(f"a {scheme}:// URI must be text", "Remote signer")
-    text = text.strip()
-    if len(text) > MAX_URI_CHARS:
-        raise NostrError(f"a {scheme}:// URI is at most {MAX_URI_CHARS:,} characters, not {len(text):,}",
-                         "Remote signer")
-    if not text.isprintable():
-        raise NostrError(f"this {scheme}:// URI holds control characters", "Remote signer")
-    prefix = f"{scheme}://"
-    if not text.lower().startswith(prefix):
-        # Not echoed: what was pasted here by mistake may be a secret key.
-        raise NostrError(f"expected a URI starting with {prefix}", "Remote signer")
-    rest = text[len(prefix):]
-    head, _, query = rest.partition("?")
-    head = head.rstrip("/")  # bunker://<key>/?relay=… is seen in the wild
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True)
-    except ValueError:
-        raise NostrError(f"the {scheme}:// URI's query is malformed", "Remote signer") from None
-    return head, pairs
-
-
-def _one(pairs: list[tuple[str, str]], name: str, scheme: str, limit: int = MAX_PARAM_CHARS) -> str | None:
-    values = [v for k, v in pairs if k == name]
-    if not values:
-        return None
-    if len(values) > 1 and len(set(values)) > 1:
-        raise NostrError(f"the {scheme}:// URI gives '{name}' more than once", "Remote signer")
-    if len(values[0]) > limit:
-        raise NostrError(f"the {scheme}:// URI's '{name}' is over {limit} characters", "Remote signer")
-    return values[0]
-
-
-@dataclass(frozen=True, slots=True)
-class BunkerUri:
-    """``bunker://<signer-pubkey>?relay=…&secret=…``: the signer's invitation (the secret is single-use)."""
-
-    signer_pubkey: str
-    relays: tuple[str, ...]
-    secret: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def parse(cls, text: str) -> BunkerUri:
-        head, pairs = _split_uri(text, "bunker")
-        pubkey = _pubkey(head, "the bunker:// URI's signer key")
-        relays = check_relays(v for k, v in pairs if k == "relay")
-        secret = _one(pairs, "secret", "bunker", MAX_SECRET_CHARS)
-        return cls(pubkey, relays, secret or None)
-
-    def to_uri(self) -> str:
-        """The URI, secret included (it is a credential: store it like a key)."""
-        pairs = [("relay", r) for r in self.relays]
-        if self.secret:
-            pairs.append(("secret", self.secret))
-        return f"bunker://{self.signer_pubkey}?{urlencode(pairs)}"
-
-
-@dataclass(frozen=True, slots=True)
-class NostrConnectUri:
-    """``nostrconnect://<client-pubkey>?relay=…&secret=…&perms=…&name=…``: the client's invitation, shown
-    to the person (and as a QR code) for a signer to scan; the signer answers with ``secret``."""
-
-    client_pubkey: str
-    relays: tuple[str, ...]
-    secret: str = field(repr=False)
-    perms: tuple[str, ...] = ()
-    name: str | None = None
-    url: str | None = None
-    image: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.secret:
-            raise NostrError("a nostrconnect:// URI needs a secret", "Remote signer")
-
-    @classmethod
-    def parse(cls, text: str) -> NostrConnectUri:
-        head, pairs = _split_uri(text, "nostrconnect")
-        pubkey = _pubkey(head, "the nostrconnect:// URI's client key")
-        relays = check_relays(v for k, v in pairs if k == "relay")
-        secret = _one(pairs, "secret", "nostrconnect", MAX_SECRET_CHARS)
-        if not secret:
-            raise NostrError("a nostrconnect:// URI needs a secret (the signer must send it back)", "Remote signer")
-        perms_text = _one(pairs, "perms", "nostrconnect") or ""
-        perms = tuple(p for p in format_perms(perms_text.split(",")).split(",") if p) if perms_text else ()
-        return cls(pubkey, relays, secret, perms, _one(pairs, "name", "nostrconnect"),
-                   _one(pairs, "url", "nostrconnect"), _one(pairs, "image", "nostrconnect"))
-
-    def to_uri(self) -> str:
-        pairs = [("relay", r) for r in self.relays]
-        pairs.append(("secret", self.secret))
-        if self.perms:
-            pairs.append(("perms", format_perms(self.perms)))
-        pairs += [(k, v) for k, v in (("name", self.name), ("url", self.url), ("image", self.image)) if v]
-        return f"nostrconnect://{self.client_pubkey}?{urlencode(pairs)}"
-
-    def metadata(self) -> dict[str, str]:
-        """The client metadata (name, url, image) that is set."""
-        return {k: v for k, v in (("name", self.name), ("url", self.url), ("image", self.image)) if v}
-
-
-def parse_uri(text: str) -> BunkerUri | NostrConnectUri:
-    """A ``bunker://`` or ``nostrconnect://`` URI; :class:`NostrError` for anything else."""
-    head = text.strip().lower() if isinstance(text, str) else ""
-    if head.startswith("nostrconnect://"):
-        return NostrConnectUri.parse(text)
-    if head.startswith("bunker://"):
-        return BunkerUri.parse(text)
-    raise NostrError("expected a bunker:// or nostrconnect:// URI", "Remote signer")
-
-
-def connect_params(signer_pubkey: str, secret: str | None, perms: Iterable[str] = (),
-                   metadata: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """``connect``'s params: signer key, secret, perms, then the client metadata as JSON when there is some
-    (an empty perms string keeps the metadata in fourth place, as the NIP says)."""
-    params = [signer_pubkey, secret or ""]
-    perms_text = format_perms(perms)
-    if perms_text or metadata:
-        params.append(perms_text)
-    if metadata:
-        params.append(_JSON.encode({k: v for k, v in metadata.items() if v}))
-    return tuple(params)
-
-
-def parse_relay_list(result: str | None) -> tuple[str, ...] | None:
-    """``switch_relays``' result: the signer's relays, or None when nothing changes."""
-    if result is None or result.strip() in ("", "null"):
-        return None
-    try:
-        data = json.loads(result)
-    except (ValueError, RecursionError):
-        raise NostrError("the remote signer's relay list is not valid JSON", "Remote signer") from None
-    if data is None:
-        return None
-    if not isinstance(data, list) or not all(isinstance(u, str) for u in data):
-        raise NostrError("the remote signer's relay list must be a list of relay URLs", "Remote signer")
-    return check_relays(data)
-
-
-# --- the session ----------------------------------------------------------------------------------------------
-SESSION_VERSION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteSignerSession:
-    """What the app keeps between runs (0600, like a key): the client's secret key, the signer's transport
-    key, the relays, and the user's key once ``get_public_key`` answered. Never in a repr or a log."""
-
-    client_secret_hex: str = field(repr=False)
-    signer_pubkey: str
-    relays: tuple[str, ...]
-    user_pubkey: str | None = None
-
-    def __post_init__(self) -> None:
-        try:
-            SecretKey.from_hex(self.client_secret_hex)
-        except NostrError:
-            raise NostrError("the remote signer session's client key is not a valid secret key",
-                             "Remote signer") from None
-        object.__setattr__(self, "client_secret_hex", self.client_secret_hex.lower())
-        object.__setattr__(self, "signer_pubkey", _pubkey(self.signer_pubkey, "the signer key"))
-        object.__setattr__(self, "relays", check_relays(self.relays))
-        if self.user_pubkey is not None:
-            object.__setattr__(self, "user_pubkey", _pubkey(self.user_pubkey, "the user key"))
-
-    @classmethod
-    def new(cls, client_key: SecretKey, signer_pubkey: str, relays: Iterable[str]) -> RemoteSignerSession:
-        return cls(client_key.secret_hex(), signer_pubkey, tuple(relays))
-
-    def client_key(self) -> SecretKey:
-        return SecretKey.from_hex(self.client_secret_hex)
-
-    @property
-    def client_pubkey(self) -> str:
-        return self.client_key().public_key_hex
-
-    def to_dict(self) -> dict[str, Any]:
-        """The session as data to store (it holds the client's secret key: write it 0600)."""
-        return {"version": SESSION_VERSION, "client_key": self.client_secret_hex, "signer_pubkey": self.signer_pubkey,
-                "relays": list(self.relays), "user_pubkey": self.user_pubkey}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> RemoteSignerSession:
-        if not isinstance(data, Mapping):
-            raise NostrError("a remote signer session must be a JSON object", "Remote signer")
-        if data.get("version", SESSION_VERSION) != SESSION_VERSION:
-            raise NostrError(f"unknown remote signer session version {data.get('version')!r}", "Remote signer")
-        client, signer, relays, user = (data.get(k) for k in ("client_key", "signer_pubkey", "relays",
-                                                                "user_pubkey"))
-        if not isinstance(client, str) or not isinstance(signer, str):
-            raise NostrError("a remote signer session needs 'client_key' and 'signer_pubkey'", "Remote signer")
-        if not isinstance(relays, list):
-            raise NostrError("a remote signer session needs 'relays' as a list", "Remote signer")
-        if user is not None and not isinstance(user, str):
-            raise NostrError("a remote signer session's 'user_pubkey' must be a string", "Remote signer")
-        return cls(client, signer, tuple(relays), user)
-
-    def to_json(self) -> str:
-        """:meth:`to_dict` as JSON (it holds the client's secret key: write it 0600)."""
-        return json.dumps(self.to_dict(), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> RemoteSignerSession:
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError):
-            raise NostrError("the remote signer session is not valid JSON", "Remote signer") from None
-        return cls.from_dict(data)
-
-    def __repr__(self) -> str:
-        user = f"{self.user_pubkey[:12]}…" if self.user_pubkey else None
-        return (f"RemoteSignerSession(signer={self.signer_pubkey[:12]}…, relays={list(self.relays)!r}, "
-                f"user={user}, client_key=<redacted>)")
-
-    __str__ = __repr__

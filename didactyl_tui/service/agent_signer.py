@@ -24,8 +24,11 @@ from ..agent.identity.signer_session import read_session, session_path, write_se
 from ..config import Config
 from ..errors import ConfigError, DidactylError
 from ..nostr.keys import SecretKey
-from ..nostr.nip46 import MAX_PLAINTEXT_BYTES, BunkerUri, RemoteSignerSession
-from ..nostr.remote_signer import AuthChallenge, RemoteSigner
+from ..nostr.nip46 import MAX_PLAINTEXT_BYTES
+from ..nostr.nip46_channel import AuthChallenge
+from ..nostr.nip46_session import RemoteSignerSession
+from ..nostr.nip46_uri import BunkerUri
+from ..nostr.remote_signer import RemoteSigner
 from ..nostr.signer import LocalSigner, Signer
 
 log = logging.getLogger("didactyl.service")

@@ -40,6 +40,8 @@ DOCUMENT_TOOLS: dict[DocumentKey, tuple[str, ...]] = {
 }
 
 MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
+# A prompt waits this long at most for the model helper to finish importing litellm (it counts the tokens).
+HELPER_WAIT_S = 120.0
 
 
 class Sessions:
@@ -182,7 +184,10 @@ class ChatService:
 
     async def _assemble(self, session_id: str, message: str | None, *, dry_run: bool,
                         registry: ToolRegistry | None = None) -> PromptAssembly:
+        from ..agent.llm.client import helper_ready
+
         registry = registry or self._registry
+        await helper_ready(HELPER_WAIT_S)  # its litellm counts the prompt (the turn waits for it anyway)
         history, dropped = await asyncio.to_thread(self._rt.conversations.history_for_prompt, session_id,
                                                    self._model.name, self._config.llm.history_tokens)
         backend_id, context = await self._backend_context(session_id, message)
@@ -348,9 +353,10 @@ _preload: list[threading.Thread] = []  # the one litellm import of this process
 
 
 def preload_llm(worker: bool = True) -> threading.Thread:
-    """Start importing litellm in a background thread (the TUI calls this after its first paint); once.
-    With ``worker`` the helper process that streams replies starts first (it imports litellm on the other core).
-    Returns the thread, so a caller can tell when litellm's objects exist (e.g. to freeze them out of the GC)."""
+    """Get the model client ready ahead of the first turn (the TUI calls this after its first paint); once. With
+    ``worker`` the helper process that streams replies starts (it imports litellm, on the other core; this
+    process never does); without, litellm is imported here in a background thread. Returns the thread, so a
+    caller can tell when it is done (e.g. to freeze what it loaded out of the GC)."""
     if _preload:
         return _preload[0]
 
@@ -358,9 +364,10 @@ def preload_llm(worker: bool = True) -> threading.Thread:
         try:
             from ..agent.llm import client as llm
 
-            if worker:
+            if worker:  # litellm is imported in the helper only: this process never needs it
                 llm.start_worker()
-            llm.preload()
+            else:
+                llm.preload()
         except Exception:
             log.exception("preloading litellm failed")
 

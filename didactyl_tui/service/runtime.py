@@ -31,9 +31,9 @@ from ..agent.tools.note_poster import NotePoster
 from ..config import Config
 from ..errors import AgentError, RelayError
 from ..nostr.keys import SecretKey
+from ..nostr.nip46_channel import AuthChallenge
 from ..nostr.pool import RelayPool
 from ..nostr.relay_guard import FailedEvents
-from ..nostr.remote_signer import AuthChallenge
 from ..nostr.results import ConnectionState
 from ..nostr.signer import Signer
 from .agent_signer import AgentSigner, open_agent_signer

@@ -7,10 +7,7 @@ from collections.abc import Mapping
 
 from textual.binding import Binding
 
-from ..actions import ACTIONS, KEY_ACTIONS, Action, check_keymap
-
-__all__ = ["ACTIONS", "KEY_ACTIONS", "PALETTE_ACTIONS", "Action", "bindings", "check_keymap", "dialog_bindings",
-           "key_for", "keys_for"]
+from ..actions import ACTIONS, Action
 
 
 def _binding(action: Action, label: str) -> Binding:

@@ -25,12 +25,13 @@ from textual.signal import Signal
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
+from ..actions import check_keymap
 from ..config import Config
 from ..errors import DidactylError
 from ..service.events import ServiceEvent
 from ..service.state import read_state, remember
 from ..terminal_text import clean, one_line
-from .actions import bindings, check_keymap
+from .actions import bindings
 from .screens.main import MainScreen
 from .theme_files import load_themes, shipped_themes_dir
 
@@ -157,28 +158,12 @@ class DidactylApp(App[None]):
         remembered = self._remembered("theme")
         wanted = remembered or self.config.ui.theme
         if wanted in self.available_themes:
-            self._set_first_theme(wanted)
+            self.theme = wanted  # Textual's own way (its watcher restyles once more before the first frame, ~5 ms)
         else:
             where = (f"{self.data_dir / 'state.toml'}: theme" if remembered
                      else f"{self.config.path or 'config'}: [ui] theme")
             self._startup_warnings.append(("Theme", f"{where} {wanted!r} not found; using didactyl-dark"))
             self.theme = "didactyl-dark" if "didactyl-dark" in self.available_themes else "textual-dark"
-
-    def _set_first_theme(self, name: str) -> None:
-        """The theme before anything is styled. Assigning ``self.theme`` would run its watcher, which queues a
-        full re-parse and re-style of every CSS source just before the first frame (~5 ms here); nothing is
-        styled yet, so doing what the watcher does, minus that refresh, gives the same first frame."""
-        refresh_filter = getattr(self, "_refresh_truecolor_filter", None)  # private in Textual: may go away
-        if refresh_filter is None:
-            self.theme = name  # the public path: one extra style pass, same result
-            return
-        self.set_reactive(App.theme, name)
-        dark = self.current_theme.dark
-        self.add_class(f"-theme-{name}", update=False)
-        self.set_class(dark, "-dark-mode", update=False)
-        self.set_class(not dark, "-light-mode", update=False)
-        refresh_filter(self.ansi_theme)  # ANSI colours follow a light or dark theme
-        self.stylesheet.set_variables(self.get_css_variables())
 
     def _remembered(self, key: str) -> Any:
         """A runtime choice from <data dir>/state.toml (read here for the first frame)."""
@@ -230,12 +215,12 @@ class DidactylApp(App[None]):
         main.service_started()
         if self.open_session_id is not None:
             main.resume(self.open_session_id)
-        litellm_loading = service.preload_llm()
+        model_client = service.preload_llm()  # the model helper process (or litellm here, worker_process = false)
         await asyncio.to_thread(_preload_views)
-        if litellm_loading is not None:  # None: no model configured, litellm is imported at the first turn
-            await asyncio.to_thread(litellm_loading.join)
-        # litellm and the views are in memory for good now: keep them out of every later full garbage
-        # collection, which would otherwise rescan them on the UI loop (~250 ms each, measured).
+        if model_client is not None:  # None: no model configured; it starts at the first turn
+            await asyncio.to_thread(model_client.join)
+        # What the views (and litellm, when it runs here) loaded is in memory for good now: keep it out of every
+        # later full garbage collection, which would otherwise rescan it on the UI loop (~250 ms each, measured).
         gc.freeze()
 
     async def ask_to_post_note(self, text: str) -> bool:
@@ -290,9 +275,9 @@ class DidactylApp(App[None]):
     # --- stop ---------------------------------------------------------------------------------------
 
     async def on_unmount(self) -> None:
-        from .gc_pause import resume_now
+        from .streaming import app_stopped
 
-        resume_now(collect=False)  # a turn's put-off collection still waiting: the collector as it was
+        app_stopped()  # a turn's put-off collection still waiting: the collector as it was
         for withdraw in self._withdraw:
             withdraw()
         if self.service is not None:

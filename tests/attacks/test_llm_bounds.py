@@ -135,8 +135,11 @@ async def test_a_three_million_token_reply_is_cut_at_the_bound_with_rss_bounded(
 
 async def test_a_two_tokens_per_second_drip_ends_at_the_turn_deadline(stub: LlmStub, tmp_path: Path) -> None:
     # Each chunk arrives well inside the idle timeout, so only the turn deadline can end this.
-    stub.script(Reply.endless(" drip", 10_000, chunk_delay_s=0.5))
+    stub.script(Reply.text_reply("ready"), Reply.endless(" drip", 10_000, chunk_delay_s=0.5))
     agent = Agent(tmp_path)
+    # A first turn with no deadline: the model's helper process is up (an earlier test may have stopped it, and
+    # starting one imports litellm: seconds on a loaded machine) before the 2 s deadline is timed.
+    await agent.turn(settings_for(stub), budget_s=120)
     events = await agent.turn(settings_for(stub, turn_timeout_s=2.0), budget_s=60)
     done = events[-1]
     assert isinstance(done, TurnFinished)

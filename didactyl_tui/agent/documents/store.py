@@ -134,10 +134,6 @@ class DocumentStore:
         return self.events.filters(self.keys if keys is None else keys)
 
     # --- screening and reading versions ----------------------------------------------------
-    def version_key(self, ev: Event) -> DocumentKey | None:
-        """The document ``ev`` is an acceptable version of, or None (counts nothing)."""
-        return self.events.key_of(ev)
-
     async def read(self, ev: Event) -> tuple[Any, str]:
         """``ev``'s value and text (decrypted with the signer, decoded by the codec; off the loop). Raises
         DocumentError saying why it cannot be used."""
@@ -177,12 +173,14 @@ class DocumentStore:
         not count; if none answered, the document stays not ``loaded``.
         """
         wanted = list(self.keys if keys is None else (DocumentKey.parse(k) for k in keys))
+        failed = False
         try:
             by_relay = await self._pool.query_by_relay(self.filters(wanted), timeout=self._timeout)
         except Exception as exc:  # relay trouble never raises out of a load
             self._listeners.warn(f"could not fetch the agent's documents from the relays: {exc}")
-            by_relay = {}
-        answered = any(events is not None for events in by_relay.values())
+            by_relay, failed = {}, True
+        # With no relay at all there is nothing to wait for: the documents are what this device keeps.
+        answered = any(events is not None for events in by_relay.values()) or (not by_relay and not failed)
         found: dict[DocumentKey, dict[str, tuple[Event, str]]] = {k: {} for k in wanted}  # id -> (event, relay)
         for url, events in by_relay.items():
             for ev in events or ():
@@ -231,7 +229,7 @@ class DocumentStore:
         """A version this device kept (an unconfirmed save from the outbox, or one from its history) that the
         relays may not hold: it becomes the one in use when it is newer than what the relays gave and reads.
         Returns True when it did."""
-        key = self.version_key(ev)
+        key = self.events.key_of(ev)
         if key is None:
             return False
         slot = self._slots[key]
@@ -254,7 +252,7 @@ class DocumentStore:
 
     def ingest(self, url: str | None, ev: Event) -> None:
         """One event from a relay (the live subscription): screened now, read in the background (:meth:`take`)."""
-        if self.version_key(ev) is None:
+        if self.events.key_of(ev) is None:
             self.events.screen(ev)  # counted
             return
         self._reading.spawn(self.take(url, ev))

@@ -313,8 +313,7 @@ class DocumentSync:
         self._checking = True
         self.schedule_reconcile(delay=delay)
 
-    def stop_checks(self) -> None:
-        """Shutting down: a relay that reconnects now is not checked."""
+    def stop_checks(self) -> None:  # shutting down: a relay that reconnects now is not checked
         self._checking = False
 
     def schedule_reconcile(self, delay: float = 0.0) -> None:
@@ -341,8 +340,6 @@ class DocumentSync:
                     continue
                 try:
                     check = await self.check(key, fix=True)
-                except asyncio.CancelledError:
-                    raise
                 except Exception:  # relay trouble shows in the relay states; never out of a background check
                     log.exception("checking the relays' %s failed", key.value)
                     continue
@@ -363,7 +360,7 @@ class DocumentSync:
         await publisher.retry_due()
         best, holdings = await publisher.relay_versions(store.pubkey, key.kind, key.d_tag)
         holdings = list(holdings)
-        if best is not None and store.version_key(best) is key:
+        if best is not None and store.events.key_of(best) is key:
             for h in holdings:
                 if h.event_id == best.id:
                     await store.take(h.url, best)  # newer than the one in use: used when it reads (and kept)

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from ...errors import ConfigError, NostrError
-from ...nostr.nip46 import RemoteSignerSession
+from ...nostr.nip46_session import RemoteSignerSession
 from .keystore import ensure_data_dir
 
 SESSION_FILE_NAME = "signer.json"

@@ -44,10 +44,24 @@ def preload() -> None:
 
 
 def start_worker() -> None:
-    """Start the helper process that streams model replies (``llm_worker``), so the first turn finds it warm."""
+    """Start the helper process that streams model replies (``llm.worker``), so the first turn finds it warm.
+    Token counts are made there from now on (``llm.tokens``: this process loads no tokenizer for them)."""
     from .worker_client import worker
 
-    worker().start()
+    helper = worker()
+    helper.start()
+    tokens.use_remote_counter(helper.count_tokens)
+
+
+async def helper_ready(timeout: float) -> None:
+    """When the helper has been started and is still importing litellm, wait until it is done (or failed, or
+    died; at most ``timeout``): a turn's prompt is counted there, and the turn waits for the import anyway.
+    Returns at once otherwise."""
+    from .worker_client import worker
+
+    helper = worker()
+    if _litellm is None and helper.running and not helper.settled.is_set():
+        await asyncio.to_thread(helper.settled.wait, timeout)
 
 
 def should_preload(settings: LlmSettings) -> bool:
@@ -75,7 +89,6 @@ def _load() -> Any:
             litellm.drop_params = True  # e.g. stream_options for a provider that lacks it: dropped, not fatal
             logging.getLogger("LiteLLM").setLevel(logging.WARNING)
             _litellm = litellm
-            tokens.use_litellm_counter(litellm.token_counter)
             log.info("litellm %s imported in %.1f s", getattr(litellm, "version", "?"), time.perf_counter() - t0)
     return _litellm
 
@@ -87,7 +100,7 @@ async def _load_async() -> Any:
 
 
 def count_tokens(model: str, text_or_messages: str | Iterable[Mapping[str, Any]]) -> int:
-    """Token count with litellm's counter once loaded, else the fast offline fallback (``agent.tokens``)."""
+    """Token count (``llm.tokens``: tiktoken's cl100k_base, in the helper process when it runs)."""
     return tokens.count_tokens_any(model, text_or_messages)
 
 
@@ -106,9 +119,15 @@ def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | Non
 
 
 def context_window(model: str) -> int | None:
-    """How many prompt tokens ``model`` takes, by litellm's model table; None when unknown (or not loaded)."""
-    if _litellm is None or not model:
+    """How many prompt tokens ``model`` takes, by litellm's model table (here, or in the helper process when
+    litellm runs there); None when unknown, or not loaded yet."""
+    if not model:
         return None
+    if _litellm is None:
+        from .worker_client import worker
+
+        helper = worker()
+        return helper.context_window(model) if helper.running else None
     try:
         info = _litellm.get_model_info(model)
     except Exception:  # unknown model: no window, not an error

@@ -1,10 +1,14 @@
 """Token counts for the prompt inspector and the history budget, fast enough for every keystroke.
 
-Once ``agent.llm.preload()`` has imported litellm, counts come from ``litellm.token_counter`` for the
-configured model (the provider's own tokenizer where litellm knows it). Before that — and in the CLI's
-``prompt`` dry run, which must not pay litellm's ~8 s import — a fast offline fallback is used: tiktoken's
-``cl100k_base`` read from the tokenizer files litellm bundles (found without importing litellm, so no
-network), else about one token per four characters.
+Every count is tiktoken's ``cl100k_base`` (what ``litellm.token_counter`` itself uses for most models), read from
+the tokenizer files litellm bundles — found without importing litellm, so no network — else about one token per
+four characters. One tokenizer, whatever the model and wherever litellm runs, so the same text always counts the
+same (``litellm.token_counter`` loads a second, native copy of the tokenizer and more: ~110 MiB, measured).
+
+With the model helper process running (``[llm] worker_process``, the default), the counting happens there
+(``agent.llm.start_worker`` installs its counter): the app loads no tokenizer at all (~40 MiB), and in the helper
+the encoding is the one object litellm's own default encoding would be (tiktoken keeps one per name). When the
+helper cannot answer (not ready yet, gone), the count is made here, the same way.
 
 Counts of identical strings are memoized (prompt sections repeat across turns), so assembling a full
 prompt again costs dictionary lookups.
@@ -16,7 +20,6 @@ import importlib.util
 import json
 import logging
 import os
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -33,7 +36,7 @@ _CL100K_CACHE_KEY = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"  # sha1 of the UR
 
 _lock = threading.Lock()
 _encoder: Any = None  # tiktoken Encoding, None = not tried yet, False = unavailable
-_litellm_counter: Callable[..., int] | None = None
+_remote_counter: Callable[[str], int] | None = None  # the model helper's count of a text (it raises when it cannot)
 
 
 class _Memo:
@@ -116,29 +119,16 @@ def _load_encoder() -> Any:
         return _encoder
 
 
-def use_litellm_counter(counter: Callable[..., int] | None) -> None:
-    """Called by ``agent.llm.preload()`` once litellm is fully imported (None switches back)."""
-    global _litellm_counter
-    _litellm_counter = counter
-    _memo.clear()
-
-
-def _litellm_from_sys_modules() -> Callable[..., int] | None:
-    """litellm's counter when someone already finished importing it (never import it here)."""
-    mod = sys.modules.get("litellm")
-    if mod is None:
-        return None
-    spec = getattr(mod, "__spec__", None)
-    if spec is not None and getattr(spec, "_initializing", False):
-        return None  # still being imported in another thread
-    counter = getattr(mod, "token_counter", None)
-    return counter if callable(counter) else None
+def use_remote_counter(counter: Callable[[str], int] | None) -> None:
+    """Count in another process from now on (``agent.llm.start_worker``: the model helper's); None: here."""
+    global _remote_counter
+    _remote_counter = counter
 
 
 def counter_backend() -> str:
-    """Which counter is in use: "litellm", "tiktoken" or "approx"."""
-    if _litellm_counter is not None or _litellm_from_sys_modules() is not None:
-        return "litellm"
+    """Which counter is in use: "helper" (the model helper process's tiktoken), "tiktoken" or "approx"."""
+    if _remote_counter is not None:
+        return "helper"
     return "tiktoken" if _load_encoder() else "approx"
 
 
@@ -147,26 +137,31 @@ def approx_tokens(text: str) -> int:
 
 
 def count_tokens(model: str, text: str) -> int:
-    """Tokens in ``text`` for ``model`` (memoized; never raises, never touches the network)."""
+    """Tokens in ``text`` (memoized; never raises, never touches the network). ``model`` does not change the
+    count (one tokenizer for all: see the module's docstring); it is the callers' context."""
     if not text:
         return 0
-    counter = _litellm_counter or _litellm_from_sys_modules()
-    backend = "litellm" if counter is not None else "local"
-    key = (backend, model if counter is not None else "", text)
+    key = ("cl100k", "", text)
     cached = _memo.get(key)
     if cached is not None:
         return cached
     value: int | None = None
+    counter = _remote_counter
     if counter is not None:
         try:
-            value = int(counter(model=model or "gpt-4o", text=text))
-        except Exception as exc:  # an unknown model or tokenizer hiccup: fall back, quietly
-            log.debug("litellm token_counter failed for %r: %s", model, exc)
+            value = int(counter(text))
+        except Exception as exc:  # the helper is not ready, or gone: counted here (the same count)
+            log.debug("the model helper did not count: %s", exc)
     if value is None:
-        encoder = _load_encoder()
-        value = len(encoder.encode(text, disallowed_special=())) if encoder else approx_tokens(text)
+        value = count_here(text)
     _memo.put(key, value)
     return value
+
+
+def count_here(text: str) -> int:
+    """The count made in this process (what the helper runs for the app), not memoized."""
+    encoder = _load_encoder()
+    return len(encoder.encode(text, disallowed_special=())) if encoder else approx_tokens(text)
 
 
 def message_text(message: Mapping[str, Any]) -> str:

@@ -26,7 +26,7 @@ class LlmSettings:
     max_retry_wait_s: float = 30.0  # a Retry-After longer than this is not waited for
     max_tokens: int | None = None  # sent to the provider when set ([llm] max_tokens; 0 in config = not sent)
     limits: TurnLimits = field(default_factory=TurnLimits)  # what one turn may cost (agent.limits)
-    worker_process: bool = True  # stream through the helper process (llm_worker), not on this process's loop
+    worker_process: bool = True  # stream through the helper process (llm.worker), not on this process's loop
 
     @property
     def configured(self) -> bool:

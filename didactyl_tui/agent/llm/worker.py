@@ -3,14 +3,17 @@
 litellm spends ~0.3 ms of CPU on every streamed chunk (bench/stream_bench.py: 3.4 s for a 10,000-chunk reply
 consumed raw). In the app's process that time is taken from the one thread that also paints the reply and
 echoes keys; a thread does not help (the GIL: measured worse). Here it runs on the other core, and the app
-receives plain chunks over a pipe (``llm_worker_client``).
+receives plain chunks over a pipe (``llm.worker_client``).
 
 Protocol: one JSON object per line. In (stdin): ``{"op": "stream", "id", "settings", "messages", "tools",
-"env"}`` and ``{"op": "cancel", "id"}``. Out (the original stdout; fd 1 is pointed at stderr so a stray print
-from litellm cannot corrupt the channel): ``{"id", "c": [text, tool_calls, finish, usage]}`` per chunk, then
-``{"id", "end": true}`` or ``{"id", "error": {...}}``; ``{"id": 0, "ready": true}`` once litellm is imported
-(which starts at once). The retry policy and every timeout are
-``llm.stream_in_process``'s, unchanged. The process ends when its stdin closes (the app stopped or died).
+"env"}`` and ``{"op": "cancel", "id"}``; ``{"op": "count", "id", "texts"}`` (token counts, ``llm.tokens``: the
+app loads no tokenizer of its own) and ``{"op": "info", "id", "model"}`` (litellm's model table).
+Out (the original stdout; fd 1 is pointed at stderr so a stray print from litellm cannot corrupt the channel):
+``{"id", "c": [text, tool_calls, finish, usage]}`` per chunk, then ``{"id", "end": true}`` or
+``{"id", "error": {...}}``; ``{"id", "counts": [...]}``; ``{"id", "info": {"context_window": n}}``;
+``{"id": 0, "ready": true}`` once litellm is imported (which starts at once; false if that failed). The retry
+policy and every timeout are ``llm.stream_in_process``'s, unchanged. The process ends when its stdin closes (the
+app stopped or died).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def _chunk_row(chunk: Any) -> list[Any]:
 
 async def _serve(out: Any) -> None:
     from . import client as llm
+    from . import tokens
     from .errors import LlmError
 
     loop = asyncio.get_running_loop()
@@ -50,7 +54,8 @@ async def _serve(out: Any) -> None:
     # litellm's import (~8 s) starts now, beside the app's first frames, not at the first turn; a call that
     # comes meanwhile waits for it (the import lock).
     preloading = loop.run_in_executor(None, llm.preload)
-    preloading.add_done_callback(lambda f: f.cancelled() or f.exception() or send({"id": 0, "ready": True}))
+    # Ready (true) or not (the import failed: each call will say why): either way, nobody waits for it any more.
+    preloading.add_done_callback(lambda f: send({"id": 0, "ready": not (f.cancelled() or f.exception())}))
     reader = asyncio.StreamReader(limit=256 * 1024 * 1024)  # a request carries the whole prompt
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     tasks: dict[int, asyncio.Task[None]] = {}
@@ -76,6 +81,24 @@ async def _serve(out: Any) -> None:
         finally:
             tasks.pop(request_id, None)
 
+    async def answer(request_id: int, request: dict[str, Any]) -> None:
+        """Token counts (at once: they need tiktoken, not litellm), or the model table's facts (once litellm is
+        imported)."""
+        try:
+            if request.get("op") == "count":
+                texts = [str(t) for t in request.get("texts") or ()]
+                counts = await loop.run_in_executor(None, lambda: [tokens.count_tokens("", t) for t in texts])
+                send({"id": request_id, "counts": counts})
+            else:
+                await asyncio.shield(preloading)  # one import for every waiting request
+                model = str(request.get("model") or "")
+                send({"id": request_id, "info": {"context_window": llm.context_window(model)}})
+        except Exception as exc:  # never a traceback: the app falls back to its own count
+            send({"id": request_id, "error": {"message": type(exc).__name__, "kind": "server",
+                                              "retry_after": None, "status": None}})
+        finally:
+            tasks.pop(request_id, None)
+
     while True:
         line = await reader.readline()
         if not line:
@@ -87,6 +110,8 @@ async def _serve(out: Any) -> None:
             continue
         if request.get("op") == "stream":
             tasks[request_id] = asyncio.create_task(run(request_id, request))
+        elif request.get("op") in ("count", "info"):
+            tasks[request_id] = asyncio.create_task(answer(request_id, request))
         elif request.get("op") == "cancel" and request_id in tasks:
             tasks[request_id].cancel()
     # The app is gone: no goodbyes (a litellm import still under way would hold a normal exit for seconds).

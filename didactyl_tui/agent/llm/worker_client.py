@@ -1,10 +1,14 @@
-"""The app's side of the model client's process (``llm_worker``): one process shared by every model call.
+"""The app's side of the model client's process (``llm.worker``): one process shared by every model call.
 
-It is started by ``llm.preload()`` (a model is configured) or by the first call, and lives as long as the app;
+It is started by ``llm.start_worker()`` (a model is configured) or by the first call, and lives as long as the app;
 when it dies (killed, crashed), the calls it was serving fail with one readable line and the next call starts
 a new one. The pipe is read by one thread, which hands each read's lines to the event loop that asked for them
 (one wake-up per read, not per chunk); requests are written by one thread, so a large prompt never blocks a
 loop. Any event loop may call: the TUI's, ``didactyl serve``'s, a test's.
+
+Token counts and the model table's context window are asked of the helper too (:meth:`LlmWorker.count_tokens`,
+:meth:`LlmWorker.context_window`: a short blocking round trip, from any thread), so the app never imports litellm
+or a tokenizer of its own: litellm's import costs ~200 MiB, and it would be loaded twice.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ log = logging.getLogger("didactyl.llm")
 
 HELPER_COMMAND = [sys.executable, "-m", "didactyl_tui.agent.llm.worker"]
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one chunk from the helper; a longer line means it is broken: it is stopped
+ASK_TIMEOUT_S = 2.0  # a count or the model table's answer (milliseconds once the helper is ready)
 FIRST_ANSWER_GRACE_S = 120.0  # the helper's first call imports litellm (~8 s here, more under load)
 ANSWER_GRACE_S = 10.0  # beyond the call's own timeouts, which the helper enforces
 STDERR_TAIL_LINES = 20  # what is kept of the helper's stderr (the last line names why it died)
@@ -56,17 +61,32 @@ class _Call:
             pass
 
 
+class _Answer:
+    """The one answer to a count or info request, waited for by a thread (any thread, the UI loop's too)."""
+
+    def __init__(self) -> None:
+        self.arrived = threading.Event()
+        self.message: dict[str, Any] = {}
+
+    def post(self, messages: list[dict[str, Any]]) -> None:
+        if not self.arrived.is_set():
+            self.message = messages[0]
+            self.arrived.set()
+
+
 class LlmWorker:
     """The helper process and the two threads that talk to it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._calls: dict[int, tuple[_Call, subprocess.Popen[bytes]]] = {}  # each call and the helper serving it
+        self._calls: dict[int, tuple[_Call | _Answer, subprocess.Popen[bytes]]] = {}  # each call, its helper
+        self._windows: dict[str, int | None] = {}  # the helper's context window of each model asked about
         self._ids = itertools.count(1)
         self._outbox: queue.Queue[tuple[subprocess.Popen[bytes], bytes] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
         self.ready = threading.Event()  # the current helper has imported litellm
+        self.settled = threading.Event()  # ... or failed to, or died: waiting for it is over
 
     def start(self) -> None:
         """Start the helper unless it runs (idempotent, thread-safe)."""
@@ -82,6 +102,7 @@ class LlmWorker:
         root = str(Path(__file__).resolve().parents[2])  # this package's own copy, whatever sys.path says
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self.ready.clear()
+        self.settled.clear()
         proc = subprocess.Popen(
             HELPER_COMMAND,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -138,8 +159,11 @@ class LlmWorker:
                     batches.setdefault(int(message["id"]), []).append(message)
                 except (ValueError, KeyError, TypeError):
                     continue
-            if batches.pop(0, None) is not None:  # litellm is imported there: a call now starts at once
-                self.ready.set()
+            started = batches.pop(0, None)
+            if started is not None:  # litellm is imported there (or failed to be): a call now starts at once
+                if any(m.get("ready") is True for m in started):
+                    self.ready.set()
+                self.settled.set()
             with self._lock:
                 targets = [(self._calls.get(i), messages) for i, messages in batches.items()]
             for entry, messages in targets:
@@ -154,10 +178,61 @@ class LlmWorker:
         with self._lock:
             if self._proc is proc:
                 self._proc = None
+                self.settled.set()
             orphans = [call for call, served_by in self._calls.values() if served_by is proc]
         why = _last_words(tail)
         for call in orphans:
             call.post([{"gone": why}])
+
+    @property
+    def running(self) -> bool:
+        proc = self._proc
+        return proc is not None and proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The helper's process id while it runs (what bench/ measures)."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def ask(self, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S, *, litellm: bool = True) -> dict[str, Any]:
+        """One request and its answer (blocks up to ``timeout``). Raises :class:`LlmError` when the helper is not
+        running (or, for a request that needs ``litellm``, has not imported it), or does not answer in time, or
+        answers with an error."""
+        answer = _Answer()
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.poll() is not None or (litellm and not self.ready.is_set()):
+                raise LlmError("The model's helper process is not ready.", "connection")
+            call_id = next(self._ids)
+            self._calls[call_id] = (answer, proc)
+        try:
+            self._send(proc, {**request, "id": call_id})
+            if not answer.arrived.wait(timeout):
+                raise LlmError(f"The model's helper process did not answer within {timeout:g} s.", "timeout")
+        finally:
+            with self._lock:
+                self._calls.pop(call_id, None)
+        message = answer.message
+        if "error" in message or "gone" in message:
+            raise LlmError("The model's helper process could not answer.", "connection")
+        return message
+
+    def count_tokens(self, text: str) -> int:
+        """The count of ``text`` made in the helper (``llm.tokens``: there, the encoding litellm shares)."""
+        return int(self.ask({"op": "count", "texts": [text]}, litellm=False)["counts"][0])
+
+    def context_window(self, model: str) -> int | None:
+        """The context window litellm's model table gives ``model`` (asked once per model); None when unknown,
+        or when the helper cannot say yet (not started, still importing litellm)."""
+        if model in self._windows:
+            return self._windows[model]
+        try:
+            window = self.ask({"op": "info", "model": model})["info"].get("context_window")
+        except (LlmError, KeyError, AttributeError):
+            return None
+        self._windows[model] = int(window) if isinstance(window, int | float) and window > 0 else None
+        return self._windows[model]
 
     def _send(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
         self._outbox.put((proc, json.dumps(message, separators=(",", ":")).encode() + b"\n"))

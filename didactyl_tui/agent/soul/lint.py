@@ -7,7 +7,7 @@ section it is in (and its position, for duplicates). Errors:
 - ``duplicate-section``: a second section with the same name (the inspector and provenance key on it);
 - ``no-source``: neither a tool nor any content (an empty or blank ``content`` counts as none);
 - ``never-renders``: the tool can never feed a section: it needs parameters, or it is async (a section
-  is filled synchronously from caches: :func:`~.soul.section_tool_problem`, the rule assembly applies too), or
+  is filled synchronously from caches: :func:`~.template.section_tool_problem`, the rule assembly applies too), or
   the section's fixed content is blank and skipped when empty. Every other tool renders what it returns
   (:func:`~.soul.section_text`): its ``content``, or its whole result.
 

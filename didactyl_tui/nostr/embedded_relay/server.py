@@ -60,11 +60,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Kept for callers that read the old module constants.
-DEFAULT_MAX_FRAME_BYTES = RelayLimits.max_frame_bytes
-DEFAULT_MAX_SUBSCRIPTIONS = RelayLimits.max_subscriptions
-DEFAULT_MAX_FILTERS = RelayLimits.max_filters
-DEFAULT_MAX_LIMIT = RelayLimits.max_limit
 SWEEP_INTERVAL_S = 5.0
 
 
@@ -79,8 +74,7 @@ class EmbeddedRelay(RelayProtocol):
     """A Nostr relay on ``host:port`` (port 0 picks a free one) stored in ``db_path``.
 
     ``limits`` holds every bound (a :class:`RelayLimits`, or a mapping of its fields, as JSON carries it
-    to a relay process); the keyword arguments named like its fields override it (kept for existing
-    callers). ``allowed_writers`` (hex pubkeys) turns on the allow-list; None: anyone writes.
+    to a relay process). ``allowed_writers`` (hex pubkeys) turns on the allow-list; None: anyone writes.
     """
 
     def __init__(
@@ -90,10 +84,6 @@ class EmbeddedRelay(RelayProtocol):
         port: int = 0,
         *,
         limits: RelayLimits | Mapping[str, Any] | None = None,
-        max_frame_bytes: int | None = None,
-        max_subscriptions: int | None = None,
-        max_filters: int | None = None,
-        max_limit: int | None = None,
         require_auth: bool = False,
         name: str = "didactyl embedded relay",
         db_busy_timeout: float = 5.0,
@@ -102,10 +92,7 @@ class EmbeddedRelay(RelayProtocol):
         gift_wrap_recipients: Collection[str] = (),
         compression: bool = False,
     ) -> None:
-        overrides = {k: v for k, v in {
-            "max_frame_bytes": max_frame_bytes, "max_subscriptions": max_subscriptions,
-            "max_filters": max_filters, "max_limit": max_limit}.items() if v is not None}
-        self.limits = _as_limits(limits).replace(**overrides)
+        self.limits = _as_limits(limits)
         self.db_path = Path(db_path)
         self.host = host
         self.port = port
@@ -131,23 +118,6 @@ class EmbeddedRelay(RelayProtocol):
         self._budget = OutputBudget(self.limits.max_output_bytes_total)
         self._author_meters = AuthorMeters(self.limits)
         self._gate = ConnectionGate(self.limits.max_connections, self.limits.max_connections_per_ip)
-
-    # Old attribute names, read by callers and tests.
-    @property
-    def max_frame_bytes(self) -> int:
-        return self.limits.max_frame_bytes
-
-    @property
-    def max_subscriptions(self) -> int:
-        return self.limits.max_subscriptions
-
-    @property
-    def max_filters(self) -> int:
-        return self.limits.max_filters
-
-    @property
-    def max_limit(self) -> int:
-        return self.limits.max_limit
 
     def set_access(self, allowed_writers: Collection[str] | None, gift_wrap_recipients: Collection[str]) -> None:
         """Change who may write, at once (a reload): the next event is judged by the new lists."""

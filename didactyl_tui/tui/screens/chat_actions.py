@@ -1,5 +1,5 @@
-"""The main screen's chat management: rename, delete, regenerate the last reply, edit and resend the last
-message, copy any message, and a resumed chat's prompt assemblies back in the inspector.
+"""The main screen's chat management: a new chat, resuming one (its prompt assemblies back in the inspector),
+rename, delete, regenerate the last reply, edit and resend the last message, copy any message.
 
 A part of :class:`MainScreen` (it inherits this), kept apart so each file reads in one sitting. Every database
 call goes through the service on a worker (SQLite never runs on the UI loop).
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from textual import work
 
 from ...errors import AgentError
+from ...service.labels import MINUTES, when
 
 if TYPE_CHECKING:
     from ...service.app import AppService
@@ -78,7 +79,7 @@ class ChatActions:
 
     @work(exclusive=True, group="chat-manage", exit_on_error=False)
     async def _rename(self, session_id: str, title: str) -> None:
-        await self.require_service().sessions.rename(session_id, title)
+        await self.require_service().chat.sessions.rename(session_id, title)
         self.notify(title, title="Chat renamed")
 
     async def action_delete_chat(self) -> None:
@@ -95,7 +96,7 @@ class ChatActions:
 
     @work(exclusive=True, group="chat-manage", exit_on_error=False)
     async def _delete(self, session_id: str) -> None:
-        await self.require_service().sessions.delete(session_id)
+        await self.require_service().chat.sessions.delete(session_id)
         if self.session_id == session_id:
             await self.action_new_chat()
         self.notify("The chat was deleted.", title="Deleted")
@@ -140,7 +141,7 @@ class ChatActions:
     async def _offer_messages(self) -> None:
         from textual.command import SimpleCommand
 
-        messages = await self.require_service().session_messages(self.session_id)
+        messages = await self.require_service().chat.session_messages(self.session_id)
         commands = []
         for n, message in enumerate(messages, start=1):
             text = message.get("content")
@@ -166,3 +167,48 @@ class ChatActions:
         saved = await service.chat.sessions.assemblies(session_id)
         for inspector in self.inspectors():
             inspector.load_saved(saved)
+
+    # --- chats ----------------------------------------------------------------------------------------
+
+    async def action_new_chat(self) -> None:
+        self.workers.cancel_group(self, "turn")
+        self.session_id = None
+        self.reset_figures()
+        await self.conversation.clear()
+        self.chat_input.focus()
+
+    def reset_figures(self) -> None:
+        """A new (or resumed) chat: no prompt yet, no cost yet (a resumed chat's earlier cost is not known)."""
+        self.status.prompt_tokens = self.status.session_cost_usd = None
+
+    def action_resume_chat(self) -> None:
+        if self._service_or_notify() is not None:
+            self._offer_sessions()
+
+    @work(exclusive=True, group="sessions", exit_on_error=False)
+    async def _offer_sessions(self) -> None:
+        service = self.require_service()
+        sessions = await service.chat.sessions.list()  # SQLite: on a worker thread; chats with no message left out
+        if not sessions:
+            self.notify("No saved chats yet.", title="Resume")
+            return
+        from textual.command import SimpleCommand
+
+        commands = [
+            SimpleCommand(
+                palette_line(s.title) or "(untitled)",
+                lambda sid=s.id: self.resume(sid),
+                f"{when(s.updated_at, MINUTES)} · {s.message_count} messages",
+            )
+            for s in sessions
+        ]
+        self.app.search_commands(commands, placeholder="Resume a chat…")
+
+    @work(exclusive=True, group="turn", exit_on_error=False)
+    async def resume(self, session_id: str) -> None:
+        service = self.require_service()
+        messages = await service.chat.session_messages(session_id)
+        self.session_id = session_id
+        self.reset_figures()
+        await self.conversation.load_history(messages)
+        await self.restore_assemblies(service, session_id)

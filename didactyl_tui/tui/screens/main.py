@@ -29,12 +29,14 @@ from ...service.events import (
     ServiceWarning,
     SoulChanged,
 )
-from ...service.labels import MINUTES, drift_lines, when
+from ...service.labels import drift_lines
 from ..actions import bindings
+from ..streaming import ScreenHooks, choose_path, turn_running
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
-from .chat_actions import ChatActions, palette_line
+from .chat_actions import ChatActions
+from .main_model import ModelActions
 from .main_sidebar import LONG, SHORT, SidebarActions
 
 if TYPE_CHECKING:
@@ -49,39 +51,18 @@ if TYPE_CHECKING:
     from ..widgets.prompt_inspector import PromptInspector
     from ..widgets.self_pane import SelfPane
 
-MAX_ECHO_TURNS = 3  # a layout pass is put off for keys at most this many updates in a row
 POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
 
 
-class MainScreen(SidebarActions, ChatActions, Screen[None]):
+class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[None]):
     AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
     BINDINGS = bindings("main")
 
     streaming: reactive[bool] = reactive(False, bindings=True)
 
-    def _refresh_layout(self, size: Any = None, scroll: bool = False) -> None:
-        if not self.streaming:
-            return super()._refresh_layout(size, scroll)
-        from ..one_layout import layout_once
-
-        layout_once(self, lambda: super(MainScreen, self)._refresh_layout(size, scroll))
-
-    def _on_timer_update(self) -> None:
-        # Always, not only while streaming: the passes right after a reply ends (its last blocks, the parts
-        # unfolding) cost 40-90 ms, and keys typed as it ends waited for them.
-        if self._echo_turns < MAX_ECHO_TURNS:
-            from ..one_layout import keys_before_layout
-
-            if keys_before_layout(self, self.conversation):
-                self._echo_turns += 1
-                return
-        self._echo_turns = 0
-        super()._on_timer_update()
-
     def __init__(self, config: Config) -> None:
         super().__init__()
-        self._echo_turns = 0  # updates in a row that put the streaming layout pass off for a key (one_layout)
         self.config = config
         self.session_id: str | None = None
         self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
@@ -94,7 +75,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             with Vertical(id="chat"):
-                yield Conversation(id="conversation")
+                yield Conversation(id="conversation", reply_path=choose_path(self.config.ui.fast_streaming))
                 yield ChatInput(id="chat-input", placeholder="Message the agent…  (Enter sends)")
             # The sidebar's place is kept; its panes mount right after the first frame (mount_sidebar).
             yield Vertical(id="sidebar-slot")
@@ -265,7 +246,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
     @work(exclusive=True, group="pending", exit_on_error=False)
     async def count_pending(self) -> None:
         """The outbox is SQLite: counted on a worker thread, never on the UI loop."""
-        self.status.pending_publishes = len(await self.require_service().pending_publishes())
+        self.status.pending_publishes = len(await self.require_service().documents.pending_publishes())
 
     def _relay_labels(self, states: dict[str, Any]) -> dict[str, str]:
         return {url: self.didactyl.relay_label(url) for url in states}
@@ -335,7 +316,6 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:
-        from ..gc_pause import full_collections_paused
         from .turn_view import TurnView
 
         try:
@@ -349,7 +329,7 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
         self.streaming = True
         self.status.activity = "thinking…"
         try:
-            with full_collections_paused():  # a full collection stalls the stream ~250 ms (gc_pause.py)
+            with turn_running(self.conversation.reply_path):  # the fast path holds full collections off
                 async for event in service.chat.run_turn(self.session_id, text):
                     await turn.show(event)
         except asyncio.CancelledError:
@@ -381,94 +361,3 @@ class MainScreen(SidebarActions, ChatActions, Screen[None]):
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "turn")
-
-    # --- chats ----------------------------------------------------------------------------------------
-
-    async def action_new_chat(self) -> None:
-        self.workers.cancel_group(self, "turn")
-        self.session_id = None
-        self.reset_figures()
-        await self.conversation.clear()
-        self.chat_input.focus()
-
-    def reset_figures(self) -> None:
-        """A new (or resumed) chat: no prompt yet, no cost yet (a resumed chat's earlier cost is not known)."""
-        self.status.prompt_tokens = self.status.session_cost_usd = None
-
-    def action_resume_chat(self) -> None:
-        if self._service_or_notify() is not None:
-            self._offer_sessions()
-
-    @work(exclusive=True, group="sessions", exit_on_error=False)
-    async def _offer_sessions(self) -> None:
-        service = self.require_service()
-        sessions = await service.chat.sessions.list()  # SQLite: on a worker thread; chats with no message left out
-        if not sessions:
-            self.notify("No saved chats yet.", title="Resume")
-            return
-        from textual.command import SimpleCommand
-
-        commands = [
-            SimpleCommand(
-                palette_line(s.title) or "(untitled)",
-                lambda sid=s.id: self.resume(sid),
-                f"{when(s.updated_at, MINUTES)} · {s.message_count} messages",
-            )
-            for s in sessions
-        ]
-        self.app.search_commands(commands, placeholder="Resume a chat…")
-
-    @work(exclusive=True, group="turn", exit_on_error=False)
-    async def resume(self, session_id: str) -> None:
-        service = self.require_service()
-        messages = await service.chat.session_messages(session_id)
-        self.session_id = session_id
-        self.reset_figures()
-        await self.conversation.load_history(messages)
-        await self.restore_assemblies(service, session_id)
-
-    # --- model and theme --------------------------------------------------------------------------------
-
-    async def action_switch_model(self) -> None:
-        from .model_switch import KeyPlace, ModelSwitchScreen
-
-        service = self.didactyl.service
-        if service is None:
-            dialog = ModelSwitchScreen(self.config.llm.model)
-        else:
-            # The model helper starts while the user fills the dialog: its start is not the server's time.
-            self.run_worker(asyncio.to_thread(service.model.warm_client), group="warm-model", exit_on_error=False)
-            dialog = ModelSwitchScreen(service.model.settings, explanation=service.model.explain(),
-                                       shadowed=service.model.shadowed(), check=service.model.check,
-                                       key_place=KeyPlace(str(service.model.api_key_file), service.model.key_problem))
-        # Awaited: keys typed behind the one that opened it wait for the dialog, instead of reaching this screen.
-        await self.app.push_screen(dialog, self._model_chosen)
-
-    def _model_chosen(self, chosen: Any) -> None:
-        if chosen is not None and self._service_or_notify() is not None:
-            self._set_model(chosen)
-
-    @work(exclusive=True, group="model", exit_on_error=False)
-    async def _set_model(self, chosen: Any) -> None:
-        service = self.require_service()
-        # Writes state.toml (and the key file with a key typed): off the UI loop. No restart: the next turn uses it.
-        await asyncio.to_thread(service.model.set, chosen)
-        service.preload_llm()  # a model now: its first turn should not wait for the import
-        self.show_model(service)
-        shadowed = service.model.shadowed()
-        if shadowed:
-            self.notify(shadowed, title=f"Model: {service.model.name}", severity="warning", timeout=12)
-        elif chosen.api_key:
-            self.notify(f"Model: {service.model.name}; its key is kept in {service.model.api_key_file} (0600), as "
-                        f"${service.model.settings.api_key_env}", title="Model switched")
-        else:
-            self.notify(f"Model: {service.model.name}", title="Model switched")
-
-    def show_model(self, service: AppService) -> None:
-        """The model in the status bar, marked when $DIDACTYL_MODEL decides it or hides a choice."""
-        self.status.model = service.model.name
-        self.status.model_note = "$DIDACTYL_MODEL" if service.model.source == "env" else ""
-        self.status.model_warning = service.model.shadowed() is not None
-
-    def action_change_theme(self) -> None:
-        self.app.search_themes()

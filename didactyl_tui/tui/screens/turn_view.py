@@ -63,7 +63,7 @@ class TurnView:
             case TurnStarted(assembly=assembly):  # the inspector gets it from the service's PromptAssembled
                 status.prompt_tokens, status.tokens_estimated = prompt_tokens(assembly, None)
                 self.assembly = assembly
-                status.context_window = self.screen.require_service().context_window()
+                status.context_window = self.screen.require_service().model.context_window()
             case TextDelta(text=text):
                 if self.reply is None:
                     self.reply = await conversation.start_reply()
@@ -92,7 +92,7 @@ class TurnView:
         usage: Any = event.usage
         if self.assembly is not None:  # the inspector's count of this turn, the same function
             screen.status.prompt_tokens, screen.status.tokens_estimated = prompt_tokens(self.assembly, usage)
-        screen.status.context_window = screen.require_service().context_window()
+        screen.status.context_window = screen.require_service().model.context_window()
         if usage.cost_usd is not None:
             screen.status.session_cost_usd = (screen.status.session_cost_usd or 0.0) + usage.cost_usd
         if event.cut:  # a bound ended the turn early: the reply shown is partial (and ends with a marker)

@@ -106,7 +106,7 @@ class AssemblyTree(Tree[NodeInfo]):
     def render_label(self, node: TreeNode[NodeInfo], base_style: Style, style: Style) -> Text:
         info = node.data
         if info is not None and info.style:
-            node_label = node._label.copy()
+            node_label = node.label.copy()
             node_label.stylize(style)
             # After the line's own style, so the greyed / error colour wins over the default text colour.
             node_label.stylize(self.get_component_rich_style(f"assembly-tree--{info.style}", partial=False))

@@ -88,11 +88,12 @@ class ChatInput(TextArea):
 
     # --- sending ----------------------------------------------------------------------------
 
-    async def _on_key(self, event: events.Key) -> None:
+    async def on_key(self, event: events.Key) -> None:
         """Send and newline run here, in the order the keys arrived, not as priority bindings: in a burst
         ("hi there" + Enter in one read of the terminal) the app reads Enter before this widget has inserted
-        the characters queued ahead of it, so a priority binding would send an empty box."""
-        from ..gc_pause import note_input
+        the characters queued ahead of it, so a priority binding would send an empty box. This handler runs
+        before the TextArea's own (a subclass's comes first); preventing the default stops the TextArea's."""
+        from ..streaming import note_input
 
         note_input()  # a collection put off by a streaming reply waits until typing pauses
         if not event.is_printable:
@@ -101,8 +102,6 @@ class ChatInput(TextArea):
                 event.stop()
                 event.prevent_default()
                 await self.run_action(active.binding.action)
-                return
-        await super()._on_key(event)
 
     def action_send(self) -> None:
         text = self.text
@@ -113,5 +112,7 @@ class ChatInput(TextArea):
         self.post_message(self.Submitted(self, text))
 
     def action_newline(self) -> None:
+        if self.read_only:
+            return
         start, end = self.selection
-        self._replace_via_keyboard("\n", start, end)
+        self.replace("\n", start, end, maintain_selection_offset=False)  # as the TextArea inserts a typed key

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ..streaming import choose_path
+from ..streaming.reply import ReplyPath
+
 if TYPE_CHECKING:
     from .error_entry import ErrorEntry
     from .history_stub import EntrySpec, HistoryStub
@@ -26,8 +29,9 @@ FOLD_MARGIN_SCREENS = 1.0  # entries (and parts of a long reply) further than th
 class Conversation(VerticalScroll):
     """A scrolling column of entries. The screen drives it; it only renders."""
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, reply_path: ReplyPath | None = None) -> None:
         super().__init__(id=id, can_focus=True)
+        self.reply_path = reply_path or choose_path()  # how messages are rendered and replies streamed
         self._tool_calls: dict[str, ToolCallEntry] = {}
         self._materialize_queued = False
         self._materializing = False
@@ -59,17 +63,17 @@ class Conversation(VerticalScroll):
     async def add_user(self, text: str) -> MessageEntry:
         from .message_entry import MessageEntry
 
-        return await self._add(MessageEntry("user", text))
+        return await self._add(MessageEntry("user", text, path=self.reply_path))
 
     async def start_reply(self) -> MessageEntry:
         from .message_entry import MessageEntry
 
-        return await self._add(MessageEntry("assistant", streaming=True))
+        return await self._add(MessageEntry("assistant", streaming=True, path=self.reply_path))
 
     async def add_reply(self, text: str) -> MessageEntry:
         from .message_entry import MessageEntry
 
-        return await self._add(MessageEntry("assistant", text))
+        return await self._add(MessageEntry("assistant", text, path=self.reply_path))
 
     async def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], round_no: int = 1) -> None:
         from .tool_call_entry import ToolCallEntry
@@ -153,7 +157,7 @@ class Conversation(VerticalScroll):
             return entry
         from .message_entry import MessageEntry
 
-        entry = MessageEntry(spec.role, spec.text)
+        entry = MessageEntry(spec.role, spec.text, path=self.reply_path)
         if spec.status:  # a failed or cancelled turn's message: kept, marked, never resent
             entry.add_class("-failed")
             entry.border_subtitle = f"{spec.status}: not answered"
@@ -208,7 +212,9 @@ class Conversation(VerticalScroll):
             parts += entries
             if last < len(stub.specs):
                 parts.append(HistoryStub(stub.specs[last:], stub.heights[last:]))
-            await self.mount_all(parts, before=stub)
+            mounting = self.mount_all(parts, before=stub)  # children at once; mounted when awaited
+            stub.replaced = True  # read back (export, copy) from its replacements from now on, never twice
+            await mounting
             await stub.remove()
             if region.bottom <= view_top and not self._pinned_to_end():
                 # Above the viewport: once laid out, shift by what the estimate missed, so the text in
@@ -223,7 +229,8 @@ class Conversation(VerticalScroll):
             self.call_after_refresh(self.materialize_near_viewport)
 
     def _pinned_to_end(self) -> bool:
-        return self.is_anchored and not self._anchor_released
+        # Anchored and not scrolled away from the end (scrolling up releases the anchor until the end is back).
+        return self.is_anchored and self.scroll_y >= self.max_scroll_y
 
     def _keep_view(self, entries: list[Any], estimated: int) -> None:
         actual = sum(e.outer_size.height + e.styles.margin.top for e in entries if e.parent is self)
@@ -282,7 +289,7 @@ class Conversation(VerticalScroll):
         for child in reversed(self.children):
             if isinstance(child, MessageEntry) and child.role == "assistant" and child.text:
                 return child.text
-            if isinstance(child, HistoryStub):
+            if isinstance(child, HistoryStub) and not child.replaced:
                 for spec in reversed(child.specs):
                     if spec.role == "assistant" and spec.text:
                         return spec.text
@@ -300,7 +307,7 @@ class Conversation(VerticalScroll):
                 out += _message_markdown(child.role, child.text)
             elif isinstance(child, ToolCallEntry):
                 out += _tool_call_markdown(child.tool_name, child.arguments, child.result)
-            elif isinstance(child, HistoryStub):
+            elif isinstance(child, HistoryStub) and not child.replaced:
                 for spec in child.specs:
                     if spec.role == "tool":
                         out += _tool_call_markdown(spec.name, spec.arguments, spec.result)

@@ -87,6 +87,7 @@ class HistoryStub(Static):
         super().__init__(Content(label), classes="history-stub")
         self.specs = specs
         self.heights = heights
+        self.replaced = False  # its entries (and smaller stubs) are mounted beside it; it is on its way out
         self.styles.height = max(1, sum(heights))
 
     def split_at_rows(self, top: int, bottom: int, limit: int) -> tuple[int, int]:

@@ -49,7 +49,7 @@ from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.relay import RelayClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/nostr/embedded_relay/ is three below)
 SK = SecretKey.from_hex("00" * 31 + "52")
 PROCESS_TIMEOUT_S = 60  # a client process: a cold Python start plus a relay start, on a loaded box
 
@@ -326,7 +326,7 @@ async def test_a_stopping_relay_no_longer_claims_the_data_dir(tmp_path: Path) ->
 
 
 async def test_relay_options_reach_the_relay_process(data_dir: Path) -> None:
-    relay = await ensure_shared_relay(data_dir, port=0, relay_options={"max_subscriptions": 3})
+    relay = await ensure_shared_relay(data_dir, port=0, relay_options={"limits": {"max_subscriptions": 3}})
     doc = await fetch_info_document(relay.host, relay.port)
     assert doc is not None and doc["limitation"]["max_subscriptions"] == 3
 

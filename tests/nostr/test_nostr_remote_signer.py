@@ -13,11 +13,15 @@ from nip46_bunker import ScriptedBunker, bunker_and_signer
 from relay_servers import eventually, fast_client_kwargs, free_port
 
 from didactyl_tui.errors import NostrError, RelayError, SignerRefusedError, SignerUnreachableError
-from didactyl_tui.nostr import nip46
+from didactyl_tui.nostr import nip46_uri
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.keys import SecretKey
-from didactyl_tui.nostr.nip46 import Method, RemoteSignerSession
-from didactyl_tui.nostr.remote_signer import AuthChallenge, PlaintextCache, RemoteSigner, make_invitation
+from didactyl_tui.nostr.nip46 import Method
+from didactyl_tui.nostr.nip46_channel import AuthChallenge
+from didactyl_tui.nostr.nip46_invitation import make_invitation
+from didactyl_tui.nostr.nip46_session import RemoteSignerSession
+from didactyl_tui.nostr.plaintext_cache import PlaintextCache
+from didactyl_tui.nostr.remote_signer import RemoteSigner
 from didactyl_tui.nostr.signer import LocalSigner, Signer
 
 USER = SecretKey.from_hex("00" * 31 + "81")
@@ -56,7 +60,7 @@ async def test_the_user_key_may_differ_from_the_signers_and_events_verify_with_t
 
 async def test_connect_sends_the_secret_once_and_a_wrong_or_reused_secret_is_refused(relay: EmbeddedRelay) -> None:
     async with ScriptedBunker([relay.url], USER, secret="right") as bunker:
-        wrong = nip46.BunkerUri(bunker.pubkey, (relay.url,), "wrong").to_uri()
+        wrong = nip46_uri.BunkerUri(bunker.pubkey, (relay.url,), "wrong").to_uri()
         with pytest.raises(SignerRefusedError, match="refused connect: invalid connection secret"):
             await RemoteSigner.from_bunker(wrong, **fast())
         first = await RemoteSigner.from_bunker(bunker.bunker_uri(), **fast())

@@ -11,7 +11,7 @@ from nip46_outside_support import OutsideBunker
 from relay_servers import fast_client_kwargs
 
 from didactyl_tui.errors import NostrError, SignerRefusedError, SignerUnreachableError
-from didactyl_tui.nostr import nip46
+from didactyl_tui.nostr import nip46, nip46_uri
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.nip46 import Method
@@ -28,7 +28,7 @@ async def test_the_whole_session_with_an_outside_bunker(outside_bunker_dir: Path
         EmbeddedRelay(tmp_path / "relay.db") as relay,
         OutsideBunker(outside_bunker_dir, [relay.url], USER, signer_key=TRANSPORT, secret="outside-secret") as bunker,
     ):
-        uri = nip46.BunkerUri.parse(bunker.uri)
+        uri = nip46_uri.BunkerUri.parse(bunker.uri)
         assert uri.signer_pubkey == TRANSPORT.public_key_hex and uri.secret == "outside-secret"
         # applesauce answers connect with our secret (the other form the NIP allows) and switch_relays with null.
         signer = await RemoteSigner.from_bunker(bunker.uri, metadata={"name": "didactyl tests"},
@@ -73,7 +73,7 @@ async def test_an_outside_bunker_that_stops_mid_session_gives_a_bounded_wait(out
         try:
             await signer.ping()
             await bunker.stop()
-            signer.request_timeout = 0.5
+            signer.channel.request_timeout = 0.5
             with pytest.raises(SignerUnreachableError, match=r"did not answer ping within 0\.5s"):
                 await signer.ping()
         finally:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs, free_port
 from websockets.exceptions import ConnectionClosed
 
+from didactyl_tui.nostr.embedded_relay.limits import RelayLimits
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay, serve_forever
 from didactyl_tui.nostr.embedded_relay.store import EventStore, SaveResult
 from didactyl_tui.nostr.event import Event, sign_event
@@ -96,7 +97,8 @@ def _http_get(url: str, accept: str | None) -> tuple[int, dict[str, str], bytes]
 
 
 async def test_nip11_information_document_over_http_on_the_same_port(tmp_path: Path) -> None:
-    async with EmbeddedRelay(tmp_path / "r.db", max_frame_bytes=10_000, max_subscriptions=7) as relay:
+    limits = RelayLimits(max_frame_bytes=10_000, max_subscriptions=7)
+    async with EmbeddedRelay(tmp_path / "r.db", limits=limits) as relay:
         http_url = relay.url.replace("ws://", "http://")
         status, headers, body = await asyncio.to_thread(_http_get, http_url, "application/nostr+json")
         assert status == 200
@@ -118,7 +120,7 @@ async def test_nip11_information_document_over_http_on_the_same_port(tmp_path: P
 
 async def test_frame_size_limit_is_answered_clearly(tmp_path: Path) -> None:
     limit = 4096
-    async with EmbeddedRelay(tmp_path / "r.db", max_frame_bytes=limit) as relay:
+    async with EmbeddedRelay(tmp_path / "r.db", limits=RelayLimits(max_frame_bytes=limit)) as relay:
         conn = await raw(relay.url)
         big = note("x" * limit)
         answer = await conn.ask(["EVENT", big.to_dict()])
@@ -137,7 +139,7 @@ async def test_frame_size_limit_is_answered_clearly(tmp_path: Path) -> None:
 
 
 async def test_subscription_limit_per_connection(tmp_path: Path) -> None:
-    async with EmbeddedRelay(tmp_path / "r.db", max_subscriptions=2) as relay:
+    async with EmbeddedRelay(tmp_path / "r.db", limits=RelayLimits(max_subscriptions=2)) as relay:
         conn = await raw(relay.url)
         assert await conn.ask(["REQ", "a", {"kinds": [1]}]) == ["EOSE", "a"]
         assert await conn.ask(["REQ", "b", {"kinds": [1]}]) == ["EOSE", "b"]

@@ -8,18 +8,13 @@ import json
 import pytest
 
 from didactyl_tui.errors import NostrError
-from didactyl_tui.nostr import nip44, nip46
+from didactyl_tui.nostr import nip44, nip46, nip46_uri
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.keys import SecretKey
-from didactyl_tui.nostr.nip46 import (
-    BunkerUri,
-    Method,
-    NostrConnectUri,
-    RemoteSignerSession,
-    Request,
-    Response,
-)
-from didactyl_tui.nostr.remote_signer import make_invitation
+from didactyl_tui.nostr.nip46 import Method, Request, Response
+from didactyl_tui.nostr.nip46_invitation import make_invitation
+from didactyl_tui.nostr.nip46_session import RemoteSignerSession
+from didactyl_tui.nostr.nip46_uri import BunkerUri, NostrConnectUri
 from didactyl_tui.nostr.terminal_qr import render_qr
 
 CLIENT = SecretKey.from_hex("00" * 31 + "11")
@@ -52,9 +47,9 @@ def test_a_reply_is_failed_only_with_an_error_and_an_auth_url_is_not_a_failure()
 def test_a_relay_list_sent_as_json_rather_than_as_a_string_is_read() -> None:
     msg = nip46.parse_message('{"id":"1","result":["wss://a.example","wss://b.example"]}')
     assert isinstance(msg, Response)
-    assert nip46.parse_relay_list(msg.result) == ("wss://a.example", "wss://b.example")
-    assert nip46.parse_relay_list(nip46.parse_message('{"id":"1","result":null}').result) is None
-    assert nip46.parse_relay_list("null") is None
+    assert nip46_uri.parse_relay_list(msg.result) == ("wss://a.example", "wss://b.example")
+    assert nip46_uri.parse_relay_list(nip46.parse_message('{"id":"1","result":null}').result) is None
+    assert nip46_uri.parse_relay_list("null") is None
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -171,7 +166,7 @@ def test_a_bunker_uri_round_trips_and_keeps_its_secret_out_of_the_repr() -> None
     assert uri == BunkerUri(PK, ("wss://relay.example.com", "ws://127.0.0.1:7000"), "s3cr3t")
     assert BunkerUri.parse(uri.to_uri()) == uri
     assert "s3cr3t" not in repr(uri) and "s3cr3t" in uri.to_uri()
-    assert nip46.parse_uri(text) == uri
+    assert nip46_uri.parse_uri(text) == uri
     # Tolerated: upper-case hex, a slash before the query, a repeated relay, no secret.
     loose = BunkerUri.parse(f"  bunker://{PK.upper()}/?relay=wss://r.example&relay=wss://r.example  ")
     assert loose == BunkerUri(PK, ("wss://r.example",), None)
@@ -190,7 +185,7 @@ def test_a_nostrconnect_uri_round_trips() -> None:
     example = ("nostrconnect://83f3b2ae6aa368e8275397b9c26cf550101d63ebaab900d19dd4a4429f5ad8f5?relay=wss%3A%2F%2F"
                "relay1.example.com&perms=nip44_encrypt%2Cnip44_decrypt%2Csign_event%3A13%2Csign_event%3A14%2C"
                "sign_event%3A1059&name=My+Client&secret=0s8j2djs&relay=wss%3A%2F%2Frelay2.example2.com")
-    parsed = nip46.parse_uri(example)
+    parsed = nip46_uri.parse_uri(example)
     assert isinstance(parsed, NostrConnectUri)
     assert parsed.relays == ("wss://relay1.example.com", "wss://relay2.example2.com")
     assert parsed.secret == "0s8j2djs" and parsed.name == "My Client"
@@ -216,15 +211,15 @@ def test_a_nostrconnect_uri_round_trips() -> None:
 ])
 def test_bad_uris_get_a_clear_error(text: str, why: str) -> None:
     with pytest.raises(NostrError, match=why) as info:
-        nip46.parse_uri(text)
+        nip46_uri.parse_uri(text)
     assert "\x1b" not in str(info.value) and "\n" not in str(info.value)
 
 
 def test_connect_params_put_the_metadata_fourth() -> None:
-    assert nip46.connect_params(PK, "s") == (PK, "s")
-    assert nip46.connect_params(PK, None) == (PK, "")
-    assert nip46.connect_params(PK, "s", metadata={"name": "didactyl"}) == (PK, "s", "", '{"name":"didactyl"}')
-    assert nip46.connect_params(PK, "s", ["sign_event:1", "ping"]) == (PK, "s", "sign_event:1,ping")
+    assert nip46_uri.connect_params(PK, "s") == (PK, "s")
+    assert nip46_uri.connect_params(PK, None) == (PK, "")
+    assert nip46_uri.connect_params(PK, "s", metadata={"name": "didactyl"}) == (PK, "s", "", '{"name":"didactyl"}')
+    assert nip46_uri.connect_params(PK, "s", ["sign_event:1", "ping"]) == (PK, "s", "sign_event:1,ping")
 
 
 # --- the session --------------------------------------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""The main screen's model and theme: the model dialog (usable before the service has started), switching the
+model (written off the UI loop), the model in the status bar, and the theme picker.
+
+A part of :class:`MainScreen` (it inherits this), kept apart so each file reads in one sitting."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+
+if TYPE_CHECKING:
+    from ...service.app import AppService
+
+
+class ModelActions:
+    """Needs what MainScreen has: app, config, didactyl, notify, status, run_worker, require_service,
+    _service_or_notify."""
+
+    async def action_switch_model(self) -> None:
+        from .model_switch import KeyPlace, ModelSwitchScreen
+
+        service = self.didactyl.service
+        if service is None:
+            dialog = ModelSwitchScreen(self.config.llm.model)
+        else:
+            # The model helper starts while the user fills the dialog: its start is not the server's time.
+            self.run_worker(asyncio.to_thread(service.model.warm_client), group="warm-model", exit_on_error=False)
+            dialog = ModelSwitchScreen(service.model.settings, explanation=service.model.explain(),
+                                       shadowed=service.model.shadowed(), check=service.model.check,
+                                       key_place=KeyPlace(str(service.model.api_key_file), service.model.key_problem))
+        # Awaited: keys typed behind the one that opened it wait for the dialog, instead of reaching this screen.
+        await self.app.push_screen(dialog, self._model_chosen)
+
+    def _model_chosen(self, chosen: Any) -> None:
+        if chosen is not None and self._service_or_notify() is not None:
+            self._set_model(chosen)
+
+    @work(exclusive=True, group="model", exit_on_error=False)
+    async def _set_model(self, chosen: Any) -> None:
+        service = self.require_service()
+        # Writes state.toml (and the key file with a key typed): off the UI loop. No restart: the next turn uses it.
+        await asyncio.to_thread(service.model.set, chosen)
+        service.preload_llm()  # a model now: its first turn should not wait for the import
+        self.show_model(service)
+        shadowed = service.model.shadowed()
+        if shadowed:
+            self.notify(shadowed, title=f"Model: {service.model.name}", severity="warning", timeout=12)
+        elif chosen.api_key:
+            self.notify(f"Model: {service.model.name}; its key is kept in {service.model.api_key_file} (0600), as "
+                        f"${service.model.settings.api_key_env}", title="Model switched")
+        else:
+            self.notify(f"Model: {service.model.name}", title="Model switched")
+
+    def show_model(self, service: AppService) -> None:
+        """The model in the status bar, marked when $DIDACTYL_MODEL decides it or hides a choice."""
+        self.status.model = service.model.name
+        self.status.model_note = "$DIDACTYL_MODEL" if service.model.source == "env" else ""
+        self.status.model_warning = service.model.shadowed() is not None
+
+    def action_change_theme(self) -> None:
+        self.app.search_themes()

@@ -1,0 +1,57 @@
+"""The fast path's hooks in the screen that shows the conversation: one layout pass per paint while a reply
+streams, and a key's echo before a due layout pass (``one_layout.py``).
+
+They override two of Textual's private ``Screen`` methods (``_refresh_layout``, ``_on_timer_update``, as of
+Textual 8.2), so this class is only used on a Textual in the tested range (``textual_range.py``); elsewhere the
+screen gets :class:`PublicScreenHooks`, which overrides nothing. Arguments are passed through whole, so a
+changed signature on an untested version could not break them even if they were used there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.css.query import NoMatches
+
+from .reply import ReplyPath
+
+MAX_ECHO_TURNS = 3  # a layout pass is put off for keys at most this many updates in a row
+
+
+class PublicScreenHooks:
+    """Nothing: Textual's own update and layout (the public path, and any untested Textual)."""
+
+
+class FastScreenHooks:
+    """A mixin placed before ``Screen`` in the bases of a screen with a ``conversation`` property (the column
+    the replies stream into, whose ``reply_path`` says which path it uses) and a ``streaming`` flag."""
+
+    __echo_turns = 0  # updates in a row that put the layout pass off for a key (ours: name-mangled)
+
+    def _refresh_layout(self, *args: Any, **kwargs: Any) -> Any:
+        parent: Any = super()
+        screen: Any = self
+        if not screen.streaming or screen.conversation.reply_path is not ReplyPath.FAST:
+            return parent._refresh_layout(*args, **kwargs)
+        from .one_layout import layout_once
+
+        layout_once(screen, lambda: parent._refresh_layout(*args, **kwargs))
+        return None
+
+    def _on_timer_update(self, *args: Any, **kwargs: Any) -> Any:
+        parent: Any = super()
+        # Always, not only while streaming: the passes right after a reply ends (its last blocks, the parts
+        # unfolding) cost 40-90 ms, and keys typed as it ends waited for them.
+        screen: Any = self
+        try:
+            conversation = screen.conversation
+        except NoMatches:  # an update before the screen has composed its children: nothing to echo yet
+            return parent._on_timer_update(*args, **kwargs)
+        if self.__echo_turns < MAX_ECHO_TURNS and conversation.reply_path is ReplyPath.FAST:
+            from .one_layout import keys_before_layout
+
+            if keys_before_layout(screen, conversation):
+                self.__echo_turns += 1
+                return None
+        self.__echo_turns = 0
+        return parent._on_timer_update(*args, **kwargs)
