@@ -255,6 +255,8 @@ class SignerConfig:
                                              "a phone may wait for a tap).", min=1, max=3600)
     auth_timeout_s: float = setting(300.0, "Seconds to wait once the signer asked for approval at a web address "
                                            "(auth_url), shown in the app.", min=1, max=86_400)
+    ping_interval_s: float = setting(10.0, "Seconds between pings of a remote signer that stopped answering (the "
+                                            "status bar says \"signer away\" until it answers).", min=0.1, max=3600)
 
 
 GUEST_TOOLS = ["agent_identity", "nostr_agent_profile", "nostr_agent_contacts", "nostr_agent_relays",

@@ -31,7 +31,7 @@ from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.nip46 import MAX_PLAINTEXT_BYTES
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
-from didactyl_tui.service.events import ServiceWarning
+from didactyl_tui.service.events import ServiceWarning, SignerStateChanged
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 pytestmark = pytest.mark.usefixtures("warm_litellm")
@@ -232,3 +232,29 @@ async def test_with_the_signer_away_the_app_opens_on_the_last_known_memory_and_a
         async with back, AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
             assert (await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong")).any_accepted
         assert "connect" not in back.methods()
+
+
+async def test_a_signer_that_stops_answering_mid_session_is_shown_away_and_then_back(tmp_path: Path) -> None:
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
+        bunker = ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once")
+        await bunker.start()
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        cfg.signer.request_timeout_s, cfg.signer.ping_interval_s = 2.0, 0.2
+        svc = AppService(cfg, data_dir=tmp_path / "data", env=ENV, relay_client_options=fast_client_kwargs())
+        states: list[bool] = []
+        svc.add_listener(lambda ev: states.append(ev.reachable) if isinstance(ev, SignerStateChanged) else None)
+        back = ScriptedBunker([bunker_relay.url], AGENT_KEY)
+        try:
+            async with svc:
+                await svc.documents.save(DocumentKey.SHORT_TERM, "before")
+                back.connected = set(bunker.connected)
+                await bunker.stop()
+                with pytest.raises(DidactylError, match="signer"):
+                    await svc.documents.save(DocumentKey.SHORT_TERM, "while away")
+                assert states == [False]
+                await back.start()  # the signer returns: seen by the pings, before any save
+                await until(lambda: states == [False, True], 20, "the signer seen back")
+                assert "ping" in back.methods()
+                assert (await svc.documents.save(DocumentKey.SHORT_TERM, "after")).any_accepted
+        finally:
+            await back.stop()

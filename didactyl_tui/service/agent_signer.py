@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key
-from ..agent.identity.signer_cache import CACHE_FILE_NAME, CachedSigner, SignerCache
+from ..agent.identity.signer_cache import CACHE_FILE_NAME, CachedSigner, SignerCache, WatchedSigner
 from ..agent.identity.signer_session import read_session, session_path, write_session
 from ..config import Config
 from ..errors import ConfigError, DidactylError
@@ -45,6 +45,7 @@ class AgentSigner:
     key_path: Path | None
     remote: RemoteSigner | None
     cache: SignerCache | None = None  # with a remote signer: what it decrypted for the agent, kept here
+    watch: WatchedSigner | None = None  # with a remote signer: whether it answers
 
     @property
     def public_key(self) -> str:
@@ -59,6 +60,7 @@ class AgentSigner:
 
 async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, str], *,
                             on_auth_url: Callable[[AuthChallenge], None] | None = None,
+                            on_reachable: Callable[[bool], None] | None = None,
                             client_options: Mapping[str, Any] | None = None) -> AgentSigner:
     """The signer the config names (see the module doc). Raises a :class:`ConfigError` (or a Nostr or relay error
     from the first ``connect``) with one readable line."""
@@ -105,12 +107,15 @@ async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, st
         latest.append(remote.session)
         del latest[:-1]
         await asyncio.to_thread(write_latest)  # stored before anything is signed: the secret cannot be used again
+    watched = WatchedSigner(remote, remote.ping, on_reachable or (lambda reachable: None),
+                            ping_interval_s=config.signer.ping_interval_s)
     try:
         cache = await asyncio.to_thread(SignerCache, Path(data_dir) / CACHE_FILE_NAME)
     except (OSError, sqlite3.Error) as exc:  # no cache: every read asks the signer, as without one
         log.warning("the remote signer's cache cannot be opened (%s): every read asks the signer", exc)
-        return AgentSigner(remote, None, None, remote)
-    return AgentSigner(CachedSigner(remote, cache), None, None, remote, cache)
+        return AgentSigner(watched, None, None, remote, watch=watched)
+    # The cache in front: a version read from it is no request, and says nothing about the signer's state.
+    return AgentSigner(CachedSigner(watched, cache), None, None, remote, cache, watched)
 
 
 def known_agent_pubkey(config: Config, data_dir: Path, env: Mapping[str, str]) -> str | None:

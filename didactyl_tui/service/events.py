@@ -42,6 +42,13 @@ class OutboxChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class SignerStateChanged:
+    """The agent's remote signer (NIP-46) stopped answering, or answers again (saves wait for it meanwhile)."""
+
+    reachable: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RelayStateChanged:
     url: str
     state: ConnectionState
@@ -90,7 +97,7 @@ class ServiceWarning:
 
 
 ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
-                | OutboxChanged | DmSessionChanged | SoulChanged)
+                | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged)
 
 
 class Listeners(Generic[T]):

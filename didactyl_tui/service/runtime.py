@@ -37,7 +37,7 @@ from ..nostr.relay_guard import FailedEvents
 from ..nostr.results import ConnectionState
 from ..nostr.signer import Signer
 from .agent_signer import AgentSigner, open_agent_signer
-from .events import RelayStateChanged, SelfContextChanged, ServiceEvent
+from .events import RelayStateChanged, SelfContextChanged, ServiceEvent, SignerStateChanged
 from .relay_keeper import EmbeddedRelayKeeper
 
 log = logging.getLogger("didactyl.service")
@@ -182,6 +182,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
             warn(f"the remote signer asks you to approve ({challenge.method}): open {challenge.url} — waiting up to "
                  f"{config.signer.auth_timeout_s:g} s")
     agent: AgentSigner = await open_agent_signer(config, data_dir, env, on_auth_url=on_auth_url,
+                                                 on_reachable=lambda up: emit(SignerStateChanged(up)),
                                                  client_options=client_options)
     closers.push_async_callback(_quietly, agent.close)
     key, signer, me = agent.key, agent.signer, agent.public_key
@@ -240,6 +241,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     manager = create_memory_manager(config, data_dir, env)
     closers.push_async_callback(_quietly, manager.aclose)
     daemons = BackgroundTasks()
+    if agent.watch is not None:
+        daemons.spawn(agent.watch.watch())  # a remote signer that stops answering is pinged until it is back
     keeper = None
     if relay is not None:
         keeper = EmbeddedRelayKeeper(relay, pool, daemons, config, data_dir, warn, relay_options)

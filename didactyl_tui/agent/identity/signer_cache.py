@@ -7,18 +7,22 @@ recall index: plaintext on this machine only), keyed by the SHA-256 of the NIP-4
 ``max_entries`` texts and at most ``max_chars`` characters. :class:`CachedSigner` puts it in front of a signer for
 payloads encrypted to the agent's own key (its documents); a DM's payloads (another peer) always go to the signer.
 Only used with a remote signer: the key in hand decrypts in microseconds and leaves no plaintext on disk.
+:class:`WatchedSigner` says when the signer stops answering and when it is back (the status bar shows it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
+from ...errors import DidactylError, SignerUnreachableError
 from ...nostr.event import Event
 from ...nostr.signer import Signer
 from ..private_files import connect_private, tighten_sqlite_files
@@ -26,6 +30,7 @@ from ..private_files import connect_private, tighten_sqlite_files
 CACHE_FILE_NAME = "signer-cache.sqlite3"
 DEFAULT_MAX_ENTRIES = 512
 DEFAULT_MAX_CHARS = 16 * 1024 * 1024
+_T = TypeVar("_T")
 
 
 class SignerCache:
@@ -112,3 +117,53 @@ class CachedSigner:
         text = await self._inner.nip44_decrypt(peer, payload)
         await asyncio.to_thread(self._cache.put, payload, text)
         return text
+
+
+class WatchedSigner:
+    """``inner`` telling ``on_change(reachable)`` when its signer stops answering (a request ends with
+    :class:`SignerUnreachableError`) and when it answers again; :meth:`watch` pings it while it is away, so it is
+    seen back without waiting for the person's next save."""
+
+    def __init__(self, inner: Signer, ping: Callable[[], Awaitable[None]],
+                 on_change: Callable[[bool], None], *, ping_interval_s: float = 10.0) -> None:
+        self._inner, self._ping, self._on_change = inner, ping, on_change
+        self.ping_interval_s = ping_interval_s
+        self.reachable = True
+        self._away = asyncio.Event()
+
+    def _seen(self, reachable: bool) -> None:
+        if reachable != self.reachable:
+            self.reachable = reachable
+            (self._away.clear if reachable else self._away.set)()
+            self._on_change(reachable)
+
+    async def _call(self, call: Awaitable[_T]) -> _T:
+        try:
+            result = await call
+        except SignerUnreachableError:
+            self._seen(False)
+            raise
+        self._seen(True)
+        return result
+
+    @property
+    def public_key(self) -> str:
+        return self._inner.public_key
+
+    async def sign_event(self, *, kind: int, content: str, created_at: int,
+                         tags: Sequence[Sequence[str]]) -> Event:
+        return await self._call(self._inner.sign_event(kind=kind, content=content, created_at=created_at, tags=tags))
+
+    async def nip44_encrypt(self, peer: str, plaintext: str) -> str:
+        return await self._call(self._inner.nip44_encrypt(peer, plaintext))
+
+    async def nip44_decrypt(self, peer: str, payload: str) -> str:
+        return await self._call(self._inner.nip44_decrypt(peer, payload))
+
+    async def watch(self) -> None:
+        """Run for the service's life: while the signer is away, ping it every ``ping_interval_s``."""
+        while True:
+            await self._away.wait()
+            await asyncio.sleep(self.ping_interval_s)
+            with contextlib.suppress(DidactylError):  # refused or still away: the state says which
+                await self._call(self._ping())

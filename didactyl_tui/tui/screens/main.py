@@ -27,6 +27,7 @@ from ...service.events import (
     SelfContextChanged,
     ServiceEvent,
     ServiceWarning,
+    SignerStateChanged,
     SoulChanged,
 )
 from ...service.labels import drift_lines
@@ -282,6 +283,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
                 self.notify(f"Direct message with {name}", title="DM", markup=False)
             case OutboxChanged(pending=pending):
                 self.status.pending_publishes = pending
+            case SignerStateChanged(reachable=reachable):
+                self.status.signer_away = not reachable
             case SoulChanged():  # published elsewhere (the CLI, another device)
                 self.notify(event.notice, title="Soul", markup=False)
 

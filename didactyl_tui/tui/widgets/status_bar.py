@@ -1,5 +1,6 @@
 """The status bar: model, relays connected N/M, the last request's prompt tokens against the model's context
-window (a gauge when the window is known), the session's cost so far when known, publishes pending."""
+window (a gauge when the window is known), the session's cost so far when known, publishes pending, and "signer
+away" while the agent's remote signer does not answer."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class StatusBar(Widget):
     context_window: reactive[int | None] = reactive(None)
     session_cost_usd: reactive[float | None] = reactive(None)
     pending_publishes: reactive[int] = reactive(0)
+    signer_away: reactive[bool] = reactive(False)  # the agent's remote signer does not answer (saves wait)
     activity: reactive[str] = reactive("starting…")
 
     def render(self) -> Content:
@@ -43,6 +45,8 @@ class StatusBar(Widget):
         pending_style = "$text-warning" if self.pending_publishes else "$text-muted"
         parts += [sep, (f"{self.pending_publishes} publish{'es' if self.pending_publishes != 1 else ''} pending",
                         pending_style)]
+        if self.signer_away:
+            parts += [sep, ("signer away", "$text-error")]
         if self.activity:
             parts += [sep, (one_line(self.activity), "$text-accent")]  # may name a tool the model made up
         return Content.assemble(*parts)
