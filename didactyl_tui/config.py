@@ -247,10 +247,9 @@ class AdminConfig:
 class SignerConfig:
     """Where the agent's key is: in this machine's key file (the default) or in a NIP-46 remote signer."""
 
-    bunker: str = setting("", "A bunker:// URI from your remote signer (nsec.app, Amber, a bunker on your own server): "
-                              "the agent's key then stays in the signer, and no key file is read or created here. "
-                              "$DIDACTYL_BUNKER or --bunker wins over it. Empty: the key file (or $DIDACTYL_NSEC). "
-                              "The connection is kept in <data dir>/signer.json (0600). docs/remote-signer.md")
+    bunker: str = setting("", "A bunker:// URI from your remote signer (nsec.app, Amber, your own bunker): the agent's "
+                              "key stays there; no key file is read or created. $DIDACTYL_BUNKER or --bunker wins. "
+                              "Empty: the key file (or $DIDACTYL_NSEC). docs/remote-signer.md")
     request_timeout_s: float = setting(30.0, "Seconds to wait for the remote signer to answer one request (a signer on "
                                              "a phone may wait for a tap).", min=1, max=3600)
     auth_timeout_s: float = setting(300.0, "Seconds to wait once the signer asked for approval at a web address "
@@ -396,16 +395,6 @@ class Config:
         return self.relays_override if self.relays_override is not None else self.relays.urls
 
 
-SECTIONS: dict[str, type] = {
-    "llm": LlmConfig,
-    "relays": RelaysConfig,
-    "agent": AgentConfig,
-    "admin": AdminConfig,
-    "signer": SignerConfig,
-    "dm": DmConfig,
-    "tools": ToolsConfig,
-    "memory": MemoryConfig,
-    "honcho": HonchoConfig,
-    "soul": SoulConfig,
-    "ui": UiConfig,
-}
+# Every table of the file ([keys] aside), in Config's order: the section classes are the fields' factories.
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)  # type: ignore[misc]
+                             if isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)}
