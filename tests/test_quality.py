@@ -171,3 +171,10 @@ def test_views_use_no_tricks_the_contracts_cannot_see() -> None:
         assert "importlib" not in text, path
         assert "__name__ ==" not in text, path
         assert 'getattr(' not in text or '"value"' not in text, path
+
+
+def test_no_module_of_the_package_is_over_400_lines() -> None:
+    """A room is read in one sitting: a module that grows past this is split by what its parts own (#22)."""
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "didactyl_tui").rglob("*.py")
+            if (n := len(p.read_text("utf-8").splitlines())) > 400}
+    assert not long, f"split these by what their parts own: {long}"
