@@ -25,7 +25,7 @@ from relay_servers import fast_client_kwargs
 from didactyl_tui.agent.documents.codec import DocumentError
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.turn.events import TurnFinished
-from didactyl_tui.errors import ConfigError, DidactylError
+from didactyl_tui.errors import ConfigError
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.nip46 import MAX_PLAINTEXT_BYTES
@@ -201,7 +201,7 @@ async def test_an_auth_url_challenge_is_shown_to_the_person_and_the_save_complet
         assert "approve (sign_event)" in line
 
 
-async def test_with_the_signer_away_the_app_opens_on_the_last_known_memory_and_a_save_says_why(
+async def test_with_the_signer_away_the_app_opens_on_the_last_known_memory_and_an_edit_waits_for_it(
         tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
@@ -218,19 +218,28 @@ async def test_with_the_signer_away_the_app_opens_on_the_last_known_memory_and_a
         assert (data / "signer-cache.sqlite3").exists()
         assert stat.S_IMODE(os.stat(data / "signer-cache.sqlite3").st_mode) == 0o600
 
-        # The signer is away: the app opens on what this machine knows; a save fails in one line, nothing lost.
-        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+        # The signer is away: the app opens on what this machine knows; an edit is kept (shown, on disk), not lost.
+        svc = AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs())
+        warned: list[str] = []
+        svc.add_listener(lambda ev: warned.append(ev.message) if isinstance(ev, ServiceWarning) else None)
+        async with svc:
             assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
-            with pytest.raises(DidactylError) as failed:
-                await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong")
-            assert "signer" in failed.value.message and "\n" not in failed.value.message
-            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
-
-        # Back (the same signer, which remembers this app): the save goes through.
+            kept = await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong")
+            assert kept.deferred and not kept.any_accepted
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes oolong"  # shown at once
+            assert any("signer" in line and "kept here" in line for line in warned), warned
+        # Back (the same signer, which remembers this app): the next start signs and publishes the kept edit.
         back = ScriptedBunker([bunker_relay.url], AGENT_KEY)
         back.connected = served
         async with back, AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
-            assert (await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong")).any_accepted
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes oolong"
+            async with RelayPool([svc.runtime.embedded_relay_url], **fast_client_kwargs()) as client:
+                async def published() -> bool:
+                    found = await client.query([{"kinds": [30078], "authors": [ME], "#d": ["short_term_memory"]}],
+                                               timeout=5)
+                    return any(_readable_memory(ev) == "Ada likes oolong" for ev in found)
+
+                await until(published, 30, "the kept edit signed and published")
         assert "connect" not in back.methods()
 
 
@@ -249,12 +258,12 @@ async def test_a_signer_that_stops_answering_mid_session_is_shown_away_and_then_
                 await svc.documents.save(DocumentKey.SHORT_TERM, "before")
                 back.connected = set(bunker.connected)
                 await bunker.stop()
-                with pytest.raises(DidactylError, match="signer"):
-                    await svc.documents.save(DocumentKey.SHORT_TERM, "while away")
-                assert states == [False]
-                await back.start()  # the signer returns: seen by the pings, before any save
+                kept = await svc.documents.save(DocumentKey.SHORT_TERM, "while away")
+                assert kept.deferred and states == [False]
+                await back.start()  # the signer returns: seen by the pings, and the kept edit is signed
                 await until(lambda: states == [False, True], 20, "the signer seen back")
                 assert "ping" in back.methods()
+                await until(lambda: back.methods().count("sign_event") >= 1, 30, "the kept edit signed")
                 assert (await svc.documents.save(DocumentKey.SHORT_TERM, "after")).any_accepted
         finally:
             await back.stop()

@@ -15,6 +15,7 @@ from typing import Any
 from ..agent.background import BackgroundTasks
 from ..agent.conversations.store import ConversationStore
 from ..agent.documents.codec import DocumentCodec
+from ..agent.documents.deferred import UnsignedEdits
 from ..agent.documents.history import MemoryHistory
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.outbox import Outbox
@@ -217,8 +218,14 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                           publisher=publisher.publish, sign_ahead_max_s=config.memory.sign_ahead_max_s)
     closers.push_async_callback(_quietly, store.stop_live)
     store.add_warning_listener(warn)
+    unsigned = None
+    if agent.remote is not None:  # edits made while the signer is away wait on disk, beside the outbox
+        unsigned = await asyncio.to_thread(_open_or_in_memory, UnsignedEdits, data_dir / OUTBOX_DB,
+                                           "edits waiting for the signer are kept", warn)
+        closers.callback(_quietly_sync, unsigned.close)
     sync = DocumentSync(store, publisher, outbox, history, warn=warn, repairs=not read_only,
-                        not_repaired=frozenset({DocumentKey.RELAYS}) if overridden else frozenset())
+                        not_repaired=frozenset({DocumentKey.RELAYS}) if overridden else frozenset(),
+                        unsigned=unsigned)
     pool.add_state_listener(lambda url, state: emit(RelayStateChanged(url, state)))
     pool.add_state_listener(sync.relay_state_changed)
     agent_cache = IdentityCache(me, clock=clock, own_documents=True)

@@ -11,7 +11,8 @@ document alike.
 - A version that cannot be used is recorded with the reason (``not used: …``); at start the newest version this
   device kept that reads is the document when the relays' newest does not (:meth:`restore_newest_known`).
 - A burst of saves (the clock would not allow a date after the last one without signing ahead of it) is coalesced
-  when the caller does not wait: the newest text is kept and signed as soon as the clock allows.
+  when the caller does not wait, and an edit made while the remote signer does not answer waits for it (kept on
+  disk): shown at once, signed as soon as it can be (:mod:`.deferred`).
 - After start and after reconnects (rate-limited) each relay is asked which version of every document it holds,
   and lagging ones get the newest (:meth:`DocumentSync.check`).
 
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ...errors import AgentError
+from ...errors import AgentError, SignerUnreachableError
 from ...nostr.event import Event
 from ...nostr.replaceable import is_newer, newest_first
 from ...nostr.results import ConnectionState, PublishOutcome
@@ -37,6 +38,7 @@ from ..background import BackgroundTasks
 from .codec import DocumentError
 from .consensus import ConsensusCheck, RelayHolding, acknowledged_not_shown
 from .dating import BURST_WAIT_MAX_S
+from .deferred import DeferredSaves, UnsignedEdits
 from .history import REFUSED_NOTE, UNUSABLE_NOTE, MemoryHistory, MemoryVersion, usable_note
 from .keys import DocumentKey
 from .lineage import lost_local_edit
@@ -70,6 +72,7 @@ class DocumentSync:
         warn: Callable[[str], None],
         repairs: bool = True,
         not_repaired: frozenset[DocumentKey] = frozenset(),
+        unsigned: UnsignedEdits | None = None,
     ) -> None:
         """``repairs``: False for read-only commands (no consensus check republishes to lagging relays);
         ``not_repaired``: documents never copied to a lagging relay (the public relay list while this run's relays
@@ -81,10 +84,9 @@ class DocumentSync:
         self._history_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="document-history")
         self._history_error: str | None = None
         self._last_local: dict[DocumentKey, str] = {}  # document -> the last version saved here
-        # document -> (the newest text of a burst, not signed yet; the version it was written on)
-        self._deferred: dict[DocumentKey, tuple[Any, str | None]] = {}
-        self._flushers: dict[DocumentKey, asyncio.Task[Any]] = {}
         self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
+        # A burst's newest text, or an edit waiting for the remote signer: shown now, signed later.
+        self.deferred = DeferredSaves(store, self._save_now, self._tasks.spawn, warn, BURST_WAIT_MAX_S, unsigned)
         self._checking = False  # relay (re)connects trigger checks only once start-up is done (start_checks)
         self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
         self.repairs = repairs
@@ -185,6 +187,7 @@ class DocumentSync:
         the document: used (and sent by the retry loop or the consensus check) unless the relays gave something
         newer that reads."""
         await asyncio.gather(*(self._restore(key) for key in self.store.keys))
+        await self.deferred.restore()  # edits a previous run kept for the signer: shown, signed once it answers
 
     async def _restore(self, key: DocumentKey) -> None:
         candidates: list[tuple[Event, str]] = []
@@ -215,9 +218,10 @@ class DocumentSync:
         value = self.store.from_text(key, text)
         delay = self.store.sign_delay(key)
         # Only a burst is coalesced: a version dated far ahead (a fast clock elsewhere) is refused now, below.
-        if not wait and (key in self._deferred or 0 < delay <= BURST_WAIT_MAX_S):
-            return self._defer(key, value)
-        self._deferred.pop(key, None)  # this newer text supersedes a burst's text not signed yet
+        if not wait and (key in self.deferred or 0 < delay <= BURST_WAIT_MAX_S):
+            self.deferred.keep(key, value)
+            return self._deferred_result(key)
+        self.deferred.discard(key)  # this newer text supersedes a text not signed yet
         return await self._save_now(key, value, encrypt=encrypt)
 
     async def save_coalescing(self, key: DocumentKey | str, text: str) -> SaveResult:
@@ -229,7 +233,7 @@ class DocumentSync:
         """Publish a value built by the caller (checked by the codec as it is encoded). ``adopted``: set once the
         version is in use here, before the relays answer."""
         key = DocumentKey.parse(key)
-        self._deferred.pop(key, None)
+        self.deferred.discard(key)
         return await self._save_now(key, value, encrypt=encrypt, adopted=adopted)
 
     async def update(self, key: DocumentKey | str, derive: Callable[[Any], Any]) -> SaveResult:
@@ -252,6 +256,11 @@ class DocumentSync:
                                     key.title) from None
         except DocumentError:
             raise  # bad input, or a derived change of a document that does not read: nothing was signed
+        except SignerUnreachableError as exc:  # the key is in a remote signer that does not answer
+            if value is None:
+                raise  # a change of the value in use (a task added) is made again by the person, not replayed
+            await self.deferred.wait_for_signer(key, value, base, exc)
+            return self._deferred_result(key)
         except AgentError as exc:
             refused = self._last_local.pop(key, None)
             if before is not None:
@@ -265,41 +274,15 @@ class DocumentSync:
             await self._history(self.history.mark_delivered, result.event_id)
         return result
 
-    def _defer(self, key: DocumentKey, value: Any) -> SaveResult:
-        # Its base is the version held when the first text of the burst was given (a version arriving
-        # meanwhile was not seen by the writer: the flushed save must not claim it as its base).
-        held = self.store.current_event(key)
-        base = self._deferred[key][1] if key in self._deferred else (held.id if held else None)
-        self._deferred[key] = (value, base)
-        self.store.show_deferred(key, self.store.codec(key).to_text(value), value)
-        task = self._flushers.get(key)
-        if task is None or task.done():
-            self._flushers[key] = self._tasks.spawn(self._flush_deferred(key))
+    def _deferred_result(self, key: DocumentKey) -> SaveResult:
         return SaveResult(key, "", PublishOutcome("", {}), 0, self.store.snapshot(key), deferred=True)
 
-    async def _flush_deferred(self, key: DocumentKey) -> None:
-        """Sign and send the newest text of a burst as soon as the clock allows (no date ahead of it)."""
-        while key in self._deferred:
-            await asyncio.sleep(min(max(self.store.sign_delay(key), 0.05), 1.0))
-            if 0 < self.store.sign_delay(key) <= BURST_WAIT_MAX_S:
-                continue  # (further ahead: a version from a fast clock arrived; the save below is refused)
-            deferred = self._deferred.pop(key, None)
-            if deferred is None:
-                return
-            try:
-                await self._save_now(key, *deferred)
-            except AgentError as exc:
-                self._warn(exc.message)
-
     async def flush(self, timeout: float) -> None:
-        """Send what a burst left unsigned (at stop): waits for the clock, at most ``timeout`` seconds."""
+        """Send what a burst left unsigned (at stop): waits for the clock, at most ``timeout`` seconds (an edit
+        waiting for the signer stays on disk for the next start)."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
-                for key in list(self._deferred):
-                    deferred = self._deferred.pop(key, None)
-                    if deferred is not None:
-                        with contextlib.suppress(AgentError):
-                            await self._save_now(key, *deferred)
+                await self.deferred.flush()
 
     # --- relay consensus ----------------------------------------------------------------------------
     def relay_state_changed(self, url: str, state: ConnectionState) -> None:
