@@ -145,8 +145,7 @@ class EmbeddedRelayConfig:
     idle_timeout_s: float = setting(600.0, "Seconds after which a connection with no subscription that sent "
                                     "nothing is closed.", min=1, max=86400)
 
-    def __bool__(self) -> bool:
-        # `if cfg.relays.embedded:` keeps meaning "the embedded relay runs".
+    def __bool__(self) -> bool:  # `if cfg.relays.embedded:` keeps meaning "the embedded relay runs"
         return self.enabled
 
     def relay_limits(self) -> Any:
@@ -155,12 +154,13 @@ class EmbeddedRelayConfig:
 
         return RelayLimits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RelayLimits)})
 
-    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None,
-                      dm_peers: list[str] | None = None) -> dict[str, Any]:
+    def relay_options(self, agent_pubkey: str, admin_pubkey: str | None, dm_peers: list[str] | None = None,
+                      signer_keys: list[str] | None = None) -> dict[str, Any]:
         """Keyword arguments for ``EmbeddedRelay`` / ``serve_forever`` / ``ensure_shared_relay`` (hex
         pubkeys), JSON-able so they can reach the relay process. Gift wraps (signed by throwaway keys) are
-        taken when addressed to the agent, or to the admin and ``dm_peers`` (the agent's replies to them)."""
-        writers = [k for k in (agent_pubkey, admin_pubkey) if k]
+        taken when addressed to the agent, or to the admin and ``dm_peers`` (the agent's replies to them);
+        ``signer_keys``: a remote signer's key and this app's NIP-46 client key (their kind 24133 traffic)."""
+        writers = [k for k in (agent_pubkey, admin_pubkey, *(signer_keys or ())) if k]
         return {
             "limits": dataclasses.asdict(self.relay_limits()),
             "allowed_writers": writers if self.allow_list else None,

@@ -20,7 +20,7 @@ from agent_support import ADMIN_KEY, AGENT_KEY
 from dm_support import dm_config, opened, sdk_dm, until, wraps_for
 from llm_stub import LlmStub, Reply, ToolCall
 from nip46_bunker import ScriptedBunker
-from relay_servers import fast_client_kwargs
+from relay_servers import fast_client_kwargs, free_port
 
 from didactyl_tui.agent.documents.codec import DocumentError
 from didactyl_tui.agent.documents.keys import DocumentKey
@@ -267,3 +267,26 @@ async def test_a_signer_that_stops_answering_mid_session_is_shown_away_and_then_
                 assert (await svc.documents.save(DocumentKey.SHORT_TERM, "after")).any_accepted
         finally:
             await back.stop()
+
+
+async def test_a_signer_listening_on_the_embedded_relay_gets_through_its_allow_list(tmp_path: Path) -> None:
+    """A bunker on this machine that uses the app's own embedded relay: the relay, already running with an
+    allow-list that knows neither this app's client key nor the signer's, is told to admit both (their kind 24133
+    requests and replies) before the signer is reached."""
+    from didactyl_tui.nostr.keys import SecretKey
+    from didactyl_tui.service.runtime import start_embedded_relay
+
+    port = free_port()
+    cfg = dm_config("http://127.0.0.1:9/v1", admin=ADMIN_KEY.npub)
+    cfg.relays.embedded_port, cfg.relays.embedded_idle_exit_s = port, 3.0
+    data = tmp_path / "data"
+    before = cfg.relays.embedded.relay_options("", ADMIN_KEY.public_key_hex)  # the admin alone may write
+    relay = await start_embedded_relay(cfg, data, lambda line: None, before)
+    assert relay is not None and relay.url == f"ws://127.0.0.1:{port}"
+    transport = SecretKey.from_hex("00" * 31 + "b3")  # the signer's own key: not the agent's
+    async with ScriptedBunker([relay.url], AGENT_KEY, signer_key=transport, secret="local") as bunker:
+        cfg.signer.bunker, cfg.signer.request_timeout_s = bunker.bunker_uri(), 10.0
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            assert svc.identity.agent_pubkey == ME
+            assert (await svc.documents.save(DocumentKey.SHORT_TERM, "via the local bunker")).any_accepted
+        assert bunker.connected and "sign_event" in bunker.methods()

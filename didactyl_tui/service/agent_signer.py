@@ -61,7 +61,8 @@ class AgentSigner:
 async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, str], *,
                             on_auth_url: Callable[[AuthChallenge], None] | None = None,
                             on_reachable: Callable[[bool], None] | None = None,
-                            client_options: Mapping[str, Any] | None = None) -> AgentSigner:
+                            client_options: Mapping[str, Any] | None = None,
+                            client_key: SecretKey | None = None) -> AgentSigner:
     """The signer the config names (see the module doc). Raises a :class:`ConfigError` (or a Nostr or relay error
     from the first ``connect``) with one readable line."""
     bunker = config.signer.bunker.strip()
@@ -103,7 +104,7 @@ async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, st
     else:
         if stored is not None:
             log.info("%s is for another signer: connecting to the one [signer] bunker names", session_path(data_dir))
-        remote = await RemoteSigner.from_bunker(uri, **kwargs)
+        remote = await RemoteSigner.from_bunker(uri, client_key=client_key, **kwargs)
         latest.append(remote.session)
         del latest[:-1]
         await asyncio.to_thread(write_latest)  # stored before anything is signed: the secret cannot be used again
@@ -135,3 +136,42 @@ def remote_signer_bound(config: Config) -> dict[str, Any]:
     if not config.signer.bunker.strip():
         return {}
     return {"memory_max_bytes": MAX_PLAINTEXT_BYTES, "memory_bytes_bound": "a remote signer (NIP-46)"}
+
+
+@dataclass(frozen=True, slots=True)
+class SignerPlan:
+    """What is known of a remote signer before connecting: the keys its requests and replies are signed with (this
+    app's client key, made now on a first run, and the signer's), whether it listens on the embedded relay, and the
+    agent's key if a stored session knows it."""
+
+    client_key: SecretKey | None  # a new one for a first connect (None: the stored session's is used)
+    writers: list[str]
+    uses_embedded_relay: bool
+    agent_pubkey: str | None
+
+
+def plan_signer(config: Config, data_dir: Path) -> SignerPlan | None:
+    """None when the key is in hand. The embedded relay admits the signer's traffic (kind 24133 between the two
+    keys) when the bunker's relays include it: it is then started before the signer is reached."""
+    bunker = config.signer.bunker.strip()
+    if not bunker:
+        return None
+    try:
+        uri = BunkerUri.parse(bunker)
+    except DidactylError:
+        return None  # open_agent_signer says what is wrong
+    stored = read_session(data_dir)
+    reused = stored is not None and stored.signer_pubkey == uri.signer_pubkey and stored.user_pubkey
+    client = None if reused else SecretKey.generate()
+    client_pubkey = stored.client_pubkey if reused and stored else client.public_key_hex if client else ""
+    ports = {f"ws://{host}:{config.relays.embedded_port}" for host in ("127.0.0.1", "localhost")}
+    return SignerPlan(client, [client_pubkey, uri.signer_pubkey], any(r.rstrip("/") in ports for r in uri.relays),
+                      stored.user_pubkey if reused and stored else None)
+
+
+def signer_writers(config: Config, data_dir: Path) -> list[str]:
+    """The signer's keys the embedded relay admits, as the stored session knows them (none before a first run)."""
+    if not config.signer.bunker.strip():
+        return []
+    session = read_session(data_dir)
+    return [session.client_pubkey, session.signer_pubkey] if session is not None else []

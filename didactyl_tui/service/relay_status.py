@@ -14,7 +14,7 @@ from ..agent.identity.keystore import key_file_path
 from ..config import Config
 from ..errors import AgentError
 from ..nostr.nip19 import encode_npub
-from .agent_signer import known_agent_pubkey
+from .agent_signer import known_agent_pubkey, signer_writers
 from .app import admin_pubkey_of
 from .runtime import dm_peers
 
@@ -25,7 +25,8 @@ def embedded_relay_options(config: Config, data_dir: Path, env: Mapping[str, str
     embedded = config.relays.embedded
     agent = known_agent_pubkey(config, data_dir, env)
     if agent is not None:
-        return embedded.relay_options(agent, admin_pubkey_of(config), dm_peers(config))
+        return embedded.relay_options(agent, admin_pubkey_of(config), dm_peers(config),
+                                      signer_writers(config, data_dir) or None)
     if embedded.allow_list:
         return None
     return {"limits": dataclasses.asdict(embedded.relay_limits())}

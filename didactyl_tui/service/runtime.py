@@ -37,7 +37,7 @@ from ..nostr.pool import RelayPool
 from ..nostr.relay_guard import FailedEvents
 from ..nostr.results import ConnectionState
 from ..nostr.signer import Signer
-from .agent_signer import AgentSigner, open_agent_signer
+from .agent_signer import AgentSigner, open_agent_signer, plan_signer
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent, SignerStateChanged
 from .relay_keeper import EmbeddedRelayKeeper
 
@@ -182,21 +182,32 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         def on_auth_url(challenge: AuthChallenge) -> None:
             warn(f"the remote signer asks you to approve ({challenge.method}): open {challenge.url} — waiting up to "
                  f"{config.signer.auth_timeout_s:g} s")
+    plan = await asyncio.to_thread(plan_signer, config, data_dir)
+    relay = relay_options = None
+    if plan is not None and plan.uses_embedded_relay and config.relays.embedded:
+        # The signer listens on our relay: it runs first, admitting the signer's requests and replies.
+        relay_options = config.relays.embedded.relay_options(plan.agent_pubkey or "", admin_pubkey, dm_peers(config),
+                                                             plan.writers)
+        relay = await start_embedded_relay(config, data_dir, warn, relay_options)
     agent: AgentSigner = await open_agent_signer(config, data_dir, env, on_auth_url=on_auth_url,
                                                  on_reachable=lambda up: emit(SignerStateChanged(up)),
-                                                 client_options=client_options)
+                                                 client_options=client_options,
+                                                 client_key=plan.client_key if plan else None)
     closers.push_async_callback(_quietly, agent.close)
     key, signer, me = agent.key, agent.signer, agent.public_key
     # As ssh does: say when group or others can reach the data dir, the key or a database (nothing is refused).
     for line in await asyncio.to_thread(permission_warnings, data_dir, agent.key_path):
         warn(line)
     urls: list[str] = []
-    # The relay process's limits and allow-list (the agent's and the admin's keys may write): given to the relay
-    # when this process starts it, and to a running relay that enforces others (it reloads them).
-    relay = relay_options = None
+    # The relay process's limits and allow-list (the agent's and the admin's keys may write, and a remote signer's
+    # with this app's client key): given to the relay when this process starts it, and to a running relay that
+    # enforces others (it reloads them).
     if config.relays.embedded:
-        relay_options = config.relays.embedded.relay_options(me, admin_pubkey, dm_peers(config))
-        relay = await start_embedded_relay(config, data_dir, warn, relay_options)
+        writers = plan.writers if plan else None
+        wanted = config.relays.embedded.relay_options(me, admin_pubkey, dm_peers(config), writers)
+        if relay is None or wanted != relay_options:
+            relay_options = wanted
+            relay = await start_embedded_relay(config, data_dir, warn, relay_options)
     if relay is not None:
         urls.append(relay.url)
     urls += [u for u in config.run_relay_urls if u not in urls]
