@@ -14,7 +14,7 @@ from relay_servers import RelayUnderTest, fast_client_kwargs
 
 from didactyl_tui.agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, room_key
 from didactyl_tui.agent.dm.ledger import DmLedger
-from didactyl_tui.agent.dm.signer import LocalDmSigner
+from didactyl_tui.agent.dm.signer import LocalDmSigner, SignerDmSigner
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import Event, sign_event
@@ -22,6 +22,7 @@ from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.nip17 import gift_wrap_filter, make_message, open_message, wrap_message
 from didactyl_tui.nostr.nip59 import Rumor, gift_wrap
 from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.nostr.signer import LocalSigner
 
 ALLOWED = SecretKey.from_hex("6b" * 32)
 BOB = SecretKey.from_hex("6d" * 32)
@@ -39,9 +40,24 @@ def _for_agent(sender: SecretKey, **kw: object) -> tuple[Event, str]:
     return wraps[AGENT_KEY.public_key_hex], rumor_id
 
 
+_signers: list[str] = []  # which DmSigner the running test's inbox uses (set per test by the fixture below)
+
+
+@pytest.fixture(autouse=True, params=["key in hand", "through a Signer"])
+def dm_signer_kind(request: pytest.FixtureRequest) -> object:
+    """Every inbox test runs with the agent's key in hand (LocalDmSigner) and behind the Signer interface (as a
+    NIP-46 remote signer would hold it): the same answers, the same refusals."""
+    _signers.append(request.param)
+    yield
+    _signers.pop()
+
+
 def _inbox(tmp_path: Path, run_id: str = "run-1", name: str = "dm.sqlite3") -> DmInbox:
     policy = DmPolicy.of(ADMIN_KEY.public_key_hex, [ALLOWED.public_key_hex])
-    return DmInbox(LocalDmSigner(AGENT_KEY, rng=random.Random(7)), policy,
+    rng = random.Random(7)
+    signer = LocalDmSigner(AGENT_KEY, rng=rng) if _signers[-1] == "key in hand" else SignerDmSigner(
+        LocalSigner(AGENT_KEY), rng=rng)
+    return DmInbox(signer, policy,
                    DmLedger(tmp_path / name, clock=lambda: NOW), run_id=run_id, clock=lambda: NOW)
 
 

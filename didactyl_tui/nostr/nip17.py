@@ -10,6 +10,7 @@ and must name the recipient (a ``p`` tag) unless the recipient wrote it (its own
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 from collections.abc import Iterable
@@ -20,7 +21,8 @@ from ..errors import NostrError
 from .event import Event, sign_event
 from .keys import SecretKey, is_hex_pubkey
 from .kinds import DIRECT_MESSAGE, DM_RELAY_LIST, GIFT_WRAP
-from .nip59 import Rumor, UnwrapError, unwrap, wrap_with_rng
+from .nip59 import Rumor, UnwrapError, Unwrapped, unwrap, unwrap_with, wrap_with, wrap_with_rng
+from .signer import Signer
 
 # The rumor is encrypted twice (seal, then wrap), each time growing by ~4/3 and padding: 32,000 bytes of
 # text stays well inside NIP-44's 65,535-byte plaintext limit at the outer layer.
@@ -80,17 +82,39 @@ def make_message(sender_pubkey: str, recipients: Iterable[str], text: str, *, cr
 def wrap_message(rumor: Rumor, sender: SecretKey, *, now: int, rng: random.Random | None = None,
                  copy_to_self: bool = True) -> dict[str, Event]:
     """One gift wrap per recipient (plus the sender's own copy), keyed by the pubkey it is for."""
-    if rumor.kind != DIRECT_MESSAGE:
-        raise NostrError(f"a NIP-17 message is a kind {DIRECT_MESSAGE} rumor, not kind {rumor.kind}")
-    targets = _unique_pubkeys(rumor.tag_values("p"))
-    if copy_to_self and sender.public_key_hex not in targets:
-        targets.append(sender.public_key_hex)
+    targets = _targets(rumor, sender.public_key_hex, copy_to_self)
     return {pk: wrap_with_rng(rumor, sender, pk, now=now, rng=rng) for pk in targets}
+
+
+async def wrap_message_with(rumor: Rumor, signer: Signer, *, now: int, rng: random.Random | None = None,
+                            copy_to_self: bool = True) -> dict[str, Event]:
+    """:func:`wrap_message` with the sender's key behind ``signer``: the seals are made concurrently (with a
+    remote signer each is two round trips)."""
+    targets = _targets(rumor, signer.public_key, copy_to_self)
+    wraps = await asyncio.gather(*(wrap_with(rumor, signer, pk, now=now, rng=rng) for pk in targets))
+    return dict(zip(targets, wraps, strict=True))
 
 
 def open_message(wrapped: Event, recipient: SecretKey) -> DirectMessage:
     """Unwrap and check a NIP-17 message; raises an :class:`UnwrapError` subclass naming the problem."""
-    opened = unwrap(wrapped, recipient)
+    return _direct_message(unwrap(wrapped, recipient), recipient.public_key_hex)
+
+
+async def open_message_with(wrapped: Event, signer: Signer) -> DirectMessage:
+    """:func:`open_message` with the recipient's key behind ``signer``."""
+    return _direct_message(await unwrap_with(wrapped, signer), signer.public_key)
+
+
+def _targets(rumor: Rumor, sender: str, copy_to_self: bool) -> list[str]:
+    if rumor.kind != DIRECT_MESSAGE:
+        raise NostrError(f"a NIP-17 message is a kind {DIRECT_MESSAGE} rumor, not kind {rumor.kind}")
+    targets = _unique_pubkeys(rumor.tag_values("p"))
+    if copy_to_self and sender not in targets:
+        targets.append(sender)
+    return targets
+
+
+def _direct_message(opened: Unwrapped, me: str) -> DirectMessage:
     rumor = opened.rumor
     if rumor.kind != DIRECT_MESSAGE:
         raise NotADirectMessage(f"the gift wrap holds a kind {rumor.kind} rumor, not a kind {DIRECT_MESSAGE} message")
@@ -98,7 +122,6 @@ def open_message(wrapped: Event, recipient: SecretKey) -> DirectMessage:
         recipients = tuple(_unique_pubkeys(rumor.tag_values("p")))
     except NostrError as exc:
         raise NotADirectMessage(f"bad recipient tag: {exc.message}") from None
-    me = recipient.public_key_hex
     if me not in recipients and rumor.pubkey != me:
         raise NotADirectMessage("the message does not name this key among its recipients")
     reply_to = rumor.first_tag("e")
@@ -111,7 +134,7 @@ def open_message(wrapped: Event, recipient: SecretKey) -> DirectMessage:
         reply_to=reply_to if reply_to and is_hex_pubkey(reply_to) else None,
         subject=rumor.first_tag("subject"),
         rumor=rumor,
-        wrap_id=wrapped.id,
+        wrap_id=opened.wrap.id,
     )
 
 
@@ -128,6 +151,16 @@ def gift_wrap_filter(pubkey: str, *, since: int | None = None) -> dict[str, Any]
 
 def build_dm_relay_list(sk: SecretKey, relays: Iterable[str], *, created_at: int) -> Event:
     """The signed kind 10050 naming where this key receives gift wraps (``relay`` tags)."""
+    return sign_event(sk, kind=DM_RELAY_LIST, content="", created_at=created_at, tags=dm_relay_tags(relays))
+
+
+async def dm_relay_list_with(signer: Signer, relays: Iterable[str], *, created_at: int) -> Event:
+    """:func:`build_dm_relay_list` signed by the key behind ``signer``."""
+    return await signer.sign_event(kind=DM_RELAY_LIST, content="", created_at=created_at, tags=dm_relay_tags(relays))
+
+
+def dm_relay_tags(relays: Iterable[str]) -> list[tuple[str, str]]:
+    """A kind 10050's ``relay`` tags: checked URLs, in order, without repeats, at most :data:`MAX_DM_RELAYS`."""
     urls: list[str] = []
     for url in relays:
         if not isinstance(url, str) or not _RELAY_URL.match(url.strip()):
@@ -138,8 +171,7 @@ def build_dm_relay_list(sk: SecretKey, relays: Iterable[str], *, created_at: int
         raise NostrError("a DM relay list needs at least one relay")
     if len(urls) > MAX_DM_RELAYS:
         raise NostrError(f"a DM relay list has at most {MAX_DM_RELAYS} relays, not {len(urls)}")
-    return sign_event(sk, kind=DM_RELAY_LIST, content="", created_at=created_at,
-                      tags=[("relay", u) for u in urls])
+    return [("relay", u) for u in urls]
 
 
 def dm_relays_of(event: Event | None) -> list[str]:

@@ -4,6 +4,9 @@ Pure and deterministic: every timestamp, the one-time wrapper key and the NIP-44
 :func:`wrap` is the explicit form; :func:`wrap_with_rng` draws them from an injected ``random.Random``
 (``random.SystemRandom()`` — the default — in production, a seeded ``random.Random`` in tests).
 
+:func:`unwrap_with`, :func:`seal_with` and :func:`wrap_with` are the same with the agent's key behind a
+:class:`~.signer.Signer` (a NIP-46 remote signer: only the signer's calls are async).
+
 :func:`unwrap` checks every layer and raises an :class:`UnwrapError` subclass naming what failed:
 the wrap's kind, id and signature and that it is addressed to us; that both layers decrypt; the seal's
 kind, id and signature; the rumor's shape and id; and that the seal's signer wrote the rumor (otherwise
@@ -23,6 +26,7 @@ from . import nip44
 from .event import Event, Tags, compute_id, sign_event
 from .keys import SecretKey, is_hex_pubkey
 from .kinds import GIFT_WRAP, SEAL
+from .signer import Signer
 
 # NIP-59: "All other timestamps SHOULD be tweaked": up to two days in the past, never in the future.
 MAX_BACKDATE_SECONDS = 2 * 24 * 60 * 60
@@ -180,22 +184,59 @@ def wrap_with_rng(rumor: Rumor, sender: SecretKey, recipient_pubkey: str, *, now
 
 def unwrap(wrapped: Event, recipient: SecretKey) -> Unwrapped:
     """Open a kind 1059 addressed to ``recipient``; every check of the module doc, in order."""
+    _check_wrap(wrapped, recipient.public_key_hex)
+    sealed = _seal_from(_decrypt_json(wrapped, recipient, "gift wrap", SealRejected))
+    return _opened(wrapped, sealed, _decrypt_json(sealed, recipient, "seal", RumorRejected))
+
+
+async def unwrap_with(wrapped: Event, signer: Signer) -> Unwrapped:
+    """:func:`unwrap` with the recipient's key behind a :class:`~.signer.Signer` (two decrypts, one per layer:
+    with a remote signer, two round trips). The same checks, in the same order."""
+    _check_wrap(wrapped, signer.public_key)
+    sealed = _seal_from(await _decrypt_json_with(wrapped, signer, "gift wrap", SealRejected))
+    return _opened(wrapped, sealed, await _decrypt_json_with(sealed, signer, "seal", RumorRejected))
+
+
+async def seal_with(rumor: Rumor, signer: Signer, recipient_pubkey: str, *, created_at: int) -> Event:
+    """:func:`seal` by the key behind ``signer`` (the nonce is the signer's)."""
+    if rumor.pubkey != signer.public_key:
+        raise NostrError("a seal must be signed by the rumor's author")
+    _check_recipient(recipient_pubkey)
+    content = await signer.nip44_encrypt(recipient_pubkey.lower(), rumor.to_json())
+    return await signer.sign_event(kind=SEAL, content=content, created_at=created_at, tags=())
+
+
+async def wrap_with(rumor: Rumor, signer: Signer, recipient_pubkey: str, *, now: int,
+                    rng: random.Random | None = None) -> Event:
+    """:func:`wrap_with_rng` with the sender's key behind ``signer``: the seal is the signer's (one encrypt, one
+    sign), the gift wrap is made here with a one-time key, as NIP-59 has it."""
+    rng = rng if rng is not None else random.SystemRandom()
+    sealed = await seal_with(rumor, signer, recipient_pubkey, created_at=backdated(now, rng))
+    return gift_wrap(sealed, recipient_pubkey, wrapper_key=wrapper_key_from(rng), created_at=backdated(now, rng),
+                     nonce=rng.randbytes(32))
+
+
+def _check_wrap(wrapped: Event, me: str) -> None:
     if wrapped.kind != GIFT_WRAP:
         raise WrapRejected(f"not a gift wrap: kind {wrapped.kind} (expected {GIFT_WRAP})")
     _verified(wrapped, WrapRejected, "gift wrap")
-    me = recipient.public_key_hex
     if me not in wrapped.tag_values("p"):
         raise WrapRejected("the gift wrap is not addressed to this key (no matching p tag)")
+
+
+def _seal_from(data: Any) -> Event:
     try:
-        sealed = Event.from_dict(_decrypt_json(wrapped, recipient, "gift wrap", SealRejected))
-    except UnwrapError:
-        raise
+        sealed = Event.from_dict(data)
     except NostrError as exc:
         raise SealRejected(f"bad seal: {exc.message}") from None
     if sealed.kind != SEAL:
         raise SealRejected(f"the wrapped event is kind {sealed.kind}, not a kind {SEAL} seal")
     _verified(sealed, SealRejected, "seal")
-    rumor = Rumor.from_dict(_decrypt_json(sealed, recipient, "seal", RumorRejected))
+    return sealed
+
+
+def _opened(wrapped: Event, sealed: Event, rumor_data: Any) -> Unwrapped:
+    rumor = Rumor.from_dict(rumor_data)
     if rumor.pubkey != sealed.pubkey:
         raise SenderMismatch(
             f"the seal was signed by {sealed.pubkey[:12]}… but the rumor claims author {rumor.pubkey[:12]}…")
@@ -220,6 +261,18 @@ def _decrypt_json(outer: Event, recipient: SecretKey, layer: str, inner_error: t
         text = nip44.decrypt(outer.content, key)
     except Nip44Error as exc:
         raise DecryptFailed(f"the {layer} does not decrypt with this key: {exc.message}") from None
+    return _json_event(text, layer, inner_error)
+
+
+async def _decrypt_json_with(outer: Event, signer: Signer, layer: str, inner_error: type[UnwrapError]) -> Any:
+    try:
+        text = await signer.nip44_decrypt(outer.pubkey, outer.content)
+    except Nip44Error as exc:
+        raise DecryptFailed(f"the {layer} does not decrypt with this key: {exc.message}") from None
+    return _json_event(text, layer, inner_error)
+
+
+def _json_event(text: str, layer: str, inner_error: type[UnwrapError]) -> Any:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):

@@ -20,13 +20,25 @@ from didactyl_tui.nostr.nip17 import (
     build_dm_relay_list,
     delivery_relays,
     dm_relay_list_filter,
+    dm_relay_list_with,
     dm_relays_of,
     gift_wrap_filter,
     make_message,
     open_message,
+    open_message_with,
     wrap_message,
+    wrap_message_with,
 )
-from didactyl_tui.nostr.nip59 import Rumor, wrap_with_rng
+from didactyl_tui.nostr.nip59 import (
+    DecryptFailed,
+    Rumor,
+    SenderMismatch,
+    WrapRejected,
+    gift_wrap,
+    seal_with,
+    wrap_with_rng,
+)
+from didactyl_tui.nostr.signer import LocalSigner
 
 nostr_sdk = pytest.importorskip("nostr_sdk")
 
@@ -69,6 +81,42 @@ def test_a_message_is_wrapped_for_each_recipient_and_the_sender_and_opens_the_sa
         assert (dm.id, dm.text, dm.sender, dm.reply_to, dm.subject) == (rumor.id, "lunch?", alice.public_key_hex,
                                                                         "cd" * 32, "plans")
     assert list(wrap_message(rumor, alice, now=NOW, copy_to_self=False)) == [bob.public_key_hex, carol.public_key_hex]
+
+
+async def test_through_a_signer_a_message_opens_and_wraps_as_with_the_key_in_hand() -> None:
+    """The signer forms (the key behind a Signer, as with NIP-46) and the key-in-hand forms read each other's wraps,
+    and make the same checks."""
+    alice, bob, carol = _keys()
+    rumor = make_message(alice.public_key_hex, [bob.public_key_hex], "tea at 4?", created_at=NOW, subject="tea")
+    wraps = await wrap_message_with(rumor, LocalSigner(alice), now=NOW, rng=random.Random(5))
+    assert list(wraps) == [bob.public_key_hex, alice.public_key_hex]
+    assert open_message(wraps[bob.public_key_hex], bob).subject == "tea"
+    back = wrap_message(rumor, alice, now=NOW, rng=random.Random(6))
+    for key in (bob, alice):
+        dm = await open_message_with(back[key.public_key_hex], LocalSigner(key))
+        assert (dm.id, dm.text, dm.sender) == (rumor.id, "tea at 4?", alice.public_key_hex)
+    with pytest.raises(WrapRejected, match="not addressed to this key"):
+        await open_message_with(back[bob.public_key_hex], LocalSigner(carol))
+    forged = Event.from_dict({**back[bob.public_key_hex].to_dict(), "tags": [["p", carol.public_key_hex]]})
+    with pytest.raises(WrapRejected):  # the id no longer matches
+        await open_message_with(forged, LocalSigner(carol))
+    with pytest.raises(NostrError, match="rumor's author"):
+        await seal_with(rumor, LocalSigner(carol), bob.public_key_hex, created_at=NOW)
+    # carol seals a rumor that claims alice wrote it: refused as with the key in hand
+    claimed = LocalSigner(carol).encrypt_now(bob.public_key_hex, rumor.to_json())
+    lie = gift_wrap(sign_event(carol, kind=13, created_at=NOW, content=claimed), bob.public_key_hex,
+                    wrapper_key=_keys(1, seed=9)[0], created_at=NOW)
+    with pytest.raises(SenderMismatch):
+        await open_message_with(lie, LocalSigner(bob))
+    # a seal encrypted for bob, wrapped to carol: the wrap opens, the seal does not
+    sealed = await seal_with(rumor, LocalSigner(alice), bob.public_key_hex, created_at=NOW)
+    misdirected = gift_wrap(sealed, carol.public_key_hex, wrapper_key=_keys(1, seed=7)[0], created_at=NOW)
+    with pytest.raises(DecryptFailed, match="the seal does not decrypt"):
+        await open_message_with(misdirected, LocalSigner(carol))
+    relay_list = await dm_relay_list_with(LocalSigner(alice), ["wss://a.example", "wss://a.example"], created_at=NOW)
+    assert relay_list.pubkey == alice.public_key_hex and relay_list.is_valid()
+    assert relay_list.tags == build_dm_relay_list(alice, ["wss://a.example"], created_at=NOW).tags
+    assert dm_relays_of(relay_list) == ["wss://a.example"]
 
 
 def test_make_message_refuses_what_cannot_be_sent() -> None:

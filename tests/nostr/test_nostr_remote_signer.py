@@ -364,3 +364,25 @@ async def test_a_text_over_the_bound_is_refused_before_anything_is_sent(relay: E
             await signer.sign_event(kind=1, content="c" * 70_000, created_at=T0, tags=[])
         assert len(bunker.received) == sent
         assert Method.NIP44_ENCRYPT not in bunker.methods()
+
+
+# --- direct messages through the signer (NIP-17/59 with the key elsewhere) ---------------------------------------
+async def test_a_direct_message_is_opened_and_answered_through_the_remote_signer(relay: EmbeddedRelay) -> None:
+    """rust-nostr sends the agent a DM; the agent, whose key is only in the bunker, opens it and replies; rust-nostr
+    opens the reply. Each seal is the signer's work (one encrypt, one sign), each unwrap two decrypts."""
+    nostr_sdk = pytest.importorskip("nostr_sdk")
+    from didactyl_tui.nostr.event import Event
+    from didactyl_tui.nostr.nip17 import make_message, open_message_with, wrap_message_with
+
+    admin = nostr_sdk.Keys.generate()
+    incoming = nostr_sdk.nip17_make_private_msg(admin, nostr_sdk.PublicKey.parse(USER.public_key_hex), "hi agent ✅")
+    async with bunker_and_signer(relay.url, USER) as (bunker, signer):
+        dm = await open_message_with(Event.from_json(incoming.as_json()), signer)
+        assert (dm.text, dm.sender) == ("hi agent ✅", admin.public_key().to_hex())
+        assert bunker.methods().count("nip44_decrypt") == 2  # the wrap, then the seal
+        reply = make_message(USER.public_key_hex, [dm.sender], "hello admin", created_at=T0, reply_to=dm.id)
+        wraps = await wrap_message_with(reply, signer, now=T0)
+        assert list(wraps) == [dm.sender, USER.public_key_hex]  # the admin's, then the agent's own copy
+        assert bunker.methods().count("sign_event") == 2 and bunker.methods().count("nip44_encrypt") == 2
+    gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(wraps[dm.sender].to_json()))
+    assert gift.sender().to_hex() == USER.public_key_hex and gift.rumor().content() == "hello admin"

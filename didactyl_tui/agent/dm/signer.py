@@ -1,8 +1,9 @@
 """The one place the direct-message code uses the agent's secret key: opening gift wraps, sealing and wrapping
 replies, signing the agent's DM relay list, and signing in (NIP-42) on relays the agent does not otherwise use.
 
-Everything here is async, so a remote signer (NIP-46: every seal and unseal a round trip) can stand behind
-:class:`DmSigner` later; :class:`LocalDmSigner` does the work with the key on a worker thread.
+Everything here is async: :class:`LocalDmSigner` does the work with the key on a worker thread (the fast path);
+:class:`SignerDmSigner` does it through any :class:`~didactyl_tui.nostr.signer.Signer`, such as a NIP-46 remote
+signer (every seal and unseal a round trip; the gift wrap's one-time key stays here, as NIP-59 has it).
 """
 
 from __future__ import annotations
@@ -14,8 +15,17 @@ from typing import Protocol
 
 from ...nostr.event import Event
 from ...nostr.keys import SecretKey
-from ...nostr.nip17 import DirectMessage, build_dm_relay_list, open_message, wrap_message
+from ...nostr.nip17 import (
+    DirectMessage,
+    build_dm_relay_list,
+    dm_relay_list_with,
+    open_message,
+    open_message_with,
+    wrap_message,
+    wrap_message_with,
+)
 from ...nostr.nip59 import Rumor
+from ...nostr.signer import Signer
 
 
 class DmSigner(Protocol):
@@ -63,3 +73,28 @@ class LocalDmSigner:
     @property
     def relay_auth_key(self) -> SecretKey | None:
         return self._key
+
+
+class SignerDmSigner:
+    """The agent's key behind a :class:`~didactyl_tui.nostr.signer.Signer` (NIP-46: the key is not here)."""
+
+    def __init__(self, signer: Signer, *, rng: random.Random | None = None) -> None:
+        self._signer = signer
+        self._rng = rng
+
+    @property
+    def public_key_hex(self) -> str:
+        return self._signer.public_key
+
+    async def open(self, wrap: Event) -> DirectMessage:
+        return await open_message_with(wrap, self._signer)
+
+    async def wrap(self, rumor: Rumor, *, now: int) -> dict[str, Event]:
+        return await wrap_message_with(rumor, self._signer, now=now, rng=self._rng, copy_to_self=True)
+
+    async def dm_relay_list(self, relays: Iterable[str], *, created_at: int) -> Event:
+        return await dm_relay_list_with(self._signer, relays, created_at=created_at)
+
+    @property
+    def relay_auth_key(self) -> SecretKey | None:
+        return None  # NIP-42 here signs with a key in hand; a relay reached only to deliver is tried without
