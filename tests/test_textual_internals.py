@@ -332,7 +332,12 @@ SAMPLES = {
 
 
 @pytest.mark.parametrize("source", SAMPLES.values(), ids=SAMPLES.keys())
-def test_the_scan_catches_each_way_in(source: str) -> None:
+def test_the_scan_catches_each_way_in(source: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.screen import Screen
+
+    # "patched from outside" really patches Screen: put the real method back after the test, or every
+    # later app in this process would lay out through the sample's no-op.
+    monkeypatch.setattr(Screen, "_refresh_layout", Screen.__dict__["_refresh_layout"])
     namespace: dict[str, object] = {"__name__": "sample"}
     exec(compile(source, "<sample>", "exec"), namespace)
     assert scan(source, namespace, holds_textual=True), "not caught"
