@@ -485,7 +485,7 @@ async def test_tui_early_rows(row_id: str, key: str, tmp_path: Path) -> None:
         config.relays.timeout_s = 3.0
         app = recording_app(tmp_path, config, make_env(DIDACTYL_NSEC=NSEC))
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await pilot.pause(0.2)
+            await pilot.wait_for_scheduled_animations()  # the main screen is up; the service still starts
             assert not app.service_ready
             await pilot.press(key)
             line = await _notified(pilot, app, "Not ready")
@@ -506,7 +506,7 @@ async def test_tui_send_early_rows(row_id: str, text: str, tmp_path: Path) -> No
         config.relays.timeout_s = 3.0
         app = recording_app(tmp_path, config, make_env(DIDACTYL_NSEC=NSEC))
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await pilot.pause(0.2)
+            await pilot.wait_for_scheduled_animations()  # the main screen is up; the service still starts
             assert not app.service_ready
             app.main_screen.chat_input.focus()
             await pilot.press(*text, "enter")

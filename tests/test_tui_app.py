@@ -108,6 +108,11 @@ async def test_a_bad_theme_file_warns_instead_of_crashing(tmp_path: Path) -> Non
         assert any(t == "Theme skipped" and "broken.toml" in m and "primary" in m for t, m in notes), notes
 
 
+def dry_runs(app: DidactylApp) -> list[object]:
+    """The dry runs under way (a Textual worker each, started as the key is handled)."""
+    return [w for w in app.workers if w.group == "dry_run"]
+
+
 async def test_keys_are_remappable_from_config(tmp_path: Path) -> None:
     cfg = make_config()
     cfg.keys = {"dry_run": "f12", "not_an_action": "f11"}
@@ -118,8 +123,8 @@ async def test_keys_are_remappable_from_config(tmp_path: Path) -> None:
         assert any("not_an_action" in m for m in notes), notes
         main = app.main_screen
         await pilot.press("f5")  # the old key no longer does it
-        await pilot.pause(0.3)
-        assert main.inspector.entries == []
+        await pilot.wait_for_scheduled_animations()  # the key was handled: a dry run would be under way or done
+        assert not dry_runs(app) and main.inspector.entries == []
         await pilot.press("f12")
         await wait_for(pilot, lambda: main.inspector.entries, 10, "a dry run from the remapped key")
 
@@ -143,7 +148,8 @@ async def test_a_remapped_key_works_on_every_screen_and_the_palette_shows_it(tmp
         await pilot.press("o")
         await wait_for(pilot, lambda: isinstance(app.screen, InspectorDetailScreen), 10, "the detail screen")
         await pilot.press("f5")  # the default key does nothing here either
-        await pilot.pause(0.3)
+        await pilot.wait_for_scheduled_animations()
+        assert not dry_runs(app)
         assert isinstance(app.screen, InspectorDetailScreen) and len(main.inspector.entries) == 1
         await pilot.press("f12")
         await wait_for(pilot, lambda: len(main.inspector.entries) == 2, 10, "a dry run from the detail screen")
@@ -219,10 +225,11 @@ async def test_no_secret_reaches_the_screen(tmp_path: Path) -> None:
             screens = []
             for pane in ("memory", "self", "inspector"):
                 main.show_pane(pane)
-                await pilot.pause(0.2)
+                await pilot.wait_for_scheduled_animations()
                 screens.append(app.export_screenshot())
             await pilot.press("f6")
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda: app.screen is not main, 10, "the editor")
+            await pilot.wait_for_scheduled_animations()
             screens.append(app.export_screenshot())
     secret_hex = TEST_KEY.secret_hex()
     nsec = TEST_KEY.nsec()

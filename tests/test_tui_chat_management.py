@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from llm_stub import LlmStub, Reply
+from textual.widgets import OptionList
 from tui_support import SIZE, make_app, make_config, started, wait_for
 
 from didactyl_tui.agent import llm
@@ -61,7 +62,9 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             await wait_for(pilot, lambda: app.screen.id == "--command-palette" or "Command" in type(app.screen)
                            .__name__, 10, "the message list")
             await pilot.press(*"hello again")
-            await pilot.pause(0.3)
+            await wait_for(pilot, lambda: "hello again" in str(app.screen.query_one(OptionList).highlighted_option
+                                                                 and app.screen.query_one(OptionList)
+                                                                 .highlighted_option.prompt), 10, "the match")
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.clipboard == "hello again", 10, "the copy")
 
@@ -70,8 +73,11 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             dialog.query_one("#chat-title").value = ""
             await pilot.press(*"Greetings", "enter")
             await wait_for(pilot, lambda: not isinstance(app.screen, RenameScreen))
-            await pilot.pause(0.2)
-            assert (await app.service.sessions.info(session)).title == "Greetings"
+
+            async def renamed() -> bool:
+                return (await app.service.sessions.info(session)).title == "Greetings"
+
+            await wait_for(pilot, renamed, 10, "the new title")
 
             await main.action_delete_chat()
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))

@@ -97,8 +97,7 @@ async def test_streamed_reply_with_inline_tool_call_and_live_memory_pane(tmp_pat
         assert entries[0].text == "remember I like green tea"
         assert entries[1].text == "Noted: you **like green tea**."
         # Streamed into the Markdown widget (rendered: the asterisks are gone).
-        await pilot.pause(0.1)
-        assert "Noted: you like green tea." in screen_text(app)
+        await wait_for(pilot, lambda: "Noted: you like green tea." in screen_text(app), 10, "the rendered reply")
 
         # The tool call sits inline, collapsed, between the message and the reply; it expands to args + result.
         (call,) = main.conversation.query(ToolCallEntry)
@@ -108,7 +107,7 @@ async def test_streamed_reply_with_inline_tool_call_and_live_memory_pane(tmp_pat
         children = list(main.conversation.children)
         assert children.index(entries[0]) < children.index(call) < children.index(entries[1])
         call.collapsed = False
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: "User likes green tea." in screen_text(app), 10, "the unfolded tool call")
         text = screen_text(app)
         assert "arguments" in text and "User likes green tea." in text and "accepted_by" in text
 
@@ -282,8 +281,7 @@ async def test_editor_conflict_never_overwrites_silently(tmp_path: Path) -> None
 
         # Save is refused while the conflict stands: the relay still holds theirs.
         await pilot.press("ctrl+s")
-        await pilot.pause(0.3)
-        assert "Not saved: a newer version arrived" in screen_text(app)
+        await wait_for(pilot, lambda: "Not saved: a newer version arrived" in screen_text(app), 10, "the refusal")
         assert [ev.id for ev in await relay_memory(url)] == [theirs_id]
 
         # The difference can be viewed.

@@ -106,7 +106,7 @@ async def test_line_breaks_in_your_own_message_are_shown(tmp_path: Path, stub: L
         main.chat_input.focus()
         await pilot.press(*"roses are red", "ctrl+j", *"violets are blue", "enter")
         await wait_for(pilot, lambda: main.conversation.last_reply() and not main.streaming, 30, "the reply")
-        await pilot.pause(0.2)
+        await pilot.wait_for_scheduled_animations()
         (you,) = [e for e in main.conversation.query(MessageEntry) if e.role == "user"]
         assert you.text == "roses are red\nviolets are blue"
         lines = screen_text(app).splitlines()
@@ -135,8 +135,7 @@ async def test_f2_f3_switch_panes_with_focus_in_the_inspector(tmp_path: Path) ->
                 await pilot.pause()
                 assert app.focused is target
                 await pilot.press(key)
-                await pilot.pause(0.1)
-                assert main.sidebar.active == pane, (key, target)
+                await wait_for(pilot, lambda p=pane: main.sidebar.active == p, 10, f"{key} to show the {pane} pane")
                 assert main.query_one("#sidebar-slot").display
         # Hiding the whole sidebar from inside it leaves the focus in the input, not on a hidden widget.
         await pilot.press("f4")
@@ -332,9 +331,9 @@ async def test_the_palette_shows_each_actions_key_with_remaps(tmp_path: Path) ->
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         await pilot.press("ctrl+p")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: app.screen is not app.main_screen, 10, "the palette")
         await pilot.press(*"memory pane")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: "Toggle memory pane" in " ".join(screen_text(app).split()), 10, "the match")
         text = " ".join(screen_text(app).split())
         assert "Toggle memory pane" in text and "(f10)" in text
 
