@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_support import AGENT_KEY, Clock, memory_event, wait_for
@@ -41,6 +42,12 @@ async def relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
     await made.stop()
 
 
+async def judged(service: Any) -> None:
+    """Every version the service has seen so far is judged (a lost edit told, or not): a question to the
+    history thread, which judges versions in arrival order and answers after them."""
+    await service.memory_history(ST)
+
+
 async def test_a_later_edit_from_another_instance_is_adopted_quietly(
         tmp_path: Path, relay: EmbeddedRelayUnderTest) -> None:
     clock_a, clock_b = Clock(T0), Clock(T0)
@@ -61,7 +68,8 @@ async def test_a_later_edit_from_another_instance_is_adopted_quietly(
         clock_a.t = T0 + 20
         third = await a.save_memory(ST, "and A again")
         await wait_for(lambda: b.memory(ST).event_id == third.event_id, timeout=5)
-        await asyncio.sleep(0.2)  # any (wrong) notice would be judged on the history thread by now
+        await judged(a)
+        await judged(b)
         assert conflicts(seen_a) == [] and conflicts(seen_b) == []
         assert not any("concurrent" in w for w in warnings(seen_a) + warnings(seen_b))
 
@@ -112,7 +120,7 @@ async def test_rust_nostr_without_a_base_tag_is_judged_by_what_this_device_has_s
             later = rust_memory_event("rust, after reading ours", ours.created_at + 1)
             await rust_publish(relay.url, later)
             await wait_for(lambda: a.memory(ST).event_id == later.id, timeout=5)
-            await asyncio.sleep(0.2)
+            await judged(a)
             assert conflicts(seen) == [] and a.memory(ST).content == "rust, after reading ours"
             # 2. Our next save never reaches a relay before rust-nostr's next version arrives: not based on ours.
             proxy.reject_next(1000, "error: scripted outage")
