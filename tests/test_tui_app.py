@@ -102,7 +102,7 @@ async def test_a_bad_theme_file_warns_instead_of_crashing(tmp_path: Path) -> Non
     cfg.ui.theme = "mine"
     app = make_app(tmp_path / "data", cfg)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await started(pilot)  # not torn down mid-mount (a pane's on_mount then finds no children)
         assert app.theme == "mine"
         notes = [(n.title, n.message) for n in app._notifications]
         assert any(t == "Theme skipped" and "broken.toml" in m and "primary" in m for t, m in notes), notes
