@@ -107,7 +107,8 @@ async def test_streamed_reply_with_inline_tool_call_and_live_memory_pane(tmp_pat
         children = list(main.conversation.children)
         assert children.index(entries[0]) < children.index(call) < children.index(entries[1])
         call.collapsed = False
-        await wait_for(pilot, lambda: "User likes green tea." in screen_text(app), 10, "the unfolded tool call")
+        await wait_for(pilot, lambda: all(part in screen_text(app) for part in ("arguments", "User likes green tea.",
+                                                                           "accepted_by")), 10, "the unfolded call")
         text = screen_text(app)
         assert "arguments" in text and "User likes green tea." in text and "accepted_by" in text
 
