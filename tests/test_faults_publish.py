@@ -153,7 +153,9 @@ async def test_server_that_never_completes_the_handshake(tmp_path: Path) -> None
             e = outbox.get(ev.id)
             # a clear status: delivered, and still owed to the silent relay
             assert e.state == DELIVERED and e.relays_to_retry(pool.urls) == [silent.url]
-            await asyncio.sleep(0.3)  # retries keep failing without harm
+            # Retries keep failing without harm: two more attempts, and the loop is still there.
+            tried = e.attempts
+            assert await wait_until(lambda: outbox.get(ev.id).attempts >= tried + 2)
             assert not runner.done()
             assert outbox.get(ev.id).relays_to_retry(pool.urls) == [silent.url]
         finally:
@@ -259,7 +261,7 @@ async def test_garbage_in_place_of_the_ok_means_retry_not_loss(tmp_path: Path) -
         a.hang()  # the EVENT is swallowed ...
         ev = memory_event("v1", 1000)
         publish = asyncio.create_task(rig.publisher.publish(ev))
-        await asyncio.sleep(0.05)
+        assert await wait_until(lambda: any(e.what == "swallowed" and ev.id[:40] in e.message for e in a.log))
         await a.inject('["OK","' + ev.id + '",true,"')  # ... and a broken OK is all that comes back
         outcome = await publish
         assert outcome.results[a.url].verdict is Verdict.TIMEOUT
@@ -364,9 +366,10 @@ async def test_pending_edit_retried_across_repeated_disconnects(rig: FaultRig) -
     a.reject_next(100, "error: flaky")  # keeps failing while we cut the connection again and again
     ev = memory_event("v1", 1000)
     await rig.publisher.publish(ev)
-    for _ in range(3):
-        await asyncio.sleep(0.05)
+    for _ in range(3):  # each time the client is back, the link is cut again
+        seen = a.connections
         a.kill()
+        assert await wait_until(lambda seen=seen: a.connections > seen)
     a._rejects.clear()  # the relay recovers
     assert await wait_until(delivered_everywhere(rig, ev))
     assert a.connections >= 4
@@ -398,7 +401,7 @@ async def test_restart_while_relay_still_down_then_back(rig: FaultRig) -> None:
     ev = memory_event("v1", 1000)
     await rig.publisher.publish(ev)
     await rig.restart_publisher()
-    await asyncio.sleep(0.2)
+    await rig.publisher.retry_due()  # a retry pass of the new publisher's, with the relay still down
     e = rig.outbox.get(ev.id)
     assert e.state == DELIVERED and e.relays_to_retry(rig.urls) == [a.url]
     await a.start()
@@ -526,15 +529,18 @@ async def test_retry_loop_does_not_spin_while_a_publish_waits_on_a_hung_relay(tm
         pool = RelayPool(rig.urls, backoff_base=0.01, backoff_max=0.1, ping_interval=None)
         await pool.start()
         await pool.wait_connected(5.0)
+        CountingOutbox.scans = 0
         box = CountingOutbox(rig.outbox_path, base_delay=10.0)
         pub = MemoryPublisher(pool, box, timeout=0.5, base_delay=10.0)
         runner = asyncio.create_task(pub.run(max_sleep=30.0))
         try:
-            await asyncio.sleep(0.05)
+            assert await wait_until(lambda: CountingOutbox.scans > 0)  # the loop's first pass, then its rest
             rig.proxies[0].hang()
             CountingOutbox.scans = 0
-            publish = asyncio.create_task(pub.publish(memory_event("v1", 1000)))  # waits the 0.5 s timeout
-            await asyncio.sleep(0.05)
+            ev = memory_event("v1", 1000)
+            publish = asyncio.create_task(pub.publish(ev))  # waits the 0.5 s timeout
+            assert await wait_until(lambda: any(e.what == "swallowed" and ev.id[:40] in e.message
+                                                for e in rig.proxies[0].log))
             pub.wake()  # e.g. another relay reconnected: the loop looks while the send is in flight
             outcome = await publish
             assert outcome.results[rig.urls[0]].verdict is Verdict.TIMEOUT

@@ -56,6 +56,7 @@ class Tools:
         self.registry = ToolRegistry()
         self.b_started = asyncio.Event()
         self.cancelled: list[str] = []
+        self.sleeping = asyncio.Event()  # sleep_forever is running
         reg = self.registry
 
         @reg.tool()
@@ -92,6 +93,7 @@ class Tools:
         @reg.tool()
         async def sleep_forever() -> str:
             """Never returns (until cancelled)."""
+            self.sleeping.set()
             try:
                 await asyncio.sleep(3600)
             except asyncio.CancelledError:
@@ -431,7 +433,7 @@ async def test_cancel_while_a_tool_runs_cancels_the_tool(stub: LlmStub) -> None:
 
     task = asyncio.create_task(consume())
     await asyncio.wait_for(tool_started.wait(), 5)
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(tools.sleeping.wait(), 5)  # the tool itself runs, not only its announcement
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

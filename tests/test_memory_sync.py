@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_support import AGENT_KEY, Clock, memory_event, wait_for
@@ -39,6 +40,12 @@ async def relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
     await made.start()
     yield made
     await made.stop()
+
+
+async def judged(service: Any) -> None:
+    """Every version the service has seen so far is judged (a lost edit told, or not): a question to the
+    history thread, which judges versions in arrival order and answers after them."""
+    await service.memory_history(ST)
 
 
 async def test_a_later_edit_from_another_instance_is_adopted_quietly(

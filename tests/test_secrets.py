@@ -371,7 +371,7 @@ async def test_tui_screens_notifications_and_files_hold_no_secret(tmp_path: Path
             snap("main screen")
             await pilot.press("f3")
             await wait_for(pilot, lambda: main.self_panes() and main.self_panes()[0].filled, 10, "the self pane")
-            await pilot.pause(0.1)
+            await pilot.wait_for_scheduled_animations()
             snap("self pane")
             self_text = screens["self pane (text)"]
             assert short_key(KEY.npub, 14, 8) in self_text, self_text  # the pane shows public data
@@ -382,25 +382,25 @@ async def test_tui_screens_notifications_and_files_hold_no_secret(tmp_path: Path
                            and not main.streaming, 30, "the reply")
             for entry in main.conversation.query(ToolCallEntry):
                 entry.collapsed = False
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda: KEY.public_key_hex[:20] in screen_text(app), 10, "the unfolded tool calls")
             snap("conversation with tool calls")
             assert KEY.public_key_hex[:20] in screens["conversation with tool calls (text)"]
 
             await pilot.press(*"and again", "enter")  # 401 echoing the key: an inline error
             await wait_for(pilot, lambda: not main.streaming and main.chat_input.text == "and again", 30, "error")
-            await pilot.pause(0.1)
+            await pilot.wait_for_scheduled_animations()
             snap("inline LLM error")
 
             main.chat_input.clear()
             await pilot.press("f5")
             await wait_for(pilot, lambda: main.inspectors() and main.inspectors()[0].entries, 10, "the dry run")
-            await pilot.pause(0.1)
+            await pilot.wait_for_scheduled_animations()
             snap("prompt inspector")
             main.inspector.assembly_tree.focus()
             await pilot.press("o")
             await wait_for(pilot, lambda: type(app.screen).__name__ == "InspectorDetailScreen", 10, "detail")
             app.screen.query_one("AssemblyTree").root.expand_all()
-            await pilot.pause(0.2)
+            await pilot.wait_for_scheduled_animations()
             snap("inspector detail")
             await pilot.press("escape")
 
@@ -413,7 +413,7 @@ async def test_tui_screens_notifications_and_files_hold_no_secret(tmp_path: Path
             editor.text_area.load_text("x" * 61)
             await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: "Not saved" in screen_text(app), 10, "the refusal")
-            await pilot.pause(0.3)
+            await pilot.wait_for_scheduled_animations()
             snap("memory editor refusing")
             await pilot.click("#close")  # the refused text is unsaved: the editor asks first
             await wait_for(pilot, lambda: type(app.screen).__name__ == "UnsavedChangesScreen")
@@ -425,7 +425,7 @@ async def test_tui_screens_notifications_and_files_hold_no_secret(tmp_path: Path
             await pilot.press("ctrl+s")  # export the conversation as markdown
             await wait_for(pilot, lambda: any(n.startswith("Exported") for n in app.notes), 10, "the export")
             await wait_for(pilot, lambda: (tmp_path / "state.toml").exists(), 10, "state.toml")
-            await pilot.pause(0.3)
+            await pilot.wait_for_scheduled_animations()
             snap("main screen with notifications")
 
     assert any("no_such_action" in n for n in app.notes) and any("Not saved" in n or "over limit" in n.lower()
@@ -445,7 +445,7 @@ async def test_tui_with_a_damaged_key_says_so_in_one_line(tmp_path: Path) -> Non
     app = recording_app(tmp_path, make_config(), make_env(DIDACTYL_NSEC=damaged))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.notes, 15, "the refusal")
-        await pilot.pause(0.2)
+        await pilot.wait_for_scheduled_animations()
         shown = screen_text(app)
         svg = app.export_screenshot()
     assert not app.service_ready

@@ -71,7 +71,7 @@ async def test_a_cli_save_reaches_the_running_apps_pane_and_the_next_editor_save
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.service.documents.snapshot(ST).content.endswith("edited in the app"), 10,
                        "the save")
-        await pilot.pause(0.2)
+        await pilot.wait_for_scheduled_animations()
         assert editor.theirs is None and not editor.query_one("#editor-conflict").display
         assert app.service.documents.snapshot(ST).event_id != cli_id
     shown = await asyncio.to_thread(cli, cli_env(tmp_path, data), "memory", "show", "--type", "short_term")

@@ -335,8 +335,9 @@ SAMPLES = {
 def test_the_scan_catches_each_way_in(source: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from textual.screen import Screen
 
-    # "patched from outside" really patches Textual's Screen when it runs: put it back for the tests after this one.
-    monkeypatch.setattr(Screen, "_refresh_layout", Screen._refresh_layout)
+    # "patched from outside" really patches Screen: put the real method back after the test, or every
+    # later app in this process would lay out through the sample's no-op.
+    monkeypatch.setattr(Screen, "_refresh_layout", Screen.__dict__["_refresh_layout"])
     namespace: dict[str, object] = {"__name__": "sample"}
     exec(compile(source, "<sample>", "exec"), namespace)
     assert scan(source, namespace, holds_textual=True), "not caught"

@@ -103,10 +103,15 @@ async def test_a_bad_theme_file_warns_instead_of_crashing(tmp_path: Path) -> Non
     cfg.ui.theme = "mine"
     app = make_app(tmp_path / "data", cfg)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await started(pilot)  # not torn down mid-mount (a pane's on_mount then finds no children)
         assert app.theme == "mine"
         notes = [(n.title, n.message) for n in app._notifications]
         assert any(t == "Theme skipped" and "broken.toml" in m and "primary" in m for t, m in notes), notes
+
+
+def dry_runs(app: DidactylApp) -> list[object]:
+    """The dry runs under way (a Textual worker each, started as the key is handled)."""
+    return [w for w in app.workers if w.group == "dry_run"]
 
 
 async def test_keys_are_remappable_from_config(tmp_path: Path) -> None:

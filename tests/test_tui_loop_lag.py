@@ -25,6 +25,7 @@ from tui_support import (
     LoopLagProbe,
     make_app,
     make_config,
+    save_followed,
     screen_text,
     started,
     wait_for,
@@ -81,7 +82,7 @@ class Actions:
         async with self.measure("save"):
             await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: "accepted by 1/1 relays" in screen_text(app), 10, "the save")
-            await pilot.pause(0.3)  # what follows a save: history record, outbox count
+            await save_followed(pilot, "short_term")
         await editor.action_close()
         await wait_for(pilot, lambda: app.screen is self.main, 10, "back on the main screen")
 
@@ -147,7 +148,7 @@ async def warm_up(actions: Actions, session: str) -> str:
     first = next(s.id for s in await app.service.chat.list_sessions() if s.id != session)
     main.resume(first)
     await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == 2, 15, "the first chat")
-    await pilot.pause(0.2)
+    await pilot.wait_for_scheduled_animations()
     return first
 
 

@@ -76,7 +76,8 @@ async def test_a_long_resumed_chat_shows_its_end_and_renders_older_entries_when_
         assert f"question number {TURNS - 1} about tea" in text and f"point two of {TURNS - 1}" in text
         assert "**" not in text  # rendered, not raw markdown
         entries = list(conversation.query(MessageEntry))
-        assert len(entries) < len(messages) // 3 and len(conversation.query(HistoryStub)) == 1
+        # (One stub, or two once a batch near the viewport was swapped in: when that runs depends on the load.)
+        assert len(entries) < len(messages) // 3 and 1 <= len(conversation.query(HistoryStub)) <= 2
         assert conversation.last_reply() == messages[-1]["content"]
 
         # Scroll up as a reader would: the stub above gives way to real entries, the view stays put.

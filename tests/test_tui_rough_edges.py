@@ -74,7 +74,9 @@ async def test_enter_while_starting_queues_and_sends_when_ready(tmp_path: Path, 
         burst(app, "early bird", "enter")
         await wait_for(pilot, lambda: main._queued or app.service_ready, 10, "the queue")
         if not app.service_ready:  # the usual case; on a fast machine the service may beat the keys
-            assert any("will send when the agent is ready" in n.message for n in app._notifications)
+            # The notice is a message to the app: it is shown a moment after the text is queued.
+            await wait_for(pilot, lambda: any("will send when the agent is ready" in n.message
+                                              for n in app._notifications), 10, "the notice")
         await wait_for(pilot, lambda: main.conversation.last_reply() == "hello early bird", 30, "the queued send")
         assert stub.requests[0].messages[-1] == {"role": "user", "content": "early bird"}
         assert main._queued == [] and main.chat_input.text == ""

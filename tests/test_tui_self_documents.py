@@ -23,6 +23,7 @@ from tui_support import (
     make_app,
     make_config,
     make_env,
+    save_followed,
     screen_text,
     started,
     wait_for,
@@ -234,7 +235,7 @@ async def test_no_sqlite_nip44_or_signature_on_the_ui_loop_for_the_soul_and_the_
             with LoopIoWatch() as watch:
                 await pilot.press("ctrl+s")
                 await wait_for(pilot, lambda: "accepted by 1/1 relays" in flat(app), 10, f"the {doc} save")
-                await pilot.pause(0.3)  # what follows a save: history record, outbox count
+                await save_followed(pilot, doc)
             calls[f"save {doc}"] = watch.calls
             await editor.action_close()
             await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
@@ -252,6 +253,6 @@ async def test_no_sqlite_nip44_or_signature_on_the_ui_loop_for_the_soul_and_the_
         with LoopIoWatch() as watch:
             await put(app.service.relays.embedded_url, theirs)
             await wait_for(pilot, lambda: "#1 from elsewhere · open" in screen_text(app), 10, "their tasks, live")
-            await pilot.pause(0.3)
+            await pilot.wait_for_scheduled_animations()
         calls["live tasks"] = watch.calls
     assert calls == {key: [] for key in calls} and len(calls) == 5

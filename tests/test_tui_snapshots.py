@@ -64,7 +64,7 @@ def steady(run_before):
         for screen in pilot.app.screen_stack:  # a dialog's picture shows the screen below it too
             for widget in screen.query("TextArea, Input"):
                 widget.cursor_blink = False
-        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()  # the cursor lines repainted without the blink
 
     return run
 
@@ -118,8 +118,12 @@ def test_memory_editor(snap_compare, tmp_path: Path) -> None:
         await started(pilot)
         await pilot.press("f6")
         editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen, 5)
+        # No blink before the text is drawn: TextArea caches a line drawn in the blink's hidden phase under the
+        # same key as a steady cursor's, so stopping the blink later left the cursor drawn or not by chance.
+        editor.text_area.cursor_blink = False
         editor.text_area.load_text("# About the user\n\n- prefers green tea\n- writes Rust and Python\n")
         editor.text_area.move_cursor((4, 0))
+        await wait_for(pilot, lambda: editor.text_area.has_focus, 10, "the editor's focus (its cursor is drawn)")
         await showing(pilot, "63/200 chars · 16 tok", "writes Rust and Python")  # counted off the loop
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))

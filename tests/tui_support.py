@@ -83,15 +83,31 @@ def make_app(data_dir: Path, config: Config, *, env: dict[str, str] | None = Non
 
 async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0,
                    what: str | Callable[[], str] = "") -> Any:
-    """Let the app run until ``predicate()`` is truthy; fail with ``what`` after ``timeout`` seconds."""
+    """Let the app run until ``predicate()`` is truthy; fail with ``what`` after ``timeout`` seconds.
+    ``predicate`` may be a coroutine function (a question to the service)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {(what() if callable(what) else what) or predicate}")
         await pilot.pause(0.05)
+
+
+async def save_followed(pilot: Any, key: str) -> None:
+    """Wait for what follows a save in the editor: its version recorded in the history (on a worker thread) and
+    the messages that came of it handled."""
+    service = pilot.app.service
+
+    async def recorded() -> bool:
+        saved = service.memory(key).event_id
+        return saved is not None and saved in [v.event_id for v in await service.memory_history(key)]
+
+    await wait_for(pilot, recorded, 10, f"the {key} save in the history")
+    await pilot.wait_for_scheduled_animations()
 
 
 async def started(pilot: Any) -> None:
@@ -121,10 +137,6 @@ def screen_text(app: Any) -> str:
         cells = rows[y]
         lines.append("".join(cells.get(c, " ") for c in range(max(cells) + 1)).rstrip())
     return "\n".join(lines)
-
-
-async def sleep(seconds: float) -> None:
-    await asyncio.sleep(seconds)
 
 
 class ThreadedLlmStub:

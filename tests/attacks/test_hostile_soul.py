@@ -10,7 +10,6 @@ delivered again and again, is warned about once; a genuine good one after all th
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -98,8 +97,11 @@ async def test_forged_stray_and_replayed_souls_change_nothing_and_a_bad_one_is_t
                 return await _persona(svc) == "You are the newer real soul."
 
             await wait_for(uses_the_good_one, timeout=20)
-            await asyncio.sleep(0.2)  # anything still in flight behind it
+            # A last real soul behind everything else: once it is news, all that came before it was judged.
+            last = soul_event(AGENT_KEY, _soul("You are the last real soul."), later + 3)
+            await pusher.push([last.to_dict()])
+            await wait_for(lambda: any(isinstance(e, SoulChanged) and e.event_id == last.id for e in heard), timeout=20)
             soul_news = [e for e in heard if isinstance(e, SoulChanged)]
-            assert [e.event_id for e in soul_news] == [good.id]
+            assert [e.event_id for e in soul_news] == [good.id, last.id]
             warnings = [e.message for e in heard if isinstance(e, ServiceWarning) and "soul" in e.message]
             assert len(warnings) == 1 and bad.id[:12] in warnings[0] and "get_weather" in warnings[0], warnings

@@ -163,15 +163,25 @@ async def test_live_subscription_across_relays_delivers_each_event_once(tmp_path
         assert len((await pool.publish(both, timeout=3)).accepted_by) == 2
         only_b = sign_event(SK, kind=1, content="to b", created_at=T0 + 1)
         await pool.publish(only_b, timeout=3, urls=[b.url])
-        assert await eventually(lambda: len(got) == 2, 3)
-        await asyncio.sleep(0.05)  # room for a duplicate delivery to show up
-        assert [ev_id for _, ev_id in got] == [both.id, only_b.id]
+        # A relay sends in order: once each relay's own marker is here, a duplicate from it would be too.
+        markers = {url: sign_event(SK, kind=1, content=f"marker {n}", created_at=T0 + 2 + n)
+                   for n, url in enumerate((a.url, b.url))}
+        for url, marker in markers.items():
+            await pool.publish(marker, timeout=3, urls=[url])
+        assert await eventually(lambda: len(got) >= 4, 3)
+        assert [ev_id for _, ev_id in got[:2]] == [both.id, only_b.id]
         assert got[1][0] == b.url
+        assert sorted(got[2:]) == sorted((url, m.id) for url, m in markers.items()) and len(got) == 4
 
         await sub.close()
-        await pool.publish(sign_event(SK, kind=1, content="after close", created_at=T0 + 2), timeout=3)
-        await asyncio.sleep(0.05)
-        assert len(got) == 2
+        later: list[str] = []  # a second subscription sees what the closed one would have been sent
+        again = pool.subscribe([{"authors": [SK.public_key_hex]}], lambda url, ev: later.append(ev.id))
+        assert await eventually(lambda: len(later) == 4, 3)  # the stored events: it is live on both relays
+        after = sign_event(SK, kind=1, content="after close", created_at=T0 + 5)
+        await pool.publish(after, timeout=3)
+        assert await eventually(lambda: after.id in later, 3)
+        assert len(got) == 4
+        await again.close()
         await pool.close()
 
 

@@ -257,7 +257,8 @@ async def test_same_event_published_concurrently_is_sent_once() -> None:
     async with ScriptedRelay(script) as relay, RelayClient(relay.url, **fast_client_kwargs()) as client:
         ev = note("once")
         tasks = [asyncio.create_task(client.publish(ev, timeout=3)) for _ in range(3)]
-        await asyncio.sleep(0.05)
+        # The relay has the first EVENT (and holds its OK): all three publishes have started by then.
+        assert await eventually(lambda: relay.messages("EVENT"), 3)
         release.set()
         results = await asyncio.gather(*tasks)
         assert all(r.verdict is Verdict.ACCEPTED for r in results)
