@@ -45,7 +45,7 @@ async def relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
 async def judged(service: Any) -> None:
     """Every version the service has seen so far is judged (a lost edit told, or not): a question to the
     history thread, which judges versions in arrival order and answers after them."""
-    await service.memory_history(ST)
+    await service.documents.history(ST)
 
 
 async def test_a_later_edit_from_another_instance_is_adopted_quietly(

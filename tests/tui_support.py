@@ -103,8 +103,8 @@ async def save_followed(pilot: Any, key: str) -> None:
     service = pilot.app.service
 
     async def recorded() -> bool:
-        saved = service.memory(key).event_id
-        return saved is not None and saved in [v.event_id for v in await service.memory_history(key)]
+        saved = service.documents.snapshot(key).event_id
+        return saved is not None and saved in [v.event_id for v in await service.documents.history(key)]
 
     await wait_for(pilot, recorded, 10, f"the {key} save in the history")
     await pilot.wait_for_scheduled_animations()
