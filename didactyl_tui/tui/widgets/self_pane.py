@@ -79,7 +79,9 @@ class SelfPane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static("Agent", classes="section-title")
-        with Vertical(id="identity-drift"):
+        drift = Vertical(id="identity-drift")
+        drift.display = False  # hidden from the start (not at mount: an app closed while mounting has no children)
+        with drift:
             yield Static(Content(""), id="identity-drift-text", classes="identity")
             with Horizontal(id="identity-drift-buttons"):
                 yield Button("Adopt", id="adopt-identity", variant="primary")
@@ -88,7 +90,9 @@ class SelfPane(VerticalScroll):
         yield Static("Relays (live)", classes="section-title")
         yield RelayList(id="agent-relays")
         yield Static(Content(""), id="refused-events", classes="identity")
-        yield Static(Content(""), id="dm-status", classes="identity")
+        dm_status = Static(Content(""), id="dm-status", classes="identity")
+        dm_status.display = False
+        yield dm_status
         yield Static("Admin", classes="section-title", id="admin-title")
         yield Static(Content("no admin configured ([admin] pubkey)"), id="admin-identity", classes="identity")
 
@@ -102,10 +106,6 @@ class SelfPane(VerticalScroll):
             admin_view.update(identity_text(admin, with_relays=True))
         elif admin_configured:
             admin_view.update(Content("admin configured; nothing fetched yet"))
-
-    def on_mount(self) -> None:
-        self.query_one("#identity-drift").display = False
-        self.query_one("#dm-status").display = False
 
     def show_dm_status(self, summary: str | None, given_up: list[str]) -> None:
         """Direct messages: delivered, waiting, given up (with the last reasons) and what was not answered, by
