@@ -35,3 +35,16 @@ def load_json(name: str) -> Any:
 def load_csv(name: str) -> list[dict[str, str]]:
     with vector_path(name).open(encoding="utf-8", newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def spec_nsec(entry: dict[str, str]) -> str:
+    """The nsec of a NIP-19 ``nsec`` vector entry, derived from its hex (the repository keeps no full nsec) and
+    checked against the SHA-256 of the spec's string, so the encoding is still compared with the spec's."""
+    import hashlib
+
+    from didactyl_tui.nostr import nip19
+
+    nsec = nip19.encode_nsec(entry["hex"])
+    if hashlib.sha256(nsec.encode()).hexdigest() != entry["bech32_sha256"]:
+        raise AssertionError("encoding the spec's nsec example gives another string than the spec's")
+    return nsec

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from vectors import load_json
+from vectors import load_json, spec_nsec
 
 from didactyl_tui.errors import NostrError
 from didactyl_tui.nostr.keys import SecretKey, is_hex_pubkey, verify_signature
 
 NIP19 = load_json("nip19.json")["nips_19md"]
-NSEC = NIP19["nsec"][0]
+NSEC = {**NIP19["nsec"][0], "bech32": spec_nsec(NIP19["nsec"][0])}  # derived: no full nsec in the repository
 NPUB_OF_NSEC = NIP19["npub"][1]  # the nsec example's public key (see vectors README)
 N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 
