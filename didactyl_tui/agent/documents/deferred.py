@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import AgentError, SignerUnreachableError
+from ...errors import AgentError, DidactylError, SignerUnreachableError
 from ..private_files import connect_private, storage_error_message, tighten_sqlite_files
 from .keys import DocumentKey
 
@@ -71,13 +71,18 @@ class DeferredSaves:
         self.pending: dict[DocumentKey, tuple[Any, str | None]] = {}  # document -> (value, base)
         self.for_signer: set[DocumentKey] = set()  # of those, the ones waiting for the signer
         self._tasks: dict[DocumentKey, asyncio.Task[Any]] = {}
+        self._kept_on_disk = False  # an edit was kept for the signer by this run or a previous one
 
     def __contains__(self, key: DocumentKey) -> bool:
         return key in self.pending
 
-    def discard(self, key: DocumentKey) -> None:
-        """A newer save supersedes a text not signed yet."""
+    async def discard(self, key: DocumentKey) -> None:
+        """A newer save supersedes a text not signed yet (on disk too: the next start must not publish it)."""
         self.pending.pop(key, None)
+        if key in self.for_signer or (self.unsigned is not None and self._kept_on_disk):
+            self.for_signer.discard(key)
+            if self.unsigned is not None:
+                await asyncio.to_thread(self.unsigned.drop, key)
 
     def keep(self, key: DocumentKey, value: Any, base: str | None = None) -> None:
         """Show ``value`` now and sign it later. Its base is the version held when the first deferred text was
@@ -100,6 +105,7 @@ class DeferredSaves:
         self.for_signer.add(key)
         self.keep(key, value, base)
         if self.unsigned is not None:
+            self._kept_on_disk = True
             text = self.store.codec(key).to_text(value)
             await asyncio.to_thread(self.unsigned.keep, key, text, self.pending[key][1])
         if first:
@@ -111,9 +117,17 @@ class DeferredSaves:
         if self.unsigned is None:
             return
         for key, text, base in await asyncio.to_thread(self.unsigned.all):
-            if key in self.store.keys:
-                self.for_signer.add(key)
-                self.keep(key, self.store.from_text(key, text), base)
+            self._kept_on_disk = True
+            if key not in self.store.keys:
+                continue
+            try:
+                value = self.store.from_text(key, text)
+            except DidactylError as exc:  # e.g. a limit lowered since: kept on disk, said, never dropped silently
+                self._warn(f"an edit of the {key.title.lower()} kept for the signer no longer reads ({exc.message}); "
+                           "it stays kept until it is replaced by a new save")
+                continue
+            self.for_signer.add(key)
+            self.keep(key, value, base)
 
     async def _sign_when_possible(self, key: DocumentKey) -> None:
         while key in self.pending:

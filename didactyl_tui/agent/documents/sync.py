@@ -221,7 +221,7 @@ class DocumentSync:
         if not wait and (key in self.deferred or 0 < delay <= BURST_WAIT_MAX_S):
             self.deferred.keep(key, value)
             return self._deferred_result(key)
-        self.deferred.discard(key)  # this newer text supersedes a text not signed yet
+        await self.deferred.discard(key)  # this newer text supersedes a text not signed yet
         return await self._save_now(key, value, encrypt=encrypt)
 
     async def save_coalescing(self, key: DocumentKey | str, text: str) -> SaveResult:
@@ -233,7 +233,7 @@ class DocumentSync:
         """Publish a value built by the caller (checked by the codec as it is encoded). ``adopted``: set once the
         version is in use here, before the relays answer."""
         key = DocumentKey.parse(key)
-        self.deferred.discard(key)
+        await self.deferred.discard(key)
         return await self._save_now(key, value, encrypt=encrypt, adopted=adopted)
 
     async def update(self, key: DocumentKey | str, derive: Callable[[Any], Any]) -> SaveResult:
