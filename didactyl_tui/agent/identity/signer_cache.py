@@ -51,21 +51,30 @@ class SignerCache:
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
     def get(self, payload: str) -> str | None:
+        """The kept text, or None. A cache that cannot be read (locked by another didactyl on this data dir, a
+        full disk) is a miss: the signer is asked, as without a cache."""
         key = self.digest(payload)
-        with self._lock:
-            row = self._db.execute("SELECT text FROM plaintext WHERE digest = ?", (key,)).fetchone()
-            if row is not None:
-                with self._db:
-                    self._db.execute("UPDATE plaintext SET used = ? WHERE digest = ?", (time.time(), key))
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT text FROM plaintext WHERE digest = ?", (key,)).fetchone()
+                if row is not None:
+                    with self._db:
+                        self._db.execute("UPDATE plaintext SET used = ? WHERE digest = ?", (time.time(), key))
+        except sqlite3.Error:
+            return None
         return None if row is None else str(row[0])
 
     def put(self, payload: str, text: str) -> None:
+        """Keep ``text``; a write that fails (locked, disk full) is skipped: the cache only saves round trips."""
         if len(text) > self.max_chars:
             return
-        with self._lock, self._db:
-            self._db.execute("INSERT OR REPLACE INTO plaintext VALUES (?, ?, ?, ?)",
-                             (self.digest(payload), text, len(text), time.time()))
-            self._trim()
+        try:
+            with self._lock, self._db:
+                self._db.execute("INSERT OR REPLACE INTO plaintext VALUES (?, ?, ?, ?)",
+                                 (self.digest(payload), text, len(text), time.time()))
+                self._trim()
+        except sqlite3.Error:
+            return
 
     def _trim(self) -> None:
         count, chars = self._db.execute("SELECT COUNT(*), COALESCE(SUM(chars), 0) FROM plaintext").fetchone()
