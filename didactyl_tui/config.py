@@ -12,13 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-def setting(default: Any, doc: str, **kw: Any) -> Any:
-    """A documented config field: its default, its ``doc`` (the documentation users read) and its bounds
-    (``min``, ``max``, ``choices``...)."""
-    if isinstance(default, list | dict):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"doc": doc, **kw})
-    return field(default=default, metadata={"doc": doc, **kw})
+from .config_remote import AttachConfig, DmConfig, SignerConfig
+from .config_setting import setting
 
 
 @dataclass
@@ -244,51 +239,6 @@ class AdminConfig:
 
 
 @dataclass
-class SignerConfig:
-    """Where the agent's key is: in this machine's key file (the default) or in a NIP-46 remote signer."""
-
-    bunker: str = setting("", "A bunker:// URI from your remote signer (nsec.app, Amber, your own bunker): the agent's "
-                              "key stays there; no key file is read or created. $DIDACTYL_BUNKER or --bunker wins. "
-                              "Empty: the key file (or $DIDACTYL_NSEC). docs/remote-signer.md")
-    request_timeout_s: float = setting(30.0, "Seconds to wait for the remote signer to answer one request (a signer on "
-                                             "a phone may wait for a tap).", min=1, max=3600)
-    auth_timeout_s: float = setting(300.0, "Seconds to wait once the signer asked for approval at a web address "
-                                           "(auth_url), shown in the app.", min=1, max=86_400)
-    ping_interval_s: float = setting(10.0, "Seconds between pings of a remote signer that stopped answering (the "
-                                            "status bar says \"signer away\" until it answers).", min=0.1, max=3600)
-
-
-GUEST_TOOLS = ["agent_identity", "nostr_agent_profile", "nostr_agent_contacts", "nostr_agent_relays",
-               "nostr_agent_notes", "my_npub", "my_pubkey", "admin_identity", "nostr_admin_profile",
-               "nostr_admin_contacts", "nostr_admin_relays", "nostr_admin_notes"]
-
-
-@dataclass
-class DmConfig:
-    """Direct messages to the agent (NIP-17): who may talk to it besides the admin, how many conversations are
-    answered at once, what others may make it do, and how long a reply is retried."""
-
-    allow: list[str] = setting([], "Pubkeys (hex or npub) whose NIP-17 direct messages the agent answers, besides "
-                               "[admin] pubkey. Everyone else's are counted and dropped, never shown to the model.")
-    max_queued: int = setting(64, "Most incoming gift wraps waiting to be opened, and most messages waiting for their "
-                              "conversation's turn; past it new wraps are set aside (counted) and fetched again from "
-                              "the relays once there is room.", min=1, max=10_000)
-    max_parallel: int = setting(4, "Most conversations answered at once (one model turn each); messages of one "
-                                "conversation are always answered one at a time, in order.", min=1, max=64)
-    guest_tools: list[str] = setting(GUEST_TOOLS, "Tools the model may call in a conversation that is not the admin's "
-                                     "own (an allow-listed sender, or a group): by default only reading public Nostr "
-                                     "data, so nothing is written or published (no memory, soul, task or profile "
-                                     "change, no note) and no private memory is read. The admin's own conversation has "
-                                     "every tool. A call to any other tool is refused; the model is told why.")
-    give_up_after_s: float = setting(86_400.0, "Seconds a written reply is retried (with backoff) before the message "
-                                     "is given up as undelivered (said in the app and in serve's log).",
-                                     min=1, max=30 * 86_400)
-    retry_max_interval_s: float = setting(300.0, "Longest pause between two tries of a reply no relay of its "
-                                          "recipient has taken yet (the pause doubles from 1 s up to this).",
-                                          min=0.1, max=86_400)
-
-
-@dataclass
 class ToolsConfig:
     """Which tools the model is offered."""
 
@@ -376,6 +326,7 @@ class Config:
     admin: AdminConfig = field(default_factory=AdminConfig)
     signer: SignerConfig = field(default_factory=SignerConfig)
     dm: DmConfig = field(default_factory=DmConfig)
+    attach: AttachConfig = field(default_factory=AttachConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     honcho: HonchoConfig = field(default_factory=HonchoConfig)

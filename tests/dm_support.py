@@ -12,7 +12,10 @@ from agent_support import AGENT_KEY
 
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import Event
+from didactyl_tui.nostr.keys import SecretKey
+from didactyl_tui.nostr.kinds import DIRECT_MESSAGE
 from didactyl_tui.nostr.nip17 import gift_wrap_filter
+from didactyl_tui.nostr.nip59 import unwrap
 from didactyl_tui.nostr.pool import RelayPool
 
 
@@ -65,6 +68,13 @@ def sdk_dm(nostr_sdk: Any, sender: Any, text: str, *, to: Any = None, others: tu
 
 async def wraps_for(pool: RelayPool, pubkey: str, timeout: float = 3.0) -> list[Event]:
     return await pool.query([gift_wrap_filter(pubkey, since=0)], timeout=timeout)
+
+
+async def replies_for(pool: RelayPool, key: SecretKey, timeout: float = 3.0) -> list[Event]:
+    """The chat messages (kind 14) among the wraps for ``key``'s owner: an admin also gets each reply's prompt
+    report, a wrap of another kind."""
+    wraps = await wraps_for(pool, key.public_key_hex, timeout)
+    return [w for w in wraps if unwrap(w, key).rumor.kind == DIRECT_MESSAGE]
 
 
 def opened(nostr_sdk: Any, keys: Any, wrap: Event) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY
-from dm_support import AGENT_ENV, dm_config, opened, sdk_dm, tags_of, until, wraps_for
+from dm_support import AGENT_ENV, dm_config, opened, replies_for, sdk_dm, tags_of, until, wraps_for
 from llm_stub import LlmStub, Reply
 from relay_servers import RustRelayUnderTest, fast_client_kwargs, free_port
 
@@ -56,12 +56,12 @@ async def test_a_reply_the_senders_relay_refuses_waits_and_is_delivered_once_the
                 assert ledger.record(rumor_id).state == "written" and wrap_states()[ADMIN] == "pending"
                 assert await wraps_for(client, ADMIN) == []
                 status = await svc.dm.status()
-                assert status.undelivered == 1 and status.messages == {"written": 1}
+                assert status.undelivered == 2 and status.messages == {"written": 1}  # the reply and its report
                 # The relay now takes wraps for the admin (what a reload of its allow-list does).
                 relay.set_access([ME], [ME, ADMIN])
                 await until(lambda: ledger.record(rumor_id).state == "delivered", 30, "the delivery")
                 assert ledger.record(rumor_id).detail == relay.url
-            [reply] = await wraps_for(client, ADMIN)
+            [reply] = await replies_for(client, ADMIN_KEY)
         rumor = opened(nostr_sdk, admin, reply)
         assert rumor.content() == "Groceries, then call Ana." and tags_of(rumor, "e") == [rumor_id]
         assert len(stub.requests) == 1  # the model was asked once, however many tries the delivery took
@@ -94,7 +94,7 @@ async def test_a_reply_to_a_dm_relay_that_is_down_is_sent_once_it_is_up(tmp_path
                 await until(lambda: ledger.record(rumor_id).state == "delivered", 30, "the delivery")
                 assert ledger.record(rumor_id).detail == theirs.url
             async with RelayPool([theirs.url], **fast_client_kwargs()) as on_theirs:
-                [reply] = await wraps_for(on_theirs, ADMIN)
+                [reply] = await replies_for(on_theirs, ADMIN_KEY)
         assert opened(nostr_sdk, admin, reply).content() == "It is done."
         assert len(stub.requests) == 1
     finally:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY
-from dm_support import opened, sdk_dm, tags_of
+from dm_support import opened, replies_for, sdk_dm, tags_of
 from llm_stub import LlmStub, Reply
 from relay_servers import RelayUnderTest, fast_client_kwargs
 from test_cli import cli_env, didactyl
 
+from didactyl_tui.agent.dm.prompt_report import PROMPT_REPORT_KIND
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.kinds import DM_RELAY_LIST
@@ -99,11 +100,19 @@ async def test_serve_answers_the_admin_once_and_never_a_stranger(rust_relay: Rel
             assert await served.stop() == 0, served.log
         assert AGENT_KEY.nsec() not in served.log and AGENT_KEY.secret_hex() not in served.log
 
-        # The admin (rust-nostr) opens the reply and reads it.
-        [reply] = await _wraps_for(pool, ADMIN_KEY.public_key_hex)
-        gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(reply.to_json()))
+        # The admin (rust-nostr) opens the reply and reads it; the second wrap is the reply's prompt report, a rumor
+        # of an app kind (no chat client shows it) answering the reply.
+        gifts = [nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(w.to_json()))
+                 for w in await _wraps_for(pool, ADMIN_KEY.public_key_hex)]
+        by_kind = {gift.rumor().kind().as_u16(): gift for gift in gifts}
+        assert len(gifts) == 2 and set(by_kind) == {14, PROMPT_REPORT_KIND}
+        gift = by_kind[14]
         assert gift.rumor().content() == "Groceries, then call Ana."
         assert gift.sender().to_hex() == AGENT_KEY.public_key_hex
+        report = by_kind[PROMPT_REPORT_KIND].rumor()
+        assert ["e", gift.rumor().id().to_hex()] in [tag.to_vec() for tag in report.tags()]
+        sections = json.loads(report.content())["sections"]
+        assert sections and all({"section", "role", "tool", "tokens", "skipped"} <= set(s) for s in sections)
         # The model saw the admin's message once, and never the stranger's.
         [request] = stub.requests
         texts = json.dumps(request.messages)
@@ -121,7 +130,7 @@ async def test_serve_answers_the_admin_once_and_never_a_stranger(rust_relay: Rel
         finally:
             assert await again.stop() == 0, again.log
         assert len(stub.requests) == 1
-        assert len(await _wraps_for(pool, ADMIN_KEY.public_key_hex)) == 1
+        assert len(await _wraps_for(pool, ADMIN_KEY.public_key_hex)) == 2
 
 
 async def test_sigterm_lets_the_turn_under_way_finish(rust_relay: RelayUnderTest, tmp_path: Path) -> None:
@@ -142,7 +151,7 @@ async def test_sigterm_lets_the_turn_under_way_finish(rust_relay: RelayUnderTest
             await asyncio.sleep(0.05)
         assert await served.stop() == 0, served.log
         assert served.log.index("stopping after the current turn") < served.log.index("dm answered")
-        [reply] = await _wraps_for(pool, ADMIN_KEY.public_key_hex)
+        [reply] = await replies_for(pool, ADMIN_KEY)
     gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(reply.to_json()))
     assert gift.rumor().content() == "a slow but complete answer"
 
@@ -200,7 +209,7 @@ async def test_a_refused_reply_survives_kill_9_and_is_delivered_once_the_relay_t
             await third.start()
             await third.wait_for("dm duplicate", 60)
             assert await third.stop() == 0, third.log
-            [reply] = await _wraps_for(pool, ADMIN)
+            [reply] = await replies_for(pool, ADMIN_KEY)
         rumor = opened(nostr_sdk, admin, reply)
         assert rumor.content() == "Groceries, then call Ana." and tags_of(rumor, "e") == [rumor_id]
         assert len(stub.requests) == 1  # the model was asked once, before the kill
@@ -230,7 +239,7 @@ async def test_a_new_admin_is_answered_through_the_shared_relay_without_restarti
             async with RelayPool([shown["url"]], **fast_client_kwargs()) as pool:
                 assert (await pool.publish(sdk_dm(nostr_sdk, admin, "hi, it's me now"), timeout=3)).any_accepted
                 await served.wait_for("dm answered", 90)
-                [reply] = await _wraps_for(pool, ADMIN)
+                [reply] = await replies_for(pool, ADMIN_KEY)
         finally:
             assert await served.stop() == 0, served.log
         after = json.loads((await asyncio.to_thread(didactyl, env, "relay", "status", "--json")).stdout)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from agent_support import ADMIN_KEY
+from dm_support import replies_for
 from llm_stub import LlmStub, Reply
 from relay_servers import fast_client_kwargs
 from tui_support import SIZE, TEST_KEY, Clock, LabelledApp, make_config, make_env, started, wait_for
 
 from didactyl_tui.nostr.event import Event
-from didactyl_tui.nostr.nip17 import gift_wrap_filter
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
 
@@ -46,7 +46,7 @@ async def test_the_tui_answers_a_dm_and_shows_its_session_live(tmp_path: Path) -
                 replies: list[Event] = []
 
                 async def reply_arrived() -> bool:
-                    replies[:] = await pool.query([gift_wrap_filter(ADMIN_KEY.public_key_hex, since=0)], timeout=3)
+                    replies[:] = await replies_for(pool, ADMIN_KEY)
                     return bool(replies)
 
                 for _ in range(300):  # bounded: ~30 s

@@ -33,18 +33,22 @@ from ..agent.conversations.session_kind import SessionKind
 from ..agent.dm.delivery import DmDelivery
 from ..agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, cut_to_bytes, room_members
 from ..agent.dm.ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
+from ..agent.dm.prompt_report import report_content
 from ..agent.dm.signer import DmSigner, LocalDmSigner, SignerDmSigner
+from ..agent.llm.usage import Usage
+from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.tools.registry import ToolPolicy
-from ..agent.turn.events import TurnFailed, TurnFinished
+from ..agent.turn.events import TurnFailed, TurnFinished, TurnStarted
 from ..config import Config
 from ..errors import DidactylError
 from ..nostr.event import Event
-from ..nostr.nip17 import DirectMessage, dm_relay_list_filter, dm_relays_of, gift_wrap_filter
+from ..nostr.nip17 import DirectMessage, gift_wrap_filter
 from ..nostr.nip59 import MAX_BACKDATE_SECONDS
 from ..nostr.pool import PoolSubscription, RelayPool
 from ..terminal_text import one_line
 from .chat import ChatService
 from .dm_answerer import AnswererLock
+from .dm_relay_list import publish_dm_relay_list
 from .dm_status import DmStatus, ParticipantNames
 from .events import DmSessionChanged, ServiceEvent
 from .runtime import Runtime
@@ -161,7 +165,7 @@ class DmService:
         since = int(self._clock()) - LOOKBACK_S
         self._sub = rt.pool.subscribe([gift_wrap_filter(self._signer.public_key_hex, since=since)], self._arrived,
                                       on_dropped=self._dropped_by_relay)
-        rt.daemons.spawn(self._publish_own_relay_list())
+        rt.daemons.spawn(publish_dm_relay_list(rt.pool, self._signer, self._config, self._clock, self._warn))
 
     async def stop(self, timeout: float) -> None:
         """No new message is taken; the turns under way finish (within ``timeout``) and what they wrote is sent
@@ -324,12 +328,16 @@ class DmService:
         kind = SessionKind.DM if admin_room else SessionKind.DM_GUEST
         text = dm.text if len(members) == 1 else f"{name}: {dm.text}"  # in a group, who is speaking
         reply = ""
+        assembly: PromptAssembly | None = None
+        usage: Usage | None = None
         self._answering += 1
         try:
             async for event in self._chat.run_turn(session, text, kind,
                                                    tools=None if admin_room else self._guest_tools):
-                if isinstance(event, TurnFinished):
-                    reply = event.reply
+                if isinstance(event, TurnStarted):
+                    assembly = event.assembly
+                elif isinstance(event, TurnFinished):
+                    reply, usage = event.reply, event.usage
                 elif isinstance(event, TurnFailed):
                     self._warn(f"a direct message from {name} was not answered: {event.message}")
         finally:
@@ -338,7 +346,8 @@ class DmService:
             log.info("dm not answered: message %s… from %s (the turn gave no reply); a later run tries again",
                      dm.id[:12], name)
             return False
-        wraps = await inbox.reply(dm, cut_to_bytes(reply), now=int(self._clock()))
+        report = self._report(assembly, usage) if admin_room and len(members) == 1 else None
+        wraps = await inbox.reply(dm, cut_to_bytes(reply), now=int(self._clock()), report=report)
         if not await asyncio.to_thread(inbox.ledger.write_reply, dm.id, inbox.run_id, wraps):
             log.info("dm: message %s… was answered elsewhere meanwhile; this reply is not sent", dm.id[:12])
             return True
@@ -346,6 +355,17 @@ class DmService:
         self._delivery.wake()
         self._emit(DmSessionChanged(session, dm.sender, name))
         return True
+
+    def _report(self, assembly: PromptAssembly | None, usage: Usage | None) -> str | None:
+        """The turn's prompt report for the admin (``[dm] prompt_report``); None when off or it cannot be made
+        (the reply goes without it: ``attach`` then says the assembly is not available)."""
+        if assembly is None or not self._config.dm.prompt_report:
+            return None
+        try:
+            return report_content(assembly, usage)
+        except DidactylError as exc:
+            log.warning("dm: the prompt report was not sent: %s", exc.message)
+            return None
 
     def _delivered(self, outcome: WrapOutcome) -> None:
         """One delivery attempt's outcome (DmDelivery calls this)."""
@@ -363,21 +383,6 @@ class DmService:
     def _open_pool(self, urls: list[str]) -> contextlib.AbstractAsyncContextManager[Any]:
         return RelayPool(urls[:8], auth_key=self._signer.relay_auth_key)
 
-    async def _publish_own_relay_list(self) -> None:
-        """Our kind 10050: where we read gift wraps (the relays in use), when the relays' copy differs. Not while
-        ``$DIDACTYL_RELAYS`` overrides the relays: they are this run's, not where the agent reads from for good."""
-        pool, timeout, me = self._rt.pool, self._config.relays.timeout_s, self._signer.public_key_hex
-        if not pool.urls or self._config.relays_override is not None:
-            return
-        current = [ev for ev in await pool.query([dm_relay_list_filter([me])], timeout=timeout) if ev.pubkey == me]
-        wanted = pool.urls[:8]
-        if current and dm_relays_of(current[0]) == wanted:
-            return
-        created_at = max(int(self._clock()), current[0].created_at + 1 if current else 0)
-        event = await self._signer.dm_relay_list(wanted, created_at=created_at)
-        outcome = await pool.publish(event, timeout)
-        if outcome.results and not outcome.any_accepted:
-            self._warn(f"the agent's DM relay list was not published: {outcome.summary()}")
 
 
 async def _cancel(task: asyncio.Task[Any] | None) -> None:

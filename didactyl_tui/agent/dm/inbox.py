@@ -32,6 +32,7 @@ from ...nostr.keys import is_hex_pubkey
 from ...nostr.nip17 import MAX_MESSAGE_BYTES, MAX_RECIPIENTS, DirectMessage, NotADirectMessage, make_message
 from ...nostr.nip59 import DecryptFailed, RumorRejected, SealRejected, SenderMismatch, UnwrapError, WrapRejected
 from .ledger import DmLedger
+from .prompt_report import report_rumor
 from .signer import DmSigner
 
 MAX_FUTURE_S = 15 * 60  # a message dated further ahead is dropped (as relays drop such events)
@@ -153,14 +154,20 @@ class DmInbox:
             return Decision(Verdict.DUPLICATE, dm, f"message {dm.id[:12]}… received before", "duplicate")
         return Decision(Verdict.ANSWER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…", room=room)
 
-    async def reply(self, dm: DirectMessage, text: str, *, now: int) -> list[tuple[str, Event, bool]]:
+    async def reply(self, dm: DirectMessage, text: str, *, now: int,
+                    report: str | None = None) -> list[tuple[str, Event, bool]]:
         """The answer's gift wraps as ``(recipient, wrap, for_sender)``: one per participant of the conversation
         (the sender's decides delivery) and our own copy. The rumor tags every participant but us, answers
-        ``dm`` (``e`` tag) and carries its ``subject``."""
+        ``dm`` (``e`` tag) and carries its ``subject``. ``report`` (a prompt report's content): one more wrap, to
+        the sender only, carrying it as a prompt report answering the reply (prompt_report.py)."""
         others = sorted(dm.room - {self.me})
         rumor = make_message(self.me, others, text, created_at=now, reply_to=dm.id, subject=dm.subject)
         wraps = await self.signer.wrap(rumor, now=now)
-        return [(pk, wrap, pk == dm.sender) for pk, wrap in wraps.items()]
+        out = [(pk, wrap, pk == dm.sender) for pk, wrap in wraps.items()]
+        if report is not None:
+            told = report_rumor(self.me, dm.sender, rumor.id, report, created_at=now)
+            out.append((dm.sender, await self.signer.wrap_to(told, dm.sender, now=now), False))
+        return out
 
 
 @dataclass

@@ -24,7 +24,7 @@ from ...nostr.nip17 import (
     wrap_message,
     wrap_message_with,
 )
-from ...nostr.nip59 import Rumor
+from ...nostr.nip59 import Rumor, wrap_with, wrap_with_rng
 from ...nostr.signer import Signer
 
 
@@ -38,6 +38,10 @@ class DmSigner(Protocol):
 
     async def wrap(self, rumor: Rumor, *, now: int) -> dict[str, Event]:
         """One gift wrap per ``p`` tag of ``rumor`` plus the agent's own copy, keyed by recipient."""
+        ...
+
+    async def wrap_to(self, rumor: Rumor, recipient: str, *, now: int) -> Event:
+        """One gift wrap of ``rumor`` (any kind) for ``recipient`` only: no copy to anyone else."""
         ...
 
     async def dm_relay_list(self, relays: Iterable[str], *, created_at: int) -> Event:
@@ -67,6 +71,9 @@ class LocalDmSigner:
     async def wrap(self, rumor: Rumor, *, now: int) -> dict[str, Event]:
         return await asyncio.to_thread(wrap_message, rumor, self._key, now=now, rng=self._rng, copy_to_self=True)
 
+    async def wrap_to(self, rumor: Rumor, recipient: str, *, now: int) -> Event:
+        return await asyncio.to_thread(wrap_with_rng, rumor, self._key, recipient, now=now, rng=self._rng)
+
     async def dm_relay_list(self, relays: Iterable[str], *, created_at: int) -> Event:
         return build_dm_relay_list(self._key, list(relays), created_at=created_at)
 
@@ -91,6 +98,9 @@ class SignerDmSigner:
 
     async def wrap(self, rumor: Rumor, *, now: int) -> dict[str, Event]:
         return await wrap_message_with(rumor, self._signer, now=now, rng=self._rng, copy_to_self=True)
+
+    async def wrap_to(self, rumor: Rumor, recipient: str, *, now: int) -> Event:
+        return await wrap_with(rumor, self._signer, recipient, now=now, rng=self._rng)
 
     async def dm_relay_list(self, relays: Iterable[str], *, created_at: int) -> Event:
         return await dm_relay_list_with(self._signer, relays, created_at=created_at)
