@@ -32,6 +32,8 @@ from ..config import Config
 from ..config_file import config_error
 from ..errors import AgentError, ConfigError
 from .api_keys import api_key_file, load_api_keys
+from .attach import attach_agent_of, open_attach_target
+from .attached_chat import AttachedChat
 from .bundle import BundleService
 from .chat import ChatService, preload_llm
 from .dm import DmService
@@ -96,6 +98,7 @@ class AppService:
         self.notes = NoteConfirmation()  # the TUI sets who asks the person at the terminal
         self.registry = build_base_registry(admin=self.admin_pubkey is not None, tasks=True, notes=True,
                                              offer_aliases=config.tools.offer_aliases)
+        self.attached_to = attach_agent_of(config)  # the agent this window is attached to (hex), or None
         self._parts: Parts | None = None
 
     # --- the event stream ------------------------------------------------------------------------------
@@ -175,11 +178,17 @@ class AppService:
         if self._key_file_problem:
             self._warn(self._key_file_problem)
         read_only = self.read_only if read_only is None else read_only
+        attach = await open_attach_target(self.config, self.data_dir, self.env)
+        if attach is not None:  # a window onto an agent elsewhere: publishes nothing of the agent's, answers no DM
+            self.admin_pubkey, read_only, publish_identity = attach.admin_pubkey, True, False
+            notice = attach.first_attach_notice()
+            if notice:
+                self._warn(notice)
         parts = await build_parts(
             self.config, data_dir=self.data_dir, env=self.env, admin_pubkey=self.admin_pubkey,
             dm_policy=self.dm_policy, soul=self._soul, registry=self.registry, model=self.model, notes=self.notes,
             emit=self._events.emit, warn=self._warn, clock=self._clock, client_options=self._client_options,
-            read_only=read_only, answer_dms=self.answer_dms)
+            read_only=read_only, answer_dms=self.answer_dms and attach is None, attach=attach)
         self._parts = parts
         try:
             await self._bring_up(parts, read_only=read_only, publish_identity=publish_identity)
@@ -189,20 +198,30 @@ class AppService:
 
     async def _bring_up(self, parts: Parts, *, read_only: bool, publish_identity: bool | None) -> None:
         runtime, identity = parts.runtime, parts.identity
+        readable = runtime.documents_readable
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(runtime.store.load())
+            if readable:
+                tg.create_task(runtime.store.load())
             for cache in runtime.caches:
                 tg.create_task(identity.load(cache))
-        # The newest version kept here of each document (an edit the relays did not confirm, or the last one that
-        # reads when the relays' newest does not) is the document unless the relays gave a newer one that reads.
-        await runtime.sync.restore_newest_known()
-        runtime.store.start_live()
+        if readable:
+            # The newest version kept here of each document (an edit the relays did not confirm, or the last one
+            # that reads when the relays' newest does not) is the document unless the relays gave a newer one that
+            # reads.
+            await runtime.sync.restore_newest_known()
+            runtime.store.start_live()
+        else:
+            self._warn("attached without the agent's key: chat and the inspector work; its memory, soul and tasks "
+                       "need its remote signer here ([signer] bunker, docs/attach.md)")
         identity.follow()
+        if isinstance(parts.chat, AttachedChat):
+            await parts.chat.start()
         if read_only:  # a command that only reads still finishes what an earlier run left in the outbox
             await parts.documents.deliver_pending()
         # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
-        runtime.daemons.spawn(runtime.publisher.run())
-        runtime.sync.start_checks(delay=RECONCILE_START_DELAY_S)
+        if readable:
+            runtime.daemons.spawn(runtime.publisher.run())
+            runtime.sync.start_checks(delay=RECONCILE_START_DELAY_S)
         if parts.dm is not None:
             await parts.dm.start()
         wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
@@ -218,13 +237,15 @@ class AppService:
         if parts is not None:
             if parts.dm is not None:  # the DM being answered finishes first
                 await parts.dm.stop(self.config.llm.turn_timeout_s + 3 * self.config.relays.timeout_s)
+            if isinstance(parts.chat, AttachedChat):
+                await parts.chat.stop()
             await parts.chat.settle()  # a cancelled turn's message is saved before the database closes
             await parts.runtime.stop()
 
     def preload_llm(self) -> threading.Thread | None:
         """Start importing litellm in the background when the service runs and a model is configured; None
         otherwise (no turn to win time for, and idle RSS stays ~200 MiB lower)."""
-        if self._parts is None or not self.model.should_preload():
+        if self._parts is None or self.attached_to is not None or not self.model.should_preload():
             return None
         return preload_llm(self.config.llm.worker_process)
 

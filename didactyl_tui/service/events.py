@@ -92,12 +92,22 @@ class SoulChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class AttachedMessage:
+    """A message of the conversation with an agent that runs elsewhere arrived outside a turn of this window (a late
+    reply, or the admin writing from another device): saved in ``session_id``; the view adds it."""
+
+    session_id: str
+    role: str  # "assistant" (the agent) or "user" (the admin)
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceWarning:
     message: str
 
 
 ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
-                | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged)
+                | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged | AttachedMessage)
 
 
 class Listeners(Generic[T]):

@@ -17,6 +17,8 @@ from ..agent.soul.template import SoulTemplate
 from ..agent.tools.registry import ToolRegistry
 from ..config import Config
 from .agent_signer import remote_signer_bound
+from .attach import AttachTarget
+from .attached_chat import AttachedChat
 from .bundle import BundleService
 from .chat import ChatService
 from .dm import DmService
@@ -63,6 +65,7 @@ async def build_parts(
     client_options: Mapping[str, Any] | None = None,
     read_only: bool = False,
     answer_dms: bool = False,
+    attach: AttachTarget | None = None,
 ) -> Parts:
     """Open the runtime and build every part on it (no fetching yet: :meth:`AppService.start` does that). A failure
     on the way closes what was opened."""
@@ -72,12 +75,13 @@ async def build_parts(
     runtime = await open_runtime(
         config, data_dir, env, admin_pubkey=admin_pubkey, clock=clock, client_options=client_options or {},
         emit=emit, warn=warn, codecs=codecs, read_only=read_only,
-        confirm_note=None if config.tools.post_notes_without_asking else notes)
+        confirm_note=None if config.tools.post_notes_without_asking else notes, attach=attach)
     try:
         documents = DocumentService(runtime, emit, warn)
         identity = IdentityService(runtime, config, clock, warn, data_dir,
                                    emit_changed=lambda: emit(SelfContextChanged("agent")))
-        chat = ChatService(runtime, config, registry, model, clock, emit, warn)
+        chat = (ChatService(runtime, config, registry, model, clock, emit, warn) if attach is None else
+                AttachedChat(runtime, config, registry, model, clock, emit, warn, target=attach, data_dir=data_dir))
         dm = DmService(runtime, config, chat, dm_policy, data_dir, clock, emit, warn) if answer_dms else None
         return Parts(runtime, documents, identity, chat, SoulService(runtime, documents, soul, warn),
                      MergeService(runtime, documents, chat), RelayService(runtime), BundleService(runtime, clock), dm)

@@ -38,6 +38,7 @@ from ..nostr.relay_guard import FailedEvents
 from ..nostr.results import ConnectionState
 from ..nostr.signer import Signer
 from .agent_signer import AgentSigner, open_agent_signer, plan_signer
+from .attach import AttachTarget, KeyElsewhereSigner, check_attached_signer
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent, SignerStateChanged
 from .relay_keeper import EmbeddedRelayKeeper
 
@@ -78,6 +79,7 @@ class Runtime:
     closers: contextlib.AsyncExitStack
     tasks: BackgroundTasks = field(default_factory=BackgroundTasks)  # let finish at stop, then cancelled
     daemons: BackgroundTasks = field(default_factory=BackgroundTasks)  # cancelled at stop, never waited for
+    documents_readable: bool = True  # false when attached without the agent's key: its documents are not loaded
 
     @property
     def embedded_relay_url(self) -> str | None:
@@ -157,6 +159,7 @@ async def open_runtime(
     confirm_note: Callable[[str], Awaitable[bool]] | None,
     read_only: bool,
     on_auth_url: Callable[[AuthChallenge], None] | None = None,
+    attach: AttachTarget | None = None,
 ) -> Runtime:
     """Open everything (no fetching yet), each object given what it needs when it is made. Files and SQLite open
     on worker threads, off the event loop. ``confirm_note``: who confirms a ``post_note`` (None: posting is
@@ -165,7 +168,7 @@ async def open_runtime(
     try:
         return await _open(config, data_dir, env, closers, admin_pubkey=admin_pubkey, clock=clock,
                            client_options=client_options, emit=emit, warn=warn, codecs=codecs,
-                           confirm_note=confirm_note, read_only=read_only, on_auth_url=on_auth_url)
+                           confirm_note=confirm_note, read_only=read_only, on_auth_url=on_auth_url, attach=attach)
     except BaseException:
         await closers.aclose()  # a half-started service leaves no relay or socket behind
         raise
@@ -176,7 +179,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
                 codecs: Mapping[DocumentKey, DocumentCodec[Any]],
                 confirm_note: Callable[[str], Awaitable[bool]] | None, read_only: bool,
-                on_auth_url: Callable[[AuthChallenge], None] | None) -> Runtime:
+                on_auth_url: Callable[[AuthChallenge], None] | None, attach: AttachTarget | None) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     if on_auth_url is None:  # the app's warnings reach the person: in a notification, or on a command's stderr
         def on_auth_url(challenge: AuthChallenge) -> None:
@@ -189,11 +192,15 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         relay_options = config.relays.embedded.relay_options(plan.agent_pubkey or "", admin_pubkey, dm_peers(config),
                                                              plan.writers)
         relay = await start_embedded_relay(config, data_dir, warn, relay_options)
-    agent: AgentSigner = await open_agent_signer(config, data_dir, env, on_auth_url=on_auth_url,
-                                                 on_reachable=lambda up: emit(SignerStateChanged(up)),
-                                                 client_options=client_options,
-                                                 client_key=plan.client_key if plan else None)
+    if attach is not None and plan is None:  # attached without the agent's signer: its public key only
+        agent = AgentSigner(KeyElsewhereSigner(attach.agent), None, None, None)
+    else:
+        agent = await open_agent_signer(config, data_dir, env, on_auth_url=on_auth_url,
+                                        on_reachable=lambda up: emit(SignerStateChanged(up)),
+                                        client_options=client_options, client_key=plan.client_key if plan else None)
     closers.push_async_callback(_quietly, agent.close)
+    if attach is not None:
+        check_attached_signer(attach, agent.public_key)
     key, signer, me = agent.key, agent.signer, agent.public_key
     # As ssh does: say when group or others can reach the data dir, the key or a database (nothing is refused).
     for line in await asyncio.to_thread(permission_warnings, data_dir, agent.key_path):
@@ -266,7 +273,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         keeper = EmbeddedRelayKeeper(relay, pool, daemons, config, data_dir, warn, relay_options)
         pool.add_state_listener(keeper.state_changed)
     runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
-                      tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons)
+                      tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
+                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner))
     await pool.start()
     return runtime
 

@@ -1,0 +1,159 @@
+"""The chat when the agent runs elsewhere (``didactyl attach``): a turn is a NIP-17 message to the agent and its
+reply, and the inspector's entry is the agent's prompt report for that reply (or "not available").
+
+One conversation per agent (its DM session with the admin), kept in this data dir and filled from the relays: at
+start, up to ``[attach] history`` past messages between the admin and the agent; then each message as it comes,
+whoever wrote it (a late reply, the admin on another device). A message is added once (its rumor id is kept in
+``attach.sqlite3``). The methods the views use are :class:`~.chat.ChatService`'s; those that need the model here
+(a dry run, the merge view's model draft) say why they cannot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from ..agent.conversations.assembly_log import SavedAssembly
+from ..agent.conversations.seen_messages import SeenMessages
+from ..agent.conversations.session_kind import SessionKind
+from ..agent.dm.prompt_report import ReportError, read_report, unavailable_assembly
+from ..agent.llm.usage import Usage
+from ..agent.soul.prompt_record import PromptAssembly
+from ..agent.tools.registry import ToolPolicy, ToolRegistry
+from ..agent.turn.events import AgentEvent, TextDelta, TurnFailed, TurnFinished, TurnStarted
+from ..config import Config
+from ..errors import AgentError, DidactylError
+from ..nostr.nip19 import encode_npub
+from .attach import SEEN_DB, AttachTarget
+from .attach_link import AttachLink, LinkMessage
+from .chat import ChatService
+from .events import AttachedMessage, PromptAssembled, ServiceEvent
+from .model import ModelService
+from .runtime import Runtime
+
+log = logging.getLogger("didactyl.attach")
+
+NO_MODEL_HERE = "no model runs here: this window is attached to an agent that runs elsewhere"
+
+
+class AttachedChat(ChatService):
+    def __init__(self, runtime: Runtime, config: Config, registry: ToolRegistry, model: ModelService,
+                 clock: Callable[[], float], emit: Callable[[ServiceEvent], None], warn: Callable[[str], None], *,
+                 target: AttachTarget, data_dir: Path) -> None:
+        super().__init__(runtime, config, registry, model, clock, emit, warn)
+        self.target = target
+        self._data_dir = data_dir
+        self.link = AttachLink(runtime.pool, target.admin, target.agent, timeout_s=config.relays.timeout_s,
+                               on_message=self._arrived, clock=clock)
+        self._seen: SeenMessages | None = None
+        self.session_id = ""
+        self._pending: set[asyncio.Task[None]] = set()
+        self._adding = asyncio.Lock()  # one message added at a time: the conversation keeps its order
+
+    @property
+    def agent_npub(self) -> str:
+        return encode_npub(self.target.agent)
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """The conversation with the agent: found (or made), filled with what the relays hold, then followed."""
+        self._seen = seen = await asyncio.to_thread(SeenMessages, self._data_dir / SEEN_DB)
+        self._rt.closers.callback(seen.close)
+        session = await asyncio.to_thread(seen.session_for, f"agent:{self.target.agent}")
+        if session is None or not await self.has_session(session):
+            session = await asyncio.to_thread(self._rt.conversations.new_session,
+                                              f"Attached: {self.agent_npub[:20]}…")
+            await asyncio.to_thread(seen.bind_session, f"agent:{self.target.agent}", session)
+        self.session_id = session
+        await self.link.start()
+        for message in await self.link.history(self._config.attach.history):
+            await self._add(message, announce=False)
+
+    async def stop(self) -> None:
+        await self.link.stop()
+        for task in list(self._pending):
+            task.cancel()
+
+    # --- what needs the model here -------------------------------------------------------------------
+    async def new_session(self) -> str:
+        """The one conversation with the agent (there is no other here)."""
+        return self.session_id or await super().new_session()
+
+    async def dry_run(self, session_id: str, message: str | None = None) -> PromptAssembly:
+        raise AgentError("the prompt is assembled where the agent runs; each reply's assembly shows in the "
+                         "inspector when the agent sends it", "Attached")
+
+    async def complete(self, messages: list[dict[str, Any]], *, max_chars: int, timeout_s: float) -> str:
+        raise AgentError(NO_MODEL_HERE, "Attached")
+
+    # --- the turn ------------------------------------------------------------------------------------
+    async def run_turn(self, session_id: str, message: str, kind: SessionKind = SessionKind.TERMINAL, *,
+                       tools: ToolPolicy | None = None) -> AsyncIterator[AgentEvent]:
+        """Send ``message`` to the agent and wait (``[attach] reply_timeout_s``) for its reply, then (``[attach]
+        report_wait_s``) for its prompt report. A message that reached no relay of the agent's is kept, marked
+        failed; one not answered in time stays sent (a later reply shows when it comes)."""
+        attach = self._config.attach
+        try:
+            rumor_id = await self.link.send(message)
+        except DidactylError as exc:
+            await self._persist_unanswered(session_id, message, "failed", kind)
+            yield TurnFailed(session_id, exc.message, title=exc.title, retryable=True)
+            return
+        await self._record(session_id, rumor_id, int(self._clock()), {"role": "user", "content": message})
+        reply = await self.link.reply_to(rumor_id, attach.reply_timeout_s)
+        if reply is None:
+            yield TurnFailed(session_id, f"the agent has not answered within {attach.reply_timeout_s:g} s; its "
+                             "reply shows here when it comes", title="No reply yet", retryable=False)
+            return
+        await self._record(session_id, reply.id, reply.created_at, {"role": "assistant", "content": reply.text})
+        yield TextDelta(reply.text)
+        assembly, usage = await self._report(reply)
+        self._emit(PromptAssembled(assembly))
+        if assembly.layers:
+            yield TurnStarted(session_id, assembly)
+        usage = usage or Usage()
+        await self._log_assembly(session_id, kind, SavedAssembly(
+            assembly, reply=reply.text, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd))
+        yield TurnFinished(session_id, reply.text, usage=usage)
+
+    async def _report(self, reply: LinkMessage) -> tuple[PromptAssembly, Usage | None]:
+        wait = self._config.attach.report_wait_s
+        rumor = await self.link.report_for(reply.id, wait)
+        if rumor is None:
+            return unavailable_assembly(f"the agent sent no prompt assembly for this reply within {wait:g} s (its "
+                                        "[dm] prompt_report may be off)", created_at=self._clock(),
+                                        agent=self.target.agent), None
+        try:
+            return await asyncio.to_thread(read_report, rumor)
+        except ReportError as exc:
+            return unavailable_assembly(f"the agent's prompt assembly could not be read: {exc.message}",
+                                        created_at=self._clock(), agent=self.target.agent), None
+
+    # --- messages from elsewhere ---------------------------------------------------------------------
+    async def _record(self, session_id: str, rumor_id: str, created_at: int, entry: dict[str, Any]) -> bool:
+        """Save one message of the conversation unless it is already there; whether it was new."""
+        assert self._seen is not None
+        async with self._adding:
+            new = await asyncio.to_thread(self._seen.add_new, session_id, [(rumor_id, created_at)])
+            if not new:
+                return False
+            try:
+                await asyncio.to_thread(self._rt.conversations.append, session_id, [entry])
+            except DidactylError as exc:
+                self._warn(f"a message with the agent was not saved: {exc.message}")
+            return True
+
+    async def _add(self, message: LinkMessage, *, announce: bool = True) -> None:
+        role = "assistant" if message.from_agent else "user"
+        if await self._record(self.session_id, message.id, message.created_at, {"role": role, "content": message.text}):
+            if announce:
+                self._emit(AttachedMessage(self.session_id, role, message.text))
+
+    def _arrived(self, message: LinkMessage) -> None:
+        task = asyncio.get_running_loop().create_task(self._add(message), name="attach-message")
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
