@@ -153,6 +153,18 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
             session = session_to_open(data, last=args.open_last, session_id=args.open_session)
         launch_tui(config, data, env, session)
         return EXIT_OK
+    if command == "attach":
+        if launch_tui is None:
+            raise UsageError("attach opens the app, which is not available here")
+        if args.agent:
+            config.attach.agent = args.agent
+        if not config.attach.agent.strip():
+            raise UsageError("attach needs the agent's npub: didactyl attach NPUB (or [attach] agent)")
+        from ..service.attach import attach_agent_of
+
+        attach_agent_of(config)  # a bad npub is one line here, before the app opens
+        launch_tui(config, data, env, None)
+        return EXIT_OK
     if command == "chat":
         message = read_text(args.message, stdin)
         if not message.strip():
@@ -170,6 +182,9 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
 
         return asyncio.run(sessions.run(args, data, out))
     if command == "serve":
+        if config.attach.agent.strip():
+            raise UsageError("serve runs the agent here; [attach] agent makes this app a window onto one that runs "
+                             "elsewhere: unset it to serve")
         from .serve import serve
 
         return asyncio.run(serve(config, data, env, debug=bool(env.get(DEBUG_ENV))))

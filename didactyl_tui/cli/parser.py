@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
+    p = sub.add_parser("attach", help="open the app as a window onto an agent that runs elsewhere (didactyl serve): "
+                       "messages go to it as NIP-17 DMs from your admin key (docs/attach.md)")
+    p.add_argument("agent", nargs="?", metavar="NPUB", help="the agent's npub (default: [attach] agent)")
 
     soul = sub.add_parser("soul", help="the agent's soul (kind 31120): show, save, edit, publish, status, history, "
                           "diff, rollback")

@@ -154,6 +154,12 @@ class AppService:
         return self.parts.bundle
 
     @property
+    def attached_session(self) -> str | None:
+        """Attached to an agent elsewhere: the one conversation with it (None otherwise, or not started)."""
+        chat = self._parts.chat if self._parts is not None else None
+        return chat.session_id if isinstance(chat, AttachedChat) else None
+
+    @property
     def dm(self) -> DmService | None:
         """The direct-message inbox (None when this service does not answer them, or has not started)."""
         return self._parts.dm if self._parts is not None else None

@@ -19,6 +19,7 @@ from textual.widgets import Footer
 from ...config import Config
 from ...errors import AgentError
 from ...service.events import (
+    AttachedMessage,
     DmSessionChanged,
     MemoryChanged,
     OutboxChanged,
@@ -182,7 +183,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         self.didactyl.follow_service(self, self.on_service_event)
         self.show_model(service)
         self.status.activity = "connecting…"
-        if not service.model.configured:
+        if not service.model.configured and service.attached_to is None:  # attached: the model runs elsewhere
             from .first_run import FirstRunScreen
 
             self.app.push_screen(FirstRunScreen(self.config, self.didactyl.env), self._first_run_closed)
@@ -212,6 +213,10 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         self.refresh_self()
         self.refresh_relays()
         self.set_interval(POLL_S, self.refresh_relays)
+        attached = service.attached_session
+        if attached is not None and self.session_id is None:  # the conversation with the agent, as it stands
+            self.session_id = attached
+            self.resume(attached)
         self._send_queued()
 
     def _send_queued(self) -> None:
@@ -285,8 +290,14 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
                 self.status.pending_publishes = pending
             case SignerStateChanged(reachable=reachable):
                 self.status.signer_away = not reachable
+            case AttachedMessage(session_id=session_id) if session_id == self.session_id:
+                self.show_attached_message(event.role, event.text)  # a late reply, or the admin elsewhere
             case SoulChanged():  # published elsewhere (the CLI, another device)
                 self.notify(event.notice, title="Soul", markup=False)
+
+    @work(group="attached", exit_on_error=False)
+    async def show_attached_message(self, role: str, text: str) -> None:
+        await (self.conversation.add_reply(text) if role == "assistant" else self.conversation.add_user(text))
 
     # --- sending a message --------------------------------------------------------------------------
 

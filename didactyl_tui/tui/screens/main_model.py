@@ -55,6 +55,11 @@ class ModelActions:
 
     def show_model(self, service: AppService) -> None:
         """The model in the status bar, marked when $DIDACTYL_MODEL decides it or hides a choice."""
+        if service.attached_to is not None:  # no model here: the agent's runs where it runs
+            from ...service.types import encode_npub
+
+            self.status.model, self.status.model_note = f"attached to {encode_npub(service.attached_to)[:20]}…", ""
+            return
         self.status.model = service.model.name
         self.status.model_note = "$DIDACTYL_MODEL" if service.model.source == "env" else ""
         self.status.model_warning = service.model.shadowed() is not None

@@ -51,7 +51,7 @@ class InspectorEntry:
     @property
     def label(self) -> str:
         a = self.assembly
-        kind = "dry run" if a.dry_run else "turn"
+        kind = "dry run" if a.dry_run else "agent's turn" if (a.extra or {}).get("remote") else "turn"
         at = when(a.created_at, CLOCK)
         return f"#{self.number} {kind} · {at} · {tokens_label(*prompt_tokens(a, self.usage))} · {a.model or 'no model'}"
 
@@ -174,6 +174,13 @@ class AssemblyTree(Tree[NodeInfo]):
     def _fill(self, node: TreeNode[NodeInfo], entry: InspectorEntry) -> None:
         a = entry.assembly
         n = entry.number
+        remote = (a.extra or {}).get("remote") or {}
+        if remote.get("unavailable"):  # attached: the agent sent no assembly for this reply; nothing is guessed
+            node.add_leaf(_label(f"Prompt assembly: not available — {remote['unavailable']}"),
+                          data=NodeInfo(n, "meta", "meta"))
+            if entry.reply is not None:
+                self._text_leaves(node.add(_label("Reply"), data=NodeInfo(n, "reply")), n, entry.reply or "(empty)")
+            return
         used = [layer for layer in a.layers if not layer.skipped]
         section_tokens = sum(layer.tokens for layer in used)
         skipped = len(a.layers) - len(used)
@@ -219,7 +226,9 @@ class AssemblyTree(Tree[NodeInfo]):
             self._text_leaves(child, n, json.dumps(fn.get("parameters", {}), indent=2, ensure_ascii=False))
 
         dropped = f", {a.history_dropped} older dropped" if a.history_dropped else ""
-        history = node.add(_label(f"History: {len(a.history)} messages{dropped}"), data=NodeInfo(n, "history"))
+        count = f"{remote['history_messages']} messages (the conversation, at the agent)" if remote else \
+            f"{len(a.history)} messages"
+        history = node.add(_label(f"History: {count}{dropped}"), data=NodeInfo(n, "history"))
         for message in a.history:
             first = (_message_text(message).splitlines() or [""])[0]
             child = history.add(_label(f"{message.get('role', '?')}: {first[:120]}"), data=NodeInfo(n, "message"))
