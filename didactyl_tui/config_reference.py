@@ -24,6 +24,8 @@ OTHER_ENV: dict[str, str] = {
     "DIDACTYL_CONFIG": "The config file (after `--config`, before `$XDG_CONFIG_HOME/didactyl/config.toml`).",
     "DIDACTYL_DATA_DIR": "The data folder (default `$XDG_DATA_HOME/didactyl`, i.e. `~/.local/share/didactyl`).",
     "DIDACTYL_NSEC": "The agent's secret key (nsec or hex); wins over `<data dir>/agent.key`. Never logged or shown.",
+    "DIDACTYL_ADMIN_NSEC": "For `didactyl attach`: the admin's secret key (your key, the one the agent's "
+                           "`[admin] pubkey` names); wins over the admin key file. Never logged or shown.",
     "DIDACTYL_DEBUG": "Any value: headless commands print the traceback of an unexpected error and log at DEBUG.",
     "DIDACTYL_FIRST_PAINT_FILE": "For `bench/startup_bench.py`: the app writes the time of its first frame there.",
     "XDG_CONFIG_HOME": "Base of the default config path (default `~/.config`).",
