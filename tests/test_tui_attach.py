@@ -48,5 +48,6 @@ async def test_the_attached_app_sends_to_the_agent_and_shows_its_reply_and_assem
             assert entry.assembly.layers and entry.assembly.layers[0].section == "soul"
             assert entry.label.startswith("#1 agent's turn")
             text = screen_text(app)
-            assert "attached to npub1" in text and ADMIN_KEY.nsec() not in text
+            assert f"attached to {AGENT_KEY.npub[:20]}…" in text and "model " not in text
+            assert ADMIN_KEY.nsec() not in text
             assert "hello, agent" in str(stub.requests[-1].messages)

@@ -105,9 +105,9 @@ class AppService:
     def add_listener(self, cb: Callable[[ServiceEvent], None]) -> Callable[[], None]:
         return self._events.add(cb)
 
-    def _warn(self, message: str) -> None:
+    def _warn(self, message: str, *, lasting: bool = False) -> None:
         log.warning("%s", message)
-        self._events.emit(ServiceWarning(message))
+        self._events.emit(ServiceWarning(message, lasting))
 
     # --- the parts, once started ---------------------------------------------------------------------
     @property
@@ -189,7 +189,7 @@ class AppService:
             self.admin_pubkey, read_only, publish_identity = attach.admin_pubkey, True, False
             notice = attach.first_attach_notice()
             if notice:
-                self._warn(notice)
+                self._warn(notice, lasting=True)
         parts = await build_parts(
             self.config, data_dir=self.data_dir, env=self.env, admin_pubkey=self.admin_pubkey,
             dm_policy=self.dm_policy, soul=self._soul, registry=self.registry, model=self.model, notes=self.notes,

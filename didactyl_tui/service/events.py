@@ -104,6 +104,7 @@ class AttachedMessage:
 @dataclass(frozen=True, slots=True)
 class ServiceWarning:
     message: str
+    lasting: bool = False  # something the person must act on (copy a key's npub): shown until dismissed
 
 
 ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning

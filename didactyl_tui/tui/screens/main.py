@@ -282,8 +282,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             case PromptAssembled(assembly=assembly):  # every turn's and dry run's: the inspector's one source
                 for inspector in self.inspectors():
                     inspector.add_assembly(assembly)
-            case ServiceWarning(message=message):
-                self.notify(message, title="Warning", severity="warning")
+            case ServiceWarning(message=message, lasting=lasting):
+                self.notify(message, title="Warning", severity="warning", timeout=3600 if lasting else None)
             case DmSessionChanged(name=name):  # the session "DM: <name>" is listed with the others (resume)
                 self.notify(f"Direct message with {name}", title="DM", markup=False)
             case OutboxChanged(pending=pending):

@@ -58,7 +58,7 @@ class ModelActions:
         if service.attached_to is not None:  # no model here: the agent's runs where it runs
             from ...service.types import encode_npub
 
-            self.status.model, self.status.model_note = f"attached to {encode_npub(service.attached_to)[:20]}…", ""
+            self.status.attached_to = encode_npub(service.attached_to)
             return
         self.status.model = service.model.name
         self.status.model_note = "$DIDACTYL_MODEL" if service.model.source == "env" else ""

@@ -266,7 +266,8 @@ class AssemblyTree(Tree[NodeInfo]):
         for key, name in (("user_tokens", "message"), ("tools_tokens", "tool schemas")):
             if extra.get(key) is not None:
                 breakdown.append(f"{name} {int(extra[key]):,}")
-        totals = node.add(_label(f"Totals: {a.total_tokens:,} tok counted here · {len(a.messages)} messages sent"),
+        counted = "counted at the agent" if remote else f"counted here · {len(a.messages)} messages sent"
+        totals = node.add(_label(f"Totals: {a.total_tokens:,} tok {counted}"),
                           data=NodeInfo(n, "totals", "heading"))
         for part in breakdown:
             totals.add_leaf(_label(part), data=NodeInfo(n, "line"))

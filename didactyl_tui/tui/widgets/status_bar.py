@@ -27,13 +27,16 @@ class StatusBar(Widget):
     session_cost_usd: reactive[float | None] = reactive(None)
     pending_publishes: reactive[int] = reactive(0)
     signer_away: reactive[bool] = reactive(False)  # the agent's remote signer does not answer (saves wait)
+    attached_to: reactive[str] = reactive("")  # attach: the agent's npub (no model runs here)
     activity: reactive[str] = reactive("starting…")
 
     def render(self) -> Content:
         sep = ("  │  ", "$text-muted")
         model = one_line(self.model) or "no model set"
         parts: list[str | tuple[str, str]] = [("model ", "$text-muted"), (model, "" if self.model else "$text-warning")]
-        if self.model_note:
+        if self.attached_to:
+            parts = [("attached to ", "$text-muted"), f"{self.attached_to[:20]}…"]
+        elif self.model_note:
             parts.append((f" ({self.model_note})", "$text-warning" if self.model_warning else "$text-muted"))
         relay_style = ("$text-success" if self.relays_total and self.relays_connected == self.relays_total
                        else "$text-warning" if self.relays_connected else "$text-error")
