@@ -70,6 +70,8 @@ class AttachConfig:
                                       "for attach; relative to the data dir. Empty: admin.key in the data dir, "
                                       "created on the first attach (its npub is shown to put in the agent's "
                                       "config). $DIDACTYL_ADMIN_NSEC wins.")
+    admin_bunker: str = setting("", "Your admin key in a NIP-46 remote signer instead: its bunker:// URI (the "
+                                    "connection is kept in admin-signer.json, 0600). Wins over the admin key file.")
     reply_timeout_s: float = setting(900.0, "Seconds to wait for the agent's reply to a message before the turn is "
                                             "shown as unanswered (a later reply still shows when it comes).",
                                      min=1, max=86_400)

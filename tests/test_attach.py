@@ -172,3 +172,18 @@ async def test_a_first_attach_makes_an_admin_key_and_says_its_npub(tmp_path: Pat
             npub = SecretKey.parse(key_file.read_text().strip()).npub
             assert npub in notice and "nsec" not in notice
             assert svc.admin_pubkey == SecretKey.parse(key_file.read_text().strip()).public_key_hex
+
+
+async def test_the_admin_key_in_a_remote_signer_talks_to_the_agent(tmp_path: Path) -> None:
+    async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay, LlmStub() as stub, \
+            ScriptedBunker([relay.url], ADMIN_KEY, secret="admin-once") as admin_signer:
+        stub.script(Reply.text_reply("Hello, admin behind a signer."))
+        attached, _ = _attached(_attached_config(relay.url, admin_bunker=admin_signer.bunker_uri()),
+                                tmp_path / "laptop", env={})
+        async with _agent(relay.url, stub.base_url, tmp_path / "server"), attached:
+            assert attached.admin_pubkey == ADMIN_KEY.public_key_hex
+            assert not (tmp_path / "laptop" / "admin.key").exists()  # no admin key on this machine
+            session = (tmp_path / "laptop" / "admin-signer.json")
+            assert session.stat().st_mode & 0o777 == 0o600
+            events = [e async for e in attached.chat.run_turn(attached.chat.session_id, "ping")]
+            assert isinstance(events[-1], TurnFinished) and events[-1].reply == "Hello, admin behind a signer."

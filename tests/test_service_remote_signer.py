@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY
-from dm_support import dm_config, opened, sdk_dm, until, wraps_for
+from dm_support import dm_config, opened, replies_for, sdk_dm, until
 from llm_stub import LlmStub, Reply, ToolCall
 from nip46_bunker import ScriptedBunker
 from relay_servers import fast_client_kwargs, free_port
@@ -78,7 +78,7 @@ async def test_with_the_key_only_in_the_bunker_the_agent_saves_and_answers(tmp_p
                 stub.script(Reply.text_reply("Hello, admin."))
                 message = sdk_dm(nostr_sdk, admin, "are you there?")
                 assert (await client.publish(message, timeout=5)).any_accepted
-                [reply] = await until(lambda: wraps_for(client, ADMIN_KEY.public_key_hex), 60, "the reply wrap")
+                [reply] = await until(lambda: replies_for(client, ADMIN_KEY), 60, "the reply wrap")
             rumor = opened(nostr_sdk, admin, reply)
             assert rumor.content() == "Hello, admin." and rumor.author().to_hex() == ME
         assert {"connect", "get_public_key", "sign_event", "nip44_encrypt", "nip44_decrypt"} <= set(bunker.methods())
@@ -177,7 +177,7 @@ async def test_with_an_outside_bunker_the_agent_starts_saves_edits_its_soul_and_
                 assert soul_event.is_valid() and "Kept in a bunker" in _readable_memory(soul_event)
                 stub.script(Reply.text_reply("Yes, still here."))
                 assert (await client.publish(sdk_dm(nostr_sdk, admin, "still there?"), timeout=5)).any_accepted
-                [reply] = await until(lambda: wraps_for(client, ADMIN_KEY.public_key_hex), 60, "the reply wrap")
+                [reply] = await until(lambda: replies_for(client, ADMIN_KEY), 60, "the reply wrap")
             assert opened(nostr_sdk, admin, reply).content() == "Yes, still here."
         assert not (data / "agent.key").exists()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key
 from ..agent.identity.signer_cache import CACHE_FILE_NAME, CachedSigner, SignerCache, WatchedSigner
-from ..agent.identity.signer_session import read_session, session_path, write_session
+from ..agent.identity.signer_session import SESSION_FILE_NAME, read_session, session_path, write_session
 from ..config import Config
 from ..errors import ConfigError, DidactylError
 from ..nostr.keys import SecretKey
@@ -72,11 +72,32 @@ async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, st
     if env.get(ENV_NSEC, "").strip():
         raise ConfigError(f"${ENV_NSEC} and a remote signer ([signer] bunker or ${ENV_BUNKER}) are both set: the "
                           "agent's key is in one place; unset one", "Remote signer")
+    remote = await connect_bunker(bunker, data_dir, config, what="[signer] bunker", on_auth_url=on_auth_url,
+                                  client_options=client_options, client_key=client_key)
+    watched = WatchedSigner(remote, remote.ping, on_reachable or (lambda reachable: None),
+                            ping_interval_s=config.signer.ping_interval_s)
+    try:
+        cache = await asyncio.to_thread(SignerCache, Path(data_dir) / CACHE_FILE_NAME)
+    except (OSError, sqlite3.Error) as exc:  # no cache: every read asks the signer, as without one
+        log.warning("the remote signer's cache cannot be opened (%s): every read asks the signer", exc)
+        return AgentSigner(watched, None, None, remote, watch=watched)
+    # The cache in front: a version read from it is no request, and says nothing about the signer's state.
+    return AgentSigner(CachedSigner(watched, cache), None, None, remote, cache, watched)
+
+
+async def connect_bunker(bunker: str, data_dir: Path, config: Config, *, what: str,
+                         session_name: str = SESSION_FILE_NAME,
+                         on_auth_url: Callable[[AuthChallenge], None] | None = None,
+                         client_options: Mapping[str, Any] | None = None,
+                         client_key: SecretKey | None = None) -> RemoteSigner:
+    """A :class:`RemoteSigner` for the ``bunker://`` URI ``bunker`` (``what`` names its config key in errors): from
+    the session kept in ``session_name`` when it is this signer's (no new ``connect``), else connecting with the
+    URI's secret and keeping the new session before anything is signed. ``[signer]``'s timeouts apply."""
     try:
         uri = BunkerUri.parse(bunker)
     except DidactylError as exc:
-        raise ConfigError(f"[signer] bunker: {exc.message}", "Remote signer") from None
-    stored = await asyncio.to_thread(read_session, data_dir)
+        raise ConfigError(f"{what}: {exc.message}", "Remote signer") from None
+    stored = await asyncio.to_thread(read_session, data_dir, session_name)
     loop = asyncio.get_running_loop()
     latest: list[RemoteSignerSession] = []
     writing = threading.Lock()
@@ -85,7 +106,7 @@ async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, st
         """The newest session, whatever order the writes run in (one at a time)."""
         with writing:
             try:
-                write_session(data_dir, latest[-1])
+                write_session(data_dir, latest[-1], session_name)
             except ConfigError as exc:
                 log.warning("%s", exc.message)
 
@@ -101,22 +122,15 @@ async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, st
     if stored is not None and stored.signer_pubkey == uri.signer_pubkey and stored.user_pubkey:
         remote = RemoteSigner(stored, **kwargs)
         await remote.start()  # a signer that is away is no error here: its requests will say so
-    else:
-        if stored is not None:
-            log.info("%s is for another signer: connecting to the one [signer] bunker names", session_path(data_dir))
-        remote = await RemoteSigner.from_bunker(uri, client_key=client_key, **kwargs)
-        latest.append(remote.session)
-        del latest[:-1]
-        await asyncio.to_thread(write_latest)  # stored before anything is signed: the secret cannot be used again
-    watched = WatchedSigner(remote, remote.ping, on_reachable or (lambda reachable: None),
-                            ping_interval_s=config.signer.ping_interval_s)
-    try:
-        cache = await asyncio.to_thread(SignerCache, Path(data_dir) / CACHE_FILE_NAME)
-    except (OSError, sqlite3.Error) as exc:  # no cache: every read asks the signer, as without one
-        log.warning("the remote signer's cache cannot be opened (%s): every read asks the signer", exc)
-        return AgentSigner(watched, None, None, remote, watch=watched)
-    # The cache in front: a version read from it is no request, and says nothing about the signer's state.
-    return AgentSigner(CachedSigner(watched, cache), None, None, remote, cache, watched)
+        return remote
+    if stored is not None:
+        log.info("%s is for another signer: connecting to the one %s names", session_path(data_dir, session_name),
+                 what)
+    remote = await RemoteSigner.from_bunker(uri, client_key=client_key, **kwargs)
+    latest.append(remote.session)
+    del latest[:-1]
+    await asyncio.to_thread(write_latest)  # stored before anything is signed: the secret cannot be used again
+    return remote
 
 
 def known_agent_pubkey(config: Config, data_dir: Path, env: Mapping[str, str]) -> str | None:

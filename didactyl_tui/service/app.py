@@ -190,11 +190,17 @@ class AppService:
             notice = attach.first_attach_notice()
             if notice:
                 self._warn(notice, lasting=True)
-        parts = await build_parts(
-            self.config, data_dir=self.data_dir, env=self.env, admin_pubkey=self.admin_pubkey,
-            dm_policy=self.dm_policy, soul=self._soul, registry=self.registry, model=self.model, notes=self.notes,
-            emit=self._events.emit, warn=self._warn, clock=self._clock, client_options=self._client_options,
-            read_only=read_only, answer_dms=self.answer_dms and attach is None, attach=attach)
+        try:
+            parts = await build_parts(
+                self.config, data_dir=self.data_dir, env=self.env, admin_pubkey=self.admin_pubkey,
+                dm_policy=self.dm_policy, soul=self._soul, registry=self.registry, model=self.model,
+                notes=self.notes, emit=self._events.emit, warn=self._warn, clock=self._clock,
+                client_options=self._client_options, read_only=read_only,
+                answer_dms=self.answer_dms and attach is None, attach=attach)
+        except BaseException:
+            if attach is not None:  # the admin's remote signer, when there is one, is not left connected
+                await attach.close()
+            raise
         self._parts = parts
         try:
             await self._bring_up(parts, read_only=read_only, publish_identity=publish_identity)

@@ -1,8 +1,9 @@
 """``didactyl attach``: this app as a window onto an agent that runs elsewhere (``didactyl serve``). No model runs here.
 
 What it needs: the agent (``[attach] agent``, an npub) and the admin's key — the key the agent's ``[admin] pubkey``
-names: ``$DIDACTYL_ADMIN_NSEC``, or the admin key file (``[attach] admin_key_file``, else ``admin.key`` in the data
-dir, made on the first attach and its npub said, to put in the agent's config). What you type goes to the agent as
+names: ``$DIDACTYL_ADMIN_NSEC``, else a remote signer (``[attach] admin_bunker``, NIP-46), else the admin key file
+(``[attach] admin_key_file``, else ``admin.key`` in the data dir, made on the first attach and its npub said, to put
+in the agent's config). What you type goes to the agent as
 NIP-17 messages from that key (attached_chat.py, attach_link.py).
 
 The agent's own documents (memory, soul, tasks) are encrypted to the agent's key: they show and can be edited here
@@ -26,11 +27,14 @@ from ..errors import AgentError, ConfigError, NostrError
 from ..nostr.event import Event
 from ..nostr.keys import SecretKey
 from ..nostr.nip19 import encode_npub
+from ..nostr.remote_signer import RemoteSigner
 from ..nostr.signer import LocalSigner, Signer
+from .agent_signer import connect_bunker
 
 ENV_ADMIN_NSEC = "DIDACTYL_ADMIN_NSEC"
 ADMIN_KEY_FILE = "admin.key"
 SEEN_DB = "attach.sqlite3"
+ADMIN_SESSION_FILE = "admin-signer.json"  # the admin's remote signer connection ([attach] admin_bunker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +43,13 @@ class AttachTarget:
 
     agent: str
     admin: Signer
-    admin_key_path: Path | None  # where the admin's key is kept (None: from the environment)
+    admin_key_path: Path | None  # where the admin's key is kept (None: from the environment or a remote signer)
     admin_key_created: bool  # made on this start: its npub must go into the agent's [admin] pubkey
+    remote: RemoteSigner | None = None  # the admin's remote signer, closed with the window
+
+    async def close(self) -> None:
+        if self.remote is not None:
+            await self.remote.close()
 
     @property
     def admin_pubkey(self) -> str:
@@ -88,11 +97,19 @@ async def open_attach_target(config: Config, data_dir: Path, env: Mapping[str, s
     agent = attach_agent_of(config)
     if agent is None:
         return None
-    key, path, created = await asyncio.to_thread(_admin_key, config, data_dir, env)
-    if key.public_key_hex == agent:
+    bunker = config.attach.admin_bunker.strip()
+    if bunker and not env.get(ENV_ADMIN_NSEC, "").strip():
+        remote = await connect_bunker(bunker, data_dir, config, what="[attach] admin_bunker",
+                                      session_name=ADMIN_SESSION_FILE)
+        target = AttachTarget(agent, remote, None, False, remote)
+    else:
+        key, path, created = await asyncio.to_thread(_admin_key, config, data_dir, env)
+        target = AttachTarget(agent, LocalSigner(key), path, created)
+    if target.admin_pubkey == agent:
+        await target.close()
         raise ConfigError("the admin key is the agent's own key: attach talks to the agent as its admin, with your "
                           "key", "Attach")
-    return AttachTarget(agent, LocalSigner(key), path, created)
+    return target
 
 
 def check_attached_signer(target: AttachTarget, signer_pubkey: str) -> None:

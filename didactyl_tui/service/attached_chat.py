@@ -76,6 +76,7 @@ class AttachedChat(ChatService):
         await self.link.stop()
         for task in list(self._pending):
             task.cancel()
+        await self.target.close()
 
     # --- what needs the model here -------------------------------------------------------------------
     async def new_session(self) -> str:

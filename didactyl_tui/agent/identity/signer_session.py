@@ -22,14 +22,15 @@ SESSION_FILE_NAME = "signer.json"
 MAX_SESSION_BYTES = 64 * 1024  # a session is a few hundred bytes: anything bigger is not ours
 
 
-def session_path(data_dir: Path) -> Path:
-    return Path(data_dir) / SESSION_FILE_NAME
+def session_path(data_dir: Path, name: str = SESSION_FILE_NAME) -> Path:
+    return Path(data_dir) / name
 
 
-def read_session(data_dir: Path) -> RemoteSignerSession | None:
-    """The stored session, or None when there is none. An unreadable one is an error naming the file: it is
-    never silently replaced (the signer would see a new client, and a used secret cannot connect again)."""
-    path = session_path(data_dir)
+def read_session(data_dir: Path, name: str = SESSION_FILE_NAME) -> RemoteSignerSession | None:
+    """The stored session (``name``: another signer's file, e.g. the admin's for attach), or None when there is
+    none. An unreadable one is an error naming the file: it is never silently replaced (the signer would see a new
+    client, and a used secret cannot connect again)."""
+    path = session_path(data_dir, name)
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -47,9 +48,9 @@ def read_session(data_dir: Path) -> RemoteSignerSession | None:
         raise ConfigError(f"{path}: {exc.message}; remove it to connect again", "Remote signer") from None
 
 
-def write_session(data_dir: Path, session: RemoteSignerSession) -> Path:
+def write_session(data_dir: Path, session: RemoteSignerSession, name: str = SESSION_FILE_NAME) -> Path:
     """Store ``session`` (0600, atomically)."""
-    path = session_path(ensure_data_dir(Path(data_dir)))
+    path = session_path(ensure_data_dir(Path(data_dir)), name)
     tmp: Path | None = None
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600, its own name
