@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import RelayError
 from .event import Event
@@ -23,6 +23,9 @@ from .relay_guard import FailedEvents, RecentIds
 from .replaceable import resolve
 from .results import ConnectionState, PublishOutcome, RelayVerdict, Verdict
 from .subscription import QueryResult, Subscription, call_safely
+
+if TYPE_CHECKING:  # only named in annotations: the signer's module (and NIP-44) loads with the agent
+    from .signer import Signer
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,8 @@ class PoolSubscription:
 class RelayPool:
     """Relays by URL (duplicates ignored, order kept). ``client_kwargs`` go to each RelayClient."""
 
-    def __init__(self, urls: Iterable[str], *, auth_key: SecretKey | None = None, **client_kwargs: Any) -> None:
+    def __init__(self, urls: Iterable[str], *, auth_key: SecretKey | Signer | None = None,
+                 **client_kwargs: Any) -> None:
         user_on_state: StateCallback | None = client_kwargs.pop("on_state", None)
         # One memory of events that failed verification for all relays: keyed by (id, sig), so a
         # hostile relay cannot use it against a genuine event another relay serves.

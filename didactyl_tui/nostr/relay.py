@@ -27,7 +27,7 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection
@@ -42,6 +42,9 @@ from .relay_incoming import IncomingMixin
 from .relay_requests import RequestsMixin
 from .results import ConnectionState
 from .subscription import Subscription, call_safely
+
+if TYPE_CHECKING:  # only named in annotations: the signer's module (and NIP-44) loads with the agent
+    from .signer import Signer
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,7 @@ class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
         self,
         url: str,
         *,
-        auth_key: SecretKey | None = None,
+        auth_key: SecretKey | Signer | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         reconnect: bool = True,
         on_state: StateCallback | None = None,

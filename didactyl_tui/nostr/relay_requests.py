@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import NostrError
+from ..errors import DidactylError, NostrError
 from .event import Event, sign_event
 from .filters import validate_filter
+from .keys import SecretKey
 from .kinds import CLIENT_AUTH
 from .messages import ClientAuth, ClientClose, ClientEvent, ClientReq, Prefix
 from .replaceable import newest_first
@@ -44,13 +45,18 @@ class RequestsMixin:
             return False, "the relay sent no AUTH challenge"
         if not self.connected or self._challenge is None:
             return False, "not connected"
-        auth = sign_event(
-            self.auth_key,
-            kind=CLIENT_AUTH,
-            content="",
-            created_at=int(time.time()),
-            tags=[["relay", self.url], ["challenge", self._challenge]],
-        )
+        tags = [["relay", self.url], ["challenge", self._challenge]]
+        if isinstance(self.auth_key, SecretKey):
+            auth = sign_event(self.auth_key, kind=CLIENT_AUTH, content="", created_at=int(time.time()), tags=tags)
+        else:  # a key behind a signer (NIP-46: a round trip), bounded like the rest of the sign-in
+            try:
+                async with asyncio.timeout_at(deadline):
+                    auth = await self.auth_key.sign_event(kind=CLIENT_AUTH, content="", created_at=int(time.time()),
+                                                          tags=tags)
+            except TimeoutError:
+                return False, "the signer did not sign our AUTH in time"
+            except DidactylError as exc:
+                return False, f"the signer did not sign our AUTH: {exc.message}"
         fut: asyncio.Future[tuple[bool | None, str]] = asyncio.get_running_loop().create_future()
         self._pending[auth.id] = fut
         try:

@@ -220,7 +220,10 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     urls += [u for u in config.run_relay_urls if u not in urls]
     if not urls:
         warn("no relay is available: memory saves will not be published")
-    pool = RelayPool(urls, auth_key=key, **{**relay_client_defences(config), **client_options})
+    # NIP-42 as the agent (its key, or through its remote signer); attached, as the admin: DM relays often give gift
+    # wraps only to the key they are for.
+    auth = attach.admin if attach is not None else key or agent.signer
+    pool = RelayPool(urls, auth_key=auth, **{**relay_client_defences(config), **client_options})
     closers.push_async_callback(_quietly, pool.close)
     outbox = await asyncio.to_thread(_open_or_in_memory, Outbox, data_dir / OUTBOX_DB,
                                      "unsent memory edits are kept", warn)

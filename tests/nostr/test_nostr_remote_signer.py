@@ -386,3 +386,31 @@ async def test_a_direct_message_is_opened_and_answered_through_the_remote_signer
         assert bunker.methods().count("sign_event") == 2 and bunker.methods().count("nip44_encrypt") == 2
     gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(wraps[dm.sender].to_json()))
     assert gift.sender().to_hex() == USER.public_key_hex and gift.rumor().content() == "hello admin"
+
+
+# --- NIP-42 through the signer ----------------------------------------------------------------------------
+async def test_a_relay_that_asks_for_nip42_is_signed_in_through_the_remote_signer(relay: EmbeddedRelay,
+                                                                                  tmp_path: Path) -> None:
+    from didactyl_tui.nostr.event import sign_event
+    from didactyl_tui.nostr.relay import RelayClient
+    from didactyl_tui.nostr.results import Verdict
+
+    async with bunker_and_signer(relay.url, USER) as (bunker, signer), \
+            EmbeddedRelay(tmp_path / "auth.db", require_auth=True) as guarded:
+        note = sign_event(USER, kind=1, content="signed in through the bunker", created_at=T0, tags=[])
+        async with RelayClient(guarded.url, auth_key=signer, **fast_client_kwargs()) as client:
+            result = await client.publish(note, timeout=10)
+            assert result.verdict is Verdict.ACCEPTED, result
+            assert client.authenticated and "sign_event" in bunker.methods()
+        assert [e.id for e in await guarded.query([{"ids": [note.id]}])] == [note.id]
+
+        class Refusing:  # a signer that cannot sign: the sign-in fails with its reason, nothing hangs
+            public_key = USER.public_key_hex
+
+            async def sign_event(self, **_: Any) -> Any:
+                raise NostrError("no key here")
+
+        async with RelayClient(guarded.url, auth_key=Refusing(), **fast_client_kwargs()) as client:  # type: ignore[arg-type]
+            result = await client.publish(sign_event(USER, kind=1, content="x", created_at=T0 + 1, tags=[]), timeout=5)
+            assert result.verdict is Verdict.REJECTED
+            assert "the signer did not sign our AUTH: no key here" in result.message

@@ -49,7 +49,7 @@ class DmSigner(Protocol):
         ...
 
     @property
-    def relay_auth_key(self) -> SecretKey | None:
+    def relay_auth_key(self) -> SecretKey | Signer | None:
         """For NIP-42 on a relay reached only to deliver a reply (None: do not sign in)."""
         ...
 
@@ -106,5 +106,5 @@ class SignerDmSigner:
         return await dm_relay_list_with(self._signer, relays, created_at=created_at)
 
     @property
-    def relay_auth_key(self) -> SecretKey | None:
-        return None  # NIP-42 here signs with a key in hand; a relay reached only to deliver is tried without
+    def relay_auth_key(self) -> SecretKey | Signer | None:
+        return self._signer  # NIP-42 through the signer too (one more round trip, only when a relay asks)
