@@ -290,3 +290,30 @@ async def test_a_signer_listening_on_the_embedded_relay_gets_through_its_allow_l
             assert svc.identity.agent_pubkey == ME
             assert (await svc.documents.save(DocumentKey.SHORT_TERM, "via the local bunker")).any_accepted
         assert bunker.connected and "sign_event" in bunker.methods()
+
+
+async def test_a_backup_is_written_and_restored_through_the_bunker(tmp_path: Path) -> None:
+    """``bundle export`` / ``import`` with the key only in the bunker: the conversations part is encrypted and
+    signed there (parts it can carry), and read back through it; nothing needs the key in hand."""
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="single-use") as bunker, LlmStub() as stub:
+        async with AppService(_config(stub.base_url, bunker), data_dir=data, env=ENV,
+                              relay_client_options=fast_client_kwargs()) as svc:
+            await svc.documents.save(DocumentKey.LONG_TERM, "Backed up through the signer.")
+            stub.script(Reply.text_reply("Kept."))
+            session = await svc.chat.new_session()
+            [_ async for _ in svc.chat.run_turn(session, "x" * 45_000)]  # a conversation over one part's bound
+            path = tmp_path / "backup.json"
+            report = await svc.bundle.export(path)
+            assert report.sessions == 1 and report.events >= 1 and path.stat().st_mode & 0o777 == 0o600
+            written = json.loads(path.read_text())
+            parts = written["conversations"]
+            assert len(parts) >= 2 and all(p["pubkey"] == ME for p in parts)
+            assert all(len(nip44.decrypt(p["content"], nip44.get_conversation_key(AGENT_KEY.secret_hex(), ME))
+                           .encode()) <= MAX_PLAINTEXT_BYTES for p in parts)
+            assert await svc.chat.sessions.delete(session)
+            restored = await svc.bundle.import_(path)
+            assert restored.sessions == 1
+            texts = [m["content"] for m in await svc.chat.session_messages(session)]
+            assert texts == ["x" * 45_000, "Kept."]

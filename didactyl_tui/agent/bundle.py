@@ -19,6 +19,7 @@ first failure, naming the event (its position, kind and id). Nothing is restored
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -31,6 +32,7 @@ from ..nostr import nip44
 from ..nostr.event import Event, sign_event
 from ..nostr.keys import SecretKey
 from ..nostr.kinds import APP_DATA
+from ..nostr.signer import Signer
 
 BUNDLE_FORMAT = "didactyl-bundle/1"
 PART_BYTES = 48_000  # plaintext per conversations part: NIP-44 takes at most 65,535 bytes
@@ -71,17 +73,50 @@ def write_bundle(sk: SecretKey, events: Iterable[Event], sessions: Iterable[Mapp
     ``rng`` draws the NIP-44 nonces (a seeded one makes the file reproducible in tests); by default
     they come from the system's randomness.
     """
-    agent = sk.public_key_hex
+    kept, text = _checked(sk.public_key_hex, events, sessions)
+    parts = _encrypt_parts(sk, text, created_at=created_at, rng=rng)
+    return _bundle_text(sk.public_key_hex, created_at, kept, parts)
+
+
+async def write_bundle_with(signer: Signer, events: Iterable[Event], sessions: Iterable[Mapping[str, Any]], *,
+                            created_at: int, part_bytes: int = PART_BYTES) -> str:
+    """:func:`write_bundle` with the agent's key behind ``signer`` (a remote signer: one encrypt and one sign per
+    part of at most ``part_bytes``, a few at a time)."""
+    agent = signer.public_key
+    kept, text = await asyncio.to_thread(_checked, agent, events, sessions)
+    pieces = _chunks(text, part_bytes)
+    total, at_once = str(len(pieces)), asyncio.Semaphore(4)
+
+    async def part(i: int, piece: str) -> Event:
+        async with at_once:
+            content = await signer.nip44_encrypt(agent, piece) if piece else ""
+            return await signer.sign_event(kind=APP_DATA, created_at=created_at, content=content,
+                                           tags=_part_tags(created_at, i, total))
+
+    parts = await asyncio.gather(*(part(i, piece) for i, piece in enumerate(pieces)))
+    return await asyncio.to_thread(_bundle_text, agent, created_at, kept, list(parts))
+
+
+def _checked(agent: str, events: Iterable[Event],
+             sessions: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Event], str]:
+    """Every event the agent's own and valid (deduplicated), every session checked: the events and the
+    conversations' JSON."""
     kept: dict[str, Event] = {}
     for n, ev in enumerate(events, 1):
         _check_event(ev, n, agent)
         kept.setdefault(ev.id, ev)
     records = [_check_session(s, n) for n, s in enumerate(sessions, 1)]
-    parts = _encrypt_parts(sk, json.dumps(records, ensure_ascii=False, separators=(",", ":")),
-                           created_at=created_at, rng=rng)
+    return kept, json.dumps(records, ensure_ascii=False, separators=(",", ":"))
+
+
+def _bundle_text(agent: str, created_at: int, kept: dict[str, Event], parts: list[Event]) -> str:
     return json.dumps({"format": BUNDLE_FORMAT, "agent": agent, "created_at": created_at,
                        "events": [ev.to_dict() for ev in kept.values()],
                        "conversations": [p.to_dict() for p in parts]}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _part_tags(created_at: int, i: int, total: str) -> list[tuple[str, ...]]:
+    return [("d", f"didactyl-bundle:{created_at}:{i}"), ("app", "didactyl"), ("part", str(i), total)]
 
 
 def _chunks(text: str, limit: int) -> list[str]:
@@ -103,8 +138,7 @@ def _encrypt_parts(sk: SecretKey, text: str, *, created_at: int, rng: random.Ran
     total = str(len(pieces))
     return [sign_event(sk, kind=APP_DATA, created_at=created_at,
                        content=nip44.encrypt(piece, key, rng.randbytes(32) if rng else None) if piece else "",
-                       tags=[("d", f"didactyl-bundle:{created_at}:{i}"), ("app", "didactyl"),
-                             ("part", str(i), total)])
+                       tags=_part_tags(created_at, i, total))
             for i, piece in enumerate(pieces)]
 
 
@@ -113,6 +147,41 @@ def _encrypt_parts(sk: SecretKey, text: str, *, created_at: int, rng: random.Ran
 
 def read_bundle(text: str | bytes, sk: SecretKey, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Bundle:
     """Parse and verify a bundle for ``sk``'s agent; :class:`BundleError` names what failed."""
+    agent, created_at, events, parts = _parse_bundle(text, sk.public_key_hex, max_bytes)
+    key = nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex)
+
+    def decrypt(name: str, payload: str) -> str:
+        try:
+            return nip44.decrypt(payload, key)
+        except NostrError as exc:
+            raise BundleError(f"{name} does not decrypt with this key: {exc.message}") from None
+
+    _check_parts(parts, created_at)
+    pieces = [decrypt(_part_name(i, ev), ev.content) if ev.content else "" for i, ev in enumerate(parts)]
+    return Bundle(agent, created_at, events, _sessions_from(pieces))
+
+
+async def read_bundle_with(text: str | bytes, signer: Signer, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Bundle:
+    """:func:`read_bundle` with the agent's key behind ``signer`` (a remote signer: one decrypt per part, a few
+    at a time); the same checks, all of them before anything is decrypted."""
+    agent, created_at, events, parts = await asyncio.to_thread(_parse_bundle, text, signer.public_key, max_bytes)
+    _check_parts(parts, created_at)
+    at_once = asyncio.Semaphore(4)
+
+    async def piece(i: int, ev: Event) -> str:
+        if not ev.content:
+            return ""
+        async with at_once:
+            try:
+                return await signer.nip44_decrypt(agent, ev.content)
+            except NostrError as exc:
+                raise BundleError(f"{_part_name(i, ev)} does not decrypt with this key: {exc.message}") from None
+
+    pieces = await asyncio.gather(*(piece(i, ev) for i, ev in enumerate(parts)))
+    return Bundle(agent, created_at, events, await asyncio.to_thread(_sessions_from, list(pieces)))
+
+
+def _parse_bundle(text: str | bytes, agent: str, max_bytes: int) -> tuple[str, int, tuple[Event, ...], list[Event]]:
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise BundleError(f"the bundle is {size:,} bytes, over the {max_bytes:,}-byte limit")
@@ -122,7 +191,6 @@ def read_bundle(text: str | bytes, sk: SecretKey, *, max_bytes: int = MAX_BUNDLE
         raise BundleError("the bundle is not valid JSON") from None
     if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"not a {BUNDLE_FORMAT} file")
-    agent = sk.public_key_hex
     if data.get("agent") != agent:
         raise BundleError(f"the bundle belongs to agent {str(data.get('agent'))[:12]}…, not to this key")
     created_at, raw_events, raw_parts = data.get("created_at"), data.get("events"), data.get("conversations")
@@ -134,7 +202,7 @@ def read_bundle(text: str | bytes, sk: SecretKey, *, max_bytes: int = MAX_BUNDLE
         raise BundleError(f"the bundle holds more than {MAX_EVENTS:,} events")
     events = tuple(_parse_event(item, n, agent, "event") for n, item in enumerate(raw_events, 1))
     parts = [_parse_event(item, n, agent, "conversations part") for n, item in enumerate(raw_parts, 1)]
-    return Bundle(agent, created_at, events, _decrypt_sessions(parts, sk, created_at))
+    return agent, created_at, events, parts
 
 
 def _parse_event(item: Any, n: int, agent: str, what: str) -> Event:
@@ -156,22 +224,24 @@ def _check_event(ev: Event, n: int, agent: str, what: str = "event") -> None:
         raise BundleError(f"{name} was signed by {ev.pubkey[:12]}…, not by this agent")
 
 
-def _decrypt_sessions(parts: list[Event], sk: SecretKey, created_at: int) -> tuple[dict[str, Any], ...]:
-    key = nip44.get_conversation_key(sk.secret_hex(), sk.public_key_hex)
-    pieces: list[str] = []
+def _part_name(i: int, ev: Event) -> str:
+    return f"conversations part #{i + 1} (id {ev.id[:12]}…)"
+
+
+def _check_parts(parts: list[Event], created_at: int) -> None:
+    """Every part in its place: this bundle's, numbered in order, none missing."""
+    if not parts:
+        raise BundleError("the bundle has no conversations part")
     for i, ev in enumerate(parts):
-        name = f"conversations part #{i + 1} (id {ev.id[:12]}…)"
         m = _PART_D.match(ev.d_tag)
         part = next((t for t in ev.tags if len(t) >= 3 and t[0] == "part"), None)
         if (ev.kind != APP_DATA or m is None or int(m.group(1)) != created_at or int(m.group(2)) != i
                 or part is None or part[1:3] != (str(i), str(len(parts)))):
-            raise BundleError(f"{name} is out of place (parts missing, reordered or from another bundle)")
-        try:
-            pieces.append(nip44.decrypt(ev.content, key) if ev.content else "")
-        except NostrError as exc:
-            raise BundleError(f"{name} does not decrypt with this key: {exc.message}") from None
-    if not parts:
-        raise BundleError("the bundle has no conversations part")
+            raise BundleError(f"{_part_name(i, ev)} is out of place (parts missing, reordered or from another "
+                              "bundle)")
+
+
+def _sessions_from(pieces: list[str]) -> tuple[dict[str, Any], ...]:
     try:
         records = json.loads("".join(pieces))
     except (ValueError, RecursionError):

@@ -13,14 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..agent.bundle import MAX_BUNDLE_BYTES, BundleError, read_bundle, write_bundle
+from ..agent.bundle import (
+    MAX_BUNDLE_BYTES,
+    BundleError,
+    read_bundle,
+    read_bundle_with,
+    write_bundle,
+    write_bundle_with,
+)
 from ..agent.conversations.records import export_records, restore_records
 from ..agent.documents.keys import DocumentKey
 from ..agent.private_files import PRIVATE_FILE_MODE
 from ..errors import AgentError
 from ..nostr.event import Event
-from ..nostr.keys import SecretKey
 from ..nostr.kinds import DM_RELAY_LIST, TEXT_NOTE
+from ..nostr.nip46 import MAX_PLAINTEXT_BYTES
 from .runtime import Runtime
 
 MAX_NOTES = 500  # the agent's latest public notes carried along
@@ -71,11 +78,6 @@ def _read_bounded(path: Path, limit: int) -> bytes:
     return data
 
 
-def _key_in_hand(rt: Runtime) -> SecretKey:
-    if rt.key is None:
-        raise BundleError("a backup bundle is written and read with the agent's key in hand; with the key in a "
-                          "remote signer, export and import are not available yet")
-    return rt.key
 
 
 class BundleService:
@@ -85,12 +87,16 @@ class BundleService:
     async def export(self, path: Path) -> BundleReport:
         """Everything the relays hold of the agent's own (newest versions) and every conversation."""
         rt = self._rt
-        key = _key_in_hand(rt)
-        me = key.public_key_hex
+        me = rt.signer.public_key
         events: list[Event] = [ev for ev in await rt.pool.query(_own_filters(me), timeout=rt.timeout_s)
                                if ev.pubkey == me]
         sessions = await asyncio.to_thread(export_records, rt.conversations)
-        text = await asyncio.to_thread(write_bundle, key, events, sessions, created_at=int(self._clock()))
+        created_at = int(self._clock())
+        if rt.key is not None:  # the key in hand: all of it on a worker thread
+            text = await asyncio.to_thread(write_bundle, rt.key, events, sessions, created_at=created_at)
+        else:  # through the remote signer, in parts it can carry (NIP-44 inside NIP-46)
+            text = await write_bundle_with(rt.signer, events, sessions, created_at=created_at,
+                                           part_bytes=MAX_PLAINTEXT_BYTES)
         try:
             await asyncio.to_thread(_write_private, path, text)
         except OSError as exc:
@@ -104,7 +110,10 @@ class BundleService:
             data = await asyncio.to_thread(_read_bounded, path, max_bytes)
         except OSError as exc:
             raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from None
-        bundle = await asyncio.to_thread(read_bundle, data, _key_in_hand(rt), max_bytes=max_bytes)
+        if rt.key is not None:
+            bundle = await asyncio.to_thread(read_bundle, data, rt.key, max_bytes=max_bytes)
+        else:
+            bundle = await read_bundle_with(data, rt.signer, max_bytes=max_bytes)
         existing = [s["id"] for s in bundle.sessions
                     if await asyncio.to_thread(rt.conversations.has_session, s["id"])]
         if existing:
