@@ -46,6 +46,21 @@ def _config(base_url: str, bunker: ScriptedBunker):
     return cfg
 
 
+async def _saved_then_signer_gone(relay_url: str, data: Path, text: str):
+    """A first start with the bunker that saves ``text``, then the bunker gone: the config (short requests) and the
+    client keys the bunker served (a bunker back later is told them: it remembers this app)."""
+    bunker = ScriptedBunker([relay_url], AGENT_KEY, secret="once")
+    await bunker.start()
+    cfg = _config("http://127.0.0.1:9/v1", bunker)
+    cfg.signer.request_timeout_s = 2.0
+    try:
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            await svc.documents.save(DocumentKey.SHORT_TERM, text)
+        return cfg, set(bunker.connected)
+    finally:
+        await bunker.stop()
+
+
 def _readable_memory(ev) -> str:
     assert ev.pubkey == ME and ev.is_valid()  # signed with the agent's key, by the bunker
     return nip44.decrypt(ev.content, nip44.get_conversation_key(AGENT_KEY.secret_hex(), ME))
@@ -205,16 +220,7 @@ async def test_with_the_signer_away_the_app_opens_on_the_last_known_memory_and_a
         tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
-        bunker = ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once")
-        await bunker.start()
-        cfg = _config("http://127.0.0.1:9/v1", bunker)
-        cfg.signer.request_timeout_s = 2.0
-        try:
-            async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
-                await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes tea")
-            served = set(bunker.connected)
-        finally:
-            await bunker.stop()
+        cfg, served = await _saved_then_signer_gone(bunker_relay.url, data, "Ada likes tea")
         assert (data / "signer-cache.sqlite3").exists()
         assert stat.S_IMODE(os.stat(data / "signer-cache.sqlite3").st_mode) == 0o600
 
@@ -301,17 +307,7 @@ async def test_tasks_added_with_the_signer_away_wait_for_it_and_are_published_wh
 
     data = tmp_path / "data"
     async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
-        bunker = ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once")
-        await bunker.start()
-        cfg = _config("http://127.0.0.1:9/v1", bunker)
-        cfg.signer.request_timeout_s = 2.0
-        try:
-            async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
-                await svc.documents.save(DocumentKey.SHORT_TERM, "before")
-            served = set(bunker.connected)
-        finally:
-            await bunker.stop()
-
+        cfg, served = await _saved_then_signer_gone(bunker_relay.url, data, "before")
         svc = AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs())
         warned: list[str] = []
         svc.add_listener(lambda ev: warned.append(ev.message) if isinstance(ev, ServiceWarning) else None)
