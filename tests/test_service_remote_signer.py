@@ -46,6 +46,21 @@ def _config(base_url: str, bunker: ScriptedBunker):
     return cfg
 
 
+async def _saved_then_signer_gone(relay_url: str, data: Path, text: str):
+    """A first start with the bunker that saves ``text``, then the bunker gone: the config (short requests) and the
+    client keys the bunker served (a bunker back later is told them: it remembers this app)."""
+    bunker = ScriptedBunker([relay_url], AGENT_KEY, secret="once")
+    await bunker.start()
+    cfg = _config("http://127.0.0.1:9/v1", bunker)
+    cfg.signer.request_timeout_s = 2.0
+    try:
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            await svc.documents.save(DocumentKey.SHORT_TERM, text)
+        return cfg, set(bunker.connected)
+    finally:
+        await bunker.stop()
+
+
 def _readable_memory(ev) -> str:
     assert ev.pubkey == ME and ev.is_valid()  # signed with the agent's key, by the bunker
     return nip44.decrypt(ev.content, nip44.get_conversation_key(AGENT_KEY.secret_hex(), ME))
@@ -205,16 +220,7 @@ async def test_with_the_signer_away_the_app_opens_on_the_last_known_memory_and_a
         tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
-        bunker = ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once")
-        await bunker.start()
-        cfg = _config("http://127.0.0.1:9/v1", bunker)
-        cfg.signer.request_timeout_s = 2.0
-        try:
-            async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
-                await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes tea")
-            served = set(bunker.connected)
-        finally:
-            await bunker.stop()
+        cfg, served = await _saved_then_signer_gone(bunker_relay.url, data, "Ada likes tea")
         assert (data / "signer-cache.sqlite3").exists()
         assert stat.S_IMODE(os.stat(data / "signer-cache.sqlite3").st_mode) == 0o600
 
@@ -317,3 +323,44 @@ async def test_a_backup_is_written_and_restored_through_the_bunker(tmp_path: Pat
             assert restored.sessions == 1
             texts = [m["content"] for m in await svc.chat.session_messages(session)]
             assert texts == ["x" * 45_000, "Kept."]
+
+
+async def test_tasks_added_with_the_signer_away_wait_for_it_and_are_published_when_it_is_back(tmp_path: Path) -> None:
+    """A task list change (the agent's task tools) while the signer does not answer is kept as an edit is: shown and
+    used at once, on disk; a second change adds to it without asking the away signer again; after a quit, the next
+    start signs and publishes the list with both once the signer answers."""
+    from didactyl_tui.agent.documents.deferred import UnsignedEdits
+    from didactyl_tui.agent.tasks.task_list import TaskList
+
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
+        cfg, served = await _saved_then_signer_gone(bunker_relay.url, data, "before")
+        svc = AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs())
+        warned: list[str] = []
+        svc.add_listener(lambda ev: warned.append(ev.message) if isinstance(ev, ServiceWarning) else None)
+        async with svc:
+            tasks = svc.parts.runtime.tool_context.tasks
+            first = await tasks.add("water the plants")
+            tries = len(warned)
+            second = await tasks.add("call Ana", "about Friday")
+            shown = svc.documents.snapshot(DocumentKey.TASKS).value
+            assert [t.title for t in shown.tasks] == ["water the plants", "call Ana"] and first.id != second.id
+            assert [t.title for t in tasks.current.tasks] == ["water the plants", "call Ana"]  # the tools see both
+            assert sum("task list is kept here" in line for line in warned) == 1 and len(warned) == tries, warned
+        kept = UnsignedEdits(data / "memory.sqlite3")
+        try:
+            [(_key, text, _base)] = [row for row in kept.all() if row[0] is DocumentKey.TASKS]
+        finally:
+            kept.close()
+        assert [t.title for t in TaskList.from_json(text).tasks] == ["water the plants", "call Ana"]
+
+        back = ScriptedBunker([bunker_relay.url], AGENT_KEY)
+        back.connected = served
+        async with back, AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            async with RelayPool([svc.runtime.embedded_relay_url], **fast_client_kwargs()) as client:
+                async def published() -> list[str]:
+                    found = await client.query([{"kinds": [30078], "authors": [ME], "#d": ["tasks"]}], timeout=5)
+                    return [t.title for ev in found for t in TaskList.from_json(_readable_memory(ev)).tasks]
+
+                assert await until(published, 30, "the kept task list signed and published") == [
+                    "water the plants", "call Ana"]

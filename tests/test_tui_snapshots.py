@@ -1,6 +1,7 @@
-"""Snapshots (pytest-textual-snapshot) of the main screen, the prompt inspector opened, the memory editor and
-the first-run screen: a real AppService with a fixed test key, a fixed clock, UTC, a fixed terminal size, the
-embedded relay under a fixed label, and no secret anywhere in the SVG.
+"""Snapshots (pytest-textual-snapshot) of the main screen, the prompt inspector opened, the memory editor, the
+first-run screen and the first run's question of where the agent's key lives: a real AppService with a fixed test
+key, a fixed clock, UTC, a fixed terminal size, the embedded relay under a fixed label, and no secret anywhere in
+the SVG.
 
 Regenerate after checking the picture: ``pytest tests/test_tui_snapshots.py --snapshot-update``."""
 
@@ -11,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from llm_stub import Reply
-from tui_support import TEST_KEY, ThreadedLlmStub, make_app, make_config, screen_text, started, wait_for
+from tui_support import TEST_KEY, ThreadedLlmStub, make_app, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
+from didactyl_tui.tui.screens.key_place import KeyPlaceScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 
 SIZE = (120, 36)
@@ -140,10 +142,28 @@ def test_first_run_screen(snap_compare, tmp_path: Path) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 
 
+def test_where_the_key_lives_question(snap_compare) -> None:
+    # Shown before the service starts (it makes nothing until answered): a data dir that is never created, so the
+    # path on screen is the same on every run.
+    data = Path("/nonexistent-didactyl-snapshot/data")
+    env = make_env(XDG_CONFIG_HOME="/nonexistent-didactyl-snapshot/config")
+    del env["DIDACTYL_NSEC"]
+    app = make_app(data, make_config(publish_profile=False), env=env)
+
+    async def run_before(pilot) -> None:
+        dialog = await wait_for(pilot, lambda: isinstance(app.screen, KeyPlaceScreen) and app.screen, 10)
+        await wait_for(pilot, lambda: app.focused is dialog.query_one("#create-key"), 10, "the default's focus")
+        await showing(pilot, "Where does the agent's key live?", "Create a key here")
+        await pilot.wait_for_scheduled_animations()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert not data.parent.exists()
+
+
 def test_no_secret_in_any_snapshot() -> None:
     folder = Path(__file__).parent / "__snapshots__" / "test_tui_snapshots"
     files = sorted(folder.glob("*.svg"))
-    assert len(files) == 4
+    assert len(files) == 5
     for svg in files:
         text = svg.read_text()
         assert TEST_KEY.secret_hex() not in text and TEST_KEY.nsec() not in text, svg.name

@@ -13,6 +13,8 @@ the TUI's first frame loads only the light ones (``events``, ``state``, ``labels
   relay kept reachable; ``relay_status``: what the shared embedded relay enforces (``didactyl relay status``)
 - ``dm``: NIP-17 direct messages answered in DM sessions (``dm_answerer``: which process answers; ``dm_status``)
 - ``notes``: who may confirm a ``post_note``; ``key_file``: the agent's key for the commands that start nothing
+- ``agent_signer``: the agent's key as the service holds it (in hand, or a NIP-46 remote signer); ``signer_setup``:
+  the TUI's first-run choice of where it lives (a pasted ``bunker://`` URI, a phone signer's ``nostrconnect://``)
 - ``events``: the typed events views receive (light); ``state``: <data dir>/state.toml (light); ``labels``: how
   times, ids and drift read (light); ``views``: how the views see outbox entries, versions and relay consensus
 - ``types``: the agent's and the protocol's types the views show or match on, named here because the views import

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,9 +178,14 @@ def plan_signer(config: Config, data_dir: Path) -> SignerPlan | None:
     reused = stored is not None and stored.signer_pubkey == uri.signer_pubkey and stored.user_pubkey
     client = None if reused else SecretKey.generate()
     client_pubkey = stored.client_pubkey if reused and stored else client.public_key_hex if client else ""
-    ports = {f"ws://{host}:{config.relays.embedded_port}" for host in ("127.0.0.1", "localhost")}
-    return SignerPlan(client, [client_pubkey, uri.signer_pubkey], any(r.rstrip("/") in ports for r in uri.relays),
+    return SignerPlan(client, [client_pubkey, uri.signer_pubkey], on_embedded_relay(config, uri.relays),
                       stored.user_pubkey if reused and stored else None)
+
+
+def on_embedded_relay(config: Config, relays: Iterable[str]) -> bool:
+    """Whether a signer's relays include this app's embedded relay (which runs only while the app does)."""
+    ports = {f"ws://{host}:{config.relays.embedded_port}" for host in ("127.0.0.1", "localhost")}
+    return any(r.rstrip("/") in ports for r in relays)
 
 
 def signer_writers(config: Config, data_dir: Path) -> list[str]:

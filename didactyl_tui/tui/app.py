@@ -196,6 +196,11 @@ class DidactylApp(App[None]):
 
     @work(exclusive=True, group="service", exit_on_error=False)
     async def start_service(self) -> None:
+        from .screens.key_place import settle_key_place
+
+        if not await settle_key_place(self):  # a first run: where the agent's key lives, asked before it is made
+            self.exit()
+            return
         main = self.main_screen
         await main.mount_sidebar()
         try:

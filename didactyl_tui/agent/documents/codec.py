@@ -49,6 +49,7 @@ class DocumentCodec(ABC, Generic[V]):
 
     key: DocumentKey
     limit_chars: int  # the editor's gauge and the text's bound
+    max_bytes: int = NIP44_MAX_BYTES  # the text's UTF-8 bound when encrypted (less through a remote signer)
     # Versions name the one they were edited from (["prev", id], docs/sync.md). Not on the public self-context kinds:
     # other clients copy a contact or relay list's tags when they edit it, and a copied base would be a stale one.
     writes_base: bool = True

@@ -99,8 +99,9 @@ class DeferredSaves:
             self._tasks[key] = self._spawn(self._sign_when_possible(key))
 
     async def wait_for_signer(self, key: DocumentKey, value: Any, base: str | None,
-                              exc: SignerUnreachableError) -> None:
-        """The signer does not answer: keep the edit (on disk too) and sign it once it does."""
+                              exc: SignerUnreachableError | None = None) -> None:
+        """The signer does not answer (``exc``; None: known away, not asked): keep the edit (on disk too) and sign
+        it once it does."""
         first = key not in self.for_signer
         self.for_signer.add(key)
         self.keep(key, value, base)
@@ -109,7 +110,8 @@ class DeferredSaves:
             text = self.store.codec(key).to_text(value)
             await asyncio.to_thread(self.unsigned.keep, key, text, self.pending[key][1])
         if first:
-            self._warn(f"{exc.message}: the {key.title.lower()} is kept here and will be signed and published when "
+            why = exc.message if exc is not None else "the remote signer does not answer"
+            self._warn(f"{why}: the {key.title.lower()} is kept here and will be signed and published when "
                        "the signer answers")
 
     async def restore(self) -> None:

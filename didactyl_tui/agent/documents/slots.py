@@ -46,7 +46,7 @@ class Slot:
         if self.unreadable is not None and not is_newer(self.unreadable[0], ev):
             self.unreadable = None  # superseded: nothing unusable is newer than the version in use any more
 
-    def snapshot(self, key: DocumentKey, limit_chars: int) -> DocumentSnapshot:
+    def snapshot(self, key: DocumentKey, limit_chars: int, max_bytes: int) -> DocumentSnapshot:
         ev = self.event
         holders: tuple[str, ...] = ()
         if ev is not None:
@@ -56,4 +56,4 @@ class Slot:
             bad, relay, error = self.unreadable
             unusable = Unusable(bad.id, relay, error.message, isinstance(error, UndecryptableError))
         return DocumentSnapshot(key, self.text, limit_chars, ev.id if ev else None,
-                                ev.created_at if ev else None, holders, self.loaded, unusable, self.value)
+                                ev.created_at if ev else None, holders, self.loaded, unusable, self.value, max_bytes)

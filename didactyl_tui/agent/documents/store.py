@@ -117,7 +117,8 @@ class DocumentStore:
 
     def snapshot(self, key: DocumentKey | str) -> DocumentSnapshot:
         key = DocumentKey.parse(key)
-        return self._slots[key].snapshot(key, self.codecs[key].limit_chars)
+        codec = self.codecs[key]
+        return self._slots[key].snapshot(key, codec.limit_chars, codec.max_bytes)
 
     def value(self, key: DocumentKey | str) -> Any:
         return self._slots[DocumentKey.parse(key)].value

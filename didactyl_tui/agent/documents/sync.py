@@ -239,9 +239,26 @@ class DocumentSync:
     async def update(self, key: DocumentKey | str, derive: Callable[[Any], Any]) -> SaveResult:
         """Publish ``derive(the value in use)``, computed under the document's save lock (a task added to the list as
         it is now). Refused when the newest version does not read and no earlier one is known (see
-        :meth:`DocumentStore.save`)."""
+        :meth:`DocumentStore.save`). With the signer away the new value waits for it as an edit does (shown, kept
+        on disk, signed once it answers: ``SaveResult.deferred``); a change while one waits is added to it untried."""
         key = DocumentKey.parse(key)
-        return await self._save_now(key, None, derive=derive)
+        if key in self.deferred.for_signer:  # away already: this change waits with the one before it
+            self.store.snapshot(key).check_changeable()
+            await self.deferred.wait_for_signer(key, derive(self.store.value(key)), None)
+            return self._deferred_result(key)
+        derived: list[Any] = []
+
+        def keeping(value: Any) -> Any:  # what the change made, kept should the signer not answer
+            derived.append(derive(value))
+            return derived[-1]
+
+        try:
+            return await self._save_now(key, None, derive=keeping)
+        except SignerUnreachableError as exc:
+            if not derived:
+                raise
+            await self.deferred.wait_for_signer(key, derived[-1], None, exc)
+            return self._deferred_result(key)
 
     async def _save_now(self, key: DocumentKey, value: Any, base: str | None = None, *, encrypt: bool = True,
                         derive: Callable[[Any], Any] | None = None,
@@ -258,7 +275,7 @@ class DocumentSync:
             raise  # bad input, or a derived change of a document that does not read: nothing was signed
         except SignerUnreachableError as exc:  # the key is in a remote signer that does not answer
             if value is None:
-                raise  # a change of the value in use (a task added) is made again by the person, not replayed
+                raise  # a change of the value in use (a task added): kept by update() with the value it made
             await self.deferred.wait_for_signer(key, value, base, exc)
             return self._deferred_result(key)
         except AgentError as exc:

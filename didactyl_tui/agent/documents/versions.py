@@ -37,6 +37,7 @@ class DocumentSnapshot:
     loaded: bool  # filled from the relays (or by a save); False: not fetched yet, or no relay answered
     unreadable: Unusable | None = None  # a newer version kept out (shown until a save replaces it)
     value: Any = None
+    max_bytes: int = NIP44_MAX_BYTES  # the text's UTF-8 bound (40,960 when the key is in a remote signer)
 
     @property
     def chars(self) -> int:
@@ -48,7 +49,7 @@ class DocumentSnapshot:
 
     @property
     def over_limit(self) -> bool:
-        return self.chars > self.limit_chars or self.utf8_bytes > NIP44_MAX_BYTES
+        return self.chars > self.limit_chars or self.utf8_bytes > self.max_bytes
 
     @property
     def known(self) -> bool:

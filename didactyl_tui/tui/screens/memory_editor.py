@@ -104,7 +104,7 @@ class MemoryEditorScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#editor-conflict").display = False
-        self.query_one(MemoryGauge).show_text(self.base.content, self.base.limit_chars)
+        self.query_one(MemoryGauge).show_text(self.base.content, self.base.limit_chars, self.base.max_bytes)
         self.text_area.focus()
         cast("DidactylHost", self.app).follow_service(self, self.on_service_event)
         self.restore_draft()

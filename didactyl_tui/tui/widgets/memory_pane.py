@@ -81,7 +81,7 @@ class MemoryPane(Vertical):
     def show_snapshot(self, snapshot: DocumentSnapshot) -> None:
         self.snapshot = snapshot
         self.border_subtitle = describe_source(snapshot)
-        self.query_one(MemoryGauge).show(snapshot.chars, snapshot.utf8_bytes, snapshot.limit_chars)
+        self.query_one(MemoryGauge).show(snapshot.chars, snapshot.utf8_bytes, snapshot.limit_chars, snapshot.max_bytes)
         content = snapshot.content if snapshot.loaded else ""
         placeholder = ("(empty)" if snapshot.loaded else
                        "(not loaded yet: press Load)" if self.loadable else "(loading…)")
