@@ -48,8 +48,11 @@ STOP_TIMEOUT_S = 10.0  # for the work to close what it opened once stopped
 
 
 def key_choice_needed(config: Config, data_dir: Path, env: Mapping[str, str]) -> bool:
-    """A first run: no key file in the data dir, no ``$DIDACTYL_NSEC``, no remote signer named. Reads the disk."""
+    """A first run: no key file in the data dir, no ``$DIDACTYL_NSEC``, no remote signer named, and not attached to
+    an agent elsewhere (its key is not made here). Reads the disk."""
     if env.get(ENV_NSEC, "").strip() or env.get(ENV_BUNKER, "").strip() or config.signer.bunker.strip():
+        return False
+    if config.attach.agent.strip():
         return False
     try:
         return not key_file_path(data_dir).exists()
