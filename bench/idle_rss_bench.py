@@ -11,7 +11,11 @@ reported. With a model the tree is three processes, each reported:
                  it never imports litellm: the model client runs in
   model helper   ``python -m didactyl_tui.agent.llm.worker``, the app's child (litellm, its HTTP stack)
   relay          the embedded relay (``python -m didactyl_tui.nostr.embedded_relay.daemon``), a process of its own
-                 (the bench config lets it exit 2 s after the app, so no process is left behind)
+                 (the bench config sets ``[relays] embedded_idle_exit_s`` to RELAY_IDLE_EXIT_S = 2: it exits 2 s
+                 after its app, before the next run, and no process is left behind)
+
+The config is the user's defaults (the ``recall`` memory backend, the profile published at start) but for a
+free port and that idle exit.
 
 Also reported per process: PSS (each shared page split among the processes sharing it, on the whole machine), and
 whether litellm, tiktoken, pydantic_core or aiohttp are mapped (``/proc/PID/maps``); and for the tree, besides the
@@ -63,14 +67,12 @@ class Bare(App):
 Bare().run()
 """
 
-BASE_CONFIG = """
+RELAY_IDLE_EXIT_S = 2  # the relay process exits this long after its app has gone ([relays] embedded_idle_exit_s)
+
+BASE_CONFIG = f"""
 [relays]
 embedded_port = 0
-embedded_idle_exit_s = 2
-[memory]
-backend = "none"
-[agent]
-publish_profile = false
+embedded_idle_exit_s = {RELAY_IDLE_EXIT_S}
 """
 NO_MODEL = '[llm]\nmodel = ""\n'
 # A model on a server nobody answers at: nothing is sent at idle (the model is only called for a turn).
@@ -260,7 +262,7 @@ def measure(runs: int, after: float, kinds: list[str]) -> dict[str, list[dict[st
                 data_dir = homes[kind] / "data" if KINDS[kind] is not None else None
                 results[kind].append(run_once(argv, envs[kind], after, data_dir, model=kind.startswith("model"),
                                               helper_expected=kind == "model"))
-                time.sleep(2.5)  # the relay's idle exit: the next run starts its own
+                time.sleep(RELAY_IDLE_EXIT_S + 0.5)  # the relay's idle exit: the next run starts its own
     return results
 
 

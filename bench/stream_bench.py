@@ -23,6 +23,7 @@ Lines:
   echo streaming       the same while a ``--echo-tokens`` reply streams at ``--rate`` tokens/s, keys typed
                        throughout (target p95 <= 50 ms on the fast path); "lost": keys never shown
   rss                  the whole process tree after the runs (MiB): the app, its model helper, the embedded relay
+                       (each app's relay process exits RELAY_IDLE_EXIT_S = 2 s after its app: none is left behind)
 Keys are injected from a thread through the driver, as a terminal's input thread does, every 40 ms. Frames are
 noted where the app writes them (``App._display``, Textual's own; the bench's instrument, not the app's code).
 """
@@ -52,6 +53,7 @@ KEY_INTERVAL_S = 0.04
 WARM_TOKENS = 50
 REPLY_TARGET = 1.25
 ECHO_TARGET_S = 0.05
+RELAY_IDLE_EXIT_S = 2.0  # [relays] embedded_idle_exit_s of each app (the default, 300 s, would outlive the bench)
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 WORDS = ("memory relay nostr agent tea Ada prefers short answers project deadline Friday the a of and review "
          "notes ship keys event signed encrypted kind tags").split()
@@ -218,6 +220,7 @@ def bench_app(base_url: str, data_dir: Path, fast: bool) -> Any:
 
     config = make_config(llm_base_url=base_url)
     config.llm.timeout_s = 60.0
+    config.relays.embedded_idle_exit_s = RELAY_IDLE_EXIT_S
     config.ui.fast_streaming = fast
     env = make_env()
     service = AppService(config, data_dir=data_dir, env=env)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from llm_stub import LlmStub, Reply
 from textual.color import Color
+from textual.message import Message
+from textual.worker import Worker, WorkerState
 from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.actions import KEY_ACTIONS
@@ -23,6 +25,7 @@ from didactyl_tui.tui.commands import DidactylCommands
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.main import MainScreen
 from didactyl_tui.tui.screens.model_switch import ModelSwitchScreen
+from didactyl_tui.tui.widgets.chat_input import ChatInput
 
 SIZE = (130, 40)
 
@@ -58,6 +61,30 @@ async def test_first_run_without_a_model_explains_and_everything_else_works(tmp_
         await wait_for(pilot, lambda: main.chat_input.text == "hi", 10, "the input to come back")
         # The error entry is painted after the words come back: wait for it (a loaded machine paints late).
         await wait_for(pilot, lambda: "No model configured" in screen_text(app), 10, "the error on screen")
+
+
+async def test_the_reply_view_loads_when_the_user_starts_typing_not_at_rest(tmp_path: Path) -> None:
+    """An app at rest does not hold a reply's markdown machinery (#21): it is loaded on a worker thread at the
+    first key typed in the message box, once, and not by the start itself."""
+    seen: list[str] = []
+    typed: list[Message] = []  # one message, seen again at each node it bubbles through
+
+    def hook(message: Message) -> None:
+        if isinstance(message, ChatInput.TypingStarted):
+            typed.append(message)
+        elif isinstance(message, Worker.StateChanged) and message.state is WorkerState.SUCCESS:
+            seen.append({"service": "started", "warm-views": "warmed"}.get(message.worker.group, "other"))
+
+    app = make_app(tmp_path, make_config())
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+        await wait_for(pilot, lambda: "started" in seen, 60, "the start to finish")
+        assert "warmed" not in seen and not typed
+        app.main_screen.chat_input.focus()
+        await pilot.press(*"hello")
+        await wait_for(pilot, lambda: "warmed" in seen, 30, "the reply view to load")
+        await pilot.press(*" again")
+        await pilot.pause()
+        assert len({id(m) for m in typed}) == 1 and seen.count("warmed") == 1
 
 
 async def test_set_model_now_is_remembered_in_state_toml(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from textual import work
+from textual import on, work
 from textual.app import App, SystemCommand
 from textual.dom import DOMNode
 from textual.screen import Screen
@@ -34,6 +34,7 @@ from ..terminal_text import clean, one_line
 from .actions import bindings
 from .screens.main import MainScreen
 from .theme_files import load_themes, shipped_themes_dir
+from .widgets.chat_input import ChatInput
 
 if TYPE_CHECKING:  # the service loads after the first frame (_service_class)
     from ..service.app import AppService
@@ -69,6 +70,7 @@ class DidactylApp(App[None]):
         self.service_ready = False
         self.relay_labels = dict(relay_labels or {})
         self._withdraw: list[Callable[[], None]] = []  # the service's listener and note asker, until unmount
+        self._views_warming = False
         self.service_events: Signal[ServiceEvent] = Signal(self, "service-events")
         self._ui_thread = threading.get_ident()
         self._first_paint_file = self.env.get(FIRST_PAINT_ENV)
@@ -221,12 +223,24 @@ class DidactylApp(App[None]):
         if self.open_session_id is not None:
             main.resume(self.open_session_id)
         model_client = service.preload_llm()  # the model helper process (or litellm here, worker_process = false)
-        await asyncio.to_thread(_preload_views)
         if model_client is not None:  # None: no model configured; it starts at the first turn
             await asyncio.to_thread(model_client.join)
-        # What the views (and litellm, when it runs here) loaded is in memory for good now: keep it out of every
+        # What starting (and litellm, when it runs here) loaded is in memory for good now: keep it out of every
         # later full garbage collection, which would otherwise rescan it on the UI loop (~250 ms each, measured).
         gc.freeze()
+        from ..freed_memory import release_freed_memory  # not before the first frame
+
+        release_freed_memory()  # and what starting freed goes back to the system (~2 MiB of RSS)
+
+    @on(ChatInput.TypingStarted)
+    def warm_views(self) -> None:
+        """Load what the first reply and the first history view need (markdown parsing, the data table) on a
+        worker thread, so the UI loop does not stop for it (~0.3 s here) when they first appear. Once, when the
+        user starts typing: not at start, so an app at rest does not hold them (~3.5 MiB of RSS,
+        bench/idle_rss_bench.py); typing a message takes longer than loading them."""
+        if not self._views_warming:
+            self._views_warming = True
+            self.run_worker(_preload_views, thread=True, group="warm-views", exit_on_error=False)
 
     async def ask_to_post_note(self, text: str) -> bool:
         """The agent wants to publish a public note: the user decides (a dialog; Esc declines)."""
@@ -299,8 +313,7 @@ def _didactyl_commands() -> type:
 
 
 def _preload_views() -> None:
-    """Import what the first reply and the first history view need (markdown parsing, the data table) on a
-    worker thread, so the UI loop does not stop for it (~0.3 s here) when they first appear."""
+    """Import what the first reply and the first history view need (``DidactylApp.warm_views``)."""
     from markdown_it import MarkdownIt
     from textual.widgets import DataTable, Markdown  # noqa: F401
 

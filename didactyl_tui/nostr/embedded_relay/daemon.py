@@ -3,18 +3,19 @@
 Started detached by :func:`.shared.ensure_shared_relay`. ``didactyl relay`` runs the same thing in the
 foreground by calling :func:`.process.run_relay_process` (``idle_exit_s=0, announce=True``).
 Nothing imports this module: it only runs as ``__main__``.
+
+Run so, it does without OpenSSL (:func:`without_openssl`), and loads the relay only once that is settled.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from .process import DEFAULT_IDLE_EXIT_S, EXIT_FAILED, configure_logging, run_relay_process
+from .limits import DEFAULT_IDLE_EXIT_S
 
 MAX_OPTIONS_CHARS = 64 * 1024
 
@@ -61,7 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def without_openssl() -> None:
+    """Keep OpenSSL out of this process: it serves plain ws:// (TLS, when wanted, is a proxy's job) and hashes
+    with SHA-256 (event ids) and SHA-1 (the websocket handshake) only, yet asyncio would load OpenSSL for
+    ``ssl`` and hashlib for ``_hashlib``: ~4.5 MiB of the relay's ~30 MiB at rest (bench/idle_rss_bench.py).
+    Both imports then fail as on a Python built without OpenSSL, which asyncio, hashlib and hmac expect:
+    hashlib uses its own SHA-256. Call it before anything imports asyncio or hashlib."""
+    for name in ("ssl", "_hashlib"):
+        sys.modules.setdefault(name, None)  # None here: the import raises ImportError
+
+
 def main(argv: list[str] | None = None) -> int:
+    import asyncio  # here, not above: after without_openssl()
+
+    from .process import EXIT_FAILED, configure_logging, run_relay_process
+
     args = build_parser().parse_args(argv)
     configure_logging()
     data_dir = args.data_dir.expanduser()
@@ -78,4 +93,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    without_openssl()
     sys.exit(main())

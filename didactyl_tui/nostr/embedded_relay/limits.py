@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 MiB = 1024 * 1024
 FD_RESERVE = 64  # descriptors kept for the database, its WAL, the listening socket and logs
+# A relay process with no client for this long exits (process.py); [relays] embedded_idle_exit_s in the app.
+DEFAULT_IDLE_EXIT_S = 300.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,12 +30,12 @@ from typing import Any
 
 from ...errors import RelayError
 from . import options as relay_options_file
+from .limits import DEFAULT_IDLE_EXIT_S
 from .lockfile import LOCK_FILE, RELAY_DB, FileLock, RelayLock, owner_lock_path, read_lock, remove_lock, write_lock
 from .server import EmbeddedRelay, freeze_startup_objects
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IDLE_EXIT_S = 300.0
 OWNER_WAIT_S = 3.0  # a launcher's check holds the owner lock for microseconds; a live relay, for ever
 MAX_LOG_BYTES = 1024 * 1024  # what one relay process may write to its log
 

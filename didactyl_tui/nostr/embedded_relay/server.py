@@ -46,6 +46,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from ...errors import RelayError
+from ...freed_memory import release_freed_memory
 from ..event import Event
 from ..filters import validate_filter
 from .admission import ConnectionGate, is_loopback_origin
@@ -364,9 +365,11 @@ def freeze_startup_objects() -> None:
     """For a relay process, once it listens: what start-up allocated (modules, the store, the server)
     lives as long as the process, so it leaves the collector's sight (``gc.freeze``). An occasional
     full collection then walks only what serving allocates (~1 ms, not ~20 ms while a publisher
-    waits for its OK). Not for a relay inside another program: that program's objects would freeze too."""
+    waits for its OK). What start-up freed goes back to the system. Not for a relay inside another program:
+    that program's objects would freeze too."""
     gc.collect()
     gc.freeze()
+    release_freed_memory()
 
 
 async def serve_forever(host: str, port: int, db_path: Path, **relay_options: Any) -> None:

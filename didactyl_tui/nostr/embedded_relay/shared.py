@@ -37,6 +37,7 @@ from typing import Any
 
 from ...errors import RelayError
 from . import options as relay_options_file
+from .limits import DEFAULT_IDLE_EXIT_S  # not from .process: the app does not load the relay itself
 from .lockfile import (
     LAUNCH_LOCK_FILE,
     LOCK_FILE,
@@ -51,7 +52,6 @@ from .lockfile import (
     read_lock,
     remove_stale_lock,
 )
-from .process import DEFAULT_IDLE_EXIT_S
 
 DEFAULT_START_TIMEOUT_S = 15.0  # a cold Python start on a loaded 2-core box takes a few seconds
 DEFAULT_PROBE_TIMEOUT_S = 2.0

@@ -30,6 +30,17 @@ class ChatInput(TextArea):
         def control(self) -> ChatInput:
             return self.chat_input
 
+    @dataclass
+    class TypingStarted(Message):
+        """The first key reached this box: a message, and so a reply, is on its way (the app loads the reply
+        view's markdown meanwhile)."""
+
+        chat_input: ChatInput
+
+        @property
+        def control(self) -> ChatInput:
+            return self.chat_input
+
     def __init__(self, *, id: str | None = None, placeholder: str = "") -> None:
         super().__init__(
             "",
@@ -43,6 +54,7 @@ class ChatInput(TextArea):
         self._sent: list[str] = []
         self._sent_pos: int | None = None  # index into _sent while walking it
         self._draft = ""  # what was typed before walking the history
+        self._typing_started = False
 
     # --- history --------------------------------------------------------------------------
 
@@ -96,6 +108,9 @@ class ChatInput(TextArea):
         from ..streaming import note_input
 
         note_input()  # a collection put off by a streaming reply waits until typing pauses
+        if not self._typing_started:
+            self._typing_started = True
+            self.post_message(self.TypingStarted(self))
         if not event.is_printable:
             active = self.screen.active_bindings.get(event.key)  # with the [keys] remaps applied
             if active is not None and active.node is self and active.binding.action in ("send", "newline"):

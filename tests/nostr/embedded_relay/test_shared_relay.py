@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import websockets
 from relay_servers import eventually, fast_client_kwargs, free_port
 from shared_relay_support import kill_shared_relays, relay_pids
 
@@ -446,3 +447,33 @@ async def test_an_unusable_reload_request_leaves_the_options_in_force(data_dir: 
         assert read_lock(data_dir / LOCK_FILE).options_digest == relay.options_digest
         assert await fetch_instance_token(relay.host, relay.port) == relay.token  # still serving
     assert log.read_text().count("the options stay as they are") == 2
+
+
+# --- lean: the relay's memory is the relay process's -----------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps (Linux)")
+async def test_the_relay_process_runs_without_openssl_and_still_checks_ids(data_dir: Path) -> None:
+    """It serves plain ws:// and hashes with Python's own SHA-256 (daemon.without_openssl, #21): no OpenSSL
+    library is mapped, and an event whose id does not match its content is still refused."""
+    relay = await ensure_shared_relay(data_dir, port=0, idle_exit_s=30)
+    maps = Path(f"/proc/{relay.pid}/maps").read_text()
+    assert "libssl" not in maps and "libcrypto" not in maps
+    good = note("hashed without OpenSSL").to_dict()
+    async with websockets.connect(relay.url) as conn:
+        await conn.send(json.dumps(["EVENT", good]))
+        assert json.loads(await asyncio.wait_for(conn.recv(), 10)) == ["OK", good["id"], True, ""]
+        await conn.send(json.dumps(["EVENT", {**good, "content": "changed after signing"}]))
+        assert json.loads(await asyncio.wait_for(conn.recv(), 10)) == [
+            "OK", good["id"], False, "invalid: event id does not match its content"]
+
+
+def test_finding_or_starting_the_relay_does_not_load_it() -> None:
+    """An app that finds or starts the data dir's relay loads none of the relay's own code (server, store,
+    websockets server): that memory is the relay process's alone (#21)."""
+    code = ("import sys, didactyl_tui.nostr.embedded_relay.shared; "
+            "print(sorted(m for m in sys.modules if m.startswith('didactyl_tui.nostr.embedded_relay.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
+                         timeout=PROCESS_TIMEOUT_S, check=True).stdout
+    assert json.loads(out.replace("'", '"')) == [f"didactyl_tui.nostr.embedded_relay.{name}"
+                                                 for name in ("limits", "lockfile", "options", "shared")]
