@@ -1,13 +1,17 @@
-"""Shared pytest fixtures (generic; area-specific helpers live in their own modules)."""
+"""Fixtures shared by more than one folder of tests/ (a folder's own live in its conftest.py; plain helpers in the
+support modules beside this file, tests/*_support.py, llm_stub.py, relay_servers.py, ...)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from llm_stub import LlmStub
 from nip46_outside_support import outside_bunker_dir  # noqa: F401  (pytest fixture)
-from relay_servers import any_relay, embedded_relay, rust_relay  # noqa: F401  (pytest fixtures)
+from relay_servers import EmbeddedRelayUnderTest, any_relay, embedded_relay, rust_relay  # noqa: F401  (fixtures)
 from shared_relay_support import kill_shared_relays
 
 
@@ -43,3 +47,44 @@ def warm_litellm() -> None:
 
     llm.preload()
     asyncio.run(one_call())
+
+
+@pytest.fixture
+async def stub(warm_litellm: None) -> AsyncIterator[LlmStub]:
+    """The OpenAI-compatible stub server (tests/llm_stub.py) for one test, litellm already warm."""
+    async with LlmStub() as server:
+        yield server
+
+
+@pytest.fixture
+async def relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
+    """Our relay on a free port, for one test."""
+    made = EmbeddedRelayUnderTest(tmp_path / "relay.sqlite3")
+    await made.start()
+    try:
+        yield made
+    finally:
+        await made.stop()
+
+
+@pytest.fixture
+async def relays(tmp_path: Path) -> AsyncIterator[list[EmbeddedRelayUnderTest]]:
+    """Two of our relays on free ports, for one test (the outbox, lagging relays, who holds which version)."""
+    made = [EmbeddedRelayUnderTest(tmp_path / f"relay{n}.sqlite3") for n in range(2)]
+    try:
+        for r in made:
+            await r.start()
+        yield made
+    finally:
+        for r in made:
+            await r.stop()
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The local zone is UTC (times on screen are local: pictures must be the same on every machine)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -39,12 +39,6 @@ def litellm_loaded() -> None:
     llm.preload()
 
 
-@pytest.fixture
-async def stub(warm_litellm: None):
-    async with LlmStub() as server:
-        yield server
-
-
 def settings_for(stub: LlmStub, **limits: Any) -> LlmSettings:
     return LlmSettings(model="openai/stub-model", api_base=stub.base_url, api_key="sk-stub", timeout_s=10.0,
                        max_retries=0, limits=TurnLimits(**limits))
