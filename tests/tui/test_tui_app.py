@@ -56,7 +56,9 @@ async def test_first_run_without_a_model_explains_and_everything_else_works(tmp_
         main.chat_input.focus()
         await pilot.press(*"hi", "enter")
         await wait_for(pilot, lambda: main.chat_input.text == "hi", 10, "the input to come back")
-        assert "No model configured" in screen_text(app)
+        # The error entry is mounted beside the input's restore: painted a moment later on a busy machine.
+        await wait_for(pilot, lambda: "No model configured" in screen_text(app), 10,
+                       lambda: f"the inline error; shown: {screen_text(app)!r}")
 
 
 async def test_set_model_now_is_remembered_in_state_toml(tmp_path: Path) -> None:

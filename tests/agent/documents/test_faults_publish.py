@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
-import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fault_relay import FaultRig, SilentServer
+from lock_holder import LockHolder
 
 from didactyl_tui.agent.documents.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox
 from didactyl_tui.agent.documents.publisher import MemoryPublisher
@@ -409,34 +408,6 @@ async def test_restart_while_relay_still_down_then_back(rig: FaultRig) -> None:
 
 
 # --- the outbox file locked by another process -----------------------------------------------------
-
-
-def _hold_lock(path: str, ready: Any, release: Any) -> None:  # runs in another process
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("BEGIN EXCLUSIVE")
-    ready.set()
-    release.wait(30)
-    db.execute("ROLLBACK")
-    db.close()
-
-
-class LockHolder:
-    def __init__(self, path: Path) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.ready, self.release = ctx.Event(), ctx.Event()
-        self.proc = ctx.Process(target=_hold_lock, args=(str(path), self.ready, self.release), daemon=True)
-
-    def __enter__(self) -> LockHolder:
-        self.proc.start()
-        assert self.ready.wait(30), "the lock holder did not start"
-        return self
-
-    def let_go(self) -> None:
-        self.release.set()
-        self.proc.join(30)
-
-    def __exit__(self, *exc: object) -> None:
-        self.let_go()
 
 
 async def _locked_rig(tmp_path: Path) -> FaultRig:

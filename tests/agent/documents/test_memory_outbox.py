@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import sqlite3
 import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lock_holder import LockHolder
 
 from didactyl_tui.agent.documents.history import MemoryHistory, unified_diff
 from didactyl_tui.agent.documents.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox, backoff_delay
@@ -113,29 +112,13 @@ def test_backoff_grows_and_is_capped() -> None:
     assert highs[4] > highs[1]
 
 
-def _hold_lock(path: str, ready, release) -> None:  # runs in another process
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("BEGIN EXCLUSIVE")
-    ready.set()
-    release.wait(20)
-    db.execute("ROLLBACK")
-
-
 def test_database_locked_by_another_process_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "o.sqlite3"
     box = Outbox(path)
     box._db.execute("PRAGMA busy_timeout=200")  # keep the test short
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    proc = ctx.Process(target=_hold_lock, args=(str(path), ready, release))
-    proc.start()
-    try:
-        assert ready.wait(20)
+    with LockHolder(path):
         with pytest.raises(AgentError, match="locked"):
             box.enqueue(memory_event("v", 100))
-    finally:
-        release.set()
-        proc.join(20)
     # once the other process lets go, the same edit goes through: nothing lost
     assert box.enqueue(memory_event("v", 100)) == PENDING
 
