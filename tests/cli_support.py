@@ -10,9 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from model_helper_template import ENV as HELPER_ENV
 from tui_support import TEST_KEY
 
 NO_BACKEND = '[relays]\nembedded_port = 0\ntimeout_s = 2.0\n[memory]\nbackend = "none"\n'
+
+
+def outside_env() -> dict[str, str]:
+    """This process's environment without the caller's didactyl settings (``$DIDACTYL_*``), but for the suite's
+    model helper command (``$DIDACTYL_TEST_MODEL_HELPER``, set by conftest)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DIDACTYL_") or k == HELPER_ENV}
 
 
 def cli_env(tmp_path: Path, config: str = "[relays]\nembedded_port = 0\ntimeout_s = 2.0\n", **extra: str):
@@ -20,7 +27,7 @@ def cli_env(tmp_path: Path, config: str = "[relays]\nembedded_port = 0\ntimeout_
     cfg_dir = tmp_path / "config" / "didactyl"
     cfg_dir.mkdir(parents=True, exist_ok=True)
     (cfg_dir / "config.toml").write_text(config)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DIDACTYL_")}
+    env = outside_env()
     env.update(DIDACTYL_DATA_DIR=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"),
                XDG_DATA_HOME=str(tmp_path / "xdg-data"), HOME=str(tmp_path / "home"))
     env.update(extra)

@@ -4,15 +4,21 @@ support modules beside this file, tests/*_support.py, llm_stub.py, relay_servers
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import model_helper_template
 import pytest
-from llm_stub import LlmStub
+from llm_stub import LlmStub, Reply
 from nip46_outside_support import outside_bunker_dir  # noqa: F401  (pytest fixture)
 from relay_servers import EmbeddedRelayUnderTest, any_relay, embedded_relay, rust_relay  # noqa: F401  (fixtures)
 from shared_relay_support import kill_shared_relays
+
+_HELPER_FOLDER = pytest.StashKey[Path]()
 
 
 @pytest.fixture(autouse=True)
@@ -23,16 +29,33 @@ def _end_shared_relays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     kill_shared_relays(tmp_path_factory.getbasetemp())
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The suite's model helpers are forked from one template that imported litellm once, not each started afresh
+    # (~8 s of CPU each): tests/model_helper_template.py. The first pytest process names it; xdist's workers and
+    # every process the tests start inherit the variable.
+    if os.environ.get(model_helper_template.ENV) is None:
+        folder = Path(tempfile.mkdtemp(prefix="didactyl-helpers-"))
+        os.environ[model_helper_template.ENV] = model_helper_template.command(folder)
+        config.stash[_HELPER_FOLDER] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_HELPER_FOLDER, None)
+    if folder is not None:
+        model_helper_template.stop(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        del os.environ[model_helper_template.ENV]
+
+
 @pytest.fixture(scope="session")
 def warm_litellm() -> None:
-    """Pay litellm's one-time costs once per test session, outside any test's deadline.
+    """This process's model helper started and warm, once per test session, outside any test's deadline.
 
-    ``import litellm`` takes seconds here, and the first completion imports more (the OpenAI client, its
-    HTTP stack, the tokenizer). A test that happened to be first used to spend its whole wait on that
-    under load; every fixture that starts the LLM stub depends on this one, so order and load do not matter.
+    Model calls go to the helper process (agent/llm/worker_client.py), as in the app: this process never imports
+    litellm for them. The helper's start and its first completion take seconds (litellm's import, the OpenAI client,
+    its HTTP stack, the tokenizer); a test that happened to be first used to spend its whole wait on that under
+    load. Every fixture that starts the LLM stub depends on this one, so order and load do not matter.
     """
-    from llm_stub import LlmStub, Reply
-
     from didactyl_tui.agent.llm import client as llm
     from didactyl_tui.agent.llm.types import LlmSettings
 
@@ -40,12 +63,11 @@ def warm_litellm() -> None:
         async with LlmStub() as stub:
             stub.script(Reply.text_reply("warm"))
             settings = LlmSettings(model="openai/stub-model", api_base=stub.base_url, api_key="sk-warm",
-                                       timeout_s=60.0, max_retries=0)
+                                   timeout_s=60.0, max_retries=0)
             async for _ in llm.stream_chat(settings, [{"role": "user", "content": "warm up"}]):
                 pass
         llm.count_tokens("openai/stub-model", "warm up")
 
-    llm.preload()
     asyncio.run(one_call())
 
 

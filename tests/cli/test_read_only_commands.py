@@ -5,7 +5,6 @@ memory to a relay that lags. Checked on our relay and rust-nostr's: the agent's 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import AGENT_KEY, memory_event
+from cli_support import outside_env
 from relay_servers import EmbeddedRelayUnderTest, RustRelayUnderTest, fast_client_kwargs
 
 from didactyl_tui.nostr.pool import RelayPool
@@ -52,7 +52,7 @@ async def test_read_only_commands_publish_nothing(tmp_path: Path) -> None:
         (cfg_dir / "config.toml").write_text(
             f'[agent]\nname = "Bot"\npublish_profile = true\n[relays]\nembedded = false\n'
             f'urls = ["{holder.url}", "{lagging.url}"]\ntimeout_s = 2.0\n[memory]\nbackend = "none"\n')
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DIDACTYL_")}
+        env = outside_env()
         env.update(DIDACTYL_DATA_DIR=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"),
                    HOME=str(tmp_path / "home"), DIDACTYL_NSEC=AGENT_KEY.nsec())
         for args in READ_ONLY:

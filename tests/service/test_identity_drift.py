@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import AGENT_KEY
+from cli_support import outside_env
 from relay_servers import fast_client_kwargs
 
 from didactyl_tui.agent.identity.cache import IdentityCache, desired_profile, identity_drift, own_identity_drafts
@@ -35,7 +35,7 @@ def setup_env(tmp_path: Path) -> dict[str, str]:
     cfg_dir = tmp_path / "config" / "didactyl"
     cfg_dir.mkdir(parents=True, exist_ok=True)
     (cfg_dir / "config.toml").write_text(CONFIG)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DIDACTYL_")}
+    env = outside_env()
     env.update(DIDACTYL_DATA_DIR=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"),
                HOME=str(tmp_path / "home"), DIDACTYL_NSEC=AGENT_KEY.nsec())
     return env

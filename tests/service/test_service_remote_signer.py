@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY
+from cli_support import outside_env
 from dm_support import dm_config, opened, sdk_dm, until, wraps_for
 from llm_stub import LlmStub, Reply, ToolCall
 from nip46_bunker import ScriptedBunker
@@ -95,7 +96,7 @@ async def test_with_the_key_only_in_the_bunker_the_agent_saves_and_answers(tmp_p
         assert bunker.methods().count("connect") == connects == 1
         assert not (data / "agent.key").exists()
         # whoami names the agent the signer holds (as the session knows it: the signer is not asked).
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DIDACTYL_")}
+        env = outside_env()
         env.update(DIDACTYL_DATA_DIR=str(data), DIDACTYL_BUNKER=bunker.bunker_uri(),
                    XDG_CONFIG_HOME=str(tmp_path / "config"))
         who = subprocess.run([sys.executable, "-m", "didactyl_tui", "whoami"], env=env, capture_output=True,

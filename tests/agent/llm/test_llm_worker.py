@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.agent.llm import worker_client as llm_worker_client
 from didactyl_tui.agent.llm.client import stream_chat
 from didactyl_tui.agent.llm.errors import LlmError
@@ -29,6 +28,13 @@ TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look 
 def settings_for(stub: LlmStub, **kw: Any) -> LlmSettings:
     return LlmSettings(**{"model": "openai/stub-model", "api_base": stub.base_url, "api_key": "sk-worker-test",
                           "timeout_s": 10.0, "max_retries": 0, **kw})
+
+
+@pytest.fixture
+def started_as_in_the_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Helpers started here run ``python -m didactyl_tui.agent.llm.worker`` and import litellm themselves, as the
+    app's do (not forked from the suite's template, tests/model_helper_template.py)."""
+    monkeypatch.delenv(llm_worker_client.TEST_HELPER_ENV, raising=False)
 
 
 async def collect(settings: LlmSettings, tools: list[dict] | None = None) -> tuple[str, list[Any], list[Any]]:
@@ -129,12 +135,8 @@ def test_settings_cross_the_pipe_whole() -> None:
     assert dataclasses.asdict(settings.limits) == data["limits"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _preloaded(warm_litellm: None) -> None:
-    llm.preload()
-
-
-async def test_a_helper_that_cannot_start_says_why_in_one_line(stub: LlmStub, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_helper_that_cannot_start_says_why_in_one_line(stub: LlmStub, monkeypatch: pytest.MonkeyPatch,
+                                                                started_as_in_the_app: None) -> None:
     # A broken install, say: the helper writes its last words to stderr and exits before answering (the escape
     # sequence in them never reaches the terminal).
     monkeypatch.setattr(llm_worker_client, "HELPER_COMMAND", [
@@ -150,7 +152,7 @@ async def test_a_helper_that_cannot_start_says_why_in_one_line(stub: LlmStub, mo
     assert stub.requests == []
 
 
-async def test_a_started_helper_imports_litellm_before_any_call() -> None:
+async def test_a_started_helper_imports_litellm_before_any_call(started_as_in_the_app: None) -> None:
     # The app starts its helper after the first frame (when a model is configured): the first turn must not
     # pay litellm's ~8 s import. A fresh helper says when the import is done, with no call made.
     helper = llm_worker_client.LlmWorker()
@@ -200,8 +202,8 @@ async def test_counts_and_the_context_window_come_from_the_helper() -> None:
         await asyncio.to_thread(close_helper, helper)
 
 
-async def test_a_helper_whose_litellm_import_fails_is_settled_not_ready(tmp_path: Any,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_helper_whose_litellm_import_fails_is_settled_not_ready(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                       started_as_in_the_app: None) -> None:
     # A broken litellm: a prompt must not wait for it (a turn then fails with one line, as before).
     (tmp_path / "litellm.py").write_text("raise ImportError('a broken litellm')\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
