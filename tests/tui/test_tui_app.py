@@ -14,7 +14,6 @@ from textual.color import Color
 from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.actions import KEY_ACTIONS
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient
 from didactyl_tui.tui.actions import PALETTE_ACTIONS
@@ -27,9 +26,8 @@ from didactyl_tui.tui.screens.model_switch import ModelSwitchScreen
 SIZE = (130, 40)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 def state_of(data_dir: Path) -> dict:

@@ -10,7 +10,6 @@ import pytest
 from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, started, wait_for
 
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.screens.rename import RenameScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
@@ -26,9 +25,8 @@ def highlighted_hit(app) -> str:
     return str(lists.first().get_option_at_index(lists.first().highlighted).prompt)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 async def send(pilot, text: str) -> None:

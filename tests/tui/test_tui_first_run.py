@@ -13,7 +13,6 @@ import pytest
 from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, make_env, screen_text, started, wait_for
 
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.service.app import AppService
 from didactyl_tui.service.model import ModelSettings
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
@@ -23,9 +22,8 @@ from didactyl_tui.tui.screens.model_switch import ModelSwitchScreen
 TYPED_KEY = "sk-typed-in-the-dialog-0123456789"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 def first_run_app(tmp_path: Path):

@@ -10,7 +10,6 @@ from llm_stub import LlmStub, Reply, ToolCall
 from tui_support import NOW, TEST_KEY, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.relay import RelayClient
@@ -28,10 +27,8 @@ from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
 SIZE = (130, 40)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    # Once per module: the first turn would otherwise wait seconds for the import.
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 def main_of(app) -> MainScreen:

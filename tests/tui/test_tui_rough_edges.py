@@ -14,15 +14,14 @@ from tui_support import SIZE, make_app, make_config, screen_text, started, wait_
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.llm import client as llm
+from didactyl_tui.agent.llm.types import LlmSettings
 from didactyl_tui.service.drafts import Draft, draft_path, read_draft, write_draft
 from didactyl_tui.tui.screens.confirm import UnsavedChangesScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
 
-
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 def burst(app, text: str, *then: str) -> None:
@@ -252,8 +251,20 @@ def status_line(app) -> str:
     return next(line for line in screen_text(app).splitlines() if "relays" in line and "model" in line)
 
 
+async def priced(stub: LlmStub, prompt_tokens: int, completion_tokens: int) -> float:
+    """What the model client prices one gpt-4o-mini request of these sizes at (litellm's table, in its helper)."""
+    stub.script(Reply.text_reply("priced", usage=(prompt_tokens, completion_tokens)))
+    settings = LlmSettings(model="openai/gpt-4o-mini", api_base=stub.base_url, api_key="sk-price", timeout_s=30.0,
+                           max_retries=0)
+    [cost] = [c.usage.cost_usd async for c in llm.stream_chat(settings, [{"role": "user", "content": "price"}])
+              if c.usage is not None]
+    assert cost is not None and cost > 0
+    return cost
+
+
 async def test_status_shows_the_last_request_against_the_window_and_the_session_cost(tmp_path: Path,
                                                                                      stub: LlmStub) -> None:
+    costs = [await priced(stub, *usage) for usage in ((1600, 5), (1700, 7), (1800, 9))]
     stub.script(Reply.tools(ToolCall("my_memory", "{}"), usage=(1600, 5)), Reply.text_reply("done", usage=(1700, 7)),
                 Reply.text_reply("again", usage=(1800, 9)))
     app = make_app(tmp_path, make_config(llm_base_url=stub.base_url, model="openai/gpt-4o-mini"))
@@ -265,7 +276,7 @@ async def test_status_shows_the_last_request_against_the_window_and_the_session_
         await wait_for(pilot, lambda: main.conversation.last_reply() == "done" and not main.streaming, 30, "turn 1")
         assert status.prompt_tokens == 1700 and not status.tokens_estimated  # the last request, not 1600 + 1700
         assert status.context_window == 128_000  # litellm's table for a known model
-        one_turn = llm.cost_usd("openai/gpt-4o-mini", 1600, 5) + llm.cost_usd("openai/gpt-4o-mini", 1700, 7)
+        one_turn = costs[0] + costs[1]  # the turn's two requests
         assert status.session_cost_usd == pytest.approx(one_turn)
         await pilot.pause()
         line = status_line(app)
@@ -274,7 +285,7 @@ async def test_status_shows_the_last_request_against_the_window_and_the_session_
         await pilot.press(*"and again", "enter")
         await wait_for(pilot, lambda: main.conversation.last_reply() == "again" and not main.streaming, 30, "turn 2")
         assert status.prompt_tokens == 1800
-        assert status.session_cost_usd == pytest.approx(one_turn + llm.cost_usd("openai/gpt-4o-mini", 1800, 9))
+        assert status.session_cost_usd == pytest.approx(one_turn + costs[2])
 
         await pilot.press("ctrl+n")  # a new chat starts from nothing
         await pilot.pause()

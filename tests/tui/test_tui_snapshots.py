@@ -12,7 +12,6 @@ import pytest
 from llm_stub import Reply
 from tui_support import TEST_KEY, ThreadedLlmStub, make_app, make_config, screen_text, started, wait_for
 
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 
@@ -21,13 +20,6 @@ SIZE = (120, 36)
 
 # Times on screen are local: the zone is pinned (conftest's utc) so the pictures are the same on every machine.
 pytestmark = pytest.mark.usefixtures("utc")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded() -> None:
-    # Token counts are tiktoken's whatever is loaded (agent/tokens.py); litellm is loaded first all the same, so
-    # no picture is taken while this process imports it.
-    llm.preload()
 
 
 def underline_placed(app) -> bool:

@@ -10,14 +10,11 @@ import pytest
 from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, started, wait_for
 
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.memory_gauge import MemoryGauge
 
-
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 def status_tokens(app) -> str:

@@ -22,8 +22,9 @@ from didactyl_tui.config import LlmConfig
 KEY = "sk-test-abcdefghijklmnop"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
+@pytest.fixture
+def litellm_here() -> None:
+    """litellm in this process too (the price table, the tokenizer with litellm loaded); calls go to the helper."""
     llm.preload()
 
 
@@ -180,13 +181,13 @@ def test_detail_strips_litellm_prefixes_and_masks_keys() -> None:
         "Incorrect API key provided: sk-***"
 
 
-def test_cost_known_and_unknown_models() -> None:
+def test_cost_known_and_unknown_models(litellm_here: None) -> None:
     assert llm.cost_usd("openai/stub-model", 100, 10) is None
     cost = llm.cost_usd("gpt-4o-mini", 1_000_000, 0)
     assert cost is not None and cost > 0
 
 
-def test_token_counts_are_tiktokens_with_litellm_loaded_too() -> None:
+def test_token_counts_are_tiktokens_with_litellm_loaded_too(litellm_here: None) -> None:
     """One tokenizer whatever is loaded (agent/tokens.py): litellm's own counter would load ~110 MiB more."""
     assert llm.is_loaded()
     assert tokens.counter_backend() in ("tiktoken", "helper")  # "helper": an app test started a model helper

@@ -1,6 +1,6 @@
 """The agent loop end to end: real litellm talking HTTP to the OpenAI-compatible stub server (tests/llm_stub.py).
 
-litellm is imported once per test process (the module fixture calls ``llm.preload()``; a second call is free).
+litellm runs in this test process's model helper (warmed once by conftest's ``warm_litellm``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 from agent_support import make_assembly
 from llm_stub import LlmStub, Reply, ToolCall
 
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.agent.llm.types import LlmSettings
 from didactyl_tui.agent.soul.prompt_record import PromptAssembly
 from didactyl_tui.agent.tools.registry import ToolRegistry
@@ -30,11 +29,6 @@ from didactyl_tui.agent.turn.events import (
 from didactyl_tui.agent.turn.loop import FINAL_ANSWER_NUDGE, run_turn
 
 API_KEY = "sk-stub-secret-key-0123456789"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded() -> None:
-    llm.preload()
 
 
 def settings_for(stub: LlmStub, **kw: Any) -> LlmSettings:
