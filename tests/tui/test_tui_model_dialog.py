@@ -10,16 +10,13 @@ import pytest
 from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, make_env, screen_text, started, wait_for
 
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.service.state import write_state
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.main import MainScreen
 from didactyl_tui.tui.screens.model_switch import ModelSwitchScreen
 
-
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 async def press_button(pilot, dialog, selector: str) -> None:
@@ -72,8 +69,9 @@ async def test_a_key_pasted_as_the_variable_name_is_refused_and_not_saved(tmp_pa
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, ModelSwitchScreen) and app.screen)
         dialog.query_one("#model-key-env").value = "sk-proj-abc123"
         await pilot.click("#use")
-        await pilot.pause()
-        assert app.screen is dialog and "never the key itself" in screen_text(app)
+        await wait_for(pilot, lambda: "never the key itself" in screen_text(app), 10,
+                       lambda: f"the refusal; shown: {screen_text(app)!r}")
+        assert app.screen is dialog
     state = tomllib.loads((tmp_path / "state.toml").read_text()) if (tmp_path / "state.toml").exists() else {}
     assert not [k for k in state if k.startswith("model")]  # nothing of the refused choice was kept
 
