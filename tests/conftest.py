@@ -18,7 +18,7 @@ from nip46_outside_support import outside_bunker_dir  # noqa: F401  (pytest fixt
 from relay_servers import EmbeddedRelayUnderTest, any_relay, embedded_relay, rust_relay  # noqa: F401  (fixtures)
 from shared_relay_support import kill_shared_relays
 
-_HELPER_FOLDER = pytest.StashKey[Path]()
+_RUN_FOLDER = pytest.StashKey[Path]()  # the run's temp folder: the helpers' template, the bytecode cache
 
 
 @pytest.fixture(autouse=True)
@@ -30,17 +30,31 @@ def _end_shared_relays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Set by the first pytest process; xdist's workers and every process the tests start inherit them.
+    if os.environ.get(model_helper_template.ENV) is not None:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="didactyl-suite-"))
+    config.stash[_RUN_FOLDER] = folder
     # The suite's model helpers are forked from one template that imported litellm once, not each started afresh
-    # (~8 s of CPU each): tests/model_helper_template.py. The first pytest process names it; xdist's workers and
-    # every process the tests start inherit the variable.
-    if os.environ.get(model_helper_template.ENV) is None:
-        folder = Path(tempfile.mkdtemp(prefix="didactyl-helpers-"))
-        os.environ[model_helper_template.ENV] = model_helper_template.command(folder)
-        config.stash[_HELPER_FOLDER] = folder
+    # (~8 s of CPU each): tests/model_helper_template.py.
+    os.environ[model_helper_template.ENV] = model_helper_template.command(folder)
+    # Where Python is told not to write bytecode ($PYTHONDONTWRITEBYTECODE), each of the few hundred processes a run
+    # starts (commands, relays, workers) would compile the package again: the run keeps a bytecode cache of its own
+    # in its temp folder instead (nothing is written in the source tree).
+    dont_write = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    if dont_write and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+        os.environ["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+
+        def as_it_was() -> None:
+            os.environ["PYTHONDONTWRITEBYTECODE"] = dont_write
+            os.environ.pop("PYTHONPYCACHEPREFIX", None)
+
+        config.add_cleanup(as_it_was)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    folder = config.stash.get(_HELPER_FOLDER, None)
+    folder = config.stash.get(_RUN_FOLDER, None)
     if folder is not None:
         model_helper_template.stop(folder)
         shutil.rmtree(folder, ignore_errors=True)
