@@ -28,6 +28,8 @@ OTHER_ENV: dict[str, str] = {
                            "`[admin] pubkey` names); wins over the admin key file. Never logged or shown.",
     "DIDACTYL_DEBUG": "Any value: headless commands print the traceback of an unexpected error and log at DEBUG.",
     "DIDACTYL_FIRST_PAINT_FILE": "For `bench/startup_bench.py`: the app writes the time of its first frame there.",
+    "DIDACTYL_TEST_MODEL_HELPER": "For the test suite only (its conftest sets it): the command that starts the model "
+                                  "helper, a JSON list, instead of `python -m didactyl_tui.agent.llm.worker`.",
     "XDG_CONFIG_HOME": "Base of the default config path (default `~/.config`).",
     "XDG_DATA_HOME": "Base of the default data folder (default `~/.local/share`).",
 }

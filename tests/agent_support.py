@@ -14,6 +14,7 @@ from didactyl_tui.agent.documents.codecs import build_codecs
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity.cache import IdentityCache
+from didactyl_tui.agent.soul.prompt_record import PromptAssembly
 from didactyl_tui.agent.soul.template import default_template
 from didactyl_tui.agent.tasks.task_list import TaskBook, TaskList
 from didactyl_tui.agent.tools.builtin import build_base_registry
@@ -132,3 +133,25 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None
         if loop.time() > deadline:
             raise AssertionError("condition not reached within the timeout")
         await asyncio.sleep(0.01)
+
+
+async def fill_caches(ctx, *, stm: str = "Admin is Ada.") -> None:
+    """Caches as a start against relays would leave them: memory, profile, contacts, relays, notes, the admin."""
+    assert await ctx.memory.take("ws://relay.test", memory_event(AGENT_KEY, stm, NOW - 5))
+    ctx.agent.ingest("ws://relay.test", profile_event(AGENT_KEY, name="didactyl", about="An agent."))
+    ctx.agent.ingest(None, contacts_event(AGENT_KEY, [ADMIN_KEY.public_key_hex]))
+    ctx.agent.ingest(None, relays_event(AGENT_KEY, [("wss://a.test", ""), ("wss://b.test", "read")]))
+    ctx.agent.ingest(None, note_event(AGENT_KEY, "first note", NOW - 100))
+    ctx.agent.ingest(None, note_event(AGENT_KEY, "second note", NOW - 50))
+    if ctx.admin is not None:
+        ctx.admin.ingest(None, profile_event(ADMIN_KEY, name="Ada"))
+
+
+def make_assembly(user_message: str = "hello", tools: list[dict[str, Any]] | None = None) -> PromptAssembly:
+    """A minimal assembly: a system line and ``user_message``, offering ``tools``."""
+    messages = ({"role": "system", "content": "You are a test."}, {"role": "user", "content": user_message})
+    return PromptAssembly(
+        model="openai/stub-model", created_at=0.0, layers=(), history=(), history_dropped=0, backend_id=None,
+        backend_context=None, backend_tokens=0, user_message=user_message, tools=tuple(tools or ()),
+        messages=messages, total_tokens=0,
+    )

@@ -1,14 +1,24 @@
-"""Shared pytest fixtures (generic; area-specific helpers live in their own modules)."""
+"""Fixtures shared by more than one folder of tests/ (a folder's own live in its conftest.py; plain helpers in the
+support modules beside this file, tests/*_support.py, llm_stub.py, relay_servers.py, ...)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
+import model_helper_template
 import pytest
+from llm_stub import LlmStub, Reply
 from nip46_outside_support import outside_bunker_dir  # noqa: F401  (pytest fixture)
-from relay_servers import any_relay, embedded_relay, rust_relay  # noqa: F401  (pytest fixtures)
+from relay_servers import EmbeddedRelayUnderTest, any_relay, embedded_relay, rust_relay  # noqa: F401  (fixtures)
 from shared_relay_support import kill_shared_relays
+
+_RUN_FOLDER = pytest.StashKey[Path]()  # the run's temp folder: the helpers' template, the bytecode cache
 
 
 @pytest.fixture(autouse=True)
@@ -19,16 +29,47 @@ def _end_shared_relays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     kill_shared_relays(tmp_path_factory.getbasetemp())
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Set by the first pytest process; xdist's workers and every process the tests start inherit them.
+    if os.environ.get(model_helper_template.ENV) is not None:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="didactyl-suite-"))
+    config.stash[_RUN_FOLDER] = folder
+    # The suite's model helpers are forked from one template that imported litellm once, not each started afresh
+    # (~8 s of CPU each): tests/model_helper_template.py.
+    os.environ[model_helper_template.ENV] = model_helper_template.command(folder)
+    # Where Python is told not to write bytecode ($PYTHONDONTWRITEBYTECODE), each of the few hundred processes a run
+    # starts (commands, relays, workers) would compile the package again: the run keeps a bytecode cache of its own
+    # in its temp folder instead (nothing is written in the source tree).
+    dont_write = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    if dont_write and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+        os.environ["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+
+        def as_it_was() -> None:
+            os.environ["PYTHONDONTWRITEBYTECODE"] = dont_write
+            os.environ.pop("PYTHONPYCACHEPREFIX", None)
+
+        config.add_cleanup(as_it_was)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_RUN_FOLDER, None)
+    if folder is not None:
+        model_helper_template.stop(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        del os.environ[model_helper_template.ENV]
+
+
 @pytest.fixture(scope="session")
 def warm_litellm() -> None:
-    """Pay litellm's one-time costs once per test session, outside any test's deadline.
+    """This process's model helper started and warm, once per test session, outside any test's deadline.
 
-    ``import litellm`` takes seconds here, and the first completion imports more (the OpenAI client, its
-    HTTP stack, the tokenizer). A test that happened to be first used to spend its whole wait on that
-    under load; every fixture that starts the LLM stub depends on this one, so order and load do not matter.
+    Model calls go to the helper process (agent/llm/worker_client.py), as in the app: this process never imports
+    litellm for them. The helper's start and its first completion take seconds (litellm's import, the OpenAI client,
+    its HTTP stack, the tokenizer); a test that happened to be first used to spend its whole wait on that under
+    load. Every fixture that starts the LLM stub depends on this one, so order and load do not matter.
     """
-    from llm_stub import LlmStub, Reply
-
     from didactyl_tui.agent.llm import client as llm
     from didactyl_tui.agent.llm.types import LlmSettings
 
@@ -36,10 +77,50 @@ def warm_litellm() -> None:
         async with LlmStub() as stub:
             stub.script(Reply.text_reply("warm"))
             settings = LlmSettings(model="openai/stub-model", api_base=stub.base_url, api_key="sk-warm",
-                                       timeout_s=60.0, max_retries=0)
+                                   timeout_s=60.0, max_retries=0)
             async for _ in llm.stream_chat(settings, [{"role": "user", "content": "warm up"}]):
                 pass
         llm.count_tokens("openai/stub-model", "warm up")
 
-    llm.preload()
     asyncio.run(one_call())
+
+
+@pytest.fixture
+async def stub(warm_litellm: None) -> AsyncIterator[LlmStub]:
+    """The OpenAI-compatible stub server (tests/llm_stub.py) for one test, litellm already warm."""
+    async with LlmStub() as server:
+        yield server
+
+
+@pytest.fixture
+async def relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
+    """Our relay on a free port, for one test."""
+    made = EmbeddedRelayUnderTest(tmp_path / "relay.sqlite3")
+    await made.start()
+    try:
+        yield made
+    finally:
+        await made.stop()
+
+
+@pytest.fixture
+async def relays(tmp_path: Path) -> AsyncIterator[list[EmbeddedRelayUnderTest]]:
+    """Two of our relays on free ports, for one test (the outbox, lagging relays, who holds which version)."""
+    made = [EmbeddedRelayUnderTest(tmp_path / f"relay{n}.sqlite3") for n in range(2)]
+    try:
+        for r in made:
+            await r.start()
+        yield made
+    finally:
+        for r in made:
+            await r.stop()
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The local zone is UTC (times on screen are local: pictures must be the same on every machine)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

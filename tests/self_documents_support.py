@@ -25,7 +25,7 @@ def soul(persona: str) -> str:
 
 @contextlib.asynccontextmanager
 async def running_relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
-    """Our relay on a random port, for one test (each test module's ``relay`` fixture)."""
+    """Our relay on a free port while the block runs (conftest's ``relay`` is one for the whole test)."""
     server = EmbeddedRelayUnderTest(tmp_path / "relay.sqlite3")
     await server.start()
     try:

@@ -38,7 +38,6 @@ from relay_servers import ScriptedConnection, ScriptedRelay, free_port
 from tui_support import make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.agent.tools.registry import build_tool, unknown_tool_message
 from didactyl_tui.agent.turn.events import ToolCallFinished, TurnFailed, TurnFinished
 from didactyl_tui.service.app import AppService
@@ -52,10 +51,8 @@ def row(row_id: str, *values: Any) -> Any:
     return pytest.param(row_id, *values, id=row_id)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    # Once per module: the LLM rows would otherwise wait seconds for the import.
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 def seen(result: Any) -> str:

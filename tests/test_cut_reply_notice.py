@@ -12,8 +12,6 @@ from bad_inputs_support import NSEC, cli, cli_env, recording_app
 from llm_stub import LlmStub, Reply
 from tui_support import make_config, make_env, started, wait_for
 
-from didactyl_tui.agent.llm import client as llm
-
 # ~4,400 characters, past a 1,000-character bound; all different (litellm stops a stream repeating one chunk).
 LONG = " ".join(f"word{n}" for n in range(500))
 
@@ -25,7 +23,6 @@ def llm_config(base_url: str) -> str:
 
 
 async def test_the_cli_says_the_reply_was_cut(tmp_path: Path, warm_litellm: None) -> None:
-    await asyncio.to_thread(llm.preload)
     async with LlmStub() as stub:
         stub.script(Reply.text_reply(LONG), Reply.text_reply(LONG))
         env = cli_env(tmp_path, llm_config(stub.base_url), DIDACTYL_NSEC=NSEC, STUB_KEY="sk-stub")

@@ -7,7 +7,6 @@ import html
 import importlib.util
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,6 @@ def _script():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 async def test_make_screenshots_writes_both_pictures_without_the_key(tmp_path: Path, warm_litellm: None, utc) -> None:

@@ -38,7 +38,6 @@ from tui_support import TEST_KEY, make_config, make_env, screen_text, started, w
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.identity.keystore import LoadedKey, load_agent_key, read_key_file
-from didactyl_tui.agent.llm import client as llm
 from didactyl_tui.config import Config
 from didactyl_tui.errors import ConfigError, DidactylError, NostrError
 from didactyl_tui.nostr import nip19
@@ -52,10 +51,8 @@ SCAN = SecretScan([SECRET_HEX])
 SIZE = (130, 40)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded(warm_litellm: None) -> None:
-    # Once per module: a turn would otherwise wait seconds for the import.
-    llm.preload()
+# This process's model helper is warm before any test's deadline (conftest's warm_litellm).
+pytestmark = pytest.mark.usefixtures("warm_litellm")
 
 
 def files_under(root: Path) -> list[Path]:
@@ -458,7 +455,8 @@ async def test_tui_with_a_damaged_key_says_so_in_one_line(tmp_path: Path) -> Non
 
 
 def test_committed_snapshots_hold_no_secret() -> None:
-    snapshots = files_under(REPO / "tests" / "__snapshots__")
+    snapshots = sorted(p for p in (REPO / "tests").glob("**/__snapshots__/**/*")
+                       if p.is_file() and "node_modules" not in p.parts)  # beside each snapshot test
     assert [p for p in snapshots if p.suffix == ".svg"], "no committed snapshots found"
     keys = SecretScan([k.secret_hex() for k in (TEST_KEY, AGENT_KEY, ADMIN_KEY, OTHER_KEY, KEY)])
     for path in snapshots:

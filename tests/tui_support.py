@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import sys
 import time
 from collections.abc import Callable
@@ -117,7 +118,29 @@ async def started(pilot: Any) -> None:
 
 
 def screen_text(app: Any) -> str:
-    """Everything on screen as plain text lines, rebuilt from the SVG export's positioned text runs."""
+    """Everything on screen as plain text lines, one character per cell (a wide character is followed by a space
+    for the cell it also covers), trailing spaces and blank last lines dropped.
+
+    Rendered as Textual's ``export_screenshot`` renders the screen (the same compositor call, dialogs over the
+    screens behind them), then printed as plain text: a third of the SVG export's CPU, which matters in a polled
+    predicate. Without that call (another Textual), the SVG export's text runs are read instead."""
+    compositor = getattr(app.screen, "_compositor", None)
+    if compositor is None or not hasattr(compositor, "render_update"):
+        return _svg_screen_text(app)
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), color_system=None, record=True,
+                      legacy_windows=False, safe_box=False)
+    console.print(compositor.render_update(full=True, screen_stack=app._background_screens, simplify=True))
+    lines = []
+    for line in console.export_text(styles=False).splitlines():
+        lines.append("".join(ch + " " * (cell_len(ch) - 1) for ch in line.replace("\xa0", " ")).rstrip())
+    return "\n".join(lines).rstrip("\n")
+
+
+def _svg_screen_text(app: Any) -> str:
     import html
     import re
 

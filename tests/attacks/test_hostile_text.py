@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from bad_inputs_support import NSEC, cli_env, recording_app
+from cli_support import outside_env
 from llm_stub import LlmStub, Reply
 from relay_servers import ScriptedConnection, ScriptedRelay
 from tui_support import make_config, make_env, started, wait_for
@@ -60,7 +60,7 @@ def relays_config(url: str) -> str:
 
 
 def didactyl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("DIDACTYL_")} | env
+    full = outside_env() | env
     return subprocess.run([sys.executable, "-m", "didactyl_tui", *args], env=full, capture_output=True,
                           timeout=60, check=False)
 

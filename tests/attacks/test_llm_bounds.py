@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +33,6 @@ from didactyl_tui.agent.turn.loop import run_turn
 from didactyl_tui.config import LlmConfig
 
 MiB = 1024 * 1024
-
-
-@pytest.fixture(scope="module", autouse=True)
-def litellm_loaded() -> None:
-    llm.preload()
-
-
-@pytest.fixture
-async def stub(warm_litellm: None):
-    async with LlmStub() as server:
-        yield server
 
 
 def settings_for(stub: LlmStub, **limits: Any) -> LlmSettings:
@@ -241,11 +231,13 @@ def test_litellm_is_preloaded_only_when_a_model_is_configured() -> None:
 
 async def test_a_turn_past_its_deadline_after_a_tool_round_asks_the_model_nothing_more(stub: LlmStub) -> None:
     registry = ToolRegistry()
+    turn_timeout_s = 4.0  # room for the first request on a busy machine; the tool then outlasts the turn
+    started = time.monotonic()
 
     @registry.tool()
     async def slow() -> str:
         """Takes longer than the turn may."""
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(started + turn_timeout_s + 0.3 - time.monotonic())
         return "finally"
 
     stub.script(Reply.tools(ToolCall("slow", "{}")), Reply.text_reply("never asked"))
@@ -255,8 +247,9 @@ async def test_a_turn_past_its_deadline_after_a_tool_round_asks_the_model_nothin
         return await registry.call(name, arguments)
 
     async with asyncio.timeout(60):
-        events = [ev async for ev in run_turn(settings=settings_for(stub, turn_timeout_s=1.0), assembly=assembly,
-                                              dispatch=dispatch, session_id="s1", max_tool_rounds=4)]
+        events = [ev async for ev in run_turn(settings=settings_for(stub, turn_timeout_s=turn_timeout_s),
+                                              assembly=assembly, dispatch=dispatch, session_id="s1",
+                                              max_tool_rounds=4)]
     done = events[-1]
     assert isinstance(done, TurnFinished) and done.cut is not None and "turn_timeout_s" in done.cut
     assert len(stub.requests) == 1 and stub.pending == 1

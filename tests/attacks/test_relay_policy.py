@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import websockets
-from relay_process import raw_ws
+from attacks.relay_process import raw_ws
 
 from didactyl_tui.nostr.embedded_relay.limits import RelayLimits
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay

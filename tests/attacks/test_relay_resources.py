@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import websockets
-from relay_process import RelayProcess, raw_ws, ws_frame
+from attacks.relay_process import RelayProcess, raw_ws, ws_frame
 from relay_servers import eventually
 
 from didactyl_tui.nostr.embedded_relay.store import EventStore

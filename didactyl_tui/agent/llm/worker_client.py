@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("didactyl.llm")
 
 HELPER_COMMAND = [sys.executable, "-m", "didactyl_tui.agent.llm.worker"]
+# Test-only: the suite's helper command, a JSON list (a helper forked from one that imported litellm already, so the
+# suite's many helpers pay that import once: tests/model_helper_template.py, CONTRIBUTING.md). Nothing else sets it.
+TEST_HELPER_ENV = "DIDACTYL_TEST_MODEL_HELPER"
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one chunk from the helper; a longer line means it is broken: it is stopped
 ASK_TIMEOUT_S = 2.0  # a count or the model table's answer (milliseconds once the helper is ready)
 FIRST_ANSWER_GRACE_S = 120.0  # the helper's first call imports litellm (~8 s here, more under load)
@@ -104,7 +107,7 @@ class LlmWorker:
         self.ready.clear()
         self.settled.clear()
         proc = subprocess.Popen(
-            HELPER_COMMAND,
+            _helper_command(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
             start_new_session=True,  # the terminal's Ctrl-C is the app's to handle, not the helper's
             bufsize=0,
@@ -277,6 +280,21 @@ class LlmWorker:
                 self._calls.pop(call_id, None)
             if not finished:
                 self._send(proc, {"op": "cancel", "id": call_id})
+
+def _helper_command() -> list[str]:
+    """``HELPER_COMMAND``, or the test suite's command from ``$DIDACTYL_TEST_MODEL_HELPER`` (the helper's own code
+    runs either way: only how it is started differs)."""
+    override = os.environ.get(TEST_HELPER_ENV)
+    if override:
+        try:
+            command = json.loads(override)
+            if isinstance(command, list) and command and all(isinstance(part, str) for part in command):
+                return command
+        except ValueError:
+            pass
+        log.warning("$%s is not a JSON list of strings: the helper starts as usual", TEST_HELPER_ENV)
+    return HELPER_COMMAND
+
 
 def _settings_data(settings: LlmSettings) -> dict[str, Any]:
     data = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}

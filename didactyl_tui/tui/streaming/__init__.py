@@ -6,12 +6,12 @@ Two paths inside:
   whole, the growing block is plain text, a long reply is split into parts that fold away from the view, the
   screen runs one layout pass per paint and paints a key's echo before it, and full garbage collections wait
   for the end of a turn. It reads and overrides Textual's private state: this package is the only code of the
-  project allowed to (tests/test_textual_internals.py), and it runs only on the Textual versions it is tested
-  on (``textual_range.py``).
+  project allowed to (tests/tui/streaming/test_textual_internals.py), and it runs only on the Textual versions it
+  is tested on (``textual_range.py``).
 - **public** (``public.py``): Textual's documented ``Markdown`` and ``MarkdownStream`` (``Markdown.get_stream``).
   Used when ``[ui] fast_streaming = false``, and on a Textual outside the tested range (said once in the log).
 
-The same tests run against both (tests/test_tui_render.py); bench/stream_bench.py measures both against raw
+The same tests run against both (tests/tui/test_tui_render.py); bench/stream_bench.py measures both against raw
 litellm. What the rest of the TUI uses:
 
 - :func:`choose_path` — which path (a ``reply.ReplyPath``), once per conversation;

@@ -1,8 +1,8 @@
 """The Textual versions the fast path is tested on, and the installed one.
 
 The fast path reads and overrides Textual's private state, which any release may change. It runs only on a
-Textual in ``TESTED`` (the range ``pyproject.toml`` pins; tests/test_textual_internals.py fails when either
-the pin or the installed Textual leaves it); on any other the reply view takes the public path.
+Textual in ``TESTED`` (the range ``pyproject.toml`` pins; tests/tui/streaming/test_textual_internals.py fails when
+either the pin or the installed Textual leaves it); on any other the reply view takes the public path.
 """
 
 from __future__ import annotations

@@ -1,0 +1,367 @@
+"""The agent's key only in a NIP-46 remote signer (``[signer] bunker``): the scripted bunker of tests/nip46_bunker.py
+on a relay of its own, the agent's embedded relay beside it, rust-nostr as the admin's client, the LLM stub.
+
+Start, a memory save by the person and by the model, a DM answered: every event verifies with the agent's key, no
+key file is ever written, and a second start reuses the stored connection (no new ``connect``: the bunker's secret
+is single-use) and reads the memory back through the signer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agent_support import ADMIN_KEY, AGENT_KEY
+from cli_support import outside_env
+from dm_support import dm_config, opened, replies_for, sdk_dm, until, wraps_for
+from llm_stub import LlmStub, Reply, ToolCall
+from nip46_bunker import ScriptedBunker
+from relay_servers import fast_client_kwargs, free_port
+
+from didactyl_tui.agent.documents.codec import DocumentError
+from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.turn.events import TurnFinished
+from didactyl_tui.errors import ConfigError
+from didactyl_tui.nostr import nip44
+from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
+from didactyl_tui.nostr.nip46 import MAX_PLAINTEXT_BYTES
+from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.service.app import AppService
+from didactyl_tui.service.events import ServiceWarning, SignerStateChanged
+
+nostr_sdk = pytest.importorskip("nostr_sdk")
+pytestmark = pytest.mark.usefixtures("warm_litellm")
+ME = AGENT_KEY.public_key_hex
+ENV = {"STUB_KEY": "sk-stub"}  # no $DIDACTYL_NSEC: the key is nowhere on this machine
+
+
+def _config(base_url: str, bunker: ScriptedBunker):
+    cfg = dm_config(base_url, admin=ADMIN_KEY.npub)
+    cfg.signer.bunker = bunker.bunker_uri()
+    cfg.signer.request_timeout_s = 10.0
+    return cfg
+
+
+async def _saved_then_signer_gone(relay_url: str, data: Path, text: str):
+    """A first start with the bunker that saves ``text``, then the bunker gone: the config (short requests) and the
+    client keys the bunker served (a bunker back later is told them: it remembers this app)."""
+    bunker = ScriptedBunker([relay_url], AGENT_KEY, secret="once")
+    await bunker.start()
+    cfg = _config("http://127.0.0.1:9/v1", bunker)
+    cfg.signer.request_timeout_s = 2.0
+    try:
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            await svc.documents.save(DocumentKey.SHORT_TERM, text)
+        return cfg, set(bunker.connected)
+    finally:
+        await bunker.stop()
+
+
+def _readable_memory(ev) -> str:
+    assert ev.pubkey == ME and ev.is_valid()  # signed with the agent's key, by the bunker
+    return nip44.decrypt(ev.content, nip44.get_conversation_key(AGENT_KEY.secret_hex(), ME))
+
+
+async def test_with_the_key_only_in_the_bunker_the_agent_saves_and_answers(tmp_path: Path) -> None:
+    admin = nostr_sdk.Keys.parse(ADMIN_KEY.secret_hex())
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="single-use") as bunker, LlmStub() as stub:
+        cfg = _config(stub.base_url, bunker)
+        async with AppService(cfg, data_dir=data, answer_dms=True, env=ENV,
+                              relay_client_options=fast_client_kwargs()) as svc:
+            assert svc.identity.agent_pubkey == ME and svc.runtime.key is None
+            # The person's edit and the model's own memory_save: the same save path, through the signer.
+            await svc.documents.save(DocumentKey.LONG_TERM, "The build server is called hopper.")
+            stub.script(Reply.tools(ToolCall("memory_save", json.dumps({"type": "short_term",
+                                                                        "content": "Ada likes tea"}))),
+                        Reply.text_reply("Noted."))
+            session = await svc.chat.new_session()
+            events = [e async for e in svc.chat.run_turn(session, "Remember that I like tea.")]
+            assert isinstance(events[-1], TurnFinished) and events[-1].reply == "Noted."
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+            relay_url = svc.runtime.embedded_relay_url
+            async with RelayPool([relay_url], **fast_client_kwargs()) as client:
+                stored = await client.query([{"kinds": [30078], "authors": [ME]}], timeout=5)
+                assert sorted(_readable_memory(ev) for ev in stored) == [
+                    "Ada likes tea", "The build server is called hopper."]
+                # A DM from the admin's client: opened and answered through the signer.
+                stub.script(Reply.text_reply("Hello, admin."))
+                message = sdk_dm(nostr_sdk, admin, "are you there?")
+                assert (await client.publish(message, timeout=5)).any_accepted
+                [reply] = await until(lambda: replies_for(client, ADMIN_KEY), 60, "the reply wrap")
+            rumor = opened(nostr_sdk, admin, reply)
+            assert rumor.content() == "Hello, admin." and rumor.author().to_hex() == ME
+        assert {"connect", "get_public_key", "sign_event", "nip44_encrypt", "nip44_decrypt"} <= set(bunker.methods())
+        assert not (data / "agent.key").exists()  # never created, never read
+        session_file = data / "signer.json"
+        assert stat.S_IMODE(os.stat(session_file).st_mode) == 0o600
+        assert AGENT_KEY.secret_hex() not in session_file.read_text()  # the client's key, never the agent's
+
+        # A second start: from the stored connection (the secret was single-use), the memory read back.
+        connects = bunker.methods().count("connect")
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as again:
+            assert again.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+        asked = len(bunker.methods())
+        assert bunker.methods().count("connect") == connects == 1
+        assert not (data / "agent.key").exists()
+        # whoami names the agent the signer holds (as the session knows it: the signer is not asked).
+        env = outside_env()
+        env.update(DIDACTYL_DATA_DIR=str(data), DIDACTYL_BUNKER=bunker.bunker_uri(),
+                   XDG_CONFIG_HOME=str(tmp_path / "config"))
+        who = subprocess.run([sys.executable, "-m", "didactyl_tui", "whoami"], env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert who.returncode == 0 and who.stdout.split() == [AGENT_KEY.npub, ME], who.stderr
+        assert len(bunker.methods()) == asked
+
+
+async def test_a_key_in_the_environment_and_a_bunker_are_refused_together(tmp_path: Path) -> None:
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY) as bunker:
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        with pytest.raises(ConfigError, match="both set"):
+            async with AppService(cfg, data_dir=tmp_path / "data", env={**ENV, "DIDACTYL_NSEC": AGENT_KEY.nsec()},
+                                  relay_client_options=fast_client_kwargs()):
+                pass
+        assert bunker.methods() == []  # nothing was asked of the signer
+
+
+async def test_a_bad_bunker_uri_is_one_line_that_never_echoes_what_was_pasted(tmp_path: Path) -> None:
+    cfg = dm_config("http://127.0.0.1:9/v1")
+    cfg.signer.bunker = AGENT_KEY.nsec()  # a key pasted where the URI goes
+    with pytest.raises(ConfigError) as caught:
+        async with AppService(cfg, data_dir=tmp_path / "data", env=ENV, relay_client_options=fast_client_kwargs()):
+            pass
+    assert "bunker://" in caught.value.message and AGENT_KEY.nsec()[:12] not in caught.value.message
+    assert not (tmp_path / "data" / "agent.key").exists()
+
+
+async def test_a_memory_too_big_to_travel_to_the_signer_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    """NIP-46 carries NIP-44 inside NIP-44: 41,000 bytes of long-term memory (20,500 characters, under the
+    character limit) cannot reach the signer. Refused with the limit named; nothing asked, nothing published."""
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY) as bunker:
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        async with AppService(cfg, data_dir=tmp_path / "data", env=ENV,
+                              relay_client_options=fast_client_kwargs()) as svc:
+            asked = len(bunker.methods())
+            text = "é" * 20_500
+            assert len(text.encode()) == 41_000 and len(text) < cfg.memory.long_term_max_chars
+            with pytest.raises(DocumentError) as refused:
+                await svc.documents.save(DocumentKey.LONG_TERM, text)
+            assert "41,000 UTF-8 bytes" in refused.value.message and f"{MAX_PLAINTEXT_BYTES:,}" in refused.value.message
+            assert "remote signer" in refused.value.message
+            assert len(bunker.methods()) == asked  # nothing went to the signer
+            assert await svc.documents.pending_publishes() == []
+            # Just under the bound travels.
+            fits = "é" * (MAX_PLAINTEXT_BYTES // 2)
+            assert (await svc.documents.save(DocumentKey.LONG_TERM, fits)).any_accepted
+
+
+async def test_with_an_outside_bunker_the_agent_starts_saves_edits_its_soul_and_answers(
+        outside_bunker_dir: Path, tmp_path: Path) -> None:
+    """The same with applesauce-signers' bunker on node (a public NIP-46 implementation), its transport key not the
+    agent's: start, the person's memory save, a soul edit, a DM from rust-nostr answered by the serving agent."""
+    from nip46_outside_support import OutsideBunker
+    from self_documents_support import soul
+
+    from didactyl_tui.nostr.keys import SecretKey
+
+    admin = nostr_sdk.Keys.parse(ADMIN_KEY.secret_hex())
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            OutsideBunker(outside_bunker_dir, [bunker_relay.url], AGENT_KEY,
+                          signer_key=SecretKey.from_hex("00" * 31 + "a7"), secret="outside") as bunker, \
+            LlmStub() as stub:
+        cfg = dm_config(stub.base_url, admin=ADMIN_KEY.npub)
+        cfg.signer.bunker, cfg.signer.request_timeout_s = bunker.uri, 10.0
+        async with AppService(cfg, data_dir=data, answer_dms=True, env=ENV,
+                              relay_client_options=fast_client_kwargs()) as svc:
+            assert svc.identity.agent_pubkey == ME
+            await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong.")
+            await svc.documents.save(DocumentKey.SOUL, soul("Kept in a bunker"))
+            async with RelayPool([svc.runtime.embedded_relay_url], **fast_client_kwargs()) as client:
+                [memory] = await client.query([{"kinds": [30078], "authors": [ME], "#d": ["short_term_memory"]}],
+                                              timeout=5)
+                assert _readable_memory(memory) == "Ada likes oolong."
+                [soul_event] = await client.query([{"kinds": [31120], "authors": [ME]}], timeout=5)
+                assert soul_event.is_valid() and "Kept in a bunker" in _readable_memory(soul_event)
+                stub.script(Reply.text_reply("Yes, still here."))
+                assert (await client.publish(sdk_dm(nostr_sdk, admin, "still there?"), timeout=5)).any_accepted
+                [reply] = await until(lambda: replies_for(client, ADMIN_KEY), 60, "the reply wrap")
+            assert opened(nostr_sdk, admin, reply).content() == "Yes, still here."
+        assert not (data / "agent.key").exists()
+
+
+async def test_an_auth_url_challenge_is_shown_to_the_person_and_the_save_completes_once_approved(
+        tmp_path: Path) -> None:
+    url = "https://signer.example/approve?request=7"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, auth_url=url, auth_methods={"sign_event"}) as bunker:
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        svc = AppService(cfg, data_dir=tmp_path / "data", env=ENV, relay_client_options=fast_client_kwargs())
+        shown: list[str] = []
+        svc.add_listener(lambda ev: shown.append(ev.message) if isinstance(ev, ServiceWarning) else None)
+        async with svc:
+            saving = asyncio.create_task(svc.documents.save(DocumentKey.SHORT_TERM, "approved by hand"))
+            await until(lambda: any(url in line for line in shown), 20, "the approval link shown")
+            assert not saving.done()  # it waits for the person, not for the request timeout
+            await bunker.approve()
+            assert (await asyncio.wait_for(saving, 20)).any_accepted
+        [line] = [line for line in shown if url in line]
+        assert "approve (sign_event)" in line
+
+
+async def test_with_the_signer_away_the_app_opens_on_the_last_known_memory_and_an_edit_waits_for_it(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
+        cfg, served = await _saved_then_signer_gone(bunker_relay.url, data, "Ada likes tea")
+        assert (data / "signer-cache.sqlite3").exists()
+        assert stat.S_IMODE(os.stat(data / "signer-cache.sqlite3").st_mode) == 0o600
+
+        # The signer is away: the app opens on what this machine knows; an edit is kept (shown, on disk), not lost.
+        svc = AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs())
+        warned: list[str] = []
+        svc.add_listener(lambda ev: warned.append(ev.message) if isinstance(ev, ServiceWarning) else None)
+        async with svc:
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+            kept = await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes oolong")
+            assert kept.deferred and not kept.any_accepted
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes oolong"  # shown at once
+            assert any("signer" in line and "kept here" in line for line in warned), warned
+        # Back (the same signer, which remembers this app): the next start signs and publishes the kept edit.
+        back = ScriptedBunker([bunker_relay.url], AGENT_KEY)
+        back.connected = served
+        async with back, AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes oolong"
+            async with RelayPool([svc.runtime.embedded_relay_url], **fast_client_kwargs()) as client:
+                async def published() -> bool:
+                    found = await client.query([{"kinds": [30078], "authors": [ME], "#d": ["short_term_memory"]}],
+                                               timeout=5)
+                    return any(_readable_memory(ev) == "Ada likes oolong" for ev in found)
+
+                await until(published, 30, "the kept edit signed and published")
+        assert "connect" not in back.methods()
+
+
+async def test_a_signer_that_stops_answering_mid_session_is_shown_away_and_then_back(tmp_path: Path) -> None:
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
+        bunker = ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once")
+        await bunker.start()
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        cfg.signer.request_timeout_s, cfg.signer.ping_interval_s = 2.0, 0.2
+        svc = AppService(cfg, data_dir=tmp_path / "data", env=ENV, relay_client_options=fast_client_kwargs())
+        states: list[bool] = []
+        svc.add_listener(lambda ev: states.append(ev.reachable) if isinstance(ev, SignerStateChanged) else None)
+        back = ScriptedBunker([bunker_relay.url], AGENT_KEY)
+        try:
+            async with svc:
+                await svc.documents.save(DocumentKey.SHORT_TERM, "before")
+                back.connected = set(bunker.connected)
+                await bunker.stop()
+                kept = await svc.documents.save(DocumentKey.SHORT_TERM, "while away")
+                assert kept.deferred and states == [False]
+                await back.start()  # the signer returns: seen by the pings, and the kept edit is signed
+                await until(lambda: states == [False, True], 20, "the signer seen back")
+                assert "ping" in back.methods()
+                await until(lambda: back.methods().count("sign_event") >= 1, 30, "the kept edit signed")
+                assert (await svc.documents.save(DocumentKey.SHORT_TERM, "after")).any_accepted
+        finally:
+            await back.stop()
+
+
+async def test_a_signer_listening_on_the_embedded_relay_gets_through_its_allow_list(tmp_path: Path) -> None:
+    """A bunker on this machine that uses the app's own embedded relay: the relay, already running with an
+    allow-list that knows neither this app's client key nor the signer's, is told to admit both (their kind 24133
+    requests and replies) before the signer is reached."""
+    from didactyl_tui.nostr.keys import SecretKey
+    from didactyl_tui.service.runtime import start_embedded_relay
+
+    port = free_port()
+    cfg = dm_config("http://127.0.0.1:9/v1", admin=ADMIN_KEY.npub)
+    cfg.relays.embedded_port, cfg.relays.embedded_idle_exit_s = port, 3.0
+    data = tmp_path / "data"
+    before = cfg.relays.embedded.relay_options("", ADMIN_KEY.public_key_hex)  # the admin alone may write
+    relay = await start_embedded_relay(cfg, data, lambda line: None, before)
+    assert relay is not None and relay.url == f"ws://127.0.0.1:{port}"
+    transport = SecretKey.from_hex("00" * 31 + "b3")  # the signer's own key: not the agent's
+    async with ScriptedBunker([relay.url], AGENT_KEY, signer_key=transport, secret="local") as bunker:
+        cfg.signer.bunker, cfg.signer.request_timeout_s = bunker.bunker_uri(), 10.0
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            assert svc.identity.agent_pubkey == ME
+            assert (await svc.documents.save(DocumentKey.SHORT_TERM, "via the local bunker")).any_accepted
+        assert bunker.connected and "sign_event" in bunker.methods()
+
+
+async def test_a_backup_is_written_and_restored_through_the_bunker(tmp_path: Path) -> None:
+    """``bundle export`` / ``import`` with the key only in the bunker: the conversations part is encrypted and
+    signed there (parts it can carry), and read back through it; nothing needs the key in hand."""
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="single-use") as bunker, LlmStub() as stub:
+        async with AppService(_config(stub.base_url, bunker), data_dir=data, env=ENV,
+                              relay_client_options=fast_client_kwargs()) as svc:
+            await svc.documents.save(DocumentKey.LONG_TERM, "Backed up through the signer.")
+            stub.script(Reply.text_reply("Kept."))
+            session = await svc.chat.new_session()
+            [_ async for _ in svc.chat.run_turn(session, "x" * 45_000)]  # a conversation over one part's bound
+            path = tmp_path / "backup.json"
+            report = await svc.bundle.export(path)
+            assert report.sessions == 1 and report.events >= 1 and path.stat().st_mode & 0o777 == 0o600
+            written = json.loads(path.read_text())
+            parts = written["conversations"]
+            assert len(parts) >= 2 and all(p["pubkey"] == ME for p in parts)
+            assert all(len(nip44.decrypt(p["content"], nip44.get_conversation_key(AGENT_KEY.secret_hex(), ME))
+                           .encode()) <= MAX_PLAINTEXT_BYTES for p in parts)
+            assert await svc.chat.sessions.delete(session)
+            restored = await svc.bundle.import_(path)
+            assert restored.sessions == 1
+            texts = [m["content"] for m in await svc.chat.session_messages(session)]
+            assert texts == ["x" * 45_000, "Kept."]
+
+
+async def test_tasks_added_with_the_signer_away_wait_for_it_and_are_published_when_it_is_back(tmp_path: Path) -> None:
+    """A task list change (the agent's task tools) while the signer does not answer is kept as an edit is: shown and
+    used at once, on disk; a second change adds to it without asking the away signer again; after a quit, the next
+    start signs and publishes the list with both once the signer answers."""
+    from didactyl_tui.agent.documents.deferred import UnsignedEdits
+    from didactyl_tui.agent.tasks.task_list import TaskList
+
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
+        cfg, served = await _saved_then_signer_gone(bunker_relay.url, data, "before")
+        svc = AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs())
+        warned: list[str] = []
+        svc.add_listener(lambda ev: warned.append(ev.message) if isinstance(ev, ServiceWarning) else None)
+        async with svc:
+            tasks = svc.parts.runtime.tool_context.tasks
+            first = await tasks.add("water the plants")
+            tries = len(warned)
+            second = await tasks.add("call Ana", "about Friday")
+            shown = svc.documents.snapshot(DocumentKey.TASKS).value
+            assert [t.title for t in shown.tasks] == ["water the plants", "call Ana"] and first.id != second.id
+            assert [t.title for t in tasks.current.tasks] == ["water the plants", "call Ana"]  # the tools see both
+            assert sum("task list is kept here" in line for line in warned) == 1 and len(warned) == tries, warned
+        kept = UnsignedEdits(data / "memory.sqlite3")
+        try:
+            [(_key, text, _base)] = [row for row in kept.all() if row[0] is DocumentKey.TASKS]
+        finally:
+            kept.close()
+        assert [t.title for t in TaskList.from_json(text).tasks] == ["water the plants", "call Ana"]
+
+        back = ScriptedBunker([bunker_relay.url], AGENT_KEY)
+        back.connected = served
+        async with back, AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+            async with RelayPool([svc.runtime.embedded_relay_url], **fast_client_kwargs()) as client:
+                async def published() -> list[str]:
+                    found = await client.query([{"kinds": [30078], "authors": [ME], "#d": ["tasks"]}], timeout=5)
+                    return [t.title for ev in found for t in TaskList.from_json(_readable_memory(ev)).tasks]
+
+                assert await until(published, 30, "the kept task list signed and published") == [
+                    "water the plants", "call Ana"]
