@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY
 from cli_support import outside_env
-from dm_support import dm_config, opened, replies_for, sdk_dm, until, wraps_for
+from dm_support import dm_config, opened, replies_for, sdk_dm, until
 from llm_stub import LlmStub, Reply, ToolCall
 from nip46_bunker import ScriptedBunker
 from relay_servers import fast_client_kwargs, free_port
