@@ -15,7 +15,13 @@ import model_helper_template
 import pytest
 from llm_stub import LlmStub, Reply
 from nip46_outside_support import outside_bunker_dir  # noqa: F401  (pytest fixture)
-from relay_servers import EmbeddedRelayUnderTest, any_relay, embedded_relay, rust_relay  # noqa: F401  (fixtures)
+from relay_servers import (  # noqa: F401  (any_relay, embedded_relay, rust_relay: fixtures)
+    EmbeddedRelayUnderTest,
+    any_relay,
+    embedded_relay,
+    running_relay,
+    rust_relay,
+)
 from shared_relay_support import kill_shared_relays
 
 _RUN_FOLDER = pytest.StashKey[Path]()  # the run's temp folder: the helpers' template, the bytecode cache
@@ -95,12 +101,8 @@ async def stub(warm_litellm: None) -> AsyncIterator[LlmStub]:
 @pytest.fixture
 async def relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
     """Our relay on a free port, for one test."""
-    made = EmbeddedRelayUnderTest(tmp_path / "relay.sqlite3")
-    await made.start()
-    try:
+    async with running_relay(tmp_path) as made:
         yield made
-    finally:
-        await made.stop()
 
 
 @pytest.fixture

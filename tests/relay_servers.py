@@ -138,6 +138,17 @@ class RustRelayUnderTest(RelayUnderTest):
             self._relay = None
 
 
+@contextlib.asynccontextmanager
+async def running_relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
+    """Our relay on a free port while the block runs (conftest's ``relay`` for one test)."""
+    server = EmbeddedRelayUnderTest(tmp_path / "relay.sqlite3")
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
 @pytest.fixture
 async def embedded_relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelay]:
     relay = EmbeddedRelay(tmp_path / "relay.db")

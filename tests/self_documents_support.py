@@ -1,9 +1,7 @@
-"""Helpers for the soul and task-list tests against a real relay: the relay, a service on it, soul documents."""
+"""Helpers for the soul and task-list tests against a real relay: a service on it, soul documents."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +19,6 @@ SOUL_TEXT = """{"format": "didactyl-soul/1", "sections": [
 def soul(persona: str) -> str:
     """A soul document whose persona section says ``You are <persona>.``"""
     return SOUL_TEXT.replace("PERSONA", persona)
-
-
-@contextlib.asynccontextmanager
-async def running_relay(tmp_path: Path) -> AsyncIterator[EmbeddedRelayUnderTest]:
-    """Our relay on a free port while the block runs (conftest's ``relay`` is one for the whole test)."""
-    server = EmbeddedRelayUnderTest(tmp_path / "relay.sqlite3")
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def service_on(relay: EmbeddedRelayUnderTest, data: Path, clock: Clock) -> AppService:

@@ -18,8 +18,8 @@ import pytest
 from agent_support import ADMIN_KEY, OTHER_KEY, Clock, memory_event, profile_event, soul_event, tasks_event
 from bad_inputs_support import cli, cli_env
 from memory_support import put
-from relay_servers import EmbeddedRelayUnderTest
-from self_documents_support import running_relay, service_on, soul
+from relay_servers import EmbeddedRelayUnderTest, running_relay
+from self_documents_support import service_on, soul
 from tui_support import TEST_KEY
 
 from didactyl_tui.agent.documents.keys import DocumentKey

@@ -281,6 +281,7 @@ class LlmWorker:
             if not finished:
                 self._send(proc, {"op": "cancel", "id": call_id})
 
+
 def _helper_command() -> list[str]:
     """``HELPER_COMMAND``, or the test suite's command from ``$DIDACTYL_TEST_MODEL_HELPER`` (the helper's own code
     runs either way: only how it is started differs)."""
