@@ -460,6 +460,8 @@ async def test_editor_rows(row_id: str, limit: int, tmp_path: Path) -> None:
         await started(pilot)
         await pilot.press("f6")
         editor = await wait_for(pilot, lambda: isinstance(app.screen, MemoryEditorScreen) and app.screen)
+        # Mounted and focused (its keys bound): a key pressed before that is lost on a busy machine.
+        await wait_for(pilot, lambda: editor.text_area.has_focus, 10, "the editor's focus")
         too_long = "the user " * 5
         editor.text_area.load_text(too_long)
         await pilot.press("ctrl+s")

@@ -173,6 +173,11 @@ async def test_the_self_pane_shows_the_drift_and_republishes_merged(tmp_path: Pa
         assert (await profile_on_relay(url)).id == theirs_id
         pane.query_one("#republish-identity").press()
         await wait_for(pilot, lambda: not box.display, 10, "the notice to go")
+
+        async def republished() -> bool:  # in use here at once, on the relay once the publish is answered
+            return (await profile_on_relay(url)).id != theirs_id
+
+        await wait_for(pilot, republished, 10, "the merged profile on the relay")
     merged = await profile_on_relay(url)
     assert json.loads(merged.content) == {**THEIRS, "name": "Bot", "about": "An agent."}
 

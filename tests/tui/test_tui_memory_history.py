@@ -72,7 +72,7 @@ async def test_history_screen_lists_versions_diffs_two_and_rolls_back(tmp_path: 
         await pilot.press("d")
         diff = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, DiffScreen) else None, 5, "diff")
         assert (diff.old, diff.new) == ("first line\n", "first line\nsecond line\n")
-        assert "+second line" in screen_text(app)
+        await wait_for(pilot, lambda: "+second line" in screen_text(app), 5, "the diff painted")
         await pilot.press("escape")
         await wait_for(pilot, lambda: history_screen(app), 5, "back to the history")
 
