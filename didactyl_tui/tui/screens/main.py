@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer
 
 from ...config import Config
@@ -141,7 +142,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     def inspectors(self) -> list[PromptInspector]:
         """The inspector, once mounted (it mounts lazily with its tab)."""
-        return cast("list[PromptInspector]", list(self.query("#inspector-pane")))
+        return cast("list[PromptInspector]", list(self._in_sidebar("#inspector-pane")))
 
     def memory_pane(self, memory_type: str) -> MemoryPane:
         return cast("MemoryPane", self.query_one("#short-term" if memory_type == SHORT else "#long-term"))
@@ -152,7 +153,13 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     def self_panes(self) -> list[SelfPane]:
         """The self pane, once mounted (it mounts lazily with its tab)."""
-        return cast("list[SelfPane]", list(self.query("#self-pane")))
+        return cast("list[SelfPane]", list(self._in_sidebar("#self-pane")))
+
+    def _in_sidebar(self, selector: str) -> list[Widget]:
+        """The sidebar's widgets matching ``selector``: searched there, not over the whole screen, whose
+        conversation holds thousands of widgets (a query over it on every relay poll showed in profiles)."""
+        slot = self.query_one("#sidebar-slot")
+        return list(slot.query(selector))
 
     # --- the service ------------------------------------------------------------------------------
 

@@ -88,3 +88,49 @@ def test_without_textuals_private_state_the_update_is_textuals() -> None:
 
     assert not keys_before_layout(SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
     assert not echo_pending(SimpleNamespace(), None)  # type: ignore[arg-type]
+
+
+# --- the full map a streaming layout pass arranges is kept (real Textual objects) --------------------------------
+
+
+def _full_arrangements(screen: Any) -> list[bool]:
+    """Count the compositor's arrangements of the whole screen (``visible_only=False``) from now on."""
+    compositor = screen._compositor
+    arrange_root = compositor._arrange_root
+    calls: list[bool] = []
+
+    def counted(root: Any, size: Any, visible_only: bool = True) -> Any:
+        if not visible_only:
+            calls.append(True)
+        return arrange_root(root, size, visible_only=visible_only)
+
+    compositor._arrange_root = counted
+    return calls
+
+
+async def _pass_after_a_scroll_and_a_mount(pilot: Any, run: Any) -> list[bool]:
+    app = pilot.app
+    screen, conversation = app.screen, app.query_one("#conversation")
+    conversation.scroll_end(animate=False, immediate=True)  # a scroll marks the full map stale
+    await pilot.pause()
+    block = Static("a streamed block")
+    await conversation.mount(block)
+    calls = _full_arrangements(screen)
+    run(screen, lambda: screen._refresh_layout(screen.size))
+    assert block.region.height == 1 and conversation.region.height > 0  # regions asked for after the pass
+    return calls
+
+
+async def test_the_full_map_a_pass_arranges_is_not_arranged_again_for_the_next_region() -> None:
+    app = _app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        assert len(await _pass_after_a_scroll_and_a_mount(pilot, layout_once)) == 1
+
+
+async def test_textuals_own_pass_arranges_the_screen_twice_which_is_why_the_map_is_kept() -> None:
+    """Textual 8.2 as it is (the reason for ``full_map_kept``): if this fails, Textual keeps the map itself."""
+    app = _app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        assert len(await _pass_after_a_scroll_and_a_mount(pilot, lambda _screen, run: run())) == 2
