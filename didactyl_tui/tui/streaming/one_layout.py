@@ -5,7 +5,7 @@ changed (every block a paint mounts: it had none) asks for a layout again, so ea
 was laid out twice, the second time to the same result (~12 ms over the whole screen each). While a reply
 streams, requests raised by the pass itself are dropped; requests made before it, or by anything else after
 it, stand. Outside streaming nothing changes (a resumed chat's stubs place entries using the second pass).
-The full map the pass arranges is kept, not arranged again by the first region asked for (``full_map_kept``).
+The full map the pass arranges is kept, not arranged again by the first region asked for (``full_map.py``).
 
 A layout pass over a streaming screen costs 15–30 ms. When one is due and a widget outside the conversation
 (the chat input, after a key) needs painting too, that widget is painted first on its own — the pass would not
@@ -16,7 +16,6 @@ way, a few ticks at most (``keys_before_layout``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from textual.screen import Screen
 from textual.widget import Widget
@@ -34,36 +33,13 @@ def layout_once(screen: Screen, run_layout: Callable[[], None]) -> None:
         run_layout()
         return
     waiting = {widget for widget in widgets if widget._layout_required}
-    full_map_kept(compositor, run_layout)
+    from .full_map import kept
+
+    with kept(compositor):
+        run_layout()
     for widget in screen._compositor.widgets:
         if widget._layout_required and widget not in waiting:
             widget._layout_required = False
-
-
-def full_map_kept(compositor: Any, run_layout: Callable[[], None]) -> None:
-    """Run the layout pass so that the full map it arranges is kept.
-
-    A layout pass (``Compositor.reflow``) arranges every displayed widget into a new full map, but Textual 8.2
-    leaves the map marked stale when a scroll or a mount marked it so before: the first widget asked for its
-    region after the pass (each resized block, in the same pass; the render; the input's cursor blink) arranges
-    the whole screen a second time to the same result. The map the pass built is the one that would be built
-    (same root, same size), so it is marked fresh. Anything that changes the layout later marks it stale again.
-    """
-    reflow = getattr(compositor, "reflow", None)
-    if reflow is None or not hasattr(compositor, "_full_map_invalidated"):
-        run_layout()
-        return
-
-    def reflow_keeping_map(parent: Any, size: Any) -> Any:
-        result = reflow(parent, size)
-        compositor._full_map_invalidated = False
-        return result
-
-    compositor.reflow = reflow_keeping_map  # this pass only: the instance attribute shadows the method
-    try:
-        run_layout()
-    finally:
-        del compositor.reflow
 
 
 def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
@@ -82,13 +58,16 @@ def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
             screen._update_timer.pause()
             screen._update_timer.resume()  # next tick, after the key
             return True
-        echo = {widget for widget in dirty if _outside(widget, conversation)}
+        echo = _echo(screen, conversation)
         if not echo or screen in echo:
             return False
         rest = dirty - echo
         screen._update_timer.pause()
-        screen._compositor.update_widgets(echo)
-        screen._compositor_refresh()  # paints the dirty regions just added; empties the dirty set
+        from .full_map import kept
+
+        with kept(screen._compositor):
+            screen._compositor.update_widgets(echo)
+            screen._compositor_refresh()  # paints the dirty regions just added; empties the dirty set
         dirty.update(rest)
         screen._update_timer.resume()  # the layout pass: next tick
         return True
@@ -98,6 +77,14 @@ def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
 
 def _outside(widget: Widget, conversation: Widget) -> bool:
     return widget is not conversation and conversation not in widget.ancestors
+
+
+def _echo(screen: Screen, conversation: Widget) -> set[Widget]:
+    """The widgets to paint before a due layout pass: those waiting to be painted outside the conversation that
+    are on screen (the input after a key, the status bar). A pane in a hidden tab, refreshed by a poll, waits
+    for the pass: painting it would show nothing and would mark the compositor's map stale for nothing."""
+    on_screen = screen._compositor.visible_widgets
+    return {w for w in screen._dirty_widgets if (w is screen or w in on_screen) and _outside(w, conversation)}
 
 
 def _input_queued(screen: Screen) -> bool:
@@ -113,6 +100,6 @@ def echo_pending(screen: Screen, conversation: Widget | None) -> bool:
     try:
         if _input_queued(screen):
             return True
-        return conversation is not None and any(_outside(w, conversation) for w in screen._dirty_widgets)
+        return conversation is not None and bool(_echo(screen, conversation))
     except AttributeError:
         return False

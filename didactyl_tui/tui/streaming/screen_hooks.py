@@ -1,5 +1,6 @@
 """The fast path's hooks in the screen that shows the conversation: one layout pass per paint while a reply
-streams, and a key's echo before a due layout pass (``one_layout.py``).
+streams, and a key's echo before a due layout pass (``one_layout.py``); the compositor's full map kept while a reply
+streams (``full_map.py``).
 
 They override two of Textual's private ``Screen`` methods (``_refresh_layout``, ``_on_timer_update``, as of
 Textual 8.2), so this class is only used on a Textual in the tested range (``textual_range.py``); elsewhere the
@@ -54,4 +55,9 @@ class FastScreenHooks:
                 self.__echo_turns += 1
                 return None
         self.__echo_turns = 0
-        return parent._on_timer_update(*args, **kwargs)
+        if not screen.streaming or conversation.reply_path is not ReplyPath.FAST:
+            return parent._on_timer_update(*args, **kwargs)
+        from .full_map import kept
+
+        with kept(getattr(screen, "_compositor", None)):  # the map is not arranged again for each repaint
+            return parent._on_timer_update(*args, **kwargs)
