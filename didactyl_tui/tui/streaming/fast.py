@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ PAINT_SHARE = 0.5  # while streaming, painting may take this share of the time; 
 # unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
 MAX_PAINT_CHARS = 2_000
 PART_BLOCKS = 6  # a streaming reply's live Markdown hands over to a new part beyond this many blocks
+KEYS_RECENT_S = 1.0  # a key typed this recently: a paint lets frames through between its steps (see _steps_held)
 
 
 class FastBody:
@@ -132,32 +134,47 @@ class FastBody:
         block to the plain tail (all of it to the Markdown once the reply has ended)."""
         text = self.host.text
         async with self._paint_lock:
-            end = min(len(text), self._painted + MAX_PAINT_CHARS)
-            if self._streaming and self._tail is not None:
-                from .live_tail import finished_length
+            with self._steps_held():
+                return await self._append_locked(text)
 
-                cut = self._handed + finished_length(text[self._handed:min(end, self._handed + MAX_PAINT_CHARS)])
+    def _steps_held(self) -> AbstractContextManager[object]:
+        """A paint's steps (its blocks mounted one by one, a part handed over, the tail, the parts folded) each
+        asked for a layout pass of their own: ~3 passes a paint, each as costly as the screen is large. While
+        nobody types they are held to one pass at the paint's end (a batch). While someone types (a key within
+        ``KEYS_RECENT_S``) the frames between the steps go out, so a key's echo need not wait for the paint."""
+        from .typing_clock import seconds_since_input
+
+        if seconds_since_input() < KEYS_RECENT_S or not self.host.is_attached:
+            return nullcontext()
+        return self.host.app.batch_update()
+
+    async def _append_locked(self, text: str) -> bool:
+        end = min(len(text), self._painted + MAX_PAINT_CHARS)
+        if self._streaming and self._tail is not None:
+            from .live_tail import finished_length
+
+            cut = self._handed + finished_length(text[self._handed:min(end, self._handed + MAX_PAINT_CHARS)])
+        else:
+            cut = min(end, self._handed + MAX_PAINT_CHARS)
+        if end <= self._painted and cut <= self._handed:
+            return False
+        self._painted = max(self._painted, end)
+        if cut > self._handed:
+            markdown = self.markdown
+            new = text[self._handed:cut]
+            if self._streaming and self._tail is not None:
+                await markdown.append_blocks(new)  # type: ignore[attr-defined]  # whole blocks: none re-parsed
             else:
-                cut = min(end, self._handed + MAX_PAINT_CHARS)
-            if end <= self._painted and cut <= self._handed:
-                return False
-            self._painted = max(self._painted, end)
-            if cut > self._handed:
-                markdown = self.markdown
-                new = text[self._handed:cut]
-                if self._streaming and self._tail is not None:
-                    await markdown.append_blocks(new)  # type: ignore[attr-defined]  # whole blocks: none re-parsed
-                else:
-                    await markdown.append(new)
-                self._handed = cut
-                if self._streaming and len(markdown.children) > PART_BLOCKS and self.host.is_attached:
-                    await self._start_next_part(markdown)
-            if self._tail is not None:
-                self._tail.show(text[self._handed:self._painted])
-                if not self._streaming and self._handed >= len(text):
-                    tail, self._tail = self._tail, None
-                    await tail.remove()
-            return True
+                await markdown.append(new)
+            self._handed = cut
+            if self._streaming and len(markdown.children) > PART_BLOCKS and self.host.is_attached:
+                await self._start_next_part(markdown)
+        if self._tail is not None:
+            self._tail.show(text[self._handed:self._painted])
+            if not self._streaming and self._handed >= len(text):
+                tail, self._tail = self._tail, None
+                await tail.remove()
+        return True
 
     async def _start_next_part(self, markdown: Markdown) -> None:
         """Leave the live part's finished blocks where they are and go on in a fresh Markdown part.

@@ -26,13 +26,6 @@ CHECK_S = 0.1  # how often the quiet keyboard is checked for
 
 _depth = 0
 _saved_threshold: tuple[int, int, int] | None = None
-_last_input = 0.0
-
-
-def note_input() -> None:
-    """A key was typed (the resume after a turn waits for a quiet keyboard)."""
-    global _last_input
-    _last_input = time.monotonic()
 
 
 def paused() -> bool:
@@ -60,8 +53,9 @@ def full_collections_paused() -> Iterator[None]:
 def _resume_when_quiet(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
     if _depth > 0 or _saved_threshold is None:
         return  # another turn paused again (it resumes when it ends), or already resumed
-    now = time.monotonic()
-    if now - _last_input < RESUME_IDLE_S and now < deadline:
+    from .typing_clock import seconds_since_input
+
+    if seconds_since_input() < RESUME_IDLE_S and time.monotonic() < deadline:
         loop.call_later(CHECK_S, _resume_when_quiet, loop, deadline)
         return
     resume_now()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from didactyl_tui.tui.streaming import gc_pause
+from didactyl_tui.tui.streaming import gc_pause, typing_clock
 
 
 def test_pause_nests_and_resumes_only_when_typing_stops(monkeypatch) -> None:
@@ -19,7 +19,7 @@ def test_pause_nests_and_resumes_only_when_typing_stops(monkeypatch) -> None:
                 pass
             assert gc.get_threshold()[2] == gc_pause.NEVER  # the inner end does not resume
         for _ in range(10):  # typing goes on after the turn: still paused
-            gc_pause.note_input()
+            typing_clock.note_input()
             await asyncio.sleep(gc_pause.CHECK_S / 2)
             assert gc_pause.paused()
         deadline = asyncio.get_running_loop().time() + 30
@@ -38,7 +38,7 @@ def test_resume_is_bounded_while_typing_goes_on() -> None:
         with gc_pause.full_collections_paused():
             pass
         while gc_pause.paused() and asyncio.get_running_loop().time() - started < 3 * gc_pause.RESUME_MAX_S:
-            gc_pause.note_input()  # someone types without a pause
+            typing_clock.note_input()  # someone types without a pause
             await asyncio.sleep(gc_pause.CHECK_S / 2)
         assert not gc_pause.paused()
         assert gc_pause.RESUME_MAX_S <= asyncio.get_running_loop().time() - started

@@ -1,0 +1,19 @@
+"""When a key was last typed in the message box: the streaming reply paints and the put-off garbage collection
+both give way to a person who is typing."""
+
+from __future__ import annotations
+
+import time
+
+_last_input = float("-inf")
+
+
+def note_input() -> None:
+    """A key was typed."""
+    global _last_input
+    _last_input = time.monotonic()
+
+
+def seconds_since_input() -> float:
+    """Seconds since the last key (infinite before the first)."""
+    return time.monotonic() - _last_input
