@@ -43,6 +43,7 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.tui.streaming.textual_range",  # which path: the installed Textual's version (no metadata import)
     "didactyl_tui.tui.streaming.screen_hooks",
     "didactyl_tui.tui.streaming.one_layout",  # the main screen's update policy (a key's echo first), first update
+    "didactyl_tui.tui.streaming.full_map",  # that policy paints an echo against the compositor map as it stands
     "didactyl_tui.tui.theme_files",
     "didactyl_tui.tui.widgets",
     "didactyl_tui.tui.widgets.chat_input",
