@@ -9,7 +9,8 @@ keyboard and the model stream of the event loop.
 
 A long reply streams into a column of parts: past ``PART_BLOCKS`` blocks the live part hands its growing last
 block to a fresh part and is never touched again, so an append costs the same at the end of a 10,000-token
-reply as at its start; parts far from the viewport are folded by the conversation (``widgets/fold.py``).
+reply as at its start; parts far from the viewport are folded (``widgets/fold.py``), at the start of a paint
+while the view follows the reply. While nobody types, a paint's steps land in one layout pass (``_steps_held``).
 """
 
 from __future__ import annotations
@@ -149,6 +150,9 @@ class FastBody:
         return self.host.app.batch_update()
 
     async def _append_locked(self, text: str) -> bool:
+        fold_far_parts = getattr(self.host.parent, "fold_streaming_parts", None)  # the conversation's
+        if self._streaming and fold_far_parts is not None:
+            fold_far_parts(self.host)
         end = min(len(text), self._painted + MAX_PAINT_CHARS)
         if self._streaming and self._tail is not None:
             from .live_tail import finished_length
@@ -198,10 +202,7 @@ class FastBody:
             await part.append_blocks("".join(lines[cut:]))
         self._frozen.append("".join(lines[:cut]))
         self._live = part
-        self._join_parts(part)
-        refold = getattr(host.parent, "refold_soon", None)
-        if refold is not None:
-            refold()
+        self._join_parts(part)  # the part handed over folds at a later paint, once it lies far enough
 
     def _join_parts(self, part: Markdown) -> None:
         """Space a new part from the one above as the blocks of one Markdown are spaced: the larger of the

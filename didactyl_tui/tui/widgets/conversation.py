@@ -262,11 +262,22 @@ class Conversation(VerticalScroll):
         entries = self._message_entries()
         if not self._stubs_left():  # a resumed chat's stubs place entries by geometry: whole entries wait
             refold(self, [e for e in entries if not e.streaming], FOLD_MARGIN_SCREENS)
+        following = self.scroll_y >= self.max_scroll_y
         for entry in entries:
             if entry.display:
                 # A streaming reply's view follows its end: fewer blocks kept near it, a cheaper layout pass.
                 margin = STREAMING_FOLD_MARGIN_SCREENS if entry.streaming else FOLD_MARGIN_SCREENS
-                refold(self, entry.finished_parts(), margin)
+                # While the view follows a streaming reply, its painter folds its parts, inside a paint (below).
+                refold(self, entry.finished_parts(), margin, fold_far=not (entry.streaming and following))
+
+    def fold_streaming_parts(self, entry: MessageEntry) -> None:
+        """Fold the parts of a streaming reply far from the viewport, now. Its painter calls this at the start of
+        a paint: the folds land in that paint's layout pass, not in one more pass of their own after each scroll
+        (measured ~one a paint). The geometry is the last pass's: a part that the paint pushes away waits for the
+        next paint."""
+        from .fold import refold
+
+        refold(self, entry.finished_parts(), STREAMING_FOLD_MARGIN_SCREENS)
 
     def on_resize(self) -> None:
         width = self.size.width

@@ -58,9 +58,10 @@ def unfold(widget: Widget) -> bool:
     return True
 
 
-def refold(container: Widget, candidates: list[Widget], margin_screens: float = 1.0) -> int:
+def refold(container: Widget, candidates: list[Widget], margin_screens: float = 1.0, *, fold_far: bool = True) -> int:
     """Fold each candidate lying wholly outside the viewport of ``container`` widened by ``margin_screens``
-    screens above and below; unfold the folded ones inside it. Returns how many changed."""
+    screens above and below (unless not ``fold_far``); unfold the folded ones inside it. Returns how many
+    changed."""
     view = container.region
     if not view.height:
         return 0
@@ -72,7 +73,7 @@ def refold(container: Widget, candidates: list[Widget], margin_screens: float = 
         shown = spacer if spacer is not None else widget
         region = shown.region  # screen coordinates, off-screen ones too (the compositor's full map)
         far = not region.height or region.bottom < top or region.y > bottom
-        if spacer is None and far and region.height:
+        if spacer is None and far and region.height and fold_far:
             changed += fold(widget)
         elif spacer is not None and not far:
             changed += unfold(widget)
