@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual.visual import visualize
 from textual.widgets import Static
 
 if TYPE_CHECKING:
@@ -30,10 +31,17 @@ class LiveTail(Static):
 
     def show(self, text: str) -> None:
         text = text.rstrip()  # the blank lines ending a block are the Markdown's spacing, not the tail's
-        if text != self._shown:
-            self._shown = text
-            self.update(Text(text))
-            self.display = bool(text)
+        if text == self._shown:
+            return
+        was, self._shown = self._shown, text
+        content = Text(text)
+        # A layout pass costs as much as the screen is large; a tail that grows within its last line needs
+        # only a repaint (Static.update's own ``layout=False``, for a size known not to change).
+        width = self.content_size.width
+        same_height = bool(was and text and self.display and width) and (
+            visualize(self, content, markup=False).get_height(self.styles, width) == self.content_size.height)
+        self.update(content, layout=not same_height)
+        self.display = bool(text)
 
 
 @lru_cache(maxsize=1)
