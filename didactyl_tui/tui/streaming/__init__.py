@@ -92,8 +92,7 @@ def turn_running(path: ReplyPath) -> AbstractContextManager[None]:
 
 
 def note_input() -> None:
-    """A key was typed (a collection put off by a turn waits until typing pauses; a reply's paints let its echo
-    through between their steps)."""
+    """A key was typed (a collection put off by a turn waits until typing pauses)."""
     from .typing_clock import note_input as note
 
     note()

@@ -10,7 +10,7 @@ keyboard and the model stream of the event loop.
 A long reply streams into a column of parts: past ``PART_BLOCKS`` blocks the live part hands its growing last
 block to a fresh part and is never touched again, so an append costs the same at the end of a 10,000-token
 reply as at its start; parts far from the viewport are folded (``widgets/fold.py``), at the start of a paint
-while the view follows the reply. While nobody types, a paint's steps land in one layout pass (``_steps_held``).
+while the view follows the reply. A paint's steps land in one layout pass (``_steps_held``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ PAINT_SHARE = 0.5  # while streaming, painting may take this share of the time; 
 # unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
 MAX_PAINT_CHARS = 2_000
 PART_BLOCKS = 6  # a streaming reply's live Markdown hands over to a new part beyond this many blocks
-KEYS_RECENT_S = 1.0  # a key typed this recently: a paint lets frames through between its steps (see _steps_held)
 
 
 class FastBody:
@@ -140,14 +139,11 @@ class FastBody:
 
     def _steps_held(self) -> AbstractContextManager[object]:
         """A paint's steps (its blocks mounted one by one, a part handed over, the tail, the parts folded) each
-        asked for a layout pass of their own: ~3 passes a paint, each as costly as the screen is large. While
-        nobody types they are held to one pass at the paint's end (a batch). While someone types (a key within
-        ``KEYS_RECENT_S``) the frames between the steps go out, so a key's echo need not wait for the paint."""
-        from .typing_clock import seconds_since_input
-
-        if seconds_since_input() < KEYS_RECENT_S or not self.host.is_attached:
-            return nullcontext()
-        return self.host.app.batch_update()
+        asked for a layout pass of their own: ~3 passes a paint, each as costly as the screen is large. The
+        screen's hooks hold the pass until the steps are done (one pass a paint), and paint a key's echo
+        meanwhile (``screen_hooks.paint_steps``); a screen without them runs its passes as Textual does."""
+        paint_steps = getattr(self.host.screen, "paint_steps", None) if self.host.is_attached else None
+        return paint_steps() if paint_steps is not None else nullcontext()
 
     async def _append_locked(self, text: str) -> bool:
         fold_far_parts = getattr(self.host.parent, "fold_streaming_parts", None)  # the conversation's

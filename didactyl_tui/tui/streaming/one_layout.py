@@ -75,6 +75,30 @@ def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
         return False
 
 
+def echo_only(screen: Screen, conversation: Widget) -> bool:
+    """While a streaming paint's steps run and a layout pass is due: paint only the widgets outside
+    ``conversation`` that are on screen (a key's echo), and leave the pass and the conversation's repaint for
+    the update after the steps. Returns True if the update is done so; False (nothing held) if no pass is due.
+    Private Textual state as in ``keys_before_layout``."""
+    try:
+        if not (screen._layout_required and screen.is_current and not screen.app._batch_count):
+            return False
+        dirty: set[Widget] = screen._dirty_widgets
+        screen._update_timer.pause()
+        echo = _echo(screen, conversation)
+        if echo and screen not in echo:
+            rest = dirty - echo
+            from .full_map import kept
+
+            with kept(screen._compositor):
+                screen._compositor.update_widgets(echo)
+                screen._compositor_refresh()  # empties the dirty set
+            dirty.update(rest)
+        return True
+    except AttributeError:
+        return False
+
+
 def _outside(widget: Widget, conversation: Widget) -> bool:
     return widget is not conversation and conversation not in widget.ancestors
 

@@ -10,6 +10,8 @@ changed signature on an untested version could not break them even if they were 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from textual.css.query import NoMatches
@@ -28,6 +30,20 @@ class FastScreenHooks:
     the replies stream into, whose ``reply_path`` says which path it uses) and a ``streaming`` flag."""
 
     __echo_turns = 0  # updates in a row that put the layout pass off for a key (ours: name-mangled)
+    __paint_steps = 0  # paints of a streaming reply whose steps are running (see paint_steps)
+
+    @contextmanager
+    def paint_steps(self) -> Iterator[None]:
+        """Around a streaming paint's steps (blocks mounted, a part handed over, the tail): the layout pass they
+        ask for waits until they are all done, so a paint costs one pass; meanwhile an update paints only what
+        lies outside the conversation (a key's echo, the status bar), as ``one_layout.echo_only`` says."""
+        self.__paint_steps += 1
+        try:
+            yield
+        finally:
+            self.__paint_steps -= 1
+            screen: Any = self
+            screen.check_idle()  # the pass that waited: at the next update
 
     def _refresh_layout(self, *args: Any, **kwargs: Any) -> Any:
         parent: Any = super()
@@ -48,6 +64,11 @@ class FastScreenHooks:
             conversation = screen.conversation
         except NoMatches:  # an update before the screen has composed its children: nothing to echo yet
             return parent._on_timer_update(*args, **kwargs)
+        if self.__paint_steps and screen.streaming and conversation.reply_path is ReplyPath.FAST:
+            from .one_layout import echo_only
+
+            if echo_only(screen, conversation):
+                return None
         if self.__echo_turns < MAX_ECHO_TURNS and conversation.reply_path is ReplyPath.FAST:
             from .one_layout import keys_before_layout
 

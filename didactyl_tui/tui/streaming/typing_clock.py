@@ -1,5 +1,5 @@
-"""When a key was last typed in the message box: the streaming reply paints and the put-off garbage collection
-both give way to a person who is typing."""
+"""When a key was last typed in the message box: the garbage collection put off by a turn waits for a pause in
+the typing (``gc_pause.py``)."""
 
 from __future__ import annotations
 

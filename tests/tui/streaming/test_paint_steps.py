@@ -1,62 +1,101 @@
-"""tui/streaming/fast.py: while nobody types, a paint's steps (blocks mounted, a part handed over, the tail) are
-held to one layout pass (a batch: no frame in between); while someone types they are not, so a key's echo can go
-out between them. Real widgets in a small app with the real stylesheet."""
+"""tui/streaming: a streaming paint's steps (blocks mounted, a part handed over, the tail) cost one layout pass,
+run after them; while they run an update paints only what lies outside the conversation (a key's echo).
+Real widgets in a small app with the real stylesheet."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from textual.app import App, ComposeResult
-from tui_support import wait_for
+from textual.screen import Screen
+from textual.widgets import Input, Static
+from tui_support import screen_text, wait_for
 
 from didactyl_tui.tui.app import DidactylApp
-from didactyl_tui.tui.streaming import typing_clock
 from didactyl_tui.tui.streaming.fast import FastBody
+from didactyl_tui.tui.streaming.one_layout import echo_only
 from didactyl_tui.tui.streaming.reply import ReplyPath
+from didactyl_tui.tui.streaming.screen_hooks import FastScreenHooks
 from didactyl_tui.tui.widgets.conversation import Conversation
 
 TEXT = "\n\n".join(f"Paragraph {n} " + "word " * 30 if n % 3 else f"- item {n}\n- item {n}b" for n in range(24))
 
 
-class ConversationApp(App[None]):
-    CSS_PATH = DidactylApp.CSS_PATH
+class ChatScreen(FastScreenHooks, Screen[None]):
+    streaming = True
 
     def compose(self) -> ComposeResult:
         yield Conversation(id="conversation", reply_path=ReplyPath.FAST)
+        yield Input(id="box")
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.query_one(Conversation)
 
 
-async def batch_counts_while_mounting(monkeypatch: Any, typing: bool) -> list[int]:
-    """Stream TEXT; the app's batch depth as each paint starts its steps (``typing``: a key just before each
-    delta)."""
-    seen: list[int] = []
-    original = FastBody._append_locked
+class ChatApp(App[None]):
+    CSS_PATH = DidactylApp.CSS_PATH
 
-    def spy(self: FastBody, text: str) -> Any:
-        seen.append(self.host.app._batch_count)
-        return original(self, text)
+    def on_mount(self) -> None:
+        self.push_screen(ChatScreen())
 
-    monkeypatch.setattr(FastBody, "_append_locked", spy)
-    monkeypatch.setattr(typing_clock, "_last_input", float("-inf"))  # no key yet in this process
-    app = ConversationApp()
+
+async def test_a_paints_steps_run_no_layout_pass_and_one_follows_them(monkeypatch: Any) -> None:
+    passes: list[bool] = []  # True: a full pass while a paint's steps ran
+    inside: list[bool] = [False]
+    original_steps, original_layout = FastBody._append_locked, ChatScreen._refresh_layout
+
+    async def steps(self: FastBody, text: str) -> Any:
+        inside[0] = True
+        try:
+            return await original_steps(self, text)
+        finally:
+            inside[0] = False
+
+    def layout(self: ChatScreen, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("scroll", False):
+            passes.append(inside[0])
+        return original_layout(self, *args, **kwargs)
+
+    monkeypatch.setattr(FastBody, "_append_locked", steps)
+    monkeypatch.setattr(ChatScreen, "_refresh_layout", layout)
+    app = ChatApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        entry = await app.query_one(Conversation).start_reply()
+        await pilot.pause()
+        entry = await app.screen.conversation.start_reply()
+        passes.clear()
         for n in range(0, len(TEXT), 300):
-            if typing:
-                typing_clock.note_input()
             await entry.feed(TEXT[n:n + 300])
             await pilot.pause()
         await wait_for(pilot, lambda: entry.painted_text == TEXT, 30, "every delta painted")
+        assert passes and not any(passes)  # passes ran, none while a paint's steps ran
         await entry.finish()
+        await pilot.pause()
         assert "".join(entry.part_sources) == TEXT and len(entry.finished_parts()) >= 1
-    return seen
+        assert "Paragraph 23" in screen_text(app)
 
 
-@pytest.mark.parametrize("typing", [False, True], ids=["nobody-types", "typing"])
-async def test_a_paints_steps_are_one_layout_pass_unless_someone_types(monkeypatch: Any, typing: bool) -> None:
-    seen = await batch_counts_while_mounting(monkeypatch, typing)
-    assert seen
-    if typing:
-        assert all(depth == 0 for depth in seen)  # frames go out between the steps
-    else:
-        assert all(depth >= 1 for depth in seen)  # held: the paint's changes land in one pass
+async def test_while_steps_run_an_echo_is_painted_and_the_pass_waits() -> None:
+    app = ChatApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        conversation, box = screen.conversation, screen.query_one("#box", Input)
+        assert not echo_only(screen, conversation)  # no pass due: nothing held
+        app.set_focus(None)
+        await pilot.pause()
+        frames: list[str] = []
+        display = app._display
+        app._display = lambda s, renderable: (frames.append(box.value), display(s, renderable))  # type: ignore[method-assign]
+        # No await from here on: Textual's own update must not run in between.
+        block = Static("a streamed block")
+        conversation.mount(block)
+        screen._layout_required = True  # the mount's pass is due
+        box.insert_text_at_cursor("x")  # and a key's echo
+        screen._dirty_widgets.add(box)
+        assert echo_only(screen, conversation)
+        assert frames == ["x"] and screen._layout_required  # the echo went out; the pass still waits
+        assert echo_only(screen, conversation) and frames == ["x"]  # nothing more to paint: held, no frame
+        with screen.paint_steps():
+            pass  # the steps end: the pass runs at the next update
+        await wait_for(pilot, lambda: not screen._layout_required and block.region.height == 1, 10, "the pass")
