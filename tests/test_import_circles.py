@@ -95,7 +95,7 @@ def test_circles_are_found() -> None:
 
 def test_imports_under_type_checking_and_in_functions_are_edges() -> None:
     graph = import_graph()
-    assert "didactyl_tui.service.app" in graph["didactyl_tui.tui.host"]  # under TYPE_CHECKING
+    assert "didactyl_tui.service.screen_api" in graph["didactyl_tui.tui.host"]  # under TYPE_CHECKING
     assert "didactyl_tui.service.app" in graph["didactyl_tui.tui.app"]  # inside _service_class()
 
 

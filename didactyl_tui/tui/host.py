@@ -14,15 +14,18 @@ from ..config import Config
 from ..service.events import ServiceEvent
 
 if TYPE_CHECKING:  # the service loads after the first frame
-    from ..service.app import AppService
+    from ..service.screen_api import ScreenService
 
 
 class DidactylHost(Protocol):
     config: Config
     data_dir: Path
     env: dict[str, str]
-    service: AppService | None  # built after the first frame
     service_ready: bool  # started: its parts exist
+
+    @property
+    def service(self) -> ScreenService | None:
+        """The service as the screens use it (built after the first frame)."""
 
     def follow_service(self, node: DOMNode, handler: Callable[[ServiceEvent], None]) -> None:
         """Hand ``node`` every service event until it is removed."""

@@ -15,7 +15,7 @@ from ...errors import AgentError
 from ...service.labels import MINUTES, when
 
 if TYPE_CHECKING:
-    from ...service.app import AppService
+    from ...service.screen_api import ScreenService
     from ...service.types import SessionInfo
 
 PREVIEW_CHARS = 70  # a message's line in the "copy a message" list
@@ -37,7 +37,7 @@ class ChatActions:
     """Needs what MainScreen has: app, notify, conversation, chat_input, inspectors, status, streaming,
     session_id, require_service, _service_or_notify, send."""
 
-    def _chat_or_notify(self, what: str) -> tuple[AppService, str] | None:
+    def _chat_or_notify(self, what: str) -> tuple[ScreenService, str] | None:
         service = self._service_or_notify()
         if service is None:
             return None
@@ -163,7 +163,7 @@ class ChatActions:
 
     # --- a resumed chat's inspector --------------------------------------------------------------------
 
-    async def restore_assemblies(self, service: AppService, session_id: str) -> None:
+    async def restore_assemblies(self, service: ScreenService, session_id: str) -> None:
         saved = await service.chat.sessions.assemblies(session_id)
         for inspector in self.inspectors():
             inspector.load_saved(saved)

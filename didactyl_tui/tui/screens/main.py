@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from textual.widgets import TabbedContent
     from textual.worker import Worker
 
-    from ...service.app import AppService
+    from ...service.screen_api import ScreenService
     from ..host import DidactylHost
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.memory_pane import MemoryPane
@@ -167,13 +167,13 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
     def didactyl(self) -> DidactylHost:
         return cast("DidactylHost", self.app)
 
-    def require_service(self) -> AppService:
+    def require_service(self) -> ScreenService:
         app = self.didactyl
         if app.service is None or not app.service_ready:
             raise AgentError("still starting: the relays and the key are being set up", "Not ready")
         return app.service
 
-    def _service_or_notify(self) -> AppService | None:
+    def _service_or_notify(self) -> ScreenService | None:
         """For actions and callbacks (not workers): one that raises would take the whole app down."""
         try:
             return self.require_service()
@@ -185,7 +185,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         # Worker.StateChanged does not bubble: hand this screen's worker errors to the app's one handler.
         self.didactyl.on_worker_state_changed(event)
 
-    def service_attached(self, service: AppService) -> None:
+    def service_attached(self, service: ScreenService) -> None:
         """The service object exists (not started yet): show what it knows without I/O."""
         self.didactyl.follow_service(self, self.on_service_event)
         self.show_model(service)

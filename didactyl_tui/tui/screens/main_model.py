@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 
 if TYPE_CHECKING:
-    from ...service.app import AppService
+    from ...service.screen_api import ScreenService
 
 
 class ModelActions:
@@ -53,7 +53,7 @@ class ModelActions:
         else:
             self.notify(f"Model: {service.model.name}", title="Model switched")
 
-    def show_model(self, service: AppService) -> None:
+    def show_model(self, service: ScreenService) -> None:
         """The model in the status bar, marked when $DIDACTYL_MODEL decides it or hides a choice."""
         if service.attached_to is not None:  # no model here: the agent's runs where it runs
             from ...service.types import encode_npub

@@ -33,15 +33,15 @@ from .diff import diff_content
 if TYPE_CHECKING:
     from textual.worker import Worker
 
-    from ...service.app import AppService
     from ...service.documents import DocumentService
     from ...service.merge import MergeDraft, MergeService
     from ...service.model import ModelService
+    from ...service.screen_api import ScreenService
     from ...service.types import DocumentKey
     from ..host import DidactylHost
 
 
-def offer_merge(screen: Screen[object], event: MemoryChanged, service: AppService | None) -> None:
+def offer_merge(screen: Screen[object], event: MemoryChanged, service: ScreenService | None) -> None:
     """Open the merge view for a concurrent edit, unless the user is busy in another screen (the warning
     notification and the memory history still offer it then)."""
     if not event.lost_local or not event.lost_event_id or not event.winner_event_id:

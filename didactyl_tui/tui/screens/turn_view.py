@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..widgets.assembly_tree import prompt_tokens
 
 if TYPE_CHECKING:
-    from ...service.app import AppService
+    from ...service.screen_api import ScreenService
     from ...service.types import AgentEvent, PromptAssembly, TurnFailed, TurnFinished
     from ..widgets.chat_input import ChatInput
     from ..widgets.conversation import Conversation
@@ -32,7 +32,7 @@ class TurnScreen(Protocol):
 
     def inspectors(self) -> list[PromptInspector]: ...
 
-    def require_service(self) -> AppService: ...
+    def require_service(self) -> ScreenService: ...
 
     def turn_failed(self, error: ErrorEntry, user_entry: MessageEntry) -> None: ...
 
