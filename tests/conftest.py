@@ -24,7 +24,7 @@ from relay_servers import (  # noqa: F401  (any_relay, embedded_relay, rust_rela
 )
 from shared_relay_support import kill_shared_relays
 
-_RUN_FOLDER = pytest.StashKey[Path]()  # the run's temp folder: the helpers' template, the bytecode cache
+_RUN_FOLDER = pytest.StashKey[Path]()  # the run's temp folder: the model helpers' template
 
 
 @pytest.fixture(autouse=True)
@@ -45,18 +45,25 @@ def pytest_configure(config: pytest.Config) -> None:
     # (~8 s of CPU each): tests/model_helper_template.py.
     os.environ[model_helper_template.ENV] = model_helper_template.command(folder)
     # Where Python is told not to write bytecode ($PYTHONDONTWRITEBYTECODE), each of the few hundred processes a run
-    # starts (commands, relays, workers) would compile the package again: the run keeps a bytecode cache of its own
-    # in its temp folder instead (nothing is written in the source tree).
+    # starts (commands, relays, workers) would compile the package again: the suite keeps a bytecode cache of its own
+    # in the user's cache folder instead (nothing is written in the source tree). It outlives the run: a fresh one
+    # costs the next run ~30 s of CPU (litellm alone compiles for ~8 s, and the workers compile the same modules side
+    # by side), and Python checks each entry against its source's time and size before using it.
     dont_write = os.environ.get("PYTHONDONTWRITEBYTECODE")
     if dont_write and not os.environ.get("PYTHONPYCACHEPREFIX"):
         del os.environ["PYTHONDONTWRITEBYTECODE"]
-        os.environ["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+        os.environ["PYTHONPYCACHEPREFIX"] = str(_bytecode_cache())
 
         def as_it_was() -> None:
             os.environ["PYTHONDONTWRITEBYTECODE"] = dont_write
             os.environ.pop("PYTHONPYCACHEPREFIX", None)
 
         config.add_cleanup(as_it_was)
+
+
+def _bytecode_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "didactyl-tui-tests" / "pycache"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -325,12 +325,11 @@ async def test_the_sidebar_steps_aside_on_a_narrow_terminal(tmp_path: Path) -> N
         await pilot.press("f2")  # still there on demand
         await pilot.pause()
         assert slot.display and main.sidebar.active == "memory"
+        # The app hands a resize on to the screen in a message of its own: wait for the screen to act on it.
         await pilot.resize_terminal(140, 30)  # wide again: the sidebar comes back by itself
-        await pilot.pause()
-        assert slot.display
+        await wait_for(pilot, lambda: slot.display, 10, "the sidebar back on a wide terminal")
         await pilot.resize_terminal(90, 30)
-        await pilot.pause()
-        assert not slot.display
+        await wait_for(pilot, lambda: not slot.display, 10, "the sidebar aside on a narrow terminal")
 
 
 async def test_the_palette_shows_each_actions_key_with_remaps(tmp_path: Path) -> None:

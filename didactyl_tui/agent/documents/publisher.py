@@ -34,6 +34,7 @@ from .consensus import RelayHolding, holdings_of
 from .outbox import SUPERSEDED, Outbox, OutboxEntry, backoff_delay
 
 log = logging.getLogger("didactyl.memory")
+_NEWER_KNOWN = "a newer version of this memory already exists; this one was not published"
 
 
 class PoolLike(Protocol):
@@ -136,44 +137,49 @@ class MemoryPublisher:
         must then never be sent).
         """
         if not self._note_newest(ev):
-            raise AgentError("a newer version of this memory already exists; this one was not published", "Memory")
+            raise AgentError(_NEWER_KNOWN, "Memory")
         addr = address_key(ev)
+        # In flight from before it is queued: a retry must not find it due and send it beside this send.
+        self._in_flight.add(ev.id)
         try:
-            state = await asyncio.to_thread(self.outbox.enqueue, ev)
-        except AgentError as exc:
-            # The file is locked: sending now beats losing the edit; it is stored once writable.
-            self._outbox_failed(exc)
-            self._unsaved[addr] = _Unsaved(ev)
-            state = None
-        else:
-            self._outbox_ok()
-            if (old := self._unsaved.get(addr)) is not None and not is_newer(old.event, ev):
-                del self._unsaved[addr]
-        if state == SUPERSEDED:
-            if self._newest.get(addr) is ev:
-                del self._newest[addr]
-            raise AgentError("a newer version of this memory already exists; this one was not published", "Memory")
-        self._changed()
-        return await self._send(ev)
+            try:
+                state = await asyncio.to_thread(self.outbox.enqueue, ev)
+            except AgentError as exc:
+                # The file is locked: sending now beats losing the edit; it is stored once writable.
+                self._outbox_failed(exc)
+                self._unsaved[addr] = _Unsaved(ev)
+                state = None
+            else:
+                self._outbox_ok()
+                if (old := self._unsaved.get(addr)) is not None and not is_newer(old.event, ev):
+                    del self._unsaved[addr]
+            if state == SUPERSEDED:
+                if self._newest.get(addr) is ev:
+                    del self._newest[addr]
+                raise AgentError(_NEWER_KNOWN, "Memory")
+            self._changed()
+            return await self._send(ev)
+        finally:
+            self._in_flight.discard(ev.id)
 
     async def _send(self, ev: Event, urls: list[str] | None = None) -> PublishOutcome:
+        # In flight until the verdicts are recorded: a retry reading the entry sooner resends to a relay that refused.
         self._in_flight.add(ev.id)
         try:
             outcome = await self.pool.publish(ev, timeout=self.timeout, urls=urls)
+            unsaved = self._unsaved.get(address_key(ev))
+            if unsaved is not None and unsaved.event.id == ev.id:
+                self._fold_unsaved(unsaved, outcome)
+            else:
+                try:
+                    await asyncio.to_thread(self.outbox.record, outcome)
+                    self._outbox_ok()
+                except AgentError as exc:
+                    # Nothing lost: the entry stays due and the next retry sends it again
+                    # (relays that already hold it answer "duplicate").
+                    self._outbox_failed(exc)
         finally:
             self._in_flight.discard(ev.id)
-        addr = address_key(ev)
-        unsaved = self._unsaved.get(addr)
-        if unsaved is not None and unsaved.event.id == ev.id:
-            self._fold_unsaved(unsaved, outcome)
-        else:
-            try:
-                await asyncio.to_thread(self.outbox.record, outcome)
-                self._outbox_ok()
-            except AgentError as exc:
-                # Nothing lost: the entry stays due and the next retry sends it again
-                # (relays that already hold it answer "duplicate").
-                self._outbox_failed(exc)
         self._changed()
         self._wake.set()
         return outcome

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,37 @@ async def test_ok_false_final_is_not_retried_on_that_relay(rig: FaultRig) -> Non
     assert e.relays[a.url] == "refused: blocked: you are not on the allow list"
     assert rig.outbox.unfinished(rig.urls) == []
     assert rig.outbox.due(rig.urls, now=float("inf")) == []
+
+
+@pytest.mark.parametrize("step", ["enqueue", "record"])
+async def test_a_retry_pass_during_a_publish_does_not_send_it_again(rig: FaultRig, step: str) -> None:
+    """The retry loop wakes whenever a relay (re)connects: a pass that reads the outbox right after the entry is
+    queued, or after the relays answered but before their verdicts are written, must leave the event to the
+    publish under way (it once sent it again, and the relay that had refused it for good accepted the copy)."""
+    a, _b = rig.proxies
+    a.reject_next(1, "blocked: you are not on the allow list")
+    reached, release = threading.Event(), threading.Event()
+    real = getattr(rig.outbox, step)
+
+    def held(*args: Any) -> Any:  # held until the retry pass has run: after the entry is queued, before verdicts
+        if step == "enqueue":
+            result = real(*args)
+        reached.set()
+        release.wait(10)
+        return result if step == "enqueue" else real(*args)
+
+    setattr(rig.outbox, step, held)
+    ev = memory_event("v1", 1000)
+    publishing = asyncio.create_task(rig.publisher.publish(ev))
+    try:
+        assert await asyncio.to_thread(reached.wait, 10)
+        assert await rig.publisher.retry_due() == 0
+    finally:
+        release.set()
+    outcome = await publishing
+    assert outcome.results[a.url].verdict is Verdict.REJECTED
+    assert entry(rig, ev).relays[a.url] == "refused: blocked: you are not on the allow list"
+    assert [e.event_id for e in a.forwarded_events()] == []  # never sent past the refusal
 
 
 async def test_every_relay_refusing_for_good_is_a_clear_refused_state(rig: FaultRig) -> None:
