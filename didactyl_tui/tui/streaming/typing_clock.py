@@ -1,5 +1,5 @@
-"""When a key was last typed in the message box: the garbage collection put off by a turn waits for a pause in
-the typing (``gc_pause.py``)."""
+"""When a key was last typed in the message box: a streaming reply paints less often while someone types
+(``fast.py``), and the garbage collection put off by a turn waits for a pause in the typing (``gc_pause.py``)."""
 
 from __future__ import annotations
 

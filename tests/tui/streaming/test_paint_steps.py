@@ -99,3 +99,19 @@ async def test_while_steps_run_an_echo_is_painted_and_the_pass_waits() -> None:
         with screen.paint_steps():
             pass  # the steps end: the pass runs at the next update
         await wait_for(pilot, lambda: not screen._layout_required and block.region.height == 1, 10, "the pass")
+
+
+def test_while_someone_types_paints_are_further_apart(monkeypatch: Any) -> None:
+    import time
+    from types import SimpleNamespace
+
+    from didactyl_tui.tui.streaming import fast, typing_clock
+
+    body = FastBody(SimpleNamespace(text=""), streaming=True, parser_factory=None)  # type: ignore[arg-type]
+    monkeypatch.setattr(typing_clock, "_last_input", float("-inf"))
+    body._frame_composed(time.thread_time())  # a cheap paint, nobody typing: the shortest gap
+    assert body._next_paint_at - time.monotonic() <= fast.MIN_PAINT_GAP_S
+    typing_clock.note_input()
+    body._frame_composed(time.thread_time())
+    assert body._next_paint_at - time.monotonic() > fast.MIN_PAINT_GAP_S
+    assert body._next_paint_at - time.monotonic() <= fast.TYPING_PAINT_GAP_S
