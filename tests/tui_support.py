@@ -125,6 +125,19 @@ async def started(pilot: Any) -> None:
     await pilot.pause()
 
 
+def frames_showing(app: Any, seen: Callable[[], Any]) -> list[Any]:
+    """From now on, note ``seen()`` each time ``app`` writes a frame (Textual's own ``App._display``)."""
+    frames: list[Any] = []
+    display = app._display
+
+    def noted(screen: Any, renderable: Any) -> None:
+        frames.append(seen())
+        display(screen, renderable)
+
+    app._display = noted
+    return frames
+
+
 def screen_text(app: Any) -> str:
     """Everything on screen as plain text lines, one character per cell (a wide character is followed by a space
     for the cell it also covers), trailing spaces and blank last lines dropped.

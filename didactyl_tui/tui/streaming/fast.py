@@ -34,10 +34,9 @@ PAINT_DEFER_S = 0.005  # a paint due while keys wait is put off by this much
 MAX_PAINT_DEFERRALS = 6  # at most this many times in a row
 MIN_PAINT_GAP_S = 0.04  # at most ~25 paints a second
 MAX_PAINT_GAP_S = 0.25  # and at least 4 (a slow first paint, e.g. markdown-it's import, must not stall the rest)
-# While someone types (a key within TYPING_RECENT_S), at most ~8 paints a second: each paint's layout pass holds
+# While someone types (typing_clock.typing_now), at most ~8 paints a second: each paint's layout pass holds
 # the keys that arrive during it, so fewer passes let more keys echo at once (the reply still moves ~8 times a second).
 TYPING_PAINT_GAP_S = 0.12
-TYPING_RECENT_S = 1.0
 PAINT_SHARE = 0.5  # while streaming, painting may take this share of the time; the rest is for keys and input
 # Text handed to the Markdown per paint. Textual holds every frame while an append mounts its new blocks, so an
 # unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
@@ -215,9 +214,9 @@ class FastBody:
         cost = time.thread_time() - started
         self._waiting_for_frame = False
         gap = min(MAX_PAINT_GAP_S, max(MIN_PAINT_GAP_S, cost * (1 - PAINT_SHARE) / PAINT_SHARE))
-        from .typing_clock import seconds_since_input
+        from .typing_clock import typing_now
 
-        if seconds_since_input() < TYPING_RECENT_S:
+        if typing_now():
             gap = max(gap, TYPING_PAINT_GAP_S)
         self._next_paint_at = time.monotonic() + gap
         if self._streaming and self._painted < len(self.host.text):

@@ -51,7 +51,6 @@ def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
     the update runs as Textual's.
     """
     try:
-        dirty: set[Widget] = screen._dirty_widgets
         if not (screen._layout_required and screen.is_current and not screen.app._batch_count):
             return False
         if _input_queued(screen):
@@ -61,14 +60,8 @@ def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
         echo = _echo(screen, conversation)
         if not echo or screen in echo:
             return False
-        rest = dirty - echo
         screen._update_timer.pause()
-        from .full_map import kept
-
-        with kept(screen._compositor):
-            screen._compositor.update_widgets(echo)
-            screen._compositor_refresh()  # paints the dirty regions just added; empties the dirty set
-        dirty.update(rest)
+        _paint_first(screen, echo)
         screen._update_timer.resume()  # the layout pass: next tick
         return True
     except AttributeError:
@@ -83,17 +76,10 @@ def echo_only(screen: Screen, conversation: Widget) -> bool:
     try:
         if not (screen._layout_required and screen.is_current and not screen.app._batch_count):
             return False
-        dirty: set[Widget] = screen._dirty_widgets
         screen._update_timer.pause()
         echo = _echo(screen, conversation)
         if echo and screen not in echo:
-            rest = dirty - echo
-            from .full_map import kept
-
-            with kept(screen._compositor):
-                screen._compositor.update_widgets(echo)
-                screen._compositor_refresh()  # empties the dirty set
-            dirty.update(rest)
+            _paint_first(screen, echo)
         return True
     except AttributeError:
         return False
@@ -109,6 +95,19 @@ def _echo(screen: Screen, conversation: Widget) -> set[Widget]:
     for the pass: painting it would show nothing and would mark the compositor's map stale for nothing."""
     on_screen = screen._compositor.visible_widgets
     return {w for w in screen._dirty_widgets if (w is screen or w in on_screen) and _outside(w, conversation)}
+
+
+def _paint_first(screen: Screen, echo: set[Widget]) -> None:
+    """Paint ``echo`` alone, against the compositor's map as it stands; the rest of the dirty set stays for the
+    layout pass that follows."""
+    from .full_map import kept
+
+    dirty: set[Widget] = screen._dirty_widgets
+    rest = dirty - echo
+    with kept(screen._compositor):
+        screen._compositor.update_widgets(echo)
+        screen._compositor_refresh()  # paints the dirty regions just added; empties the dirty set
+    dirty.update(rest)
 
 
 def _input_queued(screen: Screen) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+TYPING_RECENT_S = 1.0  # a key this recent: someone is typing
 _last_input = float("-inf")
 
 
@@ -17,3 +18,8 @@ def note_input() -> None:
 def seconds_since_input() -> float:
     """Seconds since the last key (infinite before the first)."""
     return time.monotonic() - _last_input
+
+
+def typing_now() -> bool:
+    """Whether someone is typing (a key within ``TYPING_RECENT_S``)."""
+    return seconds_since_input() < TYPING_RECENT_S

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from textual.widgets import Static
+from tui_support import frames_showing
 
 from didactyl_tui.tui.streaming.one_layout import layout_once
 
@@ -64,9 +65,7 @@ async def test_an_echo_is_painted_first_and_the_layout_pass_waits_for_the_next_u
         assert not echo_pending(screen, conversation)
         app.set_focus(None)  # the input's own messages (Changed) would count as a key still on its way
         await pilot.pause()
-        frames: list[str] = []
-        display = app._display
-        app._display = lambda s, renderable: (frames.append(box.value), display(s, renderable))  # type: ignore[method-assign]
+        frames = frames_showing(app, lambda: box.value)
         # No await from here on: Textual's own update (60 times a second) must not run in between.
         block = Static("a streamed block")
         conversation.mount(block)

@@ -9,7 +9,7 @@ from typing import Any
 from textual.app import App, ComposeResult
 from textual.screen import Screen
 from textual.widgets import Input, Static
-from tui_support import screen_text, wait_for
+from tui_support import frames_showing, screen_text, wait_for
 
 from didactyl_tui.tui.app import DidactylApp
 from didactyl_tui.tui.streaming.fast import FastBody
@@ -84,9 +84,7 @@ async def test_while_steps_run_an_echo_is_painted_and_the_pass_waits() -> None:
         assert not echo_only(screen, conversation)  # no pass due: nothing held
         app.set_focus(None)
         await pilot.pause()
-        frames: list[str] = []
-        display = app._display
-        app._display = lambda s, renderable: (frames.append(box.value), display(s, renderable))  # type: ignore[method-assign]
+        frames = frames_showing(app, lambda: box.value)
         # No await from here on: Textual's own update must not run in between.
         block = Static("a streamed block")
         conversation.mount(block)
