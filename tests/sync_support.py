@@ -20,7 +20,7 @@ def config_for(*urls: str) -> Config:
     cfg = Config()
     cfg.relays.embedded.enabled = False
     cfg.relays.urls = list(urls)
-    cfg.relays.timeout_s = 1.0
+    cfg.relays.timeout_s = 10.0
     cfg.memory.backend = "none"
     cfg.agent.publish_profile = False
     return cfg

@@ -19,7 +19,7 @@ T0 = 1_750_000_000
 
 def relay_config(*urls: str) -> str:
     listed = ", ".join(f'"{u}"' for u in urls)
-    return f'[relays]\nembedded = false\nurls = [{listed}]\ntimeout_s = 1.0\n[memory]\nbackend = "none"\n' \
+    return f'[relays]\nembedded = false\nurls = [{listed}]\ntimeout_s = 10.0\n[memory]\nbackend = "none"\n' \
            "[agent]\npublish_profile = false\n"
 
 

@@ -274,7 +274,7 @@ async def test_a_read_only_command_delivers_a_save_waiting_in_the_outbox(tmp_pat
     await server.start()
     url = server.url
     await server.stop()  # down while the save is made
-    config = (f'[relays]\nembedded = false\nurls = ["{url}"]\ntimeout_s = 1.0\n[memory]\nbackend = "none"\n'
+    config = (f'[relays]\nembedded = false\nurls = ["{url}"]\ntimeout_s = 10.0\n[memory]\nbackend = "none"\n'
               "[agent]\npublish_profile = false\n")
     env = cli_env(tmp_path, config, DIDACTYL_NSEC=TEST_KEY.nsec())
     saved = await asyncio.to_thread(cli, ["soul", "save", "--content", soul("Waiting"), "--json"], env)

@@ -236,7 +236,7 @@ async def test_the_cli_names_both_versions_and_prints_the_lost_text_for_merging(
         tmp_path: Path, relay: EmbeddedRelayUnderTest) -> None:
     from bad_inputs_support import cli, cli_env
 
-    env = cli_env(tmp_path, f'[relays]\nembedded = false\nurls = ["{relay.url}"]\ntimeout_s = 1.0\n'
+    env = cli_env(tmp_path, f'[relays]\nembedded = false\nurls = ["{relay.url}"]\ntimeout_s = 10.0\n'
                             '[memory]\nbackend = "none"\n[agent]\npublish_profile = false\n',
                   DIDACTYL_NSEC=AGENT_KEY.nsec())
     await put(relay.url, memory_event(AGENT_KEY, "base", int(time.time()) - 100))
@@ -276,7 +276,7 @@ async def test_a_save_refused_for_good_is_reported_refused_and_never_blocks_the_
             later = await a.documents.save(ST, "the next one")
             assert later.any_accepted and not later.refused
             assert [text_of(ev) for ev in await held(relay)] == ["the next one"]
-        env = cli_env(tmp_path, f'[relays]\nembedded = false\nurls = ["{proxy.url}"]\ntimeout_s = 1.0\n'
+        env = cli_env(tmp_path, f'[relays]\nembedded = false\nurls = ["{proxy.url}"]\ntimeout_s = 10.0\n'
                                 '[memory]\nbackend = "none"\n[agent]\npublish_profile = false\n',
                       DIDACTYL_NSEC=AGENT_KEY.nsec())
         proxy.reject_next(1, "blocked: not on the list")

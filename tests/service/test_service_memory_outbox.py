@@ -30,7 +30,7 @@ def config_for(*urls: str, embedded: bool = False) -> Config:
     cfg.relays.embedded.enabled = embedded
     cfg.relays.embedded_port = 0
     cfg.relays.urls = list(urls)
-    cfg.relays.timeout_s = 1.0
+    cfg.relays.timeout_s = 10.0
     cfg.memory.backend = "none"
     cfg.agent.publish_profile = False
     return cfg
