@@ -59,7 +59,8 @@ async def test_a_later_edit_from_another_instance_is_adopted_quietly(
         clock_a.t = T0 + 20
         third = await a.documents.save(ST, "and A again")
         await wait_for(lambda: b.documents.snapshot(ST).event_id == third.event_id, timeout=5)
-        await asyncio.sleep(0.2)  # any (wrong) notice would be judged on the history thread by now
+        await judged(a)
+        await judged(b)  # any (wrong) notice would have been told by now
         assert conflicts(seen_a) == [] and conflicts(seen_b) == []
         assert not any("concurrent" in w for w in warnings(seen_a) + warnings(seen_b))
 
@@ -110,7 +111,7 @@ async def test_rust_nostr_without_a_base_tag_is_judged_by_what_this_device_has_s
             later = rust_memory_event("rust, after reading ours", ours.created_at + 1)
             await rust_publish(relay.url, later)
             await wait_for(lambda: a.documents.snapshot(ST).event_id == later.id, timeout=5)
-            await asyncio.sleep(0.2)
+            await judged(a)
             assert conflicts(seen) == [] and a.documents.snapshot(ST).content == "rust, after reading ours"
             # 2. Our next save never reaches a relay before rust-nostr's next version arrives: not based on ours.
             proxy.reject_next(1000, "error: scripted outage")
