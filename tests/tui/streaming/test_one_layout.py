@@ -1,5 +1,6 @@
 """tui/streaming/one_layout.py: requests a layout pass raises itself are forgotten; those made before it stand; a screen
-without Textual's private state gets the plain pass."""
+without Textual's private state gets the plain pass; a key's echo is painted before a due pass, a widget the pass
+will resize is not."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def _app() -> Any:
             with VerticalScroll(id="conversation"):
                 for n in range(40):
                     yield Static(f"block {n}")
+            yield Static("one line", id="pane")  # outside the conversation, sized by its text: a sidebar pane
             yield Input(id="box")
 
     return Chat()
@@ -80,6 +82,37 @@ async def test_an_echo_is_painted_first_and_the_layout_pass_waits_for_the_next_u
         assert not keys_before_layout(screen, conversation)  # no echo waiting: the update is Textual's
         await pilot.pause()
         assert not screen._layout_required and block.region.height == 1
+
+
+async def test_a_pane_the_pass_will_resize_is_not_painted_before_it() -> None:
+    """A sidebar pane given more lines while a pass is due waits for the pass: painted first in its old region
+    it would show its new text cut to one line for a frame."""
+    import asyncio
+
+    from didactyl_tui.tui.streaming.one_layout import keys_before_layout
+
+    app = _app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        screen, conversation, pane = app.screen, app.query_one("#conversation"), app.query_one("#pane", Static)
+        app.set_focus(None)
+        await pilot.pause()
+        assert pane.region.height == 1
+        frames = frames_showing(app, lambda: pane.region.height)
+        app._batch_count += 1  # Textual's own update waits (as behind a long paint) while the pane is refreshed
+        await conversation.mount(Static("a streamed block"))  # a layout pass is due
+        pane.update("first line\nsecond line")  # as a relay poll refreshes a pane
+        for _ in range(1000):  # bounded: the widgets' messages settle in a few loop turns
+            asked = set().union(*screen._layout_widgets.values())
+            if pane in screen._dirty_widgets and pane in asked and app._message_queue.empty():
+                break
+            await asyncio.sleep(0)
+        app._batch_count -= 1
+        # No await from here on: Textual's own update (60 times a second) must not run in between.
+        assert keys_before_layout(screen, conversation)  # outside the conversation and dirty: the pass waits
+        assert frames == []  # ... but the pane was not painted in its old region
+        await pilot.pause()
+        assert frames and frames[0] == 2  # its first frame shows both lines
 
 
 def test_without_textuals_private_state_the_update_is_textuals() -> None:
