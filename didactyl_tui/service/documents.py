@@ -172,9 +172,14 @@ class DocumentService:
                               tuple(await self.pending_publishes(key)))
 
     async def deliver_pending(self) -> None:
-        """Send what the outbox has due now (a save an earlier run left waiting): finishing a write, not a new one."""
+        """Send what the outbox has due now (a save an earlier run left waiting): finishing a write, not a new one.
+        A relay that takes a version counts as holding it at once (as its own echo of it will say, later), so a
+        command that reads right after shows where it is."""
         try:
-            await self._rt.publisher.retry_due()
+            sent = await self._rt.publisher.retry_due()
+            for ev, outcome in sent:
+                for url in outcome.accepted_by:
+                    await self._rt.store.take(url, ev)
         except Exception as exc:  # relay trouble shows in the outbox; never out of a command
             self._warn(f"the outbox could not be sent: {exc}")
 

@@ -249,8 +249,8 @@ class MemoryPublisher:
                 continue
             await self._send(ev, todo)
 
-    async def retry_due(self) -> int:
-        """Send every entry whose retry time has come. Returns how many were sent."""
+    async def retry_due(self) -> list[tuple[Event, PublishOutcome]]:
+        """Send every entry whose retry time has come. Returns each sent, with its outcome."""
         async with self._retry_lock:
             now: float | None = None
             if self._wake_all_requested:
@@ -271,19 +271,18 @@ class MemoryPublisher:
                     if entry.event.id in self._in_flight:
                         continue  # publish() is sending it right now
                     tasks.append(tg.create_task(self._retry_entry(entry, urls)))
-            return sum(1 for t in tasks if t.result())
+            return [sent for t in tasks if (sent := t.result()) is not None]
 
-    async def _retry_entry(self, entry: OutboxEntry, urls: list[str]) -> bool:
+    async def _retry_entry(self, entry: OutboxEntry, urls: list[str]) -> tuple[Event, PublishOutcome] | None:
         # Re-check: a newer version may have superseded it since the due list was read.
         current = await asyncio.to_thread(self.outbox.get, entry.event.id)
         if current is None or current.state == SUPERSEDED:
-            return False
+            return None
         targets = current.relays_to_retry(urls) if entry.event.kind not in self.held_kinds else []
         # Checked with no await between it and the hand-over to the pool: see the module docstring.
         if not targets or self._is_stale(entry.event) or entry.event.id in self._in_flight:
-            return False
-        await self._send(entry.event, targets)
-        return True
+            return None
+        return entry.event, await self._send(entry.event, targets)
 
     async def run(self, *, max_sleep: float = 30.0) -> None:
         """Retry loop; runs until cancelled. Listens to the pool's connection states when it can."""
