@@ -176,10 +176,12 @@ class DocumentService:
         A relay that takes a version counts as holding it at once (as its own echo of it will say, later), so a
         command that reads right after shows where it is."""
         try:
-            sent = await self._rt.publisher.retry_due()
+            store, sent = self._rt.store, await self._rt.publisher.retry_due()
             for ev, outcome in sent:
+                if store.events.key_of(ev) is None:
+                    continue  # not one of the documents (it would count as a stray event)
                 for url in outcome.accepted_by:
-                    await self._rt.store.take(url, ev)
+                    await store.take(url, ev)
         except Exception as exc:  # relay trouble shows in the outbox; never out of a command
             self._warn(f"the outbox could not be sent: {exc}")
 
