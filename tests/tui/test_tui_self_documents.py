@@ -73,7 +73,7 @@ async def test_the_tasks_pane_shows_open_tasks_first_and_follows_the_tools_and_a
             clock.t += 2
             outcome = await service.chat.dispatch_tool("task_update" if "id" in args else "task_add", args)
             assert not outcome.is_error, outcome.content
-        # Both lines: the pane's new text can be painted in its old one-line region before the layout pass.
+        # Both lines: until the layout pass gives the pane its second line, the screen shows its first only.
         two = ("#2 fix the bike · in progress — rear tyre", "#1 buy milk · done")
 
         def both_shown() -> str | None:

@@ -89,7 +89,7 @@ async def test_a_pane_the_pass_will_resize_is_not_painted_before_it() -> None:
     it would show its new text cut to one line for a frame."""
     import asyncio
 
-    from didactyl_tui.tui.streaming.one_layout import keys_before_layout
+    from didactyl_tui.tui.streaming.one_layout import _resizing, keys_before_layout
 
     app = _app()
     async with app.run_test(size=(60, 20)) as pilot:
@@ -103,8 +103,7 @@ async def test_a_pane_the_pass_will_resize_is_not_painted_before_it() -> None:
         await conversation.mount(Static("a streamed block"))  # a layout pass is due
         pane.update("first line\nsecond line")  # as a relay poll refreshes a pane
         for _ in range(1000):  # bounded: the widgets' messages settle in a few loop turns
-            asked = set().union(*screen._layout_widgets.values())
-            if pane in screen._dirty_widgets and pane in asked and app._message_queue.empty():
+            if pane in screen._dirty_widgets and pane in _resizing(screen) and app._message_queue.empty():
                 break
             await asyncio.sleep(0)
         app._batch_count -= 1
