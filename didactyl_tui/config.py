@@ -235,7 +235,8 @@ class AdminConfig:
     """The agent's admin: you."""
 
     pubkey: str = setting("", "Your public key (hex or npub): the agent reads your profile, contacts, relays and "
-                              "notes.")
+                              "notes, and answers your direct messages with every tool. Followed while running: a "
+                              "change applies from the next message.")
 
 
 @dataclass
@@ -292,6 +293,10 @@ class SoulSection:
     tool: str = setting("", "Context tool whose content becomes the text (or use content).")
     content: str = setting("", "Static text (instead of tool).")
     skip_if_empty: bool = setting(True, "Leave the section out when its text is empty.")
+    audience: str = setting("", "Who may read it: admin (your own conversations only) or everyone (guests in direct "
+                                "messages too). Empty: as its tool is declared (memory, tasks and your sections are "
+                                "for the admin; the agent's public identity is for everyone); static text is for "
+                                "everyone. docs/soul-event.md")
 
 
 @dataclass
@@ -336,6 +341,9 @@ class Config:
     """[keys]: action = "key" remaps, e.g. send = "ctrl+j" (terminals swallow some keys)."""
 
     path: Path | None = None  # the file it came from (not a config key)
+    # Where it is read from, even while no file is there yet (not a config key): the running process follows
+    # [admin] and [dm] in it (service/live_policy.py). None: nothing is followed (a config built in code).
+    origin: Path | None = None
     relays_override: list[str] | None = None
     """$DIDACTYL_RELAYS: this run's relays instead of ``[relays] urls`` (not a config key). ``relays.urls`` stays
     the file's, the intent published as the agent's relay list; an override is never published (docs/sync.md)."""

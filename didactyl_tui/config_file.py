@@ -254,6 +254,7 @@ def load_config(cli_path: str | os.PathLike[str] | None = None, env: dict[str, s
         raise ConfigError(f"{path}: no such config file", "Bad config")
     else:
         cfg = Config(path=None)
+    cfg.origin = path
     return validate(apply_env(cfg, env))
 
 
@@ -311,6 +312,7 @@ def render_example() -> str:
         '# section = "short_term_memory"',
         '# role = "system"',
         '# tool = "memory_short_term_read"',
+        '# audience = "admin"          # who may read it: admin or everyone (empty: as its tool is declared)',
         "",
         "# Startup events, in order (none by default). Example:",
         "# [[agent.startup_events]]",

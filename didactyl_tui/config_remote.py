@@ -24,9 +24,9 @@ class SignerConfig:
                                             "status bar says \"signer away\" until it answers).", min=0.1, max=3600)
 
 
+# The agent's public identity: what a guest's prompt may show too (agent/audience.py), nothing of the admin's.
 GUEST_TOOLS = ["agent_identity", "nostr_agent_profile", "nostr_agent_contacts", "nostr_agent_relays",
-               "nostr_agent_notes", "my_npub", "my_pubkey", "admin_identity", "nostr_admin_profile",
-               "nostr_admin_contacts", "nostr_admin_relays", "nostr_admin_notes"]
+               "nostr_agent_notes", "my_npub", "my_pubkey"]
 
 
 @dataclass
@@ -35,17 +35,20 @@ class DmConfig:
     answered at once, what others may make it do, and how long a reply is retried."""
 
     allow: list[str] = setting([], "Pubkeys (hex or npub) whose NIP-17 direct messages the agent answers, besides "
-                               "[admin] pubkey. Everyone else's are counted and dropped, never shown to the model.")
+                               "[admin] pubkey, as guests: their turns see only what is for everyone "
+                               "(docs/direct-messages.md). Everyone else's are counted and dropped, never shown to the "
+                               "model. Followed while running: a change applies from the next message.")
     max_queued: int = setting(64, "Most incoming gift wraps waiting to be opened, and most messages waiting for their "
                               "conversation's turn; past it new wraps are set aside (counted) and fetched again from "
                               "the relays once there is room.", min=1, max=10_000)
     max_parallel: int = setting(4, "Most conversations answered at once (one model turn each); messages of one "
                                 "conversation are always answered one at a time, in order.", min=1, max=64)
     guest_tools: list[str] = setting(GUEST_TOOLS, "Tools the model may call in a conversation that is not the admin's "
-                                     "own (an allow-listed sender, or a group): by default only reading public Nostr "
-                                     "data, so nothing is written or published (no memory, soul, task or profile "
-                                     "change, no note) and no private memory is read. The admin's own conversation has "
-                                     "every tool. A call to any other tool is refused; the model is told why.")
+                                     "own (an allow-listed sender, or a group, even one with the admin in it): by "
+                                     "default only reading the agent's public identity, so nothing is written or "
+                                     "published (no memory, soul, task or profile change, no note) and nothing of "
+                                     "the admin's is read. The admin's own conversation has every tool. A call to any "
+                                     "other tool is refused; the model is told why. Followed while running.")
     give_up_after_s: float = setting(86_400.0, "Seconds a written reply is retried (with backoff) before the message "
                                      "is given up as undelivered (said in the app and in serve's log).",
                                      min=1, max=30 * 86_400)

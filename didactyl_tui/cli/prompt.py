@@ -12,7 +12,8 @@ from .command import EXIT_OK, Output, open_service, resolve_session
 
 
 def _render_prompt(assembly: Any) -> str:
-    lines = [f"model: {assembly.model or '(none configured)'}", ""]
+    lines = [f"model: {assembly.model or '(none configured)'}",
+             f"policy: {assembly.audience} ({assembly.audience_who})", ""]
     for layer in assembly.layers:
         source = f"tool {layer.tool}" if layer.tool else "static"
         if layer.skipped:
@@ -20,7 +21,9 @@ def _render_prompt(assembly: Any) -> str:
         else:
             lines.append(f"- {layer.section} [{layer.role}, {source}] {layer.tokens} tokens")
     lines.append(f"- history: {len(assembly.history)} messages ({assembly.history_dropped} older left out)")
-    if assembly.backend_id:
+    if assembly.backend_id and assembly.backend_withheld:
+        lines.append(f"- memory backend {assembly.backend_id} skipped: {assembly.backend_withheld}")
+    elif assembly.backend_id:
         where = "in the system message" if assembly.backend_place == "system" else "after the history"
         lines.append(f"- memory backend {assembly.backend_id}: {assembly.backend_tokens} tokens ({where})")
     lines.append(f"- tools offered: {', '.join(assembly.tool_names)}")

@@ -42,8 +42,10 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
     status = None
     try:
         admin = service.admin_pubkey[:12] + "…" if service.admin_pubkey else "none"
-        log.info("serving as %s on %s (admin %s, %d allowed)", service.identity.agent_npub,
-                 ", ".join(service.relays.urls), admin, len(service.dm_policy.allow))
+        watched = service.policy.path
+        log.info("serving as %s on %s (admin %s, %d allowed; %s)", service.identity.agent_npub,
+                 ", ".join(service.relays.urls), admin, len(service.policy.dm.allow),
+                 f"[admin] and [dm] followed in {watched}" if watched else "no config file followed")
         if not service.model.configured:
             log.warning("no model is configured: direct messages will not be answered")
         await stop.wait()

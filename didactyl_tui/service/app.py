@@ -23,13 +23,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..agent.dm.inbox import DmPolicy
 from ..agent.documents.sync import RECONCILE_START_DELAY_S
-from ..agent.identity.cache import pubkey_hex
 from ..agent.soul.template import load_soul_template
 from ..agent.tools.builtin import build_base_registry
 from ..config import Config
-from ..config_file import config_error
 from ..errors import AgentError, ConfigError
 from .api_keys import api_key_file, load_api_keys
 from .attach import attach_agent_of, open_attach_target
@@ -40,6 +37,7 @@ from .dm import DmService
 from .documents import DocumentService
 from .events import Listeners, ServiceEvent, ServiceWarning
 from .identity import IdentityService
+from .live_policy import LivePolicy, Rights, RightsChanged, admin_pubkey_of, rights_of
 from .merge import MergeService
 from .model import ModelService
 from .notes import NoteConfirmation
@@ -50,16 +48,6 @@ from .soul import SoulService
 from .startup import publish_startup_events, startup_intents
 
 log = logging.getLogger("didactyl.service")
-
-
-def admin_pubkey_of(config: Config) -> str | None:
-    """``[admin] pubkey`` as hex (None when unset); ConfigError naming the key when it is not a public key."""
-    if not config.admin.pubkey.strip():
-        return None
-    try:
-        return pubkey_hex(config.admin.pubkey)
-    except ValueError as exc:
-        raise config_error(config.path, "admin", "pubkey", str(exc)) from None
 
 
 class AppService:
@@ -91,8 +79,11 @@ class AppService:
         self._clock = clock
         self._client_options = dict(relay_client_options or {})
         self._events: Listeners[ServiceEvent] = Listeners()
+        rights = rights_of(config)  # a bad [admin] or [dm] key is a ConfigError naming it, before anything starts
         self.admin_pubkey = admin_pubkey_of(config)
-        self.dm_policy = _dm_policy(config, self.admin_pubkey)
+        # [admin] and [dm] as the file says now: followed while the service runs (service/live_policy.py).
+        self.policy = LivePolicy(config.path or config.origin, self.env, rights, warn=self._warn)
+        self.policy.add_listener(self._rights_changed)
         self._soul = load_soul_template(config.soul, config_path=config.path)
         self.model = ModelService(config, self.env, self.data_dir, own_env=own_env, key_file=key_file)
         self.notes = NoteConfirmation()  # the TUI sets who asks the person at the terminal
@@ -108,6 +99,23 @@ class AppService:
     def _warn(self, message: str, *, lasting: bool = False) -> None:
         log.warning("%s", message)
         self._events.emit(ServiceWarning(message, lasting))
+
+    def _rights_changed(self, change: RightsChanged) -> None:
+        """[admin] or [dm] changed in the file: the DM inbox reads the rights itself; the admin's context and the
+        embedded relay's allow-list follow here (not when attached: the admin is then this window's own key)."""
+        if self.attached_to is not None or change.config is None or change.new.dm == change.old.dm:
+            return  # unreadable: nobody's rights meanwhile, nothing to follow; or only [dm] guest_tools changed
+        self.admin_pubkey = change.new.dm.admin
+        parts = self._parts
+        if parts is not None:
+            parts.runtime.daemons.spawn(self._follow_people(parts, change.new))
+
+    async def _follow_people(self, parts: Parts, rights: Rights) -> None:
+        runtime = parts.runtime
+        await parts.identity.switch_admin(rights.dm.admin)
+        if runtime.relay_keeper is not None:
+            await runtime.relay_keeper.take_options(
+                runtime.embedded_relay_options(self.config, rights.dm.admin, sorted(rights.dm.allow)))
 
     # --- the parts, once started ---------------------------------------------------------------------
     @property
@@ -193,7 +201,7 @@ class AppService:
         try:
             parts = await build_parts(
                 self.config, data_dir=self.data_dir, env=self.env, admin_pubkey=self.admin_pubkey,
-                dm_policy=self.dm_policy, soul=self._soul, registry=self.registry, model=self.model,
+                policy=self.policy, soul=self._soul, registry=self.registry, model=self.model,
                 notes=self.notes, emit=self._events.emit, warn=self._warn, clock=self._clock,
                 client_options=self._client_options, read_only=read_only,
                 answer_dms=self.answer_dms and attach is None, attach=attach)
@@ -236,6 +244,8 @@ class AppService:
             runtime.sync.start_checks(delay=RECONCILE_START_DELAY_S)
         if parts.dm is not None:
             await parts.dm.start()
+        if self.attached_to is None and not read_only:  # [admin] and [dm] followed while it runs
+            runtime.daemons.spawn(self.policy.watch())
         wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
         if wanted and not read_only:  # a read-only command publishes nothing of its own
             parts.soul.publish_configured()
@@ -260,13 +270,3 @@ class AppService:
         if self._parts is None or self.attached_to is not None or not self.model.should_preload():
             return None
         return preload_llm(self.config.llm.worker_process)
-
-
-def _dm_policy(config: Config, admin: str | None) -> DmPolicy:
-    allow = []
-    for text in config.dm.allow:
-        try:
-            allow.append(pubkey_hex(text))
-        except ValueError as exc:
-            raise config_error(config.path, "dm", "allow", f"{text[:70]!r}: {exc}") from None
-    return DmPolicy.of(admin, allow)

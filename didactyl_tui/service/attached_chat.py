@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from ..agent.audience import ADMIN_TURN, TurnAudience
 from ..agent.conversations.assembly_log import SavedAssembly
 from ..agent.conversations.seen_messages import SeenMessages
 from ..agent.conversations.session_kind import SessionKind
@@ -83,7 +84,8 @@ class AttachedChat(ChatService):
         """The one conversation with the agent (there is no other here)."""
         return self.session_id or await super().new_session()
 
-    async def dry_run(self, session_id: str, message: str | None = None) -> PromptAssembly:
+    async def dry_run(self, session_id: str, message: str | None = None, *, audience: TurnAudience = ADMIN_TURN,
+                      tools: ToolPolicy | None = None) -> PromptAssembly:
         raise AgentError("the prompt is assembled where the agent runs; each reply's assembly shows in the "
                          "inspector when the agent sends it", "Attached")
 
@@ -92,7 +94,8 @@ class AttachedChat(ChatService):
 
     # --- the turn ------------------------------------------------------------------------------------
     async def run_turn(self, session_id: str, message: str, kind: SessionKind = SessionKind.TERMINAL, *,
-                       tools: ToolPolicy | None = None) -> AsyncIterator[AgentEvent]:
+                       tools: ToolPolicy | None = None,
+                       audience: TurnAudience = ADMIN_TURN) -> AsyncIterator[AgentEvent]:
         """Send ``message`` to the agent and wait (``[attach] reply_timeout_s``) for its reply, then (``[attach]
         report_wait_s``) for its prompt report. A message that reached no relay of the agent's is kept, marked
         failed; one not answered in time stays sent (a later reply shows when it comes)."""

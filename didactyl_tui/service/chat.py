@@ -1,16 +1,22 @@
 """Conversations and turns: the model in use (remembered in state.toml), sessions, prompt assembly, the
 agent loop with tools dispatched to the memory backend first, then the registry. litellm is never imported
-here (``preload_llm`` starts it in a thread, off the UI path)."""
+here (``preload_llm`` starts it in a thread, off the UI path).
+
+Each turn is for an audience (agent/audience.py), decided by the caller once per turn: the terminal's and the
+admin's own direct messages are the admin's; any other conversation a guest's. It decides what the prompt may carry
+(the soul's sections, the memory backend's context) and what the tools show; the tool policy what they may do."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ..agent.audience import ADMIN_TURN, TurnAudience
 from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
 from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
@@ -19,6 +25,7 @@ from ..agent.documents.keys import DocumentKey
 from ..agent.soul.assembly import assemble
 from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
 from ..agent.soul.template import SoulTemplate
+from ..agent.tools.context import AgentToolContext
 from ..agent.tools.registry import Tool, ToolOutcome, ToolPolicy, ToolRegistry
 from ..agent.turn.events import AgentEvent, TurnFailed, TurnFinished
 from ..config import Config
@@ -174,43 +181,53 @@ class ChatService:
             out.update(rt.admin_cache.source_events("nostr_admin", "admin_identity"))
         return out
 
-    async def _backend_context(self, session_id: str, message: str | None) -> tuple[str | None, str | None]:
-        """(backend id, its context for this message); the manager bounds time and swallows failures."""
+    async def _backend_context(self, session_id: str, message: str | None,
+                               audience: TurnAudience) -> tuple[str | None, str | None, str | None]:
+        """(backend id, its context for this message, why it is withheld); the manager bounds time and swallows
+        failures."""
         manager = self._rt.memory_manager
         if manager.backend is None:
-            return None, None
-        context = await manager.query_context(session_id, message) if message else None
-        return (manager.backend_id if manager.is_available() else None), context
+            return None, None, None
+        context, withheld = await manager.context_for(session_id, message, audience) if message else (None, None)
+        return (manager.backend_id if manager.is_available() else None), context, withheld
+
+    def _tool_context(self, audience: TurnAudience) -> AgentToolContext:
+        """What the turn's tools run with: the service's context, told whom the turn is for."""
+        ctx = self._rt.tool_context
+        return ctx if audience == ctx.audience else dataclasses.replace(ctx, audience=audience)
 
     async def _assemble(self, session_id: str, message: str | None, *, dry_run: bool,
-                        registry: ToolRegistry | None = None) -> PromptAssembly:
+                        registry: ToolRegistry | None = None, audience: TurnAudience = ADMIN_TURN) -> PromptAssembly:
         from ..agent.llm.client import helper_ready
 
         registry = registry or self._registry
         await helper_ready(HELPER_WAIT_S)  # its litellm counts the prompt (the turn waits for it anyway)
         history, dropped = await asyncio.to_thread(self._rt.conversations.history_for_prompt, session_id,
                                                    self._model.name, self._config.llm.history_tokens)
-        backend_id, context = await self._backend_context(session_id, message)
+        backend_id, context, withheld = await self._backend_context(session_id, message, audience)
         assembly = assemble(
-            self.soul, model=self._model.name, registry=registry, ctx=self._rt.tool_context,
+            self.soul, model=self._model.name, registry=registry, ctx=self._tool_context(audience),
             created_at=self._clock(), history=list(history), history_dropped=int(dropped), user_message=message,
             backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(registry),
             backend_place=self._config.memory.backend_context,
             source_events=self._source_events(), soul_source=self._document_source(DocumentKey.SOUL),
-            dry_run=dry_run,
+            dry_run=dry_run, audience=audience, backend_withheld=withheld,
         )
         self._emit(PromptAssembled(assembly))
         return assembly
 
-    async def dry_run(self, session_id: str, message: str | None = None) -> PromptAssembly:
-        """The next prompt, assembled from the caches, without calling the model."""
-        return await self._assemble(session_id, message, dry_run=True)
+    async def dry_run(self, session_id: str, message: str | None = None, *, audience: TurnAudience = ADMIN_TURN,
+                      tools: ToolPolicy | None = None) -> PromptAssembly:
+        """The next prompt, assembled from the caches, without calling the model (for ``audience``, with the tools
+        ``tools`` permits: a guest's prompt as the guest's turn would have it)."""
+        return await self._assemble(session_id, message, dry_run=True, registry=self._registry.restricted(tools),
+                                    audience=audience)
 
     # --- the turn ----------------------------------------------------------------------------------
     async def dispatch_tool(self, name: str, arguments: str | dict[str, Any] | None,
-                            registry: ToolRegistry | None = None) -> ToolOutcome:
+                            registry: ToolRegistry | None = None, audience: TurnAudience = ADMIN_TURN) -> ToolOutcome:
         """A tool call from the model: the memory backend's tools first, then the registry (``registry``: the
-        turn's, restricted by its tool policy)."""
+        turn's, restricted by its tool policy; ``audience``: whom the turn is for)."""
         registry = registry or self._registry
         policy = registry.policy
         if policy is not None and any(t.name == name for t in self._rt.memory_manager.tools()):
@@ -219,7 +236,8 @@ class ChatService:
         outcome = await self._rt.memory_manager.call_tool(name, arguments)
         if outcome is not None:
             return outcome
-        return await registry.call(name, arguments, self._rt.tool_context, also_offered=self._backend_tools(registry))
+        return await registry.call(name, arguments, self._tool_context(audience),
+                                   also_offered=self._backend_tools(registry))
 
     async def complete(self, messages: list[dict[str, Any]], *, max_chars: int, timeout_s: float) -> str:
         """One completion with the model in use and no tools, outside any chat (the merge view's model draft):
@@ -251,25 +269,27 @@ class ChatService:
         return self._model.llm_settings()
 
     async def run_turn(self, session_id: str, message: str, kind: SessionKind = SessionKind.TERMINAL, *,
-                       tools: ToolPolicy | None = None) -> AsyncIterator[AgentEvent]:
+                       tools: ToolPolicy | None = None,
+                       audience: TurnAudience = ADMIN_TURN) -> AsyncIterator[AgentEvent]:
         """One turn of a ``kind`` session. LLM errors end it with TurnFailed (never raised). A finished turn is saved
         whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again); an
         ephemeral one (``kind.keeps_conversation`` false) saves nothing. The memory backend learns from it only
-        for terminal and the admin's DM sessions (``kind.records_turns``). ``tools`` narrows what the model may
-        call (None: every tool)."""
+        for terminal and DM sessions (``kind.records_turns``; a guest's for that conversation alone). ``tools``
+        narrows what the model may call (None: every tool); ``audience`` what its prompt may carry (the admin's:
+        everything)."""
         from ..agent.turn import loop
 
         registry = self._registry.restricted(tools)
 
         async def dispatch(name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
-            return await self.dispatch_tool(name, arguments, registry)
+            return await self.dispatch_tool(name, arguments, registry, audience)
 
         if not self._model.name.strip():
             await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, NO_MODEL, title="No model configured", retryable=False)
             return
         try:
-            assembly = await self._assemble(session_id, message, dry_run=False, registry=registry)
+            assembly = await self._assemble(session_id, message, dry_run=False, registry=registry, audience=audience)
         except DidactylError as exc:
             await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
@@ -282,7 +302,7 @@ class ChatService:
                                              max_tool_rounds=self._config.llm.max_tool_rounds):
                 if isinstance(event, TurnFinished):
                     ended = True
-                    await self._persist_turn(session_id, message, event, kind)
+                    await self._persist_turn(session_id, message, event, kind, audience)
                     usage = event.usage
                     await self._log_assembly(session_id, kind, SavedAssembly(
                         assembly, reply=event.reply, prompt_tokens=usage.prompt_tokens,
@@ -300,7 +320,8 @@ class ChatService:
         finally:
             current_session_kind.reset(token)
 
-    async def _persist_turn(self, session_id: str, message: str, event: TurnFinished, kind: SessionKind) -> None:
+    async def _persist_turn(self, session_id: str, message: str, event: TurnFinished, kind: SessionKind,
+                            audience: TurnAudience) -> None:
         if kind.keeps_conversation:
             try:
                 await asyncio.to_thread(self._rt.conversations.append, session_id,
@@ -308,7 +329,9 @@ class ChatService:
             except DidactylError as exc:
                 self._warn(f"the conversation was not saved: {exc.message}")
         if kind.records_turns:
-            await self._rt.memory_manager.record_turn(session_id, message, event.reply)
+            manager = self._rt.memory_manager
+            record = manager.record_turn if audience.admin else manager.record_conversation_turn
+            await record(session_id, message, event.reply)
 
     def _save_unanswered(self, session_id: str, message: str, status: str) -> None:
         try:

@@ -12,7 +12,10 @@ one DM session per conversation (its set of participants).
 - A reply is written (signed wraps in the ledger's outbox, the message ``written``) before any is sent, then
   delivered by :class:`DmDelivery`: a message counts as answered only once a relay its sender reads accepted
   the sender's wrap; until then it is retried, across restarts, and never answered again.
-- The admin's own conversation has every tool; any other gets ``[dm] guest_tools``.
+- Who may write, and what each turn may see and do, is decided when the message is judged and again when its turn
+  starts, from the config as it is then (:class:`~.live_policy.LivePolicy`): the admin's own conversation has every
+  tool and sees everything; any other (a guest, a group even with the admin in it) gets ``[dm] guest_tools`` and
+  only what is for everyone (agent/audience.py). A sender no longer allowed by then is not answered.
 - :meth:`DmService.stop` lets the turns under way finish (bounded), sends what they wrote, then stops.
 """
 
@@ -31,13 +34,12 @@ from typing import Any
 
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.dm.delivery import DmDelivery
-from ..agent.dm.inbox import DmInbox, DmPolicy, DropTally, Verdict, cut_to_bytes, room_members
+from ..agent.dm.inbox import DmInbox, Verdict, cut_to_bytes, room_members
 from ..agent.dm.ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
 from ..agent.dm.prompt_report import report_content
 from ..agent.dm.signer import DmSigner, LocalDmSigner, SignerDmSigner
 from ..agent.llm.usage import Usage
 from ..agent.soul.prompt_record import PromptAssembly
-from ..agent.tools.registry import ToolPolicy
 from ..agent.turn.events import TurnFailed, TurnFinished, TurnStarted
 from ..config import Config
 from ..errors import DidactylError
@@ -49,8 +51,9 @@ from ..terminal_text import one_line
 from .chat import ChatService
 from .dm_answerer import AnswererLock
 from .dm_relay_list import publish_dm_relay_list
-from .dm_status import DmStatus, ParticipantNames
+from .dm_status import DmStatus, DropLog, ParticipantNames
 from .events import DmSessionChanged, ServiceEvent
+from .live_policy import INBOX_RECHECK_S, GuestTools, LivePolicy
 from .runtime import Runtime
 
 log = logging.getLogger("didactyl.dm")
@@ -73,14 +76,14 @@ class _Lane:
 
 
 class DmService:
-    def __init__(self, rt: Runtime, config: Config, chat: ChatService, policy: DmPolicy, data_dir: Path,
+    def __init__(self, rt: Runtime, config: Config, chat: ChatService, policy: LivePolicy, data_dir: Path,
                  clock: Callable[[], float], emit: Callable[[ServiceEvent], None],
                  warn: Callable[[str], None], *, signer: DmSigner | None = None) -> None:
         self._rt, self._config, self._chat, self._policy = rt, config, chat, policy
         self._data_dir, self._clock, self._emit, self._warn = data_dir, clock, emit, warn
         # The key in hand seals on a worker thread (the fast path); a remote signer is asked for each seal and unseal.
         self._signer: DmSigner = signer or (LocalDmSigner(rt.key) if rt.key is not None else SignerDmSigner(rt.signer))
-        self._names = ParticipantNames(rt.admin_cache)
+        self._names = ParticipantNames(lambda: rt.admin_cache)
         self._incoming: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.dm.max_queued)
         self._room_for_messages = asyncio.Semaphore(config.dm.max_queued)
         self._turns = asyncio.Semaphore(config.dm.max_parallel)
@@ -94,15 +97,13 @@ class DmService:
         self._answerer = AnswererLock(data_dir)
         self._standby = ""
         self._stopping = False
-        self._tally = DropTally(DROP_LOG_INTERVAL_S)
+        self._drops = DropLog(DROP_LOG_INTERVAL_S)
         self.dropped = 0  # wraps set aside because the queue was full (fetched again once it drains)
         self._relay_drops = 0  # wraps the relay client dropped (bad id, signature, date) before the inbox saw them
         self._catch_up_task: asyncio.Task[None] | None = None
         self._handled: dict[str, None] = {}  # wrap ids handled this run (bounded), so a catch-up skips them
-        guest, unknown = chat.tool_names(config.dm.guest_tools)
-        if unknown:
-            warn(f"[dm] guest_tools names no tool called {', '.join(map(repr, unknown))}; left out")
-        self._guest_tools = ToolPolicy(guest, "a conversation with someone other than the admin")
+        self._guest_tools = GuestTools(chat.tool_names, warn)
+        self._guest_tools.policy(policy.rights.guest_tools)  # said once at start when it names an unknown tool
 
     @property
     def counts(self) -> dict[str, int]:
@@ -130,7 +131,7 @@ class DmService:
                         for r in await asyncio.to_thread(ledger.given_up)]
         waiting = sum(len(lane.pending) for lane in self._lanes.values())
         return DmStatus(ledger is not None, self._standby, waiting, self._answering, undelivered, messages,
-                        dict(self._tally.counts), given_up)
+                        dict(self._drops.tally.counts), given_up)
 
     # --- lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -153,7 +154,7 @@ class DmService:
         # service's clock dates what we sign.
         ledger = await asyncio.to_thread(DmLedger, self._data_dir / DM_LEDGER_DB, clock=time.time)
         rt.closers.callback(_quietly_close, ledger)
-        self._inbox = DmInbox(self._signer, self._policy, ledger, clock=time.time)
+        self._inbox = DmInbox(self._signer, self._policy.dm, ledger, clock=time.time)
         dm = self._config.dm
         self._delivery = DmDelivery(rt.pool, ledger, open_pool=self._open_pool, timeout=rt.timeout_s,
                                     give_up_after_s=dm.give_up_after_s, retry_max_s=dm.retry_max_interval_s,
@@ -161,7 +162,7 @@ class DmService:
         rt.pool.add_state_listener(self._delivery.relay_state_changed)
         self._tasks["delivery"] = asyncio.create_task(self._delivery.run(), name="dm-delivery")
         self._tasks["receive"] = asyncio.create_task(self._receive(), name="dm-inbox")
-        self._tasks["drop-log"] = asyncio.create_task(self._flush_drop_log(), name="dm-drop-log")
+        self._tasks["drop-log"] = asyncio.create_task(self._drops.run(), name="dm-drop-log")
         since = int(self._clock()) - LOOKBACK_S
         self._sub = rt.pool.subscribe([gift_wrap_filter(self._signer.public_key_hex, since=since)], self._arrived,
                                       on_dropped=self._dropped_by_relay)
@@ -189,8 +190,7 @@ class DmService:
                 async with asyncio.timeout(2 * self._rt.timeout_s + 1):
                     await self._delivery.deliver_due(wait=True)
             await self._delivery.close()
-        for cause, count in self._tally.unlogged().items():
-            log.info("dm not answered (%s): %d so far", cause, count)
+        self._drops.flush()
         self._answerer.release()
 
     # --- receiving -----------------------------------------------------------------------------------
@@ -210,19 +210,7 @@ class DmService:
     def _dropped_by_relay(self, url: str, reason: str) -> None:
         """The relay client dropped an event sent for the gift-wrap subscription (bad id, signature, date)."""
         self._relay_drops += 1
-        self._count_drop("unreadable", _RELAY_DROPS.get(reason, reason), f"from {url}")
-
-    def _count_drop(self, verdict: str, cause: str, reason: str) -> None:
-        count = self._tally.add(cause)
-        if count is not None:
-            label = verdict if cause == verdict else f"{verdict} ({cause})"
-            log.info("dm %s: %d so far; last: %s", label, count, reason)
-
-    async def _flush_drop_log(self) -> None:
-        while True:
-            await asyncio.sleep(DROP_LOG_INTERVAL_S)
-            for cause, count in self._tally.pending().items():
-                log.info("dm not answered (%s): %d so far", cause, count)
+        self._drops.add("unreadable", _RELAY_DROPS.get(reason, reason), f"from {url}")
 
     async def _catch_up(self) -> None:
         """Wraps set aside while the queue was full are still on the relays: once it drains, fetch them again
@@ -252,12 +240,13 @@ class DmService:
                 self._handled[wrap.id] = None
                 if len(self._handled) > MAX_HANDLED_IDS:
                     del self._handled[next(iter(self._handled))]
-                decision = await self._inbox.receive(wrap)
+                rights = await self._policy.refresh(max_age_s=INBOX_RECHECK_S)
+                decision = await self._inbox.receive(wrap, rights.dm)
                 if decision.verdict is Verdict.ANSWER and decision.message is not None:
                     await self._room_for_messages.acquire()
                     self._queue_answer(decision.message, decision.room)
                 else:
-                    self._count_drop(decision.verdict.value, decision.cause, decision.reason)
+                    self._drops.add(decision.verdict.value, decision.cause, decision.reason)
             except DidactylError as exc:
                 self._warn(f"a direct message was not handled: {exc.message}")
             except Exception:  # one bad message must not stop the inbox
@@ -318,13 +307,19 @@ class DmService:
     async def _answer(self, dm: DirectMessage, room: str) -> bool:
         assert self._inbox is not None and self._delivery is not None
         inbox = self._inbox
+        rights = await self._policy.refresh()  # the config as it is now: a revoked admin is judged anew
+        if not rights.dm.accepts(dm.sender):
+            self._drops.add(Verdict.STRANGER.value, "no longer allowed", f"message {dm.id[:12]}… from "
+                             f"{dm.sender[:12]}…: the config no longer allows its sender")
+            return False
         if not await asyncio.to_thread(inbox.ledger.start_answering, dm.id, inbox.run_id):
             log.info("dm: message %s… was answered elsewhere meanwhile", dm.id[:12])
             return True  # not ours to release
         name, members = self._names.name_of(dm.sender), room_members(room)
         session = await self._session_for(room, dm.subject)
         self._emit(DmSessionChanged(session, dm.sender, name))
-        admin_room = self._policy.is_admin_room(room)
+        audience = rights.dm.audience(room, self._names.room_name(room))
+        admin_room = audience.admin
         kind = SessionKind.DM if admin_room else SessionKind.DM_GUEST
         text = dm.text if len(members) == 1 else f"{name}: {dm.text}"  # in a group, who is speaking
         reply = ""
@@ -332,8 +327,8 @@ class DmService:
         usage: Usage | None = None
         self._answering += 1
         try:
-            async for event in self._chat.run_turn(session, text, kind,
-                                                   tools=None if admin_room else self._guest_tools):
+            tools = None if admin_room else self._guest_tools.policy(rights.guest_tools)
+            async for event in self._chat.run_turn(session, text, kind, tools=tools, audience=audience):
                 if isinstance(event, TurnStarted):
                     assembly = event.assembly
                 elif isinstance(event, TurnFinished):

@@ -1,11 +1,14 @@
-"""How the direct-message inbox is shown: what it is doing (for the app's status and ``serve``'s log) and how a
-conversation's participants are named."""
+"""How the direct-message inbox is shown: what it is doing (for the app's status and ``serve``'s log), what it did
+not answer (counted and logged by cause) and how a conversation's participants are named."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..agent.dm.inbox import room_members
+from ..agent.dm.inbox import DropTally, room_members
 from ..agent.dm.ledger import DELIVERED, GIVEN_UP
 from ..agent.identity.cache import IdentityCache
 from ..nostr.nip19 import encode_npub
@@ -42,15 +45,48 @@ conversation's participants are named."""
         return line + (f"; not answered: {', '.join(dropped)}" if dropped else "")
 
 
+log = logging.getLogger("didactyl.dm")
+
+
+class DropLog:
+    """What was not answered, counted by cause and logged: a cause's first, then at most one line per
+    ``interval_s`` with its running count (a flood of bad wraps is a few lines, not one per wrap); never the text."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.tally = DropTally(interval_s)
+
+    def add(self, verdict: str, cause: str, reason: str) -> None:
+        count = self.tally.add(cause)
+        if count is not None:
+            label = verdict if cause == verdict else f"{verdict} ({cause})"
+            log.info("dm %s: %d so far; last: %s", label, count, reason)
+
+    async def run(self) -> None:
+        """The running counts of causes whose interval has passed, every interval (a task)."""
+        while True:
+            await asyncio.sleep(self.interval_s)
+            self._say(self.tally.pending())
+
+    def flush(self) -> None:
+        """Every count not yet logged (at stop)."""
+        self._say(self.tally.unlogged())
+
+    @staticmethod
+    def _say(counts: dict[str, int]) -> None:
+        for cause, count in counts.items():
+            log.info("dm not answered (%s): %d so far", cause, count)
+
+
 class ParticipantNames:
     """The admin by their profile name when cached; anyone else by a short npub."""
 
-    def __init__(self, admin: IdentityCache | None) -> None:
-        self._admin = admin
+    def __init__(self, admin: Callable[[], IdentityCache | None]) -> None:
+        self._admin = admin  # the admin's cache as it is now (it is replaced when [admin] changes)
 
     def name_of(self, pubkey: str) -> str:
         """How a participant is named: their profile name when cached (the admin's), else a short npub."""
-        admin = self._admin
+        admin = self._admin()
         if admin is not None and pubkey == admin.pubkey:
             name = admin.view().profile.get("name")
             # Text from the relays: one line, no control characters (it reaches logs, titles, notifications).

@@ -32,6 +32,7 @@ from ..config_file import config_error
 from ..errors import AgentError
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
 from ..nostr.nip19 import encode_npub
+from ..nostr.pool import PoolSubscription
 from ..nostr.results import PublishOutcome
 from . import state
 from .runtime import Runtime
@@ -44,10 +45,13 @@ DOCUMENT = {METADATA: DocumentKey.PROFILE, CONTACTS: DocumentKey.CONTACTS, RELAY
 
 class IdentityService:
     def __init__(self, runtime: Runtime, config: Config, clock: Callable[[], float], warn: Callable[[str], None],
-                 data_dir: Path | None = None, emit_changed: Callable[[], None] | None = None) -> None:
+                 data_dir: Path | None = None, emit_changed: Callable[[], None] | None = None,
+                 emit_admin_changed: Callable[[], None] | None = None) -> None:
         self._rt, self._config, self._clock, self._warn = runtime, config, clock, warn
         self._data_dir = data_dir
         self._emit_changed = emit_changed or (lambda: None)
+        self._emit_admin_changed = emit_admin_changed or (lambda: None)
+        self._admin_sub: PoolSubscription | None = None  # the admin's live subscription (replaced with the admin)
         saved = state.read_state(data_dir) if data_dir is not None else {}
         self._known = _str_map(saved.get(KNOWN_KEY))
         self._intent = _str_map(saved.get(INTENT_KEY))
@@ -79,9 +83,34 @@ class IdentityService:
     def follow(self) -> None:
         """Live subscriptions: other devices' profile changes reach the caches."""
         rt = self._rt
-        for cache in rt.caches:
-            sub = rt.pool.subscribe(cache.filters(), cache.ingest)
-            rt.closers.push_async_callback(sub.close)
+        sub = rt.pool.subscribe(rt.agent_cache.filters(), rt.agent_cache.ingest)
+        rt.closers.push_async_callback(sub.close)
+        if rt.admin_cache is not None:
+            self._admin_sub = rt.pool.subscribe(rt.admin_cache.filters(), rt.admin_cache.ingest)
+        rt.closers.push_async_callback(self._close_admin_sub)
+
+    async def _close_admin_sub(self) -> None:
+        sub, self._admin_sub = self._admin_sub, None
+        if sub is not None:
+            await sub.close()
+
+    async def switch_admin(self, pubkey: str | None) -> None:
+        """``[admin]`` changed while running: the admin's context is the new admin's from now on (a new cache,
+        fetched and followed; the old one's subscription closed), never the previous admin's under the new name."""
+        rt = self._rt
+        if (rt.admin_cache.pubkey if rt.admin_cache is not None else None) == pubkey:
+            return
+        await self._close_admin_sub()
+        cache = None
+        if pubkey is not None:
+            cache = IdentityCache(pubkey, clock=self._clock)
+            cache.add_listener(self._emit_admin_changed)
+        rt.admin_cache = rt.tool_context.admin = cache
+        self._emit_admin_changed()
+        if cache is not None:
+            await self.load(cache)
+            if rt.admin_cache is cache:  # not replaced again meanwhile
+                self._admin_sub = rt.pool.subscribe(cache.filters(), cache.ingest)
 
     # --- drift -----------------------------------------------------------------------------------
     def drafts(self) -> list[OwnIdentityDraft]:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..agent.dm.inbox import DmPolicy
 from ..agent.documents.codecs import build_codecs
 from ..agent.documents.keys import DocumentKey
 from ..agent.soul.template import SoulTemplate
@@ -25,6 +24,7 @@ from .dm import DmService
 from .documents import DocumentService
 from .events import SelfContextChanged, ServiceEvent
 from .identity import IdentityService
+from .live_policy import LivePolicy
 from .merge import MergeService
 from .model import ModelService
 from .notes import NoteConfirmation
@@ -54,7 +54,7 @@ async def build_parts(
     data_dir: Path,
     env: Mapping[str, str],
     admin_pubkey: str | None,
-    dm_policy: DmPolicy,
+    policy: LivePolicy,
     soul: SoulTemplate,
     registry: ToolRegistry,
     model: ModelService,
@@ -79,10 +79,11 @@ async def build_parts(
     try:
         documents = DocumentService(runtime, emit, warn)
         identity = IdentityService(runtime, config, clock, warn, data_dir,
-                                   emit_changed=lambda: emit(SelfContextChanged("agent")))
+                                   emit_changed=lambda: emit(SelfContextChanged("agent")),
+                                   emit_admin_changed=lambda: emit(SelfContextChanged("admin")))
         chat = (ChatService(runtime, config, registry, model, clock, emit, warn) if attach is None else
                 AttachedChat(runtime, config, registry, model, clock, emit, warn, target=attach, data_dir=data_dir))
-        dm = DmService(runtime, config, chat, dm_policy, data_dir, clock, emit, warn) if answer_dms else None
+        dm = DmService(runtime, config, chat, policy, data_dir, clock, emit, warn) if answer_dms else None
         return Parts(runtime, documents, identity, chat, SoulService(runtime, documents, soul, warn),
                      MergeService(runtime, documents, chat), RelayService(runtime), BundleService(runtime, clock), dm)
     except BaseException:

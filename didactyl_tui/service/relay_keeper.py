@@ -69,6 +69,28 @@ class EmbeddedRelayKeeper:
                 pause *= 2
         self._warn(f"the embedded relay is not available: {last_error}")
 
+    async def take_options(self, options: Mapping[str, Any]) -> None:
+        """The relay is asked to enforce ``options`` from now on ([admin] or [dm] allow changed while running: a
+        reload in place, no connection dropped); a relay that cannot is said, and keeps its old ones."""
+        from ..nostr.embedded_relay.options import digest
+        from ..nostr.embedded_relay.shared import ensure_shared_relay
+
+        if dict(options) == self._options:
+            return
+        self._options = dict(options)
+        try:
+            relay = await ensure_shared_relay(
+                self._data_dir, "127.0.0.1", self._config.relays.embedded_port,
+                idle_exit_s=self._config.relays.embedded_idle_exit_s, relay_options=self._options, reconfigure=True)
+        except RelayError as exc:
+            self._warn(f"the embedded relay did not take the config's new allow-list: {exc.message}")
+            return
+        if relay.options_digest != digest(self._options):
+            self._warn(f"the embedded relay (pid {relay.pid}) did not take the config's new allow-list; see "
+                       f"{self._data_dir / 'relay.log'}")
+        if relay.url != self.relay.url:
+            self._point_pool_at(relay)
+
     def _point_pool_at(self, relay: SharedRelay) -> None:
         old, pool = self.relay, self._pool
         if old.url not in pool.urls:

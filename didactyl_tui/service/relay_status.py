@@ -15,7 +15,7 @@ from ..config import Config
 from ..errors import AgentError
 from ..nostr.nip19 import encode_npub
 from .agent_signer import known_agent_pubkey, signer_writers
-from .app import admin_pubkey_of
+from .live_policy import admin_pubkey_of
 from .runtime import dm_peers
 
 

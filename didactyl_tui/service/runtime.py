@@ -80,10 +80,15 @@ class Runtime:
     tasks: BackgroundTasks = field(default_factory=BackgroundTasks)  # let finish at stop, then cancelled
     daemons: BackgroundTasks = field(default_factory=BackgroundTasks)  # cancelled at stop, never waited for
     documents_readable: bool = True  # false when attached without the agent's key: its documents are not loaded
+    signer_keys: tuple[str, ...] = ()  # a remote signer's keys the embedded relay lets write (its NIP-46 traffic)
 
     @property
     def embedded_relay_url(self) -> str | None:
         return self.relay_keeper.relay.url if self.relay_keeper is not None else None
+
+    def embedded_relay_options(self, config: Config, admin: str | None, dm_peers: list[str]) -> dict[str, Any]:
+        """What the embedded relay enforces for these people (who may write, whose gift wraps it takes)."""
+        return config.relays.embedded.relay_options(self.signer.public_key, admin, dm_peers, list(self.signer_keys))
 
     @property
     def caches(self) -> list[IdentityCache]:
@@ -277,7 +282,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         pool.add_state_listener(keeper.state_changed)
     runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
                       tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
-                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner))
+                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner),
+                      signer_keys=tuple(plan.writers) if plan is not None and plan.writers else ())
     await pool.start()
     return runtime
 

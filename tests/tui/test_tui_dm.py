@@ -71,3 +71,38 @@ async def test_the_tui_answers_a_dm_and_shows_its_session_live(tmp_path: Path) -
     gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(replies[0].to_json()))
     assert gift.rumor().content() == "On it."
     assert "are you there?" in str(stub.requests[0].messages)
+
+
+async def test_the_inspector_names_a_guests_policy_and_each_section_withheld(tmp_path: Path) -> None:
+    from didactyl_tui.nostr.keys import SecretKey
+    from didactyl_tui.tui.widgets.assembly_tree import AssemblyTree
+
+    guest_key = SecretKey.from_hex("6e" * 32)
+    guest = nostr_sdk.Keys.parse(guest_key.secret_hex())
+    async with LlmStub() as stub:
+        stub.script(Reply.text_reply("Hello, guest."))
+        config = make_config(llm_base_url=stub.base_url, publish_profile=False)
+        config.admin.pubkey = ADMIN_KEY.npub
+        config.dm.allow = [guest_key.npub]
+        env = make_env()
+        service = AppService(config, data_dir=tmp_path, env=env, clock=Clock(), answer_dms=True)
+        app = LabelledApp(config, data_dir=tmp_path, env=env, service=service)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            wrap = nostr_sdk.nip17_make_private_msg(guest, nostr_sdk.PublicKey.parse(TEST_KEY.public_key_hex),
+                                                    "what do you remember about your admin?")
+            async with RelayPool([service.relays.embedded_url], **fast_client_kwargs()) as pool:
+                assert (await pool.publish(Event.from_json(wrap.as_json()), timeout=3)).any_accepted
+                await wait_for(pilot, lambda: app.main_screen.inspector.entries, 30, "the guest's assembly")
+            tree = app.main_screen.inspector.query_one(AssemblyTree)
+            [entry] = tree.entries.values()
+            node = tree.node_for(entry.number)
+            labels = [str(child.label) for child in node.children]
+            sections = next(child for child in node.children if str(child.label).startswith("Sections:"))
+            withheld = [str(n.label) for n in sections.children if "skipped: withheld" in str(n.label)]
+    assert labels[0].startswith("Policy: guest · ") and "withheld, only what is for everyone" in labels[0]
+    assert "a conversation with npub1" in labels[0] and "who is not the admin" in labels[0]
+    names = [label.split(" ")[0] for label in withheld]
+    assert {"admin_identity", "admin_profile", "short_term_memory", "tasks"} <= set(names)
+    assert all("withheld: for the admin only; this is a conversation with npub1" in label for label in withheld)
+    assert "memory_save" not in stub.requests[0].tool_names

@@ -1,10 +1,11 @@
 """What kind of session a turn belongs to: it decides whether the memory backend learns from the turn.
 
-The Skald design: ``record_turn`` runs only for interactive, non-ephemeral turns — a person at the
-terminal, or the admin writing to the agent by direct message (another sender's words never reach the backend:
-they would surface in the admin's prompts later). A headless ``chat`` (scripts, tests), an
-ephemeral one (``chat --ephemeral``) and a dry run never teach the backend. An ephemeral turn also leaves no
-conversation behind: nothing is saved as a session (it may read a saved chat's history, never adds to it).
+The Skald design: the backend learns only from interactive, non-ephemeral turns — a person at the terminal, or
+someone writing to the agent by direct message. A guest's turns (any conversation but the admin's own) are learnt for
+that conversation alone (``record_conversation_turn``): another sender's words never reach the admin's context.
+A headless ``chat`` (scripts, tests), an ephemeral one (``chat --ephemeral``) and a dry run never teach the backend.
+An ephemeral turn also leaves no conversation behind: nothing is saved as a session (it may read a saved chat's
+history, never adds to it).
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from enum import Enum
 class SessionKind(str, Enum):
     TERMINAL = "terminal"
     DM = "dm"  # the admin's own conversation
-    DM_GUEST = "dm_guest"  # any other direct-message conversation: the backend does not learn from it
+    DM_GUEST = "dm_guest"  # any other direct-message conversation: learnt for itself alone
     HEADLESS_CHAT = "chat"
     EPHEMERAL_CHAT = "ephemeral"
     DRY_RUN = "dry_run"
 
     @property
     def records_turns(self) -> bool:
-        """Whether the memory backend's ``record_turn`` sees this session's turns."""
-        return self in (SessionKind.TERMINAL, SessionKind.DM)
+        """Whether the memory backend learns from this session's turns (a guest's: for that conversation alone)."""
+        return self in (SessionKind.TERMINAL, SessionKind.DM, SessionKind.DM_GUEST)
 
     @property
     def keeps_conversation(self) -> bool:

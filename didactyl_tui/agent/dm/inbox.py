@@ -31,6 +31,7 @@ from ...nostr.event import Event
 from ...nostr.keys import is_hex_pubkey
 from ...nostr.nip17 import MAX_MESSAGE_BYTES, MAX_RECIPIENTS, DirectMessage, NotADirectMessage, make_message
 from ...nostr.nip59 import DecryptFailed, RumorRejected, SealRejected, SenderMismatch, UnwrapError, WrapRejected
+from ..audience import ADMIN_TURN, TurnAudience, guest_turn
 from .ledger import DmLedger
 from .prompt_report import report_rumor
 from .signer import DmSigner
@@ -98,6 +99,17 @@ class DmPolicy:
         is not one."""
         return self.admin is not None and room == self.admin
 
+    def audience(self, room: str, names: str) -> TurnAudience:
+        """Whom a turn in ``room`` is for (``names``: its members as the person reads them): the admin alone, or
+        guests — the least-privileged member decides, so a group with the admin in it is a guests' conversation."""
+        if self.is_admin_room(room):
+            return ADMIN_TURN
+        members = room_members(room)
+        if len(members) == 1:
+            return guest_turn(f"a conversation with {names}, who is not the admin")
+        with_admin = " (the admin among them)" if self.admin in members else ""
+        return guest_turn(f"a group conversation of {names}{with_admin}")
+
 
 def drop_cause(exc: UnwrapError) -> str:
     """A short name for why a wrap could not be opened (the counts and the log group by it)."""
@@ -126,12 +138,13 @@ class DmInbox:
     def me(self) -> str:
         return self.signer.public_key_hex
 
-    async def receive(self, wrapped: Event) -> Decision:
-        decision = await self._decide(wrapped)
+    async def receive(self, wrapped: Event, policy: DmPolicy | None = None) -> Decision:
+        """Judge one wrap by ``policy`` (who may write as the config says now; None: the one given at start)."""
+        decision = await self._decide(wrapped, policy or self.policy)
         self.counts[decision.verdict.value] += 1
         return decision
 
-    async def _decide(self, wrapped: Event) -> Decision:
+    async def _decide(self, wrapped: Event, policy: DmPolicy) -> Decision:
         try:
             dm = await self.signer.open(wrapped)
         except UnwrapError as exc:
@@ -143,7 +156,7 @@ class DmInbox:
                 return Decision(Verdict.OWN_COPY, dm, f"message {dm.reply_to[:12]}… was answered by another "
                                 "instance with this key", "answered elsewhere")
             return Decision(Verdict.OWN_COPY, dm, f"our own message {dm.id[:12]}…", "own copy")
-        if not self.policy.accepts(dm.sender):
+        if not policy.accepts(dm.sender):
             return Decision(Verdict.STRANGER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…, not allowed",
                             "stranger")
         if len(dm.room - {self.me}) > MAX_RECIPIENTS:  # a reply could not tag them all

@@ -5,8 +5,10 @@ only) whose rumor is of kind :data:`PROMPT_REPORT_KIND` (not 14: chat clients do
 reply's rumor id and ``p`` = the admin, with an ``alt`` tag (NIP-31) saying what it is. Its content is JSON::
 
     {"v": 1, "model": ..., "created_at": ..., "total_tokens": ..., "history_messages": ..., "history_dropped": ...,
-     "sections": [{"section", "role", "tool", "tokens", "skipped", "skip_reason", "source", "content", "cut"}],
-     "backend": {"id", "tokens", "place", "context", "cut"}, "tools": [names], "usage": {...}, "sections_left_off": n}
+     "sections": [{"section", "role", "tool", "tokens", "skipped", "skip_reason", "source", "content", "cut",
+                   "audience"}],
+     "backend": {"id", "tokens", "place", "context", "cut", "withheld"}, "tools": [names], "usage": {...},
+     "sections_left_off": n, "policy": {"audience", "who"}}
 
 Bounded both ways: each text is cut to a number of characters (``cut`` says how many were left out) and the whole
 content to :data:`MAX_REPORT_BYTES` (cutting the texts harder, then leaving sections off); a reader refuses what is
@@ -51,6 +53,7 @@ def _section(layer: PromptLayer, limit: int) -> dict[str, Any]:
     source = layer.source_event
     return {"section": layer.section, "role": layer.role, "tool": layer.tool, "tokens": layer.tokens,
             "skipped": layer.skipped, "skip_reason": layer.skip_reason, "content": content, "cut": cut,
+            "audience": layer.audience,
             "source": None if source is None else {"event_id": source.event_id, "created_at": source.created_at,
                                                    "relays": list(source.relays)[:8]}}
 
@@ -71,8 +74,10 @@ def report_content(assembly: PromptAssembly, usage: Usage | None = None, *,
                 "history_dropped": assembly.history_dropped, "history_tokens": history_tokens,
                 "sections": [_section(layer, limit) for layer in layers],
                 "backend": {"id": assembly.backend_id, "tokens": assembly.backend_tokens,
-                            "place": assembly.backend_place, "context": context, "cut": context_cut},
+                            "place": assembly.backend_place, "context": context, "cut": context_cut,
+                            "withheld": assembly.backend_withheld},
                 "tools": assembly.tool_names[:MAX_TOOLS], "sections_left_off": left_off,
+                "policy": {"audience": assembly.audience, "who": assembly.audience_who},
             }
             if usage is not None:
                 body["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
@@ -116,6 +121,11 @@ def _object(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+def _audience(value: Any) -> str | None:
+    """A section's audience as the agent named it (only the two known words; anything else: not said)."""
+    return value if value in ("admin", "everyone") else None
+
+
 def _layer(raw: Any) -> PromptLayer:
     item = _object(raw, "a section")
     content = _text(item.get("content"), SECTION_CHARS[0])
@@ -134,7 +144,8 @@ def _layer(raw: Any) -> PromptLayer:
                        role=_text(item.get("role"), 16, line=True) or "system",
                        tool=_text(item.get("tool"), 80, line=True) or None, content=content,
                        tokens=_int(item.get("tokens")), skipped=bool(item.get("skipped")),
-                       skip_reason=_text(item.get("skip_reason"), 200, line=True) or None, source_event=source)
+                       skip_reason=_text(item.get("skip_reason"), 200, line=True) or None, source_event=source,
+                       audience=_audience(item.get("audience")))
 
 
 def read_report(rumor: Rumor) -> tuple[PromptAssembly, Usage | None]:
@@ -156,6 +167,7 @@ def read_report(rumor: Rumor) -> tuple[PromptAssembly, Usage | None]:
     if not isinstance(sections, list) or not isinstance(tools, list):
         raise ReportError("a prompt report's sections or tools are not a list")
     backend = _object(body.get("backend"), "the backend")
+    policy = _object(body.get("policy"), "the policy")
     context = _text(backend.get("context"), SECTION_CHARS[0]) or None
     if context and _int(backend.get("cut")):
         context += f"\n… [{_int(backend.get('cut')):,} more characters at the agent]"
@@ -175,7 +187,10 @@ def read_report(rumor: Rumor) -> tuple[PromptAssembly, Usage | None]:
         tools=tuple({"type": "function", "function": {"name": _text(name, 80, line=True)}}
                     for name in tools[:MAX_TOOLS]),
         messages=(), total_tokens=_int(body.get("total_tokens")), extra=extra,
-        backend_place="system" if backend.get("place") == "system" else "after_history")
+        backend_place="system" if backend.get("place") == "system" else "after_history",
+        audience="guest" if policy.get("audience") == "guest" else "admin",
+        audience_who=_text(policy.get("who"), 200, line=True),
+        backend_withheld=_text(backend.get("withheld"), 300, line=True) or None)
     usage = None
     if body.get("usage") is not None:
         raw = _object(body["usage"], "the usage")

@@ -4,6 +4,10 @@ A backend adds a dynamic tail to the prompt (``query_context``, placed after the
 prefix caches keep working), may offer tools (after the base tools, dispatched before the registry) and
 may learn from finished interactive turns (``record_turn``). Whatever a backend does wrong — raising,
 hanging, being offline — is logged and never breaks a turn.
+
+Its context is for the admin only (agent/audience.py): it draws on everything the admin said. A guest's turn gets
+context only from a backend that can keep to that conversation's own messages (``query_conversation``, learning
+them with ``record_conversation_turn``, never mixed into the admin's); from any other it is withheld, with the reason.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..audience import TurnAudience
 from ..tools.registry import Tool, ToolOutcome, invoke
 
 if TYPE_CHECKING:
@@ -28,7 +33,11 @@ class MemoryBackend(Protocol):
 
     - ``async record_turn(session_id, user_message, reply) -> None``: learn from an interactive turn;
     - ``async probe() -> bool``: check reachability (network backends) and refresh ``is_available()``;
-    - ``async aclose() -> None``: release connections.
+    - ``async aclose() -> None``: release connections;
+    - ``async query_conversation(session_id, user_message) -> str | None``: context drawn only from that conversation's
+      own messages (a guest's turn; without it, a guest's turn gets no context);
+    - ``async record_conversation_turn(session_id, user_message, reply) -> None``: learn a guest conversation's turn
+      for that conversation alone (never shown in the admin's context).
     """
 
     id: str
@@ -113,6 +122,23 @@ class MemoryManager:
             return None
         return result
 
+    async def context_for(self, session_id: str, user_message: str,
+                          audience: TurnAudience) -> tuple[str | None, str | None]:
+        """(context, why it is withheld) for a turn of ``audience``: the admin gets the backend's context; a guest only
+        what it draws from this conversation's own messages, or nothing, with the reason."""
+        backend = self._backend
+        if audience.admin or backend is None:
+            return await self.query_context(session_id, user_message), None
+        own: Callable[[str, str], Awaitable[Any]] | None = getattr(backend, "query_conversation", None)
+        if own is None:
+            return None, (f"withheld: the {backend.id} backend draws on the admin's conversations and cannot keep to "
+                          f"this one's; this is {audience.who}")
+        if not self.is_available():
+            return None, None
+        result = await self._guarded(backend, "query_conversation", own(session_id, user_message),
+                                     self.context_timeout_s)
+        return (result if isinstance(result, str) and result.strip() else None), None
+
     def tools(self) -> list[Tool]:
         backend = self._backend
         if backend is None or not self.is_available():
@@ -146,6 +172,16 @@ class MemoryManager:
         if backend is None or record is None or not self.is_available():
             return
         await self._guarded(backend, "record_turn", record(session_id, user_message, reply), self.record_timeout_s)
+
+    async def record_conversation_turn(self, session_id: str, user_message: str, reply: str) -> None:
+        """Tell the backend a guest conversation's turn, for that conversation alone (a backend that cannot keep it
+        apart from the admin's never hears it)."""
+        backend = self._backend
+        record: Callable[[str, str, str], Awaitable[Any]] | None = getattr(backend, "record_conversation_turn", None)
+        if backend is None or record is None or not self.is_available():
+            return
+        await self._guarded(backend, "record_conversation_turn", record(session_id, user_message, reply),
+                            self.record_timeout_s)
 
     async def index_long_term(self, text: str) -> None:
         """Give the backend the current long-term memory (recall indexes it); call it whenever it changes."""

@@ -9,6 +9,10 @@ the model would read it (JSON); its ``note`` — a remark for the model's own ca
 as "No contacts yet" — is never text that defeats ``skip_if_empty``: an empty section with ``skip_if_empty``
 is skipped, and one without shows the note.
 
+Whom it is for (``audience``, agent/audience.py): a section the turn's audience may not read is withheld — its tool is
+never run, so nothing of it exists in the prompt or its record — and named with the reason; likewise the memory
+backend's context (the caller withholds or narrows it: ``backend_withheld``).
+
 What is sent (``PromptAssembly.messages``, exactly): consecutive *system* sections merged into one
 system message (joined by a blank line) — many chat templates accept a single leading system message
 only — then user/assistant sections as their own messages, the history, and finally the user's message.
@@ -27,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import DidactylError
+from ..audience import ADMIN_TURN, TurnAudience
 from ..llm.tokens import count_tokens, message_text
 from ..tools.registry import Tool, ToolContext, ToolRegistry, render_result
 from .prompt_record import PromptAssembly, PromptLayer, SourceEvent
@@ -108,12 +113,15 @@ def assemble(
     source_events: Mapping[str, SourceEvent] | None = None,
     soul_source: SourceEvent | None = None,
     dry_run: bool = False,
+    audience: TurnAudience = ADMIN_TURN,
+    backend_withheld: str | None = None,
 ) -> PromptAssembly:
     """Build the prompt record and exactly the messages to send. Pure: no network, no clock.
 
     ``source_events`` maps a tool name to the Nostr event its content came from (documents, identity);
     ``soul_source`` is the soul's own version: the source of every literal-text section.
     Backend tools are offered after the registry's visible tools. ``backend_place``: see the module docstring.
+    ``audience``: whom the turn is for; ``backend_withheld``: why the backend's context is left out (None: it is not).
     """
     if backend_place not in BACKEND_PLACES:
         raise ValueError(f"backend_place must be one of {', '.join(BACKEND_PLACES)}, not {backend_place!r}")
@@ -121,14 +129,20 @@ def assemble(
     sources = source_events or {}
     for sec in template.sections:
         source: SourceEvent | None = None
-        if sec.tool:
-            tool = registry.get(sec.tool)
-            if tool is None:
-                layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, f"unknown tool {sec.tool!r}"))
-                continue
+        tool = registry.get(sec.tool) if sec.tool else None
+        readers = sec.audience_for(tool)
+        who = readers.value
+        if not audience.sees(readers):  # never rendered: nothing of it reaches the prompt or its record
+            layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, audience.withheld(), audience=who))
+            continue
+        if sec.tool and tool is None:
+            layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, f"unknown tool {sec.tool!r}",
+                                      audience=who))
+            continue
+        if tool is not None:
             text, note, error = _run_context_tool(tool, ctx)
             if error is not None:
-                layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, error))
+                layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, error, audience=who))
                 continue
             if not text.strip() and not sec.skip_if_empty:
                 text = note  # kept when empty: the tool's own words for "nothing"
@@ -137,13 +151,14 @@ def assemble(
             text = sec.content or ""
             source = soul_source
         if not text.strip() and sec.skip_if_empty:
-            layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, "empty (skip_if_empty)", source))
+            layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, "empty (skip_if_empty)", source,
+                                      audience=who))
             continue
         layers.append(PromptLayer(sec.section, sec.role, sec.tool, text, count_tokens(model, text), False, None,
-                                  source if text.strip() else None))
+                                  source if text.strip() else None, audience=who))
 
     messages = _merge_messages(layers)
-    context = backend_context if backend_context and backend_context.strip() else None
+    context = backend_context if backend_context and backend_context.strip() and backend_withheld is None else None
     backend_tokens = count_tokens(model, context) if context else 0
     if context and backend_place == "system":
         if messages and messages[0]["role"] == "system":
@@ -179,6 +194,9 @@ def assemble(
         messages=tuple(messages),
         total_tokens=total,
         dry_run=dry_run,
+        audience=audience.name,
+        audience_who=audience.who,
+        backend_withheld=backend_withheld,
         extra={
             "soul_source": template.source,
             "section_tokens": section_tokens,

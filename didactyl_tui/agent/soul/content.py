@@ -1,6 +1,6 @@
 """The soul's document as it travels in its kind 31120 event (docs/soul-event.md): the JSON form we publish,
-``{"format": "didactyl-soul/1", "sections": [{"section", "role", "tool" | "content", "skip_if_empty"}]}``, and a
-liberal reader that also takes the seeds' section list. Pure. The event itself (tags ``["d","soul"]``,
+``{"format": "didactyl-soul/1", "sections": [{"section", "role", "tool" | "content", "skip_if_empty", "audience"?}]}``,
+and a liberal reader that also takes the seeds' section list. Pure. The event itself (tags ``["d","soul"]``,
 ``["app","didactyl"]``, ``["encrypted","nip44"]``, NIP-44 to the agent) is the document model's: the soul's codec
 (agent/documents/codecs.py); a failure here is a :class:`SoulEventError` naming the source and the section.
 """
@@ -13,13 +13,14 @@ from typing import Any
 
 from ...errors import AgentError, ConfigError
 from ...nostr import nip44
+from ..audience import read_audience
 from .template import ROLES, SoulTemplate, TemplateSection, check_section, parse_soul_list
 
 SOUL_FORMAT = "didactyl-soul/1"
 MAX_SECTIONS = 64  # a soul is a prompt outline; hundreds of sections are a mistake or an attack
 MAX_SECTION_NAME_CHARS = 64
 MAX_SOUL_BYTES = nip44.MAX_PLAINTEXT_BYTES  # the encrypted form's limit applies to the plain one too
-_KEYS = frozenset({"section", "role", "tool", "content", "skip_if_empty"})
+_KEYS = frozenset({"section", "role", "tool", "content", "skip_if_empty", "audience"})
 _LIST_START = re.compile(r"^\s*-\s+section\s*:", re.M)  # the seeds' section list starts a section so
 
 
@@ -39,6 +40,8 @@ def soul_to_json(template: SoulTemplate) -> str:
         else:
             item["content"] = sec.content or ""
         item["skip_if_empty"] = sec.skip_if_empty
+        if sec.audience is not None:  # only when the soul says so: an unmarked soul reads as it always did
+            item["audience"] = sec.audience.value
         sections.append(item)
     return json.dumps({"format": SOUL_FORMAT, "sections": sections}, ensure_ascii=False, indent=1)
 
@@ -70,7 +73,7 @@ def _section(item: Any, n: int, source: str) -> TemplateSection:
     unknown = sorted(set(item) - _KEYS)
     if unknown:
         raise SoulEventError(f"{where}: unknown key(s) {', '.join(unknown)}")
-    for key in ("section", "role", "tool", "content"):
+    for key in ("section", "role", "tool", "content", "audience"):
         if key in item and not isinstance(item[key], str):
             raise SoulEventError(f"{where}: {key} must be a string")
     if not isinstance(item.get("skip_if_empty", True), bool):
@@ -81,7 +84,7 @@ def _section(item: Any, n: int, source: str) -> TemplateSection:
         raise SoulEventError(f"{where}: role must be system, user or assistant, not {item.get('role')!r}")
     sec = TemplateSection(section=item.get("section", ""), role=item.get("role", "system"),
                           tool=item.get("tool") or None, content=item.get("content"),
-                          skip_if_empty=item.get("skip_if_empty", True))
+                          skip_if_empty=item.get("skip_if_empty", True), audience=read_audience(item.get("audience")))
     try:
         return check_section(sec, f"{source}, section #{n}")
     except ConfigError as exc:

@@ -27,8 +27,9 @@ class PromptLayer:
     content: str
     tokens: int
     skipped: bool = False
-    skip_reason: str | None = None  # e.g. "empty (skip_if_empty)", "tool error: ..."
+    skip_reason: str | None = None  # e.g. "empty (skip_if_empty)", "tool error: ...", "withheld: for the admin only…"
     source_event: SourceEvent | None = None
+    audience: str | None = None  # who may read it: "admin" or "everyone" (agent/audience.py; None: an older record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,19 @@ class PromptAssembly:
     # Where the backend context went: "system" (end of the leading system message, after the soul's system
     # sections) or "after_history" (its own system message after the history; records from before the choice).
     backend_place: str = "after_history"
+    # The context policy applied (agent/audience.py): "admin" (everything) or "guest" (only what is for everyone),
+    # whose conversation it was, and why the memory backend's context was left out, when it was.
+    audience: str = "admin"
+    audience_who: str = ""
+    backend_withheld: str | None = None
+
+    @property
+    def withheld(self) -> list[PromptLayer]:
+        """The sections this turn's audience may not read (left out, never rendered): in a guest's turn, every section
+        for the admin only."""
+        if self.audience == "admin":
+            return []
+        return [layer for layer in self.layers if layer.audience == "admin"]
 
     @property
     def tool_names(self) -> list[str]:
@@ -69,11 +83,14 @@ class PromptAssembly:
                     "tokens": layer.tokens,
                     "content": layer.content,
                     "source_event": asdict(layer.source_event) if layer.source_event else None,
+                    "audience": layer.audience,
                 }
                 for layer in self.layers
             ],
+            "policy": {"audience": self.audience, "who": self.audience_who,
+                       "withheld": [{"section": wh.section, "reason": wh.skip_reason} for wh in self.withheld]},
             "backend": {"id": self.backend_id, "context": self.backend_context, "tokens": self.backend_tokens,
-                        "place": self.backend_place},
+                        "place": self.backend_place, "withheld": self.backend_withheld},
             "history_messages": len(self.history),
             "history_dropped": self.history_dropped,
             "tools": self.tool_names,

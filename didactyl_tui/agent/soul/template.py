@@ -1,10 +1,11 @@
 """The soul template: the prompt as data.
 
-A template is an ordered list of sections — ``section`` (name), ``role``, ``skip_if_empty`` and either
-``tool`` (a context tool whose ``content`` becomes the text) or ``content`` (static text). It comes from
-``[[soul.sections]]`` in the config, else from ``[soul] file`` (the original list format:
-``- section: NAME`` / ``role:`` / ``tool:`` / ``skip_if_empty:`` / ``content:`` lines), else the built-in
-default below. Its assembly into the prompt is :mod:`.assembly`'s.
+A template is an ordered list of sections — ``section`` (name), ``role``, ``skip_if_empty``, either
+``tool`` (a context tool whose ``content`` becomes the text) or ``content`` (static text), and optionally
+``audience`` (``admin`` or ``everyone``: who may read it; unset, the tool's own declaration decides and static text
+is for everyone — agent/audience.py). It comes from ``[[soul.sections]]`` in the config, else from ``[soul] file``
+(the original list format: ``- section: NAME`` / ``role:`` / ``tool:`` / ``skip_if_empty:`` / ``content:`` /
+``audience:`` lines), else the built-in default below. Its assembly into the prompt is :mod:`.assembly`'s.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from ...config import SoulConfig
 from ...config_file import config_error
 from ...errors import ConfigError
+from ..audience import Audience, read_audience
 from ..tools.registry import Tool
 
 ROLES = ("system", "user", "assistant")
@@ -55,6 +57,16 @@ class TemplateSection:
     tool: str | None = None
     content: str | None = None
     skip_if_empty: bool = True
+    audience: Audience | None = None  # None: the tool's declared audience; static text is for everyone
+
+    def audience_for(self, tool: Tool | None) -> Audience:
+        """Who may read this section: as the soul says, else as its tool is declared (a tool the registry does not
+        know: the admin only); static text: everyone."""
+        if self.audience is not None:
+            return self.audience
+        if self.tool:
+            return tool.audience if tool is not None else Audience.ADMIN
+        return Audience.EVERYONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +91,7 @@ def default_template() -> SoulTemplate:
             s("admin_notes", "system", tool="nostr_admin_notes"),
             s("agent_identity", "system", tool="agent_identity"),
             s("agent_profile", "system", tool="nostr_agent_profile"),
-            # Kept when empty: the model is told it follows no one (the tool's note), rather than left to wonder.
-            s("agent_contacts", "system", tool="nostr_agent_contacts", skip_if_empty=False),
+            s("agent_contacts", "system", tool="nostr_agent_contacts"),
             s("agent_relays", "system", tool="nostr_agent_relays"),
             s("agent_notes", "system", tool="nostr_agent_notes"),
             s("short_term_memory", "system", tool="memory_short_term_read"),
@@ -104,7 +115,7 @@ def check_section(sec: TemplateSection, where: str) -> TemplateSection:
 
 # --- the original list format -----------------------------------------------------------------
 
-_KEYS = ("section", "role", "tool", "skip_if_empty", "content")
+_KEYS = ("section", "role", "tool", "skip_if_empty", "content", "audience")
 _KEY_LINE = re.compile(r"^(?P<indent>\s*)(?P<dash>-\s+)?(?P<key>[A-Za-z_]+)\s*:\s?(?P<value>.*)$")
 
 
@@ -184,6 +195,7 @@ def parse_soul_list(text: str, source: str = "soul file") -> SoulTemplate:
             tool=item.get("tool") or None,
             content=item.get("content"),
             skip_if_empty=item.get("skip_if_empty", True),
+            audience=read_audience(item.get("audience")),
         ), where))
     if not sections:
         raise ConfigError(f"{source}: no sections found", "Bad soul")
@@ -210,6 +222,7 @@ def load_soul_template(cfg: SoulConfig, *, config_path: Path | None = None,
                 tool=sec.tool or None,
                 content=sec.content or None,  # "" is the config's "not set"
                 skip_if_empty=sec.skip_if_empty,
+                audience=read_audience(sec.audience),
             ), f"{where} #{n}"))
         return SoulTemplate(tuple(out), "config")
     if cfg.file:

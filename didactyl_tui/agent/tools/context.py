@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..audience import ADMIN_TURN, TurnAudience
 from ..documents.keys import DocumentKey
 from ..documents.store import DocumentStore
 from ..documents.versions import SaveResult
@@ -32,6 +33,8 @@ class AgentToolContext(ToolContext):
     # The app's one save path (DocumentSync.save_coalescing: refusals noted, newer versions fetched); a bare
     # context (unit tests, the bench) saves straight through the store.
     save_memory: Callable[[DocumentKey, str], Awaitable[SaveResult]] | None = None
+    # Whom the turn is for (a guest's copy of the context is made per turn): what a tool shows may depend on it.
+    audience: TurnAudience = ADMIN_TURN
 
     def __post_init__(self) -> None:
         if self.save_memory is None:

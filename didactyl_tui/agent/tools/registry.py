@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from ...errors import AgentError, DidactylError
+from ..audience import Audience
+from .arguments import check_type, quoted, value_words, words_for
 
 
 class ToolError(AgentError):
@@ -69,6 +71,9 @@ class Tool:
     aliases: tuple[str, ...] = ()
     family: str = ""
     context_param: str | None = None  # name of the injected ToolContext parameter, if any
+    # Who may read what it returns, when it feeds a soul section (agent/audience.py): the admin only unless declared
+    # public, so a tool nobody thought about never shows a guest anything.
+    audience: Audience = Audience.ADMIN
 
     def openai_schema(self) -> dict[str, Any]:
         return {
@@ -138,8 +143,10 @@ def build_tool(
     visible: bool = True,
     aliases: Iterable[str] = (),
     family: str = "",
+    audience: Audience = Audience.ADMIN,
 ) -> Tool:
-    """Derive a :class:`Tool` from a (sync or async) function's signature and docstring."""
+    """Derive a :class:`Tool` from a (sync or async) function's signature and docstring. ``audience``: who may read
+    its result in a prompt (Audience.EVERYONE only for what is public)."""
     sig = inspect.signature(handler)
     hints = get_type_hints(handler)
     doc_description, doc_params = parse_docstring(handler.__doc__)
@@ -169,7 +176,7 @@ def build_tool(
     desc = description if description is not None else doc_description
     if not desc:
         raise TypeError(f"tool {tool_name}: a description (docstring) is required")
-    return Tool(tool_name, desc, parameters, handler, visible, tuple(aliases), family, context_param)
+    return Tool(tool_name, desc, parameters, handler, visible, tuple(aliases), family, context_param, audience)
 
 
 # --- the registry -------------------------------------------------------------------------
@@ -276,73 +283,7 @@ def unknown_tool_message(name: str, offered: Sequence[Tool]) -> str:
     """The model's error for a call to a tool it was not offered: every name it can call, aliases too."""
     names = [t.name + (f" (also {', '.join(t.aliases)})" if t.aliases else "") for t in offered if t.visible]
     listed = ", ".join(names) if names else "none"
-    return f"Error: there is no tool {_quoted(name)}. The tools you can call: {listed}."
-
-
-def _quoted(text: str, limit: int = 80) -> str:
-    """A name or value as JSON text (double quotes, escapes), cut to ``limit`` characters."""
-    out = json.dumps(text, ensure_ascii=False)
-    return out if len(out) <= limit else out[:limit - 2] + '…"'
-
-
-def _words_for(schema: dict[str, Any]) -> str:
-    """What a parameter's schema asks for, in words: ``one of "short_term" or "long_term"``, ``a whole number``."""
-    if "enum" in schema:
-        values = [json.dumps(v, ensure_ascii=False) for v in schema["enum"]]
-        return values[0] if len(values) == 1 else f"one of {', '.join(values[:-1])} or {values[-1]}"
-    kind = schema.get("type")
-    if kind == "array":
-        item = schema.get("items") or {}
-        return f"a list of {_plural(item)}" if item.get("type") or "enum" in item else "a list"
-    return _KIND_WORDS.get(kind or "", "a value")
-
-
-_KIND_WORDS = {"string": "text", "integer": "a whole number", "number": "a number",
-               "boolean": "true or false", "object": "a JSON object"}
-
-
-def _plural(item: dict[str, Any]) -> str:
-    if "enum" in item:
-        return f"values from {', '.join(json.dumps(v, ensure_ascii=False) for v in item['enum'])}"
-    return {"string": "texts", "integer": "whole numbers", "number": "numbers", "boolean": "true/false values",
-            "object": "JSON objects", "array": "lists"}.get(item.get("type", ""), "values")
-
-
-def _value_words(value: Any) -> str:
-    """What the model sent, in words: ``the text "3"``, ``the number 3.5``, ``null``, ``a list of 2 items``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        number = json.dumps(value)
-        return f"the number {number if len(number) <= 40 else number[:39] + '…'}"
-    if isinstance(value, str):
-        return f"the text {_quoted(value)}"
-    if isinstance(value, list):
-        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
-    if isinstance(value, dict):
-        return "a JSON object"
-    return type(value).__name__
-
-
-def _check_type(value: Any, schema: dict[str, Any]) -> bool:
-    kind = schema.get("type")
-    if "enum" in schema and value not in schema["enum"]:
-        return False
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "array":
-        return isinstance(value, list) and all(_check_type(v, schema.get("items", {})) for v in value)
-    if kind == "object":
-        return isinstance(value, dict)
-    return True
+    return f"Error: there is no tool {quoted(name)}. The tools you can call: {listed}."
 
 
 async def invoke(tool: Tool, arguments: str | dict[str, Any] | None, ctx: ToolContext | None) -> ToolOutcome:
@@ -361,21 +302,21 @@ async def invoke(tool: Tool, arguments: str | dict[str, Any] | None, ctx: ToolCo
     if not isinstance(args, dict):
         return ToolOutcome(name, f"Error: the arguments for {name} must be a JSON object.", True)
     props = tool.parameters.get("properties", {})
-    listed = " and ".join(", ".join(_quoted(p) for p in props).rsplit(", ", 1)) if props else ""
+    listed = " and ".join(", ".join(quoted(p) for p in props).rsplit(", ", 1)) if props else ""
     unknown = sorted(set(args) - set(props))
     if unknown:
-        which = " or ".join(_quoted(u) for u in unknown)
+        which = " or ".join(quoted(u) for u in unknown)
         takes = f"it takes {listed}" if props else "it takes no parameters"
         return ToolOutcome(name, f"Error: {name} has no parameter {which}; {takes}.", True)
     missing = [p for p in tool.parameters.get("required", []) if p not in args]
     if missing:
-        needs = "; ".join(f"{_quoted(p)} ({_words_for(props[p])})" for p in missing)
+        needs = "; ".join(f"{quoted(p)} ({words_for(props[p])})" for p in missing)
         return ToolOutcome(name, f"Error: {name} needs {'these parameters' if len(missing) > 1 else 'the parameter'}"
                            f" {needs}.", True)
     for key, value in args.items():
-        if not _check_type(value, props[key]):
-            return ToolOutcome(name, f"Error: the parameter {_quoted(key)} of {name} must be "
-                               f"{_words_for(props[key])}; it was {_value_words(value)}.", True)
+        if not check_type(value, props[key]):
+            return ToolOutcome(name, f"Error: the parameter {quoted(key)} of {name} must be "
+                               f"{words_for(props[key])}; it was {value_words(value)}.", True)
     if tool.context_param is not None:
         if ctx is None:
             return ToolOutcome(name, f"Error: {name} is not available here (no context).", True)

@@ -8,11 +8,14 @@ shared with the admin tools (``who`` = "Agent" or "Admin") and memoized per cach
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from ...nostr import nip19
+from ..audience import Audience
 from ..identity.cache import IdentityCache
 from .context import AgentToolContext
 from .registry import Tool, build_tool
@@ -136,14 +139,30 @@ NO_CONTACTS = "## Agent Contacts (source: nostr kind 3)\n\nNo contacts yet: you 
 
 def nostr_agent_contacts(ctx: AgentToolContext) -> dict[str, str]:
     """The accounts you follow (your kind 3 contact list)."""
-    # Said outright (the note) rather than left out: the model should know it has no contacts, not wonder. The
-    # content stays empty, so a section with skip_if_empty is skipped; the built-in soul keeps it and shows the note.
+    # The note says it outright when the model calls the tool; the content stays empty, so a section with
+    # skip_if_empty (the built-in soul's) is skipped, and one kept when empty shows the note.
     return context_result(render_contacts("Agent", ctx.agent), NO_CONTACTS)
+
+
+def on_this_machine(url: str) -> bool:
+    """A relay only this machine or its network reaches (loopback, a private or link-local address): where the agent
+    lives, which a guest has no business knowing."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("localhost", "") or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def nostr_agent_relays(ctx: AgentToolContext) -> dict[str, str]:
     """Your relay list (kind 10002): where your notes and memories are published."""
-    text = render_relays_in_use(ctx.agent, ctx.relays_in_use, ctx.embedded_relay)
+    in_use, embedded = ctx.relays_in_use, ctx.embedded_relay
+    if not ctx.audience.admin:  # a guest sees the public list, not the relays on this machine
+        in_use, embedded = tuple(u for u in in_use if u != embedded and not on_this_machine(u)), None
+    text = render_relays_in_use(ctx.agent, in_use, embedded)
     return context_result(text, "No kind 10002 relay list of yours is cached.")
 
 
@@ -162,12 +181,17 @@ def my_pubkey(ctx: AgentToolContext) -> dict[str, str]:
     return {"content": ctx.agent.pubkey}
 
 
+def _public(handler: Callable[..., Any], *aliases: str) -> Tool:
+    """The agent's public identity: for everyone, guests included (agent/audience.py)."""
+    return build_tool(handler, aliases=aliases, family="self_context", audience=Audience.EVERYONE)
+
+
 SELF_CONTEXT_TOOLS: tuple[Tool, ...] = (
-    build_tool(agent_identity, family="self_context"),
-    build_tool(nostr_agent_profile, aliases=("my_kind0_profile",), family="self_context"),
-    build_tool(nostr_agent_contacts, aliases=("my_contacts",), family="self_context"),
-    build_tool(nostr_agent_relays, aliases=("my_relays",), family="self_context"),
-    build_tool(nostr_agent_notes, aliases=("my_notes",), family="self_context"),
-    build_tool(my_npub, family="self_context"),
-    build_tool(my_pubkey, family="self_context"),
+    _public(agent_identity),
+    _public(nostr_agent_profile, "my_kind0_profile"),
+    _public(nostr_agent_contacts, "my_contacts"),
+    _public(nostr_agent_relays, "my_relays"),
+    _public(nostr_agent_notes, "my_notes"),
+    _public(my_npub),
+    _public(my_pubkey),
 )

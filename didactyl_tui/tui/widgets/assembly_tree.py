@@ -37,6 +37,14 @@ def tokens_label(tokens: int, estimated: bool) -> str:
     return f"{'~' if estimated else ''}{tokens:,} tok"
 
 
+def policy_line(assembly: PromptAssembly) -> str:
+    """Whom the prompt was for, and what that withheld (agent/audience.py)."""
+    if assembly.audience == "admin":
+        return f"Policy: admin · everything · {assembly.audience_who or 'the admin'}"
+    withheld = len(assembly.withheld) + (1 if assembly.backend_withheld else 0)
+    return f"Policy: guest · {withheld} withheld, only what is for everyone · {assembly.audience_who}"
+
+
 @dataclass
 class InspectorEntry:
     """One assembly and what came of it (the reply arrives later than the assembly)."""
@@ -165,6 +173,9 @@ class AssemblyTree(Tree[NodeInfo]):
         a, n = entry.assembly, entry.number
         where = "end of the system message" if a.backend_place == "system" else "after the history"
         head = f"memory_backend [system] · backend {a.backend_id} · {where}"
+        if a.backend_withheld:
+            parent.add_leaf(_label(f"{head} · skipped: {a.backend_withheld}"), data=NodeInfo(n, "backend", "skipped"))
+            return
         if not a.backend_context:
             parent.add_leaf(_label(f"{head} · skipped: no context this turn"), data=NodeInfo(n, "backend", "skipped"))
             return
@@ -181,6 +192,7 @@ class AssemblyTree(Tree[NodeInfo]):
             if entry.reply is not None:
                 self._text_leaves(node.add(_label("Reply"), data=NodeInfo(n, "reply")), n, entry.reply or "(empty)")
             return
+        node.add_leaf(_label(policy_line(a)), data=NodeInfo(n, "policy", "meta"))
         used = [layer for layer in a.layers if not layer.skipped]
         section_tokens = sum(layer.tokens for layer in used)
         skipped = len(a.layers) - len(used)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from didactyl_tui.agent.audience import ADMIN_TURN, guest_turn
 from didactyl_tui.agent.memory.backend import MemoryBackend, MemoryManager
 from didactyl_tui.agent.memory.backends.honcho import HonchoBackend
 from didactyl_tui.agent.memory.backends.recall import HEADING, RecallBackend, fts_query, split_paragraphs
@@ -373,3 +374,41 @@ async def test_create_memory_manager_from_config(tmp_path: Path) -> None:
     assert honcho.backend_id == "honcho" and not honcho.is_available()
     cfg.memory.backend = "none"
     assert create_memory_manager(cfg, tmp_path, {}).backend is None
+
+
+# --- whom the context is for (agent/audience.py) ----------------------------------------------------------
+
+
+async def test_a_guest_recalls_only_its_own_conversation_and_the_admin_never_a_guests(recall: RecallBackend) -> None:
+    manager = MemoryManager()
+    manager.register(recall)
+    recall.index_long_term("The admin's locker code is zebra4471.")
+    await manager.record_turn("admin-chat", "my bike lock code is 1234", "Noted.")
+    await manager.record_conversation_turn("guest-chat", "my bike is red", "Nice bike.")
+    await manager.record_conversation_turn("other-guest", "my bike is blue", "Nice too.")
+
+    admin, none = await manager.context_for("admin-chat", "bike lock code", ADMIN_TURN)
+    assert none is None and admin is not None and "1234" in admin and "zebra4471" in admin
+    assert "red" not in admin and "blue" not in admin  # a guest's words never reach the admin's prompt
+    tool = await manager.call_tool("memory_query", '{"query": "bike"}')
+    assert tool is not None and "1234" in tool.content and "red" not in tool.content
+
+    guest, none = await manager.context_for("guest-chat", "what about my bike lock code?", guest_turn("a guest's"))
+    assert none is None and guest is not None and "red" in guest
+    assert "1234" not in guest and "zebra4471" not in guest and "blue" not in guest
+    # A new guest conversation recalls nothing at all.
+    assert await manager.context_for("new-guest", "bike lock code", guest_turn("a guest's")) == (None, None)
+    await recall.aclose()
+
+
+async def test_a_backend_that_cannot_keep_to_one_conversation_gives_a_guest_nothing_and_says_why() -> None:
+    backend = FakeBackend("honcho-like", context="everything the admin ever said")
+    manager = MemoryManager()
+    manager.register(backend)
+    context, withheld = await manager.context_for("s", "hi", guest_turn("a conversation with Bob"))
+    assert context is None
+    assert withheld == ("withheld: the honcho-like backend draws on the admin's conversations and cannot keep to "
+                        "this one's; this is a conversation with Bob")
+    await manager.record_conversation_turn("s", "I am Bob", "Hello Bob")
+    assert backend.recorded == []  # nor does it learn a guest's words
+    assert await manager.context_for("s", "hi", ADMIN_TURN) == ("everything the admin ever said", None)

@@ -166,7 +166,9 @@ async def test_assembly_layers_messages_and_totals(tmp_path: Path) -> None:
     assert data["sections"][-2]["source_event"] == {  # the short-term memory section (tasks is last)
         "event_id": snap.event_id, "created_at": snap.created_at, "relays": ["ws://relay.test"]}
     assert data["tools"] == asm.tool_names and data["total_tokens"] == asm.total_tokens
-    assert data["backend"] == {"id": "recall", "context": recall, "tokens": asm.backend_tokens, "place": "system"}
+    assert data["backend"] == {"id": "recall", "context": recall, "tokens": asm.backend_tokens, "place": "system",
+                               "withheld": None}
+    assert data["policy"] == {"audience": "admin", "who": "the admin's own conversation", "withheld": []}
 
     # The old place, for providers' prefix caching ([memory] backend_context = "after_history"): its own system
     # message after the history; the rest of the prompt is the same as without a backend.

@@ -95,11 +95,15 @@ async def test_a_seed_soul_renders_the_open_tasks_and_skips_an_empty_contact_lis
     assert [t["title"] for t in json.loads(tasks.content)["tasks"]] == ["file taxes"]  # open tasks only
     assert contacts.skipped and contacts.skip_reason == "empty (skip_if_empty)"
     assert "No contacts yet" not in json.dumps(asm.messages)
-    # Kept when empty (the built-in soul keeps its contacts section): the tool's note is the text.
+    # Kept when empty: the tool's note is the text.
     kept, _ = _layer(ctx, TemplateSection("contacts", tool="nostr_agent_contacts", skip_if_empty=False))
     assert not kept.skipped and kept.content.endswith("No contacts yet: you follow no one.")
+    # The built-in soul follows the seeds: every agent_* section is skipped when empty, contacts too.
     builtin = assemble(default_template(), model="m", registry=REGISTRY, ctx=ctx, created_at=0.0)
-    assert "No contacts yet: you follow no one." in builtin.messages[0]["content"]
+    assert all(sec.skip_if_empty for sec in default_template().sections if sec.section.startswith("agent_"))
+    assert "No contacts yet" not in builtin.messages[0]["content"]
+    [agent_contacts] = [layer for layer in builtin.layers if layer.section == "agent_contacts"]
+    assert agent_contacts.skipped and agent_contacts.skip_reason == "empty (skip_if_empty)"
 
 
 async def test_with_nothing_to_show_every_context_tool_section_is_skipped(tmp_path: Path) -> None:
@@ -144,7 +148,8 @@ async def test_the_inspector_shows_the_backend_context_as_a_layer_where_it_is_se
             tree.add_entry(InspectorEntry(number, assembly(place)), expand=True)
         await pilot.pause()
         system, tail = (tree.node_for(n) for n in (1, 2))
-        sections = [str(n.label) for n in system.children[0].children]
+        [sections_node] = [n for n in system.children if str(n.label).startswith("Sections:")]
+        sections = [str(n.label) for n in sections_node.children]
         # Sent at the end of the system message: after the system sections, before the user section.
         assert [label.split(" ")[0] for label in sections] == ["persona", "tasks", "memory_backend", "example"]
         assert "backend recall · end of the system message" in sections[2]
@@ -153,4 +158,5 @@ async def test_the_inspector_shows_the_backend_context_as_a_layer_where_it_is_se
         tail_top = [str(n.label) for n in tail.children]
         history = next(i for i, label in enumerate(tail_top) if label.startswith("History:"))
         assert tail_top[history + 1].startswith("memory_backend [system] · backend recall · after the history")
-        assert not any(str(n.label).startswith("memory_backend") for n in tail.children[0].children)
+        [tail_sections] = [n for n in tail.children if str(n.label).startswith("Sections:")]
+        assert not any(str(n.label).startswith("memory_backend") for n in tail_sections.children)

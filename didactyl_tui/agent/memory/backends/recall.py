@@ -3,6 +3,10 @@
 For each user message it returns the few most relevant snippets (bm25 ranking, a small character budget)
 under a ``## Recalled context`` heading, or None when nothing matches. The same index answers the
 ``memory_query(query)`` tool. User text never reaches FTS5 as query syntax: it is reduced to quoted words.
+
+A guest conversation's turns are kept apart (``guest_turn``): they are searched only for that conversation's own
+turns (``query_conversation``) and never show in the admin's context or ``memory_query`` — what a guest says
+cannot reach the admin's prompts, and the admin's words cannot reach a guest's (agent/audience.py).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ log = logging.getLogger("didactyl.memory")
 HEADING = "## Recalled context"
 LONG_TERM = "long_term"
 TURN = "turn"
+GUEST_TURN = "guest_turn"  # a turn of a conversation that is not the admin's own: searched only within it
+ADMIN_SOURCES = (TURN, LONG_TERM)  # what the admin's context and memory_query search
 
 # Words too common to say anything about relevance (English; other languages simply rank by bm25).
 _STOPWORDS = frozenset("""
@@ -132,6 +138,14 @@ class RecallBackend:
     async def record_turn(self, session_id: str, user_message: str, reply: str) -> None:
         await asyncio.to_thread(self.add_turn, session_id, user_message, reply)
 
+    async def query_conversation(self, session_id: str, user_message: str) -> str | None:
+        """A guest's turn: snippets of this conversation's own earlier turns only."""
+        hits = await asyncio.to_thread(self.search, user_message, self.max_snippets, session_id=session_id)
+        return self.render_context(hits)
+
+    async def record_conversation_turn(self, session_id: str, user_message: str, reply: str) -> None:
+        await asyncio.to_thread(self.add_turn, session_id, user_message, reply, GUEST_TURN)
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
@@ -159,13 +173,13 @@ class RecallBackend:
 
     # --- index ----------------------------------------------------------------------------------------
 
-    def add_turn(self, session_id: str, user_message: str, reply: str) -> None:
+    def add_turn(self, session_id: str, user_message: str, reply: str, source: str = TURN) -> None:
         text = f"User: {user_message.strip()}\nAssistant: {reply.strip()}"
         with self._lock:
             if self._db is None:
                 return
             self._db.execute("INSERT INTO recall (text, source, session_id, created_at) VALUES (?, ?, ?, ?)",
-                             (text, TURN, session_id, self._clock()))
+                             (text, source, session_id, self._clock()))
 
     def index_long_term(self, text: str) -> int:
         """Replace the indexed long-term memory with ``text`` (call it when the memory changes).
@@ -193,19 +207,26 @@ class RecallBackend:
         """Drop a deleted conversation's turns from the index."""
         with self._lock:
             if self._db is not None:
-                self._db.execute("DELETE FROM recall WHERE source = ? AND session_id = ?", (TURN, session_id))
+                self._db.execute("DELETE FROM recall WHERE source IN (?, ?) AND session_id = ?",
+                                 (TURN, GUEST_TURN, session_id))
 
-    def search(self, text: str, limit: int) -> list[RecallHit]:
+    def search(self, text: str, limit: int, *, session_id: str | None = None) -> list[RecallHit]:
+        """The best matches among the admin's turns and long-term memory; with ``session_id``, among that
+        conversation's own turns only (a guest's)."""
         query = fts_query(text)
         if query is None:
             return []
+        if session_id is None:
+            where, args = "source IN (?, ?)", ADMIN_SOURCES
+        else:
+            where, args = "source IN (?, ?) AND session_id = ?", (TURN, GUEST_TURN, session_id)
         with self._lock:
             if self._db is None:
                 return []
             try:
                 rows = self._db.execute(
                     "SELECT text, source, session_id, created_at, bm25(recall) AS score FROM recall "
-                    "WHERE recall MATCH ? ORDER BY score LIMIT ?", (query, limit)
+                    f"WHERE recall MATCH ? AND {where} ORDER BY score LIMIT ?", (query, *args, limit)
                 ).fetchall()
             except sqlite3.Error as exc:  # should not happen after sanitizing; never break a turn over it
                 log.warning("recall search failed for %r: %s", query, exc)
