@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--message", "-m", metavar="TEXT", help="the user's message to include ('-' reads stdin)")
     p.add_argument("--session", metavar="ID", help="include this conversation's history")
     p.add_argument("--json", action="store_true", help="print the prompt record as JSON")
+    p.add_argument("--as", dest="as_sender", metavar="NPUB",
+                   help="as that sender's direct-message turn would have it (the admin: everything; a [dm] allow "
+                   "guest: only what is for everyone, and the guest tools)")
 
     sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")

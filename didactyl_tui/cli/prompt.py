@@ -37,9 +37,16 @@ def _render_prompt(assembly: Any) -> str:
 
 async def prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                   message: str | None) -> int:
+    from ..service.live_policy import GuestTools, sender_turn
+
     async with open_service(config, data, env, out, read_only=True) as service:
         session = await resolve_session(service, args.session) if args.session else "dry-run"
-        assembly = await service.chat.dry_run(session, message)
+        if args.as_sender:
+            audience, tools = sender_turn(service.policy.rights, args.as_sender,
+                                          GuestTools(service.chat.tool_names, out.warn))
+            assembly = await service.chat.dry_run(session, message, audience=audience, tools=tools)
+        else:
+            assembly = await service.chat.dry_run(session, message)
         if args.json:
             out.json(assembly.to_json_dict())
         else:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..agent.audience import TurnAudience
 from ..agent.dm.inbox import DmPolicy
 from ..agent.identity.cache import pubkey_hex
 from ..agent.tools.registry import ToolPolicy
@@ -91,6 +92,20 @@ class GuestTools:
                 self._warn(f"[dm] guest_tools names no tool called {', '.join(map(repr, unknown))}; left out")
             policy = self._known[names] = ToolPolicy(allowed, "a conversation with someone other than the admin")
         return policy
+
+
+def sender_turn(rights: Rights, sender: str, tools: GuestTools) -> tuple[TurnAudience, ToolPolicy | None]:
+    """Whom a one-to-one turn with ``sender`` (npub or hex) is for and what its tools may do, as the DM inbox would
+    decide it now (``didactyl prompt --as``); AgentError when the sender may not write to the agent at all."""
+    try:
+        pubkey = pubkey_hex(sender)
+    except ValueError as exc:
+        raise AgentError(f"--as: {exc}", "Prompt") from None
+    if not rights.dm.accepts(pubkey):
+        raise AgentError(f"{encode_npub(pubkey)} may not write to the agent (neither [admin] pubkey nor on [dm] allow)",
+                         "Prompt")
+    audience = rights.dm.audience(pubkey, encode_npub(pubkey)[:20] + "…")
+    return audience, None if audience.admin else tools.policy(rights.guest_tools)
 
 
 @dataclass(frozen=True, slots=True)

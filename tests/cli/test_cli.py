@@ -14,13 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import AGENT_KEY, OTHER_KEY, note_event
+from agent_support import ADMIN_KEY, AGENT_KEY, OTHER_KEY, note_event
 from cli_support import cli_env, didactyl, one_line
 from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs, free_port
 
 from didactyl_tui.cli import run
 from didactyl_tui.cli.parser import build_parser
+from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 
 
@@ -86,6 +87,25 @@ def test_prompt_dry_run_json_without_litellm_or_textual(tmp_path: Path) -> None:
     assert data["messages"][-1] == {"role": "user", "content": "hello"}
     assert "memory_save" in data["tools"] and "memory_short_term_read" not in data["tools"]
     assert data["total_tokens"] > 0
+
+
+def test_prompt_as_a_guest_shows_what_their_turn_would_carry_and_what_is_withheld(tmp_path: Path) -> None:
+    guest, stranger = SecretKey.from_hex("6e" * 32), SecretKey.from_hex("6f" * 32)
+    env = cli_env(tmp_path, f'[relays]\nembedded_port = 0\ntimeout_s = 2.0\n[admin]\npubkey = "{ADMIN_KEY.npub}"\n'
+                  f'[dm]\nallow = ["{guest.npub}"]\n', DIDACTYL_NSEC=AGENT_KEY.nsec(), DIDACTYL_MODEL="openai/m")
+    proc = didactyl(env, "prompt", "--message", "hi", "--json", "--as", guest.npub)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["policy"]["audience"] == "guest" and "who is not the admin" in data["policy"]["who"]
+    withheld = {w["section"] for w in data["policy"]["withheld"]}
+    assert {"admin_identity", "short_term_memory", "tasks"} <= withheld
+    assert "memory_save" not in data["tools"] and "my_npub" in data["tools"]
+    assert {s["section"]: s["audience"] for s in data["sections"]}["agent_identity"] == "everyone"
+    admin = json.loads(didactyl(env, "prompt", "--json", "--as", ADMIN_KEY.npub).stdout)
+    assert admin["policy"] == {"audience": "admin", "who": "the admin's own conversation", "withheld": []}
+    refused = didactyl(env, "prompt", "--as", stranger.npub)
+    assert refused.returncode == 1
+    assert "may not write to the agent (neither [admin] pubkey nor on [dm] allow)" in one_line(refused.stderr)
 
 
 def test_no_relay_accepting_exits_1(tmp_path: Path) -> None:
