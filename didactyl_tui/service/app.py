@@ -244,7 +244,7 @@ class AppService:
             runtime.sync.start_checks(delay=RECONCILE_START_DELAY_S)
         if parts.dm is not None:
             await parts.dm.start()
-        if self.attached_to is None and not read_only:  # [admin] and [dm] followed while it runs
+        if self.policy.path is not None and self.attached_to is None and not read_only:  # [admin], [dm] followed
             runtime.daemons.spawn(self.policy.watch())
         wanted = publish_identity if publish_identity is not None else self.config.agent.publish_profile
         if wanted and not read_only:  # a read-only command publishes nothing of its own
