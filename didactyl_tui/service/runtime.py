@@ -37,9 +37,9 @@ from ..nostr.pool import RelayPool
 from ..nostr.relay_guard import FailedEvents
 from ..nostr.results import ConnectionState
 from ..nostr.signer import Signer
-from .agent_signer import AgentSigner, open_agent_signer, plan_signer
+from .agent_signer import AgentSigner, check_stored_key, open_agent_signer, plan_signer
 from .attach import AttachTarget, KeyElsewhereSigner, check_attached_signer
-from .events import RelayStateChanged, SelfContextChanged, ServiceEvent, SignerStateChanged
+from .events import RelayStateChanged, SelfContextChanged, ServiceEvent, ServiceWarning, SignerStateChanged
 from .relay_keeper import EmbeddedRelayKeeper
 
 log = logging.getLogger("didactyl.service")
@@ -184,7 +184,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     if on_auth_url is None:  # the app's warnings reach the person: in a notification, or on a command's stderr
         def on_auth_url(challenge: AuthChallenge) -> None:
             warn(f"the remote signer asks you to approve ({challenge.method}): open {challenge.url} — waiting up to "
-                 f"{config.signer.auth_timeout_s:g} s")
+                 f"{challenge.wait_s:g} s")
     plan = await asyncio.to_thread(plan_signer, config, data_dir)
     relay = relay_options = None
     if plan is not None and plan.uses_embedded_relay and config.relays.embedded:
@@ -271,6 +271,12 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     daemons = BackgroundTasks()
     if agent.watch is not None:
         daemons.spawn(agent.watch.watch())  # a remote signer that stops answering is pinged until it is back
+    if agent.remote is not None and agent.stored:  # does the signer still sign with the key signer.json names?
+        def wrong_key(line: str) -> None:
+            log.warning("%s", line)
+            emit(ServiceWarning(line, lasting=True))  # the person must act on it
+
+        daemons.spawn(check_stored_key(agent.remote, retry_s=config.signer.ping_interval_s, warn=wrong_key))
     keeper = None
     if relay is not None:
         keeper = EmbeddedRelayKeeper(relay, pool, daemons, config, data_dir, warn, relay_options)
