@@ -35,11 +35,19 @@ from ..nostr.keys import SecretKey
 from ..nostr.nip46_channel import AuthChallenge
 from ..nostr.pool import RelayPool
 from ..nostr.relay_guard import FailedEvents
+from ..nostr.remote_signer import RemoteSigner
 from ..nostr.results import ConnectionState
 from ..nostr.signer import Signer
 from .agent_signer import AgentSigner, check_stored_key, open_agent_signer, plan_signer
 from .attach import AttachTarget, KeyElsewhereSigner, check_attached_signer
-from .events import RelayStateChanged, SelfContextChanged, ServiceEvent, ServiceWarning, SignerStateChanged
+from .events import (
+    RelayStateChanged,
+    SelfContextChanged,
+    ServiceEvent,
+    ServiceWarning,
+    SignerApprovalAsked,
+    SignerStateChanged,
+)
 from .relay_keeper import EmbeddedRelayKeeper
 
 log = logging.getLogger("didactyl.service")
@@ -80,6 +88,7 @@ class Runtime:
     tasks: BackgroundTasks = field(default_factory=BackgroundTasks)  # let finish at stop, then cancelled
     daemons: BackgroundTasks = field(default_factory=BackgroundTasks)  # cancelled at stop, never waited for
     documents_readable: bool = True  # false when attached without the agent's key: its documents are not loaded
+    remote_signer: RemoteSigner | None = None  # the agent's key in a NIP-46 signer: its connection
 
     @property
     def embedded_relay_url(self) -> str | None:
@@ -183,8 +192,10 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     if on_auth_url is None:  # the app's warnings reach the person: in a notification, or on a command's stderr
         def on_auth_url(challenge: AuthChallenge) -> None:
-            warn(f"the remote signer asks you to approve ({challenge.method}): open {challenge.url} — waiting up to "
-                 f"{challenge.wait_s:g} s")
+            line = (f"the remote signer asks you to approve ({challenge.method}): open {challenge.url} — waiting up "
+                    f"to {challenge.wait_s:g} s")
+            log.warning("%s", line)
+            emit(SignerApprovalAsked(line, url=challenge.url, method=challenge.method, wait_s=challenge.wait_s))
     plan = await asyncio.to_thread(plan_signer, config, data_dir)
     relay = relay_options = None
     if plan is not None and plan.uses_embedded_relay and config.relays.embedded:
@@ -283,7 +294,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         pool.add_state_listener(keeper.state_changed)
     runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
                       tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
-                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner))
+                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner), remote_signer=agent.remote)
     await pool.start()
     return runtime
 
