@@ -264,11 +264,10 @@ class RemoteSigner:
             raise SignerRefusedError(f"checking the signer's key: {exc.message}", exc.title) from None
         try:
             nip46.check_signed_event(reply.result, pubkey=user, **check)
-        except SignerKeyMismatchError:
-            signed_by = Event.from_json(reply.result or "").pubkey  # it read and verified: only the key differs
+        except SignerKeyMismatchError:  # it read and verified: only the key differs
             raise SignerKeyMismatchError(f"the remote signer named the key {short_npub(user)} but signs with "
-                                         f"{short_npub(signed_by)}: it does not hold the key it named", "Remote signer"
-                                         ) from None
+                                         f"{short_npub(Event.from_json(reply.result or '').pubkey)}: it does not hold "
+                                         "the key it named", "Remote signer") from None
         if not self._session.key_checked:
             self._set_session(dataclasses.replace(self._session, key_checked=True))
         return user

@@ -385,12 +385,13 @@ def _warnings(svc: AppService) -> list[ServiceWarning]:
 async def test_a_signer_that_challenges_endlessly_ends_the_save_at_its_deadline_and_the_edit_waits_for_a_retry(
         tmp_path: Path) -> None:
     """A new auth_url every 100 ms for the signature: the save ends at the configured deadline (2 s) with the reason,
-    the text is shown and kept on disk, and it is signed and published once the signer answers again."""
+    the text is shown and kept on disk, and so is the model's memory_save; both are signed and published once the
+    signer answers again."""
     data = tmp_path / "data"
     text = "written while the signer stalls"
     async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
-            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once") as bunker:
-        cfg = _config("http://127.0.0.1:9/v1", bunker)
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once") as bunker, LlmStub() as stub:
+        cfg = _config(stub.base_url, bunker)
         cfg.signer.request_timeout_s = cfg.signer.auth_timeout_s = 2.0
         svc = AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs())
         shown = _warnings(svc)
@@ -409,19 +410,28 @@ async def test_a_signer_that_challenges_endlessly_ends_the_save_at_its_deadline_
             assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == text  # still there, in use
             from didactyl_tui.agent.documents.deferred import UnsignedEdits
 
+            # The model's memory_save meets the same signer: its turn goes on, its text is kept as well.
+            stub.script(Reply.tools(ToolCall("memory_save", json.dumps({"type": "long_term",
+                                                                        "content": "saved by the model"}))),
+                        Reply.text_reply("Kept."))
+            session = await svc.chat.new_session()
+            async with asyncio.timeout(60):
+                events = [e async for e in svc.chat.run_turn(session, "remember this")]
+            assert isinstance(events[-1], TurnFinished) and events[-1].reply == "Kept."
+            assert svc.documents.snapshot(DocumentKey.LONG_TERM).content == "saved by the model"
             on_disk = UnsignedEdits(data / "memory.sqlite3")
             try:
-                assert [(k, t) for k, t, _ in on_disk.all()] == [(DocumentKey.SHORT_TERM, text)]
+                assert sorted((k.value, t) for k, t, _ in on_disk.all()) == [
+                    ("long_term", "saved by the model"), ("short_term", text)]
             finally:
                 on_disk.close()
-            bunker.auth_url = None  # the signer answers again: the kept edit is signed and published
+            bunker.auth_url = None  # the signer answers again: the kept edits are signed and published
             async with RelayPool([svc.runtime.embedded_relay_url], **fast_client_kwargs()) as client:
                 async def published() -> bool:
-                    found = await client.query([{"kinds": [30078], "authors": [ME], "#d": ["short_term_memory"]}],
-                                               timeout=5)
-                    return any(_readable_memory(ev) == text for ev in found)
+                    found = await client.query([{"kinds": [30078], "authors": [ME]}], timeout=5)
+                    return {"saved by the model", text} <= {_readable_memory(ev) for ev in found}
 
-                await until(published, 30, "the kept edit signed and published")
+                await until(published, 30, "the kept edits signed and published")
 
 
 async def test_a_command_save_against_an_endless_challenger_ends_with_the_reason_and_keeps_the_text(
