@@ -592,3 +592,33 @@ async def test_a_connection_kept_from_before_the_key_check_is_checked_once_at_st
         async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()):
             await until(lambda: bunker.methods().count("get_public_key") == 2, 30, "the key asked at the next start")
         assert sum(f'"kind":{SIGNER_KEY_CHECK}' in "".join(r.params) for r in bunker.received) == 1
+
+
+async def test_signer_connect_reaches_a_signer_on_the_embedded_relay_through_its_allow_list(tmp_path: Path) -> None:
+    """The embedded relay runs admitting the admin alone; ``didactyl signer connect`` to a bunker listening there has
+    it admit this new connection's client key and the signer's key first."""
+    from cli_support import cli_env
+
+    from didactyl_tui.agent.identity.signer_session import read_session
+    from didactyl_tui.cli import run
+    from didactyl_tui.service.runtime import start_embedded_relay
+
+    port = free_port()
+    cfg = dm_config("http://127.0.0.1:9/v1", admin=ADMIN_KEY.npub)
+    cfg.relays.embedded_port, cfg.relays.embedded_idle_exit_s = port, 3.0
+    data = tmp_path / "data"
+    relay = await start_embedded_relay(cfg, data, lambda line: None,
+                                       cfg.relays.embedded.relay_options("", ADMIN_KEY.public_key_hex))
+    assert relay is not None and relay.url == f"ws://127.0.0.1:{port}"
+    env = cli_env(tmp_path, f"[relays]\nembedded_port = {port}\nembedded_idle_exit_s = 3\n[admin]\n"
+                            f"pubkey = \"{ADMIN_KEY.npub}\"\n[signer]\nrequest_timeout_s = 10\n",
+                  DIDACTYL_DATA_DIR=str(data))
+    async with ScriptedBunker([relay.url], AGENT_KEY, signer_key=SecretKey.from_hex("00" * 31 + "c7"),
+                              secret="local") as bunker:
+        out, err = io.StringIO(), io.StringIO()
+        code = await asyncio.wait_for(asyncio.to_thread(run, ["signer", "connect"], env=env,
+                                                        stdin=io.StringIO(bunker.bunker_uri()), stdout=out,
+                                                        stderr=err), 60)
+        assert code == 0 and out.getvalue().split() == [AGENT_KEY.npub], err.getvalue()
+        session = read_session(data)
+        assert session is not None and session.key_checked and session.client_pubkey in bunker.connected
