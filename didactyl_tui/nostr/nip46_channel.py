@@ -290,7 +290,7 @@ def _not_answered(pending: _Pending) -> str:
     verb = _VERBS.get(pending.method, f"answer {pending.method}")
     times = "once" if pending.challenges == 1 else f"{pending.challenges} times"
     return (f"the remote signer did not {verb} within {_seconds(pending.allowed)} s: it asked for approval {times} "
-            f"(last at {pending.last_url}) and sent no answer")
+            f"(last at {_shown(pending.last_url)}) and sent no answer")
 
 
 def _shown(text: str) -> str:
