@@ -25,10 +25,14 @@ from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 
 
 def recorded_notifications(app) -> list[str]:
+    """What the app notifies from now on; a warning or a signer's notice is shown as plain text (its outside words, a
+    link or a reason, are never read as markup)."""
     shown: list[str] = []
     notify = app.notify
 
     def recorded(message: str, **kwargs) -> None:
+        if kwargs.get("title") in ("Warning", "Remote signer"):
+            assert kwargs.get("markup") is False, message
         shown.append(message)
         notify(message, **kwargs)
 

@@ -293,8 +293,9 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             case SignerApprovalAsked(message=message, wait_s=wait_s):  # the link is outside text: no markup
                 self.notify(f"{message}. To give it more time: ctrl+p, \"Wait longer for the signer's approval\".",
                             title="Remote signer", severity="warning", timeout=max(wait_s, 10.0), markup=False)
-            case ServiceWarning(message=message, lasting=lasting):
-                self.notify(message, title="Warning", severity="warning", timeout=3600 if lasting else None)
+            case ServiceWarning(message=message, lasting=lasting):  # outside words (a link, a relay's): no markup
+                self.notify(message, title="Warning", severity="warning", timeout=3600 if lasting else None,
+                            markup=False)
             case DmSessionChanged(name=name):  # the session "DM: <name>" is listed with the others (resume)
                 self.notify(f"Direct message with {name}", title="DM", markup=False)
             case OutboxChanged(pending=pending):
@@ -390,9 +391,9 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         waiting = service.wait_longer_for_signer() if service is not None else 0
         if waiting:
             self.notify(f"Waiting {self.didactyl.config.signer.auth_timeout_s:g} s more for the signer's approval "
-                        f"({waiting} request{'s' if waiting > 1 else ''}).", title="Remote signer")
+                        f"({waiting} request{'s' if waiting > 1 else ''}).", title="Remote signer", markup=False)
         else:
-            self.notify("Nothing waits for the signer's approval.", title="Remote signer")
+            self.notify("Nothing waits for the signer's approval.", title="Remote signer", markup=False)
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "turn")
