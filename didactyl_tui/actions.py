@@ -76,6 +76,8 @@ ACTIONS: tuple[Action, ...] = (
     _main("edit_tasks", "", "", "edit the task list (the same save path as the agent's task tools)",
           "Edit the task list"),
     _main("history_tasks", "", "", "every task-list version seen: diff two, roll back", "Task list history"),
+    _main("signer_wait_longer", "", "", "give the remote signer's approval (its auth_url) more time: what waits for "
+          "it waits [signer] auth_timeout_s more", "Wait longer for the signer's approval"),
     Action("inspector_open", "inspector", "o", "Open entry", "open the selected prompt assembly", action="open"),
     Action("inspector_diff", "inspector", "d", "Diff vs previous", "diff it against the previous one", action="diff"),
     Action("detail_close", "inspector_detail", "escape", "Back", "close the assembly detail", action="close"),

@@ -18,8 +18,12 @@ class SignerConfig:
                               "Empty: the key file (or $DIDACTYL_NSEC). docs/remote-signer.md")
     request_timeout_s: float = setting(30.0, "Seconds to wait for the remote signer to answer one request (a signer on "
                                              "a phone may wait for a tap).", min=1, max=3600)
-    auth_timeout_s: float = setting(300.0, "Seconds to wait once the signer asked for approval at a web address "
-                                           "(auth_url), shown in the app.", min=1, max=86_400)
+    auth_timeout_s: float = setting(300.0, "The most seconds one request waits in all, from when it was sent, once the "
+                                           "signer asked for approval at a web address (auth_url, shown in the app); "
+                                           "at least request_timeout_s. A new challenge never extends it: the save "
+                                           "then ends with the reason, and what was saved waits on this device for "
+                                           "the signer. In the app, \"Wait longer for the signer's approval\" gives "
+                                           "it this long again.", min=1, max=86_400)
     ping_interval_s: float = setting(10.0, "Seconds between pings of a remote signer that stopped answering (the "
                                             "status bar says \"signer away\" until it answers).", min=0.1, max=3600)
 

@@ -63,6 +63,13 @@ class SignerRefusedError(NostrError):
     title = "Remote signer"
 
 
+class SignerKeyMismatchError(NostrError):
+    """The remote signer (NIP-46) does not sign with the key it named, or no longer with the key the stored connection
+    was made for. Retrying cannot help: the connection must be made again."""
+
+    title = "Remote signer"
+
+
 class SignerUnreachableError(RelayError):
     """The remote signer (NIP-46) did not answer in time, or its relays cannot be reached. Worth retrying later."""
 

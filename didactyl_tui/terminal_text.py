@@ -9,6 +9,13 @@ remaining C0/C1 control and DEL, keeping newlines and tabs. :func:`one_line` als
 for reasons, notices and errors. :class:`StreamCleaner` does the same for text that arrives in pieces
 (a streamed reply), holding back a sequence cut between two pieces.
 
+A web address from outside (a remote signer's ``auth_url``) is shown to be read and opened: :func:`clean_link`
+also removes the invisible format characters a terminal does not draw but obeys or a person cannot see —
+bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069), the marks U+200E, U+200F and U+061C,
+zero-width characters, word joiners, tag characters (Unicode's category Cf) — so the host a person reads is the
+host that is opened (an override before ``/moc.live`` shows it as ``evil.com/``). Other text keeps them:
+right-to-left writing uses the marks.
+
 Pure, stdlib only, importable by every layer. Markup is another matter: Textual views show outside text
 as ``Content`` or with ``markup=False``, never parsed as markup.
 """
@@ -16,8 +23,9 @@ as ``Content`` or with ``markup=False``, never parsed as markup.
 from __future__ import annotations
 
 import re
+import unicodedata
 
-__all__ = ["StreamCleaner", "clean", "json_text", "one_line"]
+__all__ = ["StreamCleaner", "clean", "clean_link", "json_text", "one_line"]
 
 # ESC-introduced string sequences (OSC ], DCS P, SOS X, PM ^, APC _) and their 8-bit forms; they end at
 # BEL (OSC only, but accepted for all, as xterm does), ST (ESC \ or 0x9c), or the end of the text.
@@ -54,6 +62,15 @@ def clean(text: str, *, newlines: bool = True, tabs: bool = True) -> str:
 def one_line(text: str) -> str:
     """:func:`clean`, on one line, with runs of whitespace folded to one space (reasons, notices, errors)."""
     return " ".join(clean(text, newlines=False, tabs=False).split())
+
+
+def clean_link(text: str) -> str:
+    """:func:`one_line`, and without Unicode format characters (category Cf: bidirectional overrides, isolates and
+    marks, zero-width characters, tags): a web address from outside, as shown and as opened."""
+    text = one_line(text)
+    if text.isascii():
+        return text
+    return " ".join("".join(ch for ch in text if unicodedata.category(ch) != "Cf").split())
 
 
 def json_text(dumped: str) -> str:

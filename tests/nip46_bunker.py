@@ -6,6 +6,10 @@ in the ``bunker://`` URI). Behaviour a test can ask for:
 * ``secret`` — ``connect`` must carry it the first time (it is single-use);
 * ``auth_url`` — the next requests get an ``auth_url`` challenge first, and their answer only after
   :meth:`ScriptedBunker.approve` (``auth_methods`` limits which methods are challenged);
+* ``rechallenge_every`` — with ``auth_url``: a hostile signer that never answers, but sends a new ``auth_url``
+  (``<auth_url>?n=<i>``) for the same request every so many seconds, after a first burst of ``rechallenge_burst``;
+* ``names_key`` — what ``get_public_key`` answers (default: the key it signs with; another: a signer that names a
+  key it does not hold);
 * ``answers`` — how many times each request is answered (2: a second, wrong answer follows the right one);
 * ``silent`` — read requests, answer none;
 * ``hold_until`` — keep requests until this many are waiting, then answer them all (proves they were sent
@@ -55,6 +59,9 @@ class ScriptedBunker:
         switch_to: list[str] | None = None,
         connect_result: str = nip46.ACK,
         refuse: dict[str, str] | None = None,
+        rechallenge_every: float | None = None,
+        rechallenge_burst: int = 1,
+        names_key: str | None = None,
     ) -> None:
         self.relays = list(relays)
         self.user = LocalSigner(user_key)
@@ -68,6 +75,10 @@ class ScriptedBunker:
         self.switch_to = switch_to
         self.connect_result = connect_result
         self.refuse = dict(refuse or {})
+        self.rechallenge_every = rechallenge_every
+        self.rechallenge_burst = rechallenge_burst
+        self.names_key = names_key
+        self.challenges_sent = 0
         self.connected: set[str] = set()
         self.received: list[Request] = []
         self.sent: list[Response] = []
@@ -152,10 +163,24 @@ class ScriptedBunker:
                 await self._answer(c, r)
             return
         if self.auth_url is not None and (self.auth_methods is None or request.method in self.auth_methods):
+            if self.rechallenge_every is not None:
+                await self._challenge_for_ever(client, request, self.auth_url, self.rechallenge_every)
+                return
             self.waiting_auth.append((client, request))
+            self.challenges_sent += 1
             await self._send(client, Response(request.id, nip46.AUTH_URL, self.auth_url))
             return
         await self._answer(client, request)
+
+    async def _challenge_for_ever(self, client: str, request: Request, url: str, every: float) -> None:
+        """Never answer: a new auth_url for this request now (a burst), then every ``every`` seconds (until stopped)."""
+        n = 0
+        while True:
+            for _ in range(self.rechallenge_burst if n == 0 else 1):
+                n += 1
+                self.challenges_sent += 1
+                await self._send(client, Response(request.id, nip46.AUTH_URL, f"{url}?n={n}"))
+            await asyncio.sleep(every)
 
     async def _answer(self, client: str, request: Request) -> None:
         try:
@@ -186,7 +211,7 @@ class ScriptedBunker:
         if client not in self.connected:
             raise NostrError("unauthorized: connect first")
         if method == Method.GET_PUBLIC_KEY:
-            return self.user.public_key
+            return self.names_key or self.user.public_key
         if method == Method.PING:
             return nip46.PONG
         if method == Method.SIGN_EVENT:
@@ -218,13 +243,17 @@ async def bunker_and_signer(
     **bunker_kwargs: Any,
 ) -> Any:
     """A :class:`ScriptedBunker` on ``relay_url`` and a :class:`RemoteSigner` connected to it via its bunker:// URI
-    (with its secret). Yields ``(bunker, signer)``; both are stopped after."""
+    (with its secret). Yields ``(bunker, signer)``; both are stopped after. An ``auth_url`` challenges, and
+    ``refuse`` refuses, the requests made once connected (the connection's own, its key check included, are
+    answered)."""
     from didactyl_tui.nostr.remote_signer import RemoteSigner
 
     bunker_kwargs.setdefault("secret", secrets.token_hex(8))
+    auth_url, refuse = bunker_kwargs.pop("auth_url", None), bunker_kwargs.pop("refuse", None)
     kwargs: dict[str, Any] = {"request_timeout": 10.0, **fast_client_kwargs(), **(signer_kwargs or {})}
     async with ScriptedBunker([relay_url], user_key, **bunker_kwargs) as bunker:
         signer = await RemoteSigner.from_bunker(bunker.bunker_uri(), **kwargs)
+        bunker.auth_url, bunker.refuse = auth_url, dict(refuse or {})
         try:
             yield bunker, signer
         finally:

@@ -51,12 +51,13 @@ class OutsideBunker:
     """``node bunker.mjs <relays>``: a bunker that holds ``user_key`` (and ``signer_key`` as its transport key)."""
 
     def __init__(self, folder: Path, relays: list[str], user_key: SecretKey, *, signer_key: SecretKey | None = None,
-                 secret: str | None = None) -> None:
+                 secret: str | None = None, names_key: str | None = None) -> None:
         self.folder = folder
         self.relays = relays
         self.user_key = user_key
         self.signer_key = signer_key
         self.secret = secret
+        self.names_key = names_key  # what get_public_key answers, if not the key it signs with
         self.uri = ""
         self._proc: asyncio.subprocess.Process | None = None
 
@@ -66,6 +67,8 @@ class OutsideBunker:
             env["BUNKER_SIGNER_KEY"] = self.signer_key.secret_hex()
         if self.secret:
             env["BUNKER_SECRET"] = self.secret
+        if self.names_key:
+            env["BUNKER_NAMES_KEY"] = self.names_key
         node = shutil.which("node") or "node"
         self._proc = await asyncio.create_subprocess_exec(
             node, "bunker.mjs", *self.relays, cwd=self.folder, env=env,

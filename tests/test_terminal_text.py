@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from didactyl_tui.terminal_text import StreamCleaner, clean, json_text, one_line
+from didactyl_tui.terminal_text import StreamCleaner, clean, clean_link, json_text, one_line
 
 
 @pytest.mark.parametrize(("raw", "shown"), [
@@ -37,6 +37,23 @@ def test_clean(raw: str, shown: str) -> None:
 
 def test_one_line_folds_whitespace_and_drops_newlines() -> None:
     assert one_line("  blocked:\n\tnot\x1b[2J  allowed \r\n") == "blocked: not allowed"
+
+
+@pytest.mark.parametrize("hidden", [
+    "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",  # embeddings, pop, overrides
+    "\u2066", "\u2067", "\u2068", "\u2069",  # isolates
+    "\u200e", "\u200f", "\u061c",  # marks
+    "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad",  # zero-width, joiners, BOM, soft hyphen
+    "\U000e0041",  # a tag character
+])
+def test_a_link_loses_every_invisible_format_character(hidden: str) -> None:
+    assert clean_link(f"https://bank.example/{hidden}moc.live{hidden}") == "https://bank.example/moc.live"
+
+
+def test_a_link_is_also_one_clean_line_and_keeps_its_letters() -> None:
+    assert clean_link(" https://x.example/a\x1b]52;c;QQ==\x07?b=1\n ") == "https://x.example/a?b=1"
+    assert clean_link("https://例え.jp/パス") == "https://例え.jp/パス"
+    assert one_line("שלום\u200f world") == "שלום\u200f world"  # other text keeps the marks right-to-left uses
 
 
 def test_json_text_escapes_c1_and_del_and_keeps_the_data() -> None:

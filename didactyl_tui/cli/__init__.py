@@ -188,6 +188,10 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
         from .serve import serve
 
         return asyncio.run(serve(config, data, env, debug=bool(env.get(DEBUG_ENV))))
+    if command == "signer":
+        from .signer import connect
+
+        return asyncio.run(connect(args, config, data, env, out, stdin))
     if command in ("soul", "tasks", "memory"):
         return _document_command(args, command, config, data, env, out, stdin)
     if command == "bundle":

@@ -86,6 +86,9 @@ async def _show_version(args: argparse.Namespace, config: Config, data: Path, en
 def _report_save(args: argparse.Namespace, out: Output, key: str, result: Any, not_kept: str | None,
                  chars: int) -> int:
     title = _title(key).lower()
+    if result.deferred:  # the remote signer did not sign: the warning above says why
+        raise CommandFailed(f"the {title} ({chars:,} chars) is not signed yet: it is kept on this device and signed "
+                            "and published when didactyl runs again and the remote signer answers", "Remote signer")
     if args.json:
         out.json(result.to_json_dict())
     else:

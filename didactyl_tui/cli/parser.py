@@ -82,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="as that sender's direct-message turn would have it (the admin: everything; a [dm] allow "
                    "guest: only what is for everyone, and the guest tools)")
 
+    signer = sub.add_parser("signer", help="the agent's key in a remote signer (NIP-46): connect to it again")
+    gsub = signer.add_subparsers(dest="signer_command", metavar="ACTION", parser_class=CommandParser, required=True)
+    p = gsub.add_parser("connect", help="connect to the signer a bunker:// URI names (with its secret), check that it "
+                        "signs with the key it names, and keep the connection: replaces <data dir>/signer.json and "
+                        "sets [signer] bunker (without the secret); nothing is replaced when it fails. Restart a "
+                        "running app after it")
+    p.add_argument("uri", nargs="?", default="-", metavar="URI", help="the bunker:// URI from your signer (default "
+                   "'-': one line from stdin; given here, it is seen by other users of this machine in the process "
+                   "list)")
+
     sub.add_parser("serve", help="run the agent headless: answer NIP-17 direct messages from the admin and "
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
     p = sub.add_parser("attach", help="open the app as a window onto an agent that runs elsewhere (didactyl serve): "

@@ -14,6 +14,10 @@ RELAY_LIST = 10002
 DM_RELAY_LIST = 10050  # NIP-17: where a user wants to receive gift wraps
 CLIENT_AUTH = 22242
 NOSTR_CONNECT = 24133  # NIP-46: requests to and replies from a remote signer (ephemeral)
+# Ours, in the ephemeral range with no NIP's meaning: the event a remote signer signs on a first connect (and once for
+# a connection kept from before that check) to prove it holds the key it named. Never published (and no relay would
+# keep an ephemeral event); not an auth token anywhere (unlike 22242 or 27235).
+SIGNER_KEY_CHECK = 21120
 APP_DATA = 30078
 SOUL = 31120  # the agent's soul template (addressable, NIP-44 to self by default)
 

@@ -250,6 +250,12 @@ def encode_npub(pubkey_hex: str) -> str:
     return bech32_encode("npub", _hex32(pubkey_hex, "a public key"))
 
 
+def short_npub(pubkey_hex: str) -> str:
+    """A key as a person compares it with another screen (a signer's): the start and end of its npub."""
+    npub = encode_npub(pubkey_hex)
+    return f"{npub[:12]}…{npub[-6:]}"
+
+
 def decode_npub(text: str) -> str:
     return _decode_32(text, "npub")
 

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..errors import NostrError
+from ..errors import NostrError, SignerKeyMismatchError
 from . import nip44
 from .event import Event, sign_event
 from .keys import SecretKey
-from .kinds import NOSTR_CONNECT
+from .kinds import NOSTR_CONNECT, SIGNER_KEY_CHECK
+from .nip19 import short_npub
 
 KIND = NOSTR_CONNECT
 
@@ -215,14 +216,24 @@ def check_signed_event(result: str | None, *, pubkey: str, kind: int, content: s
     asked = (kind, content, created_at, tuple(tuple(str(x) for x in t) for t in tags))
     if (event.kind, event.content, event.created_at, event.tags) != asked:
         raise NostrError("the remote signer signed something other than the event we asked for", "Remote signer")
-    if event.pubkey != pubkey:
-        raise NostrError(f"the remote signer signed with the key {event.pubkey[:12]}…, not the user's "
-                         f"{pubkey[:12]}…", "Remote signer")
     try:
         event.check()
     except NostrError as exc:
         raise NostrError(f"the remote signer's signed event does not verify ({exc})", "Remote signer") from None
+    if event.pubkey != pubkey:  # a valid signature, by another key
+        raise SignerKeyMismatchError(f"the remote signer signed with the key {short_npub(event.pubkey)}, not with "
+                                     f"{short_npub(pubkey)} (the key it named)", "Remote signer")
     return event
+
+
+KEY_CHECK_TEXT = "didactyl checks that this signer signs with the key it named. This event is never published."
+
+
+def key_check_event(*, created_at: int, nonce: str) -> dict[str, Any]:
+    """What a signer is asked to sign to prove it holds the key it named: kind :data:`~.kinds.SIGNER_KEY_CHECK`
+    (ephemeral, no NIP's meaning, never published), a sentence saying so and ``nonce`` (fresh for each check: a
+    signature made before, by the real holder of that key, cannot answer it)."""
+    return {"kind": SIGNER_KEY_CHECK, "content": f"{KEY_CHECK_TEXT} ({nonce})", "created_at": created_at, "tags": []}
 
 
 # --- the size bound -----------------------------------------------------------------------------------------

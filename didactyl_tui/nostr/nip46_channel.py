@@ -2,10 +2,15 @@
 :class:`~.remote_signer.RemoteSigner`).
 
 Requests go out as kind 24133 events through a :class:`~.pool.RelayPool` of the channel's own (authenticated with
-the client key when a relay asks); replies come back on one live subscription. Every request waits at most
-``request_timeout`` (``auth_timeout`` once the signer sent an ``auth_url``, handed to ``on_auth_url``); only the
-first reply to a request counts (two signers holding one key both answer), later ones are counted. Moving to other
-relays keeps the old ones until the requests sent through them are answered.
+the client key when a relay asks); replies come back on one live subscription. Only the first reply to a request
+counts (two signers holding one key both answer), later ones are counted. Moving to other relays keeps the old ones
+until the requests sent through them are answered.
+
+Every request has one deadline. It waits at most ``request_timeout``; once the signer sends an ``auth_url`` (handed
+to ``on_auth_url`` for the person to open), at most ``auth_timeout`` in all, counted from when it was sent. Further
+challenges never move that deadline (a signer sending a new ``auth_url`` every few seconds would otherwise keep a
+save waiting for ever), and at most :data:`MAX_AUTH_URLS_SHOWN` of them are shown; only the person moves it
+(:meth:`SignerChannel.wait_longer`). When it passes, the request fails with one line saying what the signer did.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import NostrError, SignerRefusedError, SignerUnreachableError
-from ..terminal_text import one_line
+from ..terminal_text import clean_link, one_line
 from . import nip46
 from .event import Event
 from .keys import SecretKey
@@ -37,14 +42,18 @@ DEFAULT_AUTH_TIMEOUT_S = 300.0  # after an auth_url: the person has to open it a
 DEFAULT_READY_TIMEOUT_S = 5.0  # how long to wait for a relay to take our subscription
 MAX_ERROR_CHARS = 300  # a signer's error text, as shown
 MAX_AUTH_URL_CHARS = 2048
+MAX_AUTH_URLS_SHOWN = 3  # distinct auth_url challenges of one request handed to the app (others are counted)
+_VERBS = {"sign_event": "sign", "nip44_encrypt": "encrypt", "nip44_decrypt": "decrypt"}
 
 
 @dataclass(frozen=True, slots=True)
 class AuthChallenge:
-    """The signer wants the person to open ``url`` (to log in or approve) before it answers ``method``."""
+    """The signer wants the person to open ``url`` (to log in or approve) before it answers ``method``; the request
+    waits ``wait_s`` more seconds at most (:meth:`SignerChannel.wait_longer` gives it more)."""
 
     url: str
     method: str
+    wait_s: float = 0.0
 
 
 AuthCallback = Callable[[AuthChallenge], None]
@@ -55,8 +64,19 @@ class _Pending:
     method: str
     reply: asyncio.Future[Response]
     pool: RelayPool
+    sent_at: float  # the loop's time
+    allowed: float  # seconds it may wait in all, from sent_at
     timeout: asyncio.Timeout | None = None
-    auth_urls: set[str] = field(default_factory=set)
+    auth_urls: set[str] = field(default_factory=set)  # the challenges shown (at most MAX_AUTH_URLS_SHOWN)
+    challenges: int = 0  # every auth_url reply, shown or not
+    last_url: str = ""
+
+    def extend_to(self, allowed: float) -> None:
+        """Wait until ``allowed`` seconds after it was sent, if that is later than now set."""
+        if allowed > self.allowed:
+            self.allowed = allowed
+            if self.timeout is not None:
+                self.timeout.reschedule(self.sent_at + allowed)
 
 
 @dataclass(eq=False)
@@ -139,8 +159,19 @@ class SignerChannel:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    def wait_longer(self, seconds: float | None = None) -> int:
+        """The person asks for more time: every request waiting for an approval (after an ``auth_url``) waits up to
+        ``seconds`` (default: ``auth_timeout``) from now. Returns how many requests that was."""
+        now = asyncio.get_running_loop().time()
+        extra = self.auth_timeout if seconds is None else seconds
+        waiting = [p for p in self._pending.values() if p.challenges and not p.reply.done()]
+        for pending in waiting:
+            pending.extend_to(now - pending.sent_at + extra)
+        return len(waiting)
+
     async def call(self, method: Method, params: Sequence[str], *, timeout: float | None = None) -> Response:
-        """Send one request and wait for the first reply to it (longer after an auth_url). Connected first."""
+        """Send one request and wait for the first reply to it (longer after an auth_url, up to one deadline: see
+        the module doc). Connected first."""
         link = self._link
         if link is None:
             raise SignerUnreachableError("the remote signer connection is not open")
@@ -148,14 +179,14 @@ class SignerChannel:
         event = nip46.build_event(self._client_key, self.signer_pubkey, request, created_at=int(self._clock()),
                                   conversation_key=self._ck)
         loop = asyncio.get_running_loop()
-        pending = _Pending(method.value, loop.create_future(), link.pool)
+        wait = self.request_timeout if timeout is None else timeout
+        pending = _Pending(method.value, loop.create_future(), link.pool, loop.time(), wait)
         self._pending[request.id] = pending
         self.counts["requests"] += 1
-        wait = self.request_timeout if timeout is None else timeout
         publish = loop.create_task(link.pool.publish(event, wait))
         publish.add_done_callback(_retrieved)  # once the reply is in, nobody reads the publish outcome
         try:
-            async with asyncio.timeout(wait) as pending.timeout:
+            async with asyncio.timeout_at(pending.sent_at + wait) as pending.timeout:
                 await asyncio.wait({pending.reply, publish}, return_when=asyncio.FIRST_COMPLETED)
                 if not pending.reply.done():
                     outcome = publish.result()
@@ -165,8 +196,7 @@ class SignerChannel:
                         )
                 reply = await pending.reply
         except TimeoutError:
-            waited = "after its auth_url" if pending.auth_urls else f"within {wait:g}s"
-            raise SignerUnreachableError(f"the remote signer did not answer {method} {waited}") from None
+            raise SignerUnreachableError(_not_answered(pending)) from None
         finally:
             self._pending.pop(request.id, None)
             if not publish.done():
@@ -203,17 +233,23 @@ class SignerChannel:
             pending.reply.set_result(Response(message.id, None, "it asked to authenticate at an address that is "
                                                                 "not a web page"))
             return
-        if url in pending.auth_urls:
-            return  # the same challenge again (two signers, or a repeat)
         if self.on_auth_url is None:
             pending.reply.set_result(Response(message.id, None, f"it asks you to authenticate at {url}, and nothing "
                                                                 "here can show that"))
             return
+        pending.challenges += 1
+        pending.last_url = url
+        if pending.challenges == 1:  # the one deadline: from when the request was sent, never moved by the signer
+            pending.extend_to(self.auth_timeout)
+        if url in pending.auth_urls:
+            return  # the same challenge again (two signers, or a repeat)
+        if len(pending.auth_urls) >= MAX_AUTH_URLS_SHOWN:
+            self.counts["auth_urls_ignored"] += 1  # a signer that keeps sending new ones: not shown again
+            return
         pending.auth_urls.add(url)
         self.counts["auth_urls"] += 1
-        if pending.timeout is not None:
-            pending.timeout.reschedule(asyncio.get_running_loop().time() + self.auth_timeout)
-        call_safely(self.on_auth_url, AuthChallenge(url, pending.method))
+        left = pending.sent_at + pending.allowed - asyncio.get_running_loop().time()
+        call_safely(self.on_auth_url, AuthChallenge(url, pending.method, round(max(left, 0.0), 1)))
 
     async def _open_link(self, relays: Sequence[str]) -> _Link:
         pool = RelayPool(relays, auth_key=self._client_key, **self._client_kwargs)
@@ -243,6 +279,20 @@ def _retrieved(task: asyncio.Task[Any]) -> None:
         log.debug("publishing a NIP-46 request failed: %s", task.exception())
 
 
+def _seconds(value: float) -> str:
+    return f"{round(value, 1):g}"
+
+
+def _not_answered(pending: _Pending) -> str:
+    """Why a request ended at its deadline, in one line."""
+    if not pending.challenges:
+        return f"the remote signer did not answer {pending.method} within {_seconds(pending.allowed)}s"
+    verb = _VERBS.get(pending.method, f"answer {pending.method}")
+    times = "once" if pending.challenges == 1 else f"{pending.challenges} times"
+    return (f"the remote signer did not {verb} within {_seconds(pending.allowed)} s: it asked for approval {times} "
+            f"(last at {_shown(pending.last_url)}) and sent no answer")
+
+
 def _shown(text: str) -> str:
     """A signer's words as we show them: one clean line, bounded."""
     text = one_line(text)
@@ -250,8 +300,9 @@ def _shown(text: str) -> str:
 
 
 def _auth_url(text: str) -> str | None:
-    """The auth_url challenge's URL if it is a web address, cleaned for a terminal; None if not."""
-    url = one_line(text)
+    """The auth_url challenge's URL if it is a web address, cleaned for a terminal (controls and bidirectional
+    overrides: what is shown is what is opened); None if not."""
+    url = clean_link(text)
     if not url or len(url) > MAX_AUTH_URL_CHARS or " " in url:
         return None
     try:

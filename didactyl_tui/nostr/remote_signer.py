@@ -7,10 +7,12 @@ and rust-nostr's ``NostrConnect``:
 
 * set up from a ``bunker://`` URI (:meth:`RemoteSigner.from_bunker`: ``connect`` with the secret, then
   ``get_public_key``) or from a ``nostrconnect://`` URI we show (:func:`.nip46_invitation.make_invitation`, then
-  :meth:`RemoteSigner.from_nostrconnect` waits for the signer's answer carrying our secret); later runs start
-  from the stored :class:`~.nip46_session.RemoteSignerSession` without a new ``connect``;
-* every wait is bounded (``request_timeout``; ``auth_timeout`` once the signer sent an ``auth_url``, which is
-  handed to ``on_auth_url`` for the app to show). A signer that cannot be reached raises
+  :meth:`RemoteSigner.from_nostrconnect` waits for the signer's answer carrying our secret); then the signer signs
+  a check (:meth:`RemoteSigner.check_key`: never published) proving it holds the key it named, or the connection is
+  refused. Later runs start from the stored :class:`~.nip46_session.RemoteSignerSession` without a new ``connect``;
+* every wait is bounded: one deadline per request (``request_timeout``; ``auth_timeout`` in all once the signer sent
+  an ``auth_url``, which is handed to ``on_auth_url`` for the app to show; further challenges do not extend it, the
+  person can: :meth:`RemoteSigner.wait_longer`). A signer that cannot be reached raises
   :class:`~..errors.SignerUnreachableError` (a :class:`RelayError`: try later); one that answers with an error
   raises :class:`~..errors.SignerRefusedError` (a :class:`NostrError`);
 * only the first reply to a request counts (two signers holding one key both answer); later ones are counted;
@@ -27,14 +29,16 @@ import asyncio
 import dataclasses
 import hmac
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import DidactylError, Nip44Error, NostrError, SignerRefusedError
+from ..errors import DidactylError, Nip44Error, NostrError, SignerKeyMismatchError, SignerRefusedError
 from . import nip46, nip46_uri
 from .event import Event
 from .keys import SecretKey, is_hex_pubkey
+from .nip19 import short_npub
 from .nip46 import Method, Response
 from .nip46_channel import (
     DEFAULT_AUTH_TIMEOUT_S,
@@ -94,12 +98,13 @@ class RemoteSigner:
                                      request_timeout=request_timeout, auth_timeout=auth_timeout,
                                      ready_timeout=ready_timeout, clock=clock, client_kwargs=client_kwargs)
         self.on_session = on_session
+        self._clock = clock
         self._cache = PlaintextCache(cache_entries, cache_chars)
         self._decrypting: dict[tuple[str, str], asyncio.Task[str]] = {}
         self._starting: asyncio.Lock | None = None
         self._closed = False
         self._logged_out = False
-        #: the channel's (requests, replies, late_replies, auth_urls, dropped) and cache_hits
+        #: the channel's (requests, replies, late_replies, auth_urls, auth_urls_ignored, dropped) and cache_hits
         self.counts = self.channel.counts
 
     def __repr__(self) -> str:
@@ -117,8 +122,9 @@ class RemoteSigner:
         switch_relays: bool = True,
         **kwargs: Any,
     ) -> RemoteSigner:
-        """Connect to the signer of a ``bunker://`` URI (sending its secret), learn the user's key, and ask
-        for the signer's relays. ``kwargs`` go to the constructor. The caller stores :attr:`session`."""
+        """Connect to the signer of a ``bunker://`` URI (sending its secret), learn the user's key, check that the
+        signer signs with it (:meth:`check_key`) and ask for the signer's relays. ``kwargs`` go to the constructor.
+        The caller stores :attr:`session` (``on_session`` is not called before the connection checked out)."""
         bunker = BunkerUri.parse(uri) if isinstance(uri, str) else uri
         key = client_key or SecretKey.generate()
         signer = cls(RemoteSignerSession.new(key, bunker.signer_pubkey, bunker.relays), **kwargs)
@@ -148,17 +154,23 @@ class RemoteSigner:
         return signer
 
     async def _set_up(self, connect: Callable[[], Awaitable[None]] | None, switch_relays: bool) -> None:
-        """A new connection: start, connect, learn the user's key, take the signer's relays; closed on failure."""
+        """A new connection: start, connect, learn the user's key, check the signer signs with it, take the signer's
+        relays; closed on failure. Nothing is handed to ``on_session`` meanwhile: a connection that does not check
+        out must never be stored."""
+        on_session, self.on_session = self.on_session, None
         try:
             await self.start()
             if connect is not None:
                 await connect()
             await self.get_public_key()
+            await self.check_key()
             if switch_relays:
                 await self._switch_relays_on_connect()
         except BaseException:
             await self.close()
             raise
+        finally:
+            self.on_session = on_session
 
     async def start(self) -> None:
         """Connect to the signer's relays and subscribe to its replies (waits at most ``ready_timeout`` for
@@ -234,11 +246,36 @@ class RemoteSigner:
         user = user.lower()
         known = self._session.user_pubkey
         if known is not None and known != user:
-            raise NostrError(f"the remote signer now signs as {user[:12]}…, not as {known[:12]}… (the key this "
-                             "session was made for)", "Remote signer")
+            raise SignerKeyMismatchError(f"the remote signer now signs as {short_npub(user)}, not as "
+                                         f"{short_npub(known)} (the key this connection was made for)", "Remote signer")
         if known is None:
             self._set_session(dataclasses.replace(self._session, user_pubkey=user))
         return user
+
+    async def check_key(self) -> str:
+        """Ask the signer to sign a check (:func:`.nip46.key_check_event`: an ephemeral kind, a fresh nonce, never
+        published) and verify it is signed, validly, by the key it named: a signer that names a key it does not hold
+        (or no longer holds) raises :class:`SignerKeyMismatchError`. Marks the session ``key_checked``."""
+        user = self._session.user_pubkey or await self.get_public_key()
+        check = nip46.key_check_event(created_at=int(self._clock()), nonce=secrets.token_hex(16))
+        try:
+            reply = await self._call(Method.SIGN_EVENT, (nip46.event_template(**check),))
+        except SignerRefusedError as exc:
+            raise SignerRefusedError(f"checking the signer's key: {exc.message}", exc.title) from None
+        try:
+            nip46.check_signed_event(reply.result, pubkey=user, **check)
+        except SignerKeyMismatchError:  # it read and verified: only the key differs
+            raise SignerKeyMismatchError(f"the remote signer named the key {short_npub(user)} but signs with "
+                                         f"{short_npub(Event.from_json(reply.result or '').pubkey)}: it does not hold "
+                                         "the key it named", "Remote signer") from None
+        if not self._session.key_checked:
+            self._set_session(dataclasses.replace(self._session, key_checked=True))
+        return user
+
+    def wait_longer(self, seconds: float | None = None) -> int:
+        """The person asks for more time: requests waiting for an approval (an ``auth_url``) wait ``seconds`` more
+        from now (default: the auth timeout). How many requests that was."""
+        return self.channel.wait_longer(seconds)
 
     async def ping(self) -> None:
         reply = await self._call(Method.PING, ())

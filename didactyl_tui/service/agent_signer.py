@@ -2,9 +2,12 @@
 
 Either the key in hand (``$DIDACTYL_NSEC`` or ``<data dir>/agent.key``, created on first run: the default) or a
 NIP-46 remote signer named by ``[signer] bunker`` (``$DIDACTYL_BUNKER``, ``--bunker``): then no key file is read or
-created here. The first run connects with the ``bunker://`` URI's secret and keeps the connection in
-``signer.json`` (0600); later runs start from it without a new ``connect`` and without waiting for the signer (one
-that is away makes its requests fail, not the start). docs/remote-signer.md.
+created here. The first run connects with the ``bunker://`` URI's secret, has the signer prove it signs with the key it
+named (a connection that does not is refused and nothing is kept), and keeps the connection in ``signer.json``
+(0600); later runs start from it without a new ``connect`` and without waiting for the signer (one that is away
+makes its requests fail, not the start), and check in the background, once it answers, that it still signs with the
+key the connection was made for (:func:`check_stored_key`): a wrong key is said with the command that reconnects.
+docs/remote-signer.md.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key
 from ..agent.identity.signer_cache import CACHE_FILE_NAME, CachedSigner, SignerCache, WatchedSigner
 from ..agent.identity.signer_session import SESSION_FILE_NAME, read_session, session_path, write_session
 from ..config import Config
-from ..errors import ConfigError, DidactylError
+from ..errors import ConfigError, DidactylError, SignerKeyMismatchError, SignerUnreachableError
 from ..nostr.keys import SecretKey
 from ..nostr.nip46 import MAX_PLAINTEXT_BYTES
 from ..nostr.nip46_channel import AuthChallenge
@@ -34,6 +37,9 @@ from ..nostr.signer import LocalSigner, Signer
 log = logging.getLogger("didactyl.service")
 
 ENV_BUNKER = "DIDACTYL_BUNKER"
+RECONNECT_COMMAND = "didactyl signer connect"  # cli/signer.py: a new connection, checked, replacing signer.json
+WRONG_KEY_HELP = (f"nothing can be signed until the signer is connected again: {RECONNECT_COMMAND} (with a new "
+                  "bunker:// URI from your signer)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,7 @@ class AgentSigner:
     remote: RemoteSigner | None
     cache: SignerCache | None = None  # with a remote signer: what it decrypted for the agent, kept here
     watch: WatchedSigner | None = None  # with a remote signer: whether it answers
+    stored: bool = False  # with a remote signer: started from signer.json (its key is checked once it answers)
 
     @property
     def public_key(self) -> str:
@@ -72,17 +79,39 @@ async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, st
     if env.get(ENV_NSEC, "").strip():
         raise ConfigError(f"${ENV_NSEC} and a remote signer ([signer] bunker or ${ENV_BUNKER}) are both set: the "
                           "agent's key is in one place; unset one", "Remote signer")
-    remote = await connect_bunker(bunker, data_dir, config, what="[signer] bunker", on_auth_url=on_auth_url,
-                                  client_options=client_options, client_key=client_key)
+    remote, stored = await _open_bunker(bunker, data_dir, config, what="[signer] bunker", on_auth_url=on_auth_url,
+                                        client_options=client_options, client_key=client_key)
     watched = WatchedSigner(remote, remote.ping, on_reachable or (lambda reachable: None),
-                            ping_interval_s=config.signer.ping_interval_s)
+                            ping_interval_s=config.signer.ping_interval_s, wrong_key_help=WRONG_KEY_HELP)
     try:
         cache = await asyncio.to_thread(SignerCache, Path(data_dir) / CACHE_FILE_NAME)
     except (OSError, sqlite3.Error) as exc:  # no cache: every read asks the signer, as without one
         log.warning("the remote signer's cache cannot be opened (%s): every read asks the signer", exc)
-        return AgentSigner(watched, None, None, remote, watch=watched)
+        return AgentSigner(watched, None, None, remote, watch=watched, stored=stored)
     # The cache in front: a version read from it is no request, and says nothing about the signer's state.
-    return AgentSigner(CachedSigner(watched, cache), None, None, remote, cache, watched)
+    return AgentSigner(CachedSigner(watched, cache), None, None, remote, cache, watched, stored)
+
+
+async def check_stored_key(remote: RemoteSigner, *, retry_s: float, warn: Callable[[str], None]) -> bool | None:
+    """Whether the signer a stored connection reaches still signs with the key the connection was made for (a
+    background task from the start: the start never waits for the signer). A connection kept from before the key
+    check was made gets it now (one signature, never published); a checked one is asked for its key. A signer that
+    is away is asked again every ``retry_s``. A wrong key is said through ``warn``, with the command that
+    reconnects (False); a check that cannot be made (refused) is logged (None)."""
+    while True:
+        try:
+            await remote.get_public_key()  # the key it names now: the one this connection was made for?
+            if not remote.session.key_checked:
+                await remote.check_key()  # and it signs with it (then stored as checked, through on_session)
+            return True
+        except SignerUnreachableError:
+            await asyncio.sleep(retry_s)
+        except SignerKeyMismatchError as exc:
+            warn(f"{exc.message}: {WRONG_KEY_HELP}")
+            return False
+        except DidactylError as exc:
+            log.info("the remote signer's key could not be checked: %s", exc.message)
+            return None
 
 
 async def connect_bunker(bunker: str, data_dir: Path, config: Config, *, what: str,
@@ -92,7 +121,20 @@ async def connect_bunker(bunker: str, data_dir: Path, config: Config, *, what: s
                          client_key: SecretKey | None = None) -> RemoteSigner:
     """A :class:`RemoteSigner` for the ``bunker://`` URI ``bunker`` (``what`` names its config key in errors): from
     the session kept in ``session_name`` when it is this signer's (no new ``connect``), else connecting with the
-    URI's secret and keeping the new session before anything is signed. ``[signer]``'s timeouts apply."""
+    URI's secret (the signer proving it signs with the key it named) and keeping the new session before anything is
+    signed. ``[signer]``'s timeouts apply."""
+    remote, _stored = await _open_bunker(bunker, data_dir, config, what=what, session_name=session_name,
+                                         on_auth_url=on_auth_url, client_options=client_options,
+                                         client_key=client_key)
+    return remote
+
+
+async def _open_bunker(bunker: str, data_dir: Path, config: Config, *, what: str,
+                       session_name: str = SESSION_FILE_NAME,
+                       on_auth_url: Callable[[AuthChallenge], None] | None = None,
+                       client_options: Mapping[str, Any] | None = None,
+                       client_key: SecretKey | None = None) -> tuple[RemoteSigner, bool]:
+    """:func:`connect_bunker`, and whether it started from the stored session."""
     try:
         uri = BunkerUri.parse(bunker)
     except DidactylError as exc:
@@ -122,15 +164,20 @@ async def connect_bunker(bunker: str, data_dir: Path, config: Config, *, what: s
     if stored is not None and stored.signer_pubkey == uri.signer_pubkey and stored.user_pubkey:
         remote = RemoteSigner(stored, **kwargs)
         await remote.start()  # a signer that is away is no error here: its requests will say so
-        return remote
+        return remote, True
     if stored is not None:
         log.info("%s is for another signer: connecting to the one %s names", session_path(data_dir, session_name),
                  what)
-    remote = await RemoteSigner.from_bunker(uri, client_key=client_key, **kwargs)
+    try:
+        remote = await RemoteSigner.from_bunker(uri, client_key=client_key, **kwargs)
+    except SignerKeyMismatchError as exc:
+        raise SignerKeyMismatchError(f"{exc.message}: the connection to the signer {what} names is refused and "
+                                     f"nothing was kept (ask the signer for a bunker:// URI of the right key)",
+                                     exc.title) from None
     latest.append(remote.session)
     del latest[:-1]
     await asyncio.to_thread(write_latest)  # stored before anything is signed: the secret cannot be used again
-    return remote
+    return remote, False
 
 
 def known_agent_pubkey(config: Config, data_dir: Path, env: Mapping[str, str]) -> str | None:

@@ -161,6 +161,12 @@ class AppService:
     def bundle(self) -> BundleService:
         return self.parts.bundle
 
+    def wait_longer_for_signer(self) -> int:
+        """The person gives the remote signer's approval more time: the requests waiting for one (after an auth_url)
+        wait ``[signer] auth_timeout_s`` more from now. How many requests that was (0: none waits, or no signer)."""
+        remote = self._parts.runtime.remote_signer if self._parts is not None else None
+        return remote.wait_longer() if remote is not None else 0
+
     @property
     def attached_session(self) -> str | None:
         """Attached to an agent elsewhere: the one conversation with it (None otherwise, or not started)."""

@@ -107,6 +107,17 @@ class ServiceWarning:
     lasting: bool = False  # something the person must act on (copy a key's npub): shown until dismissed
 
 
+@dataclass(frozen=True, slots=True)
+class SignerApprovalAsked(ServiceWarning):
+    """The remote signer asks the person to approve at ``url`` (an auth_url, cleaned) before it answers ``method``;
+    the request waits ``wait_s`` more seconds at most. A warning (``message`` says all this); a view may also offer
+    to wait longer (``AppService.wait_longer_for_signer``)."""
+
+    url: str = ""
+    method: str = ""
+    wait_s: float = 0.0
+
+
 ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
                 | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged | AttachedMessage)
 

@@ -35,11 +35,19 @@ from ..nostr.keys import SecretKey
 from ..nostr.nip46_channel import AuthChallenge
 from ..nostr.pool import RelayPool
 from ..nostr.relay_guard import FailedEvents
+from ..nostr.remote_signer import RemoteSigner
 from ..nostr.results import ConnectionState
 from ..nostr.signer import Signer
-from .agent_signer import AgentSigner, open_agent_signer, plan_signer
+from .agent_signer import AgentSigner, check_stored_key, open_agent_signer, plan_signer
 from .attach import AttachTarget, KeyElsewhereSigner, check_attached_signer
-from .events import RelayStateChanged, SelfContextChanged, ServiceEvent, SignerStateChanged
+from .events import (
+    RelayStateChanged,
+    SelfContextChanged,
+    ServiceEvent,
+    ServiceWarning,
+    SignerApprovalAsked,
+    SignerStateChanged,
+)
 from .relay_keeper import EmbeddedRelayKeeper
 
 log = logging.getLogger("didactyl.service")
@@ -81,6 +89,7 @@ class Runtime:
     daemons: BackgroundTasks = field(default_factory=BackgroundTasks)  # cancelled at stop, never waited for
     documents_readable: bool = True  # false when attached without the agent's key: its documents are not loaded
     signer_keys: tuple[str, ...] = ()  # a remote signer's keys the embedded relay lets write (its NIP-46 traffic)
+    remote_signer: RemoteSigner | None = None  # the agent's key in a NIP-46 signer: its connection
 
     @property
     def embedded_relay_url(self) -> str | None:
@@ -188,8 +197,10 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     if on_auth_url is None:  # the app's warnings reach the person: in a notification, or on a command's stderr
         def on_auth_url(challenge: AuthChallenge) -> None:
-            warn(f"the remote signer asks you to approve ({challenge.method}): open {challenge.url} — waiting up to "
-                 f"{config.signer.auth_timeout_s:g} s")
+            line = (f"the remote signer asks you to approve ({challenge.method}): open {challenge.url} — waiting up "
+                    f"to {challenge.wait_s:g} s")
+            log.warning("%s", line)
+            emit(SignerApprovalAsked(line, url=challenge.url, method=challenge.method, wait_s=challenge.wait_s))
     plan = await asyncio.to_thread(plan_signer, config, data_dir)
     relay = relay_options = None
     if plan is not None and plan.uses_embedded_relay and config.relays.embedded:
@@ -276,13 +287,19 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     daemons = BackgroundTasks()
     if agent.watch is not None:
         daemons.spawn(agent.watch.watch())  # a remote signer that stops answering is pinged until it is back
+    if agent.remote is not None and agent.stored:  # does the signer still sign with the key signer.json names?
+        def wrong_key(line: str) -> None:
+            log.warning("%s", line)
+            emit(ServiceWarning(line, lasting=True))  # the person must act on it
+
+        daemons.spawn(check_stored_key(agent.remote, retry_s=config.signer.ping_interval_s, warn=wrong_key))
     keeper = None
     if relay is not None:
         keeper = EmbeddedRelayKeeper(relay, pool, daemons, config, data_dir, warn, relay_options)
         pool.add_state_listener(keeper.state_changed)
     runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
                       tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
-                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner),
+                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner), remote_signer=agent.remote,
                       signer_keys=tuple(plan.writers) if plan is not None and plan.writers else ())
     await pool.start()
     return runtime

@@ -11,6 +11,9 @@ the line.) docs/remote-signer.md.
 
 The network and the crypto run on an event loop of their own, on a thread: the UI loop only waits for the answer,
 and cancelling that wait (the dialog's close key) stops the work and closes what it opened.
+
+``didactyl signer connect`` (:func:`connect_signer`) makes a signer's connection again, the same way, when the one
+kept no longer serves (a wrong key, a logout): a new connection, checked, replaces ``signer.json``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..config import Config
 from ..config_file import config_path
 from ..config_write import set_config_value
 from ..errors import ConfigError, DidactylError, RelayError
+from ..nostr.keys import SecretKey
 from ..nostr.nip19 import encode_npub
 from ..nostr.nip46_channel import AuthChallenge
 from ..nostr.nip46_invitation import DEFAULT_INVITATION_TIMEOUT_S, make_invitation
@@ -68,6 +72,7 @@ class SignerKept:
     agent_npub: str
     config_file: Path
     config_problem: str | None = None  # the config file could not be written (the signer is used for this run)
+    session_file: Path | None = None  # where the connection is kept (signer.json)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +144,45 @@ async def use_phone_signer(config: Config, data_dir: Path, env: Mapping[str, str
     return await _keep(config, data_dir, env, await run_off_loop(connect))
 
 
+async def connect_signer(config: Config, data_dir: Path, env: Mapping[str, str], text: str, *,
+                         on_auth_url: Callable[[str], None] | None = None,
+                         warn: Callable[[str], None] = lambda line: None,
+                         client_options: Mapping[str, Any] | None = None) -> SignerKept:
+    """``didactyl signer connect``: connect to the signer ``text`` (a ``bunker://`` URI) names, with its secret; the
+    signer proves it signs with the key it names; then the connection replaces ``signer.json`` and ``[signer]
+    bunker`` names the signer (no secret). Nothing is replaced when any of it fails. A signer on the app's embedded
+    relay is reached: the relay is started (or told to reload) first, admitting this new connection's traffic."""
+    uri = BunkerUri.parse(text)
+    client_key = SecretKey.generate()
+    if on_embedded_relay(config, uri.relays) and config.relays.embedded:
+        await _admit_on_embedded_relay(config, data_dir, warn, [client_key.public_key_hex, uri.signer_pubkey])
+    remote = await RemoteSigner.from_bunker(uri, client_key=client_key,
+                                            **_signer_kwargs(config, on_auth_url, client_options))
+    await remote.close()
+    return await _keep(config, data_dir, env, remote.session)
+
+
+async def _admit_on_embedded_relay(config: Config, data_dir: Path, warn: Callable[[str], None],
+                                   writers: list[str]) -> None:
+    from ..agent.identity.cache import pubkey_hex
+    from ..agent.identity.signer_session import read_session
+    from .runtime import dm_peers, start_embedded_relay
+
+    try:  # the agent's key as this machine knows it (the relay keeps admitting its events)
+        stored = await asyncio.to_thread(read_session, data_dir)
+    except ConfigError:
+        stored = None
+    try:
+        admin = pubkey_hex(config.admin.pubkey) if config.admin.pubkey.strip() else None
+    except ValueError:
+        admin = None
+    options = config.relays.embedded.relay_options((stored.user_pubkey or "") if stored else "", admin,
+                                                   dm_peers(config), writers)
+    if await start_embedded_relay(config, data_dir, warn, options) is None:
+        raise RelayError("the signer listens on the embedded relay, which cannot be started (see the warning above)",
+                         "Remote signer")
+
+
 def _signer_kwargs(config: Config, on_auth_url: Callable[[str], None] | None,
                    client_options: Mapping[str, Any] | None) -> dict[str, Any]:
     caller = asyncio.get_running_loop()
@@ -146,7 +190,7 @@ def _signer_kwargs(config: Config, on_auth_url: Callable[[str], None] | None,
     def auth(challenge: AuthChallenge) -> None:  # on the work's loop: the line goes to the caller's
         if on_auth_url is not None:
             _call_on(caller, on_auth_url, f"the signer asks you to approve ({challenge.method}): open "
-                                          f"{challenge.url} — waiting up to {config.signer.auth_timeout_s:g} s")
+                                          f"{challenge.url} — waiting up to {challenge.wait_s:g} s")
 
     return {"request_timeout": config.signer.request_timeout_s, "auth_timeout": config.signer.auth_timeout_s,
             "on_auth_url": auth if on_auth_url is not None else None, **(client_options or {})}
@@ -165,7 +209,7 @@ async def _keep(config: Config, data_dir: Path, env: Mapping[str, str], session:
 
 
 def _write(config: Config, data_dir: Path, env: Mapping[str, str], session: RemoteSignerSession) -> SignerKept:
-    write_session(data_dir, session)
+    session_file = write_session(data_dir, session)
     bunker = BunkerUri(session.signer_pubkey, session.relays).to_uri()
     path = config.path or config_path(None, dict(env))
     problem = None
@@ -175,7 +219,7 @@ def _write(config: Config, data_dir: Path, env: Mapping[str, str], session: Remo
         problem = (f"{exc.message}; the signer is used for this run: add bunker = \"{bunker}\" under [signer] "
                    "there, or the next start asks again")
     assert session.user_pubkey is not None  # a new connection asks for it before it is returned
-    return SignerKept(bunker, encode_npub(session.user_pubkey), Path(path), problem)
+    return SignerKept(bunker, encode_npub(session.user_pubkey), Path(path), problem, session_file)
 
 
 async def run_off_loop(work: Callable[[], Coroutine[Any, Any, T]]) -> T:

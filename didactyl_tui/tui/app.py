@@ -286,10 +286,12 @@ class DidactylApp(App[None]):
         if event.state is not WorkerState.ERROR:
             return
         error = event.worker.error
+        # An error's words may come from outside (a relay's reason, a signer's link): never read as markup.
         if isinstance(error, DidactylError):
-            self.notify(" ".join(error.message.split()), title=error.title, severity="error", timeout=8)
+            self.notify(" ".join(error.message.split()), title=error.title, severity="error", timeout=8, markup=False)
         else:
-            self.notify(f"{type(error).__name__}: {error}", title="Unexpected error", severity="error", timeout=8)
+            self.notify(f"{type(error).__name__}: {error}", title="Unexpected error", severity="error", timeout=8,
+                        markup=False)
 
     # --- stop ---------------------------------------------------------------------------------------
 

@@ -1,7 +1,10 @@
 // A NIP-46 bunker from a public implementation, headless, for tests: applesauce-signers' NostrConnectProvider
 // holding the user's key, over nostr-tools' relay pool.
 //
-//   BUNKER_USER_KEY=<hex> [BUNKER_SIGNER_KEY=<hex>] [BUNKER_SECRET=<text>] node bunker.mjs <relay-url>...
+//   BUNKER_USER_KEY=<hex> [BUNKER_SIGNER_KEY=<hex>] [BUNKER_SECRET=<text>] [BUNKER_NAMES_KEY=<hex pubkey>] \
+//     node bunker.mjs <relay-url>...
+//
+// BUNKER_NAMES_KEY: a broken or hostile signer, whose get_public_key names that key while it signs with the user's.
 //
 // Prints one JSON line {"bunker": "<bunker:// URI>"} once a relay has taken its subscription, then serves
 // until its standard input closes (the test ends it that way, or by signal).
@@ -24,9 +27,14 @@ const pool = new SimplePool()
 let listening
 const ready = new Promise(resolve => (listening = resolve))
 
+const user = new PrivateKeySigner(hex(env.BUNKER_USER_KEY))
+const upstream = env.BUNKER_NAMES_KEY
+  ? { getPublicKey: async () => env.BUNKER_NAMES_KEY, signEvent: t => user.signEvent(t), nip44: user.nip44 }
+  : user
+
 const provider = new NostrConnectProvider({
   relays,
-  upstream: new PrivateKeySigner(hex(env.BUNKER_USER_KEY)),
+  upstream,
   signer: env.BUNKER_SIGNER_KEY ? new PrivateKeySigner(hex(env.BUNKER_SIGNER_KEY)) : undefined,
   bunkerSecret: env.BUNKER_SECRET || undefined,
   subscriptionMethod: (urls, filters) =>

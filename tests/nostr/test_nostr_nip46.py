@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from didactyl_tui.errors import NostrError
+from didactyl_tui.errors import NostrError, SignerKeyMismatchError
 from didactyl_tui.nostr import nip44, nip46, nip46_uri
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.keys import SecretKey
@@ -106,7 +106,7 @@ def test_sign_event_template_and_the_checks_on_the_signed_event() -> None:
     good = sign_event(USER, kind=30078, content="c", created_at=5, tags=tags)
     asked = {"kind": 30078, "content": "c", "created_at": 5, "tags": tags}
     assert nip46.check_signed_event(good.to_json(), pubkey=USER.public_key_hex, **asked) == good
-    with pytest.raises(NostrError, match="not the user's"):
+    with pytest.raises(SignerKeyMismatchError, match="the key it named"):
         nip46.check_signed_event(good.to_json(), pubkey=SIGNER.public_key_hex, **asked)
     other = sign_event(USER, kind=30078, content="changed", created_at=5, tags=tags)
     with pytest.raises(NostrError, match="something other"):
@@ -232,7 +232,12 @@ def test_the_session_round_trips_and_never_shows_the_client_key() -> None:
     for shown in (repr(s), str(s), f"{s}"):
         assert CLIENT.secret_hex() not in shown and "redacted" in shown
     full = RemoteSignerSession(CLIENT.secret_hex(), PK, ("wss://r.example",), USER.public_key_hex)
-    assert RemoteSignerSession.from_dict(full.to_dict()) == full
+    assert RemoteSignerSession.from_dict(full.to_dict()) == full and not full.key_checked
+    checked = RemoteSignerSession(CLIENT.secret_hex(), PK, ("wss://r.example",), USER.public_key_hex, True)
+    assert RemoteSignerSession.from_json(checked.to_json()) == checked and "key_checked=True" in repr(checked)
+    # A session stored before the key check was made reads as not checked (it is checked at its next start).
+    older = {k: v for k, v in checked.to_dict().items() if k != "key_checked"}
+    assert RemoteSignerSession.from_dict(older) == full
 
 
 @pytest.mark.parametrize(("data", "why"), [
@@ -243,6 +248,10 @@ def test_the_session_round_trips_and_never_shows_the_client_key() -> None:
     ({"client_key": "11" * 32, "signer_pubkey": PK, "relays": "wss://r.example"}, "as a list"),
     ({"client_key": "11" * 32, "signer_pubkey": PK, "relays": []}, "at least one relay"),
     ({"client_key": "11" * 32, "signer_pubkey": PK, "relays": ["wss://r.example"], "user_pubkey": 3}, "string"),
+    ({"client_key": "11" * 32, "signer_pubkey": PK, "relays": ["wss://r.example"], "user_pubkey": PK,
+      "key_checked": "yes"}, "true or false"),
+    ({"client_key": "11" * 32, "signer_pubkey": PK, "relays": ["wss://r.example"], "key_checked": True},
+     "does not know"),
 ])
 def test_a_bad_session_is_refused_without_showing_the_key(data: object, why: str) -> None:
     with pytest.raises(NostrError, match=why) as info:
@@ -276,3 +285,14 @@ def test_the_qr_code_draws_segnos_matrix_in_half_blocks() -> None:
     inverted = _modules(render_qr(text, light_background=True))
     assert inverted[: len(expected)] == [[not c for c in row] for row in expected]
     assert len(drawn.split("\n")[0]) == len(expected[0]) <= 80  # fits an 80-column terminal
+
+
+def test_the_key_check_is_an_ephemeral_event_of_no_nip_with_a_fresh_nonce() -> None:
+    from didactyl_tui.nostr.kinds import SIGNER_KEY_CHECK, is_ephemeral
+
+    check = nip46.key_check_event(created_at=7, nonce="n0nce")
+    assert check["kind"] == SIGNER_KEY_CHECK and is_ephemeral(SIGNER_KEY_CHECK)
+    assert SIGNER_KEY_CHECK not in (22242, 24133, 24242, 27235)  # not an auth token, not NIP-46 itself
+    assert "never published" in check["content"] and "n0nce" in check["content"] and check["tags"] == []
+    signed = sign_event(USER, **check)
+    assert nip46.check_signed_event(signed.to_json(), pubkey=USER.public_key_hex, **check) == signed

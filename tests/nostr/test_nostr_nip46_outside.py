@@ -10,7 +10,7 @@ import pytest
 from nip46_outside_support import OutsideBunker
 from relay_servers import fast_client_kwargs
 
-from didactyl_tui.errors import NostrError, SignerRefusedError, SignerUnreachableError
+from didactyl_tui.errors import NostrError, SignerKeyMismatchError, SignerRefusedError, SignerUnreachableError
 from didactyl_tui.nostr import nip46, nip46_uri
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.keys import SecretKey
@@ -79,3 +79,19 @@ async def test_an_outside_bunker_that_stops_mid_session_gives_a_bounded_wait(out
         finally:
             await signer.close()
             await bunker.stop()
+
+
+async def test_an_outside_bunker_that_names_a_key_it_does_not_sign_with_is_refused_at_connect(
+        outside_bunker_dir: Path, tmp_path: Path) -> None:
+    """applesauce's provider over an upstream whose get_public_key names another key (#30): the key check signed by
+    the provider does not verify as that key, and the connection is refused before anything is stored."""
+    sessions: list[object] = []
+    async with (
+        EmbeddedRelay(tmp_path / "relay.db") as relay,
+        OutsideBunker(outside_bunker_dir, [relay.url], USER, signer_key=TRANSPORT, secret="s",
+                      names_key=PEER.public_key) as bunker,
+    ):
+        with pytest.raises(SignerKeyMismatchError, match="it does not hold the key it named"):
+            await RemoteSigner.from_bunker(bunker.uri, request_timeout=10.0, on_session=sessions.append,
+                                           **fast_client_kwargs())
+    assert sessions == []

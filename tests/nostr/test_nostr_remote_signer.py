@@ -12,12 +12,19 @@ import pytest
 from nip46_bunker import ScriptedBunker, bunker_and_signer
 from relay_servers import eventually, fast_client_kwargs, free_port
 
-from didactyl_tui.errors import NostrError, RelayError, SignerRefusedError, SignerUnreachableError
+from didactyl_tui.errors import (
+    NostrError,
+    RelayError,
+    SignerKeyMismatchError,
+    SignerRefusedError,
+    SignerUnreachableError,
+)
 from didactyl_tui.nostr import nip46_uri
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.keys import SecretKey
+from didactyl_tui.nostr.kinds import SIGNER_KEY_CHECK
 from didactyl_tui.nostr.nip46 import Method
-from didactyl_tui.nostr.nip46_channel import AuthChallenge
+from didactyl_tui.nostr.nip46_channel import MAX_AUTH_URLS_SHOWN, AuthChallenge
 from didactyl_tui.nostr.nip46_invitation import make_invitation
 from didactyl_tui.nostr.nip46_session import RemoteSignerSession
 from didactyl_tui.nostr.plaintext_cache import PlaintextCache
@@ -50,10 +57,13 @@ async def test_the_user_key_may_differ_from_the_signers_and_events_verify_with_t
     async with bunker_and_signer(relay.url, USER, signer_key=TRANSPORT,
                                  signer_kwargs={"on_session": sessions.append}) as (bunker, signer):
         assert signer.signer_pubkey == TRANSPORT.public_key_hex != signer.public_key == USER.public_key_hex
-        assert bunker.methods()[:2] == ["connect", "get_public_key"]  # get_public_key follows connect
+        # get_public_key follows connect; then the signer proves it signs with that key
+        assert bunker.methods()[:3] == ["connect", "get_public_key", "sign_event"]
+        assert signer.session.key_checked
         ev = await signer.sign_event(kind=1, content="hello", created_at=T0, tags=[])
         assert ev.pubkey == USER.public_key_hex and ev.is_valid()
-        assert sessions[-1].user_pubkey == USER.public_key_hex == signer.session.user_pubkey
+        assert signer.session.user_pubkey == USER.public_key_hex
+        assert sessions == []  # a new connection is the caller's to store, once it checked out
         assert signer.session.client_pubkey == signer.client_pubkey in bunker.connected
         assert "redacted" in repr(signer) and signer.session.client_secret_hex not in repr(signer)
 
@@ -65,7 +75,7 @@ async def test_connect_sends_the_secret_once_and_a_wrong_or_reused_secret_is_ref
             await RemoteSigner.from_bunker(wrong, **fast())
         first = await RemoteSigner.from_bunker(bunker.bunker_uri(), **fast())
         await first.close()
-        assert bunker.received[-3].params[:2] == (bunker.pubkey, "right")
+        assert bunker.received[-4].params[:2] == (bunker.pubkey, "right")
         with pytest.raises(SignerRefusedError, match="invalid connection secret"):  # single use
             await RemoteSigner.from_bunker(bunker.bunker_uri(), **fast())
 
@@ -104,8 +114,32 @@ async def test_a_session_whose_user_key_changed_is_refused(relay: EmbeddedRelay)
         other = RemoteSignerSession(signer.session.client_secret_hex, signer.signer_pubkey, signer.relays,
                                     TRANSPORT.public_key_hex)
         async with RemoteSigner(other, **fast()) as stale:
-            with pytest.raises(NostrError, match="now signs as"):
+            with pytest.raises(SignerKeyMismatchError, match="now signs as npub1"):
                 await stale.get_public_key()
+            with pytest.raises(SignerKeyMismatchError, match="the key it named"):  # and each signature says so
+                await stale.sign_event(kind=1, content="x", created_at=T0, tags=[])
+
+
+async def test_a_first_connect_to_a_signer_that_names_a_key_it_does_not_sign_with_is_refused(
+        relay: EmbeddedRelay) -> None:
+    """get_public_key names one key, the signer signs with another: the key check refuses the connection, and the
+    session is never handed over to be stored."""
+    sessions: list[RemoteSignerSession] = []
+    async with ScriptedBunker([relay.url], USER, signer_key=TRANSPORT, secret="s",
+                              names_key=PEER.public_key) as bunker:
+        with pytest.raises(SignerKeyMismatchError) as refused:
+            await RemoteSigner.from_bunker(bunker.bunker_uri(), **fast(on_session=sessions.append))
+        assert refused.value.message.startswith("the remote signer named the key npub1")
+        assert "it does not hold the key it named" in refused.value.message
+        assert sessions == []
+        [check] = [r for r in bunker.received if r.method == "sign_event"]
+        assert f'"kind":{SIGNER_KEY_CHECK}' in check.params[0] and "never published" in check.params[0]
+
+
+async def test_the_key_check_refused_by_the_signer_says_what_was_asked(relay: EmbeddedRelay) -> None:
+    async with ScriptedBunker([relay.url], USER, secret="s", refuse={"sign_event": "kind not allowed"}) as bunker:
+        with pytest.raises(SignerRefusedError, match=r"checking the signer's key: .*kind not allowed"):
+            await RemoteSigner.from_bunker(bunker.bunker_uri(), **fast())
 
 
 async def test_ping_and_a_refusal_shown_as_one_clean_line(relay: EmbeddedRelay) -> None:
@@ -129,7 +163,8 @@ async def test_an_auth_url_is_handed_to_the_app_and_the_request_completes_after_
         asked = loop.time()
         task = asyncio.create_task(signer.sign_event(kind=1, content="needs approval", created_at=T0, tags=[]))
         assert await eventually(lambda: challenges, 10)
-        assert challenges == [AuthChallenge(url, "sign_event")]
+        assert [(c.url, c.method) for c in challenges] == [(url, "sign_event")]
+        assert 0 < challenges[0].wait_s <= 30.0
         # The person takes longer than the request timeout to approve: the wait is now the auth timeout's.
         # (This sleep is the fact under test: time passing beyond request_timeout does not end the request.)
         await asyncio.sleep(max(0.0, asked + 2.0 - loop.time()))
@@ -154,9 +189,66 @@ async def test_an_auth_url_without_anyone_to_show_it_or_not_a_web_address_is_ref
 
 async def test_an_auth_url_never_approved_ends_at_the_auth_timeout(relay: EmbeddedRelay) -> None:
     async with bunker_and_signer(relay.url, USER, auth_url="https://signer.example/a", auth_methods={"ping"},
-                                 signer_kwargs={"on_auth_url": lambda c: None, "auth_timeout": 0.3}) as (_, signer):
-        with pytest.raises(SignerUnreachableError, match="did not answer ping after its auth_url"):
+                                 signer_kwargs={"on_auth_url": lambda c: None, "request_timeout": 0.3,
+                                                "auth_timeout": 0.3}) as (_, signer):
+        with pytest.raises(SignerUnreachableError, match=r"did not answer ping within 0\.3 s: it asked for approval "
+                                                         r"once \(last at https://signer\.example/a\)"):
             await signer.ping()
+
+
+async def test_a_signer_that_challenges_endlessly_ends_at_one_deadline(relay: EmbeddedRelay) -> None:
+    """A new auth_url every 50 ms (after a burst of 8) never pushes the request's deadline back: it ends at the auth
+    timeout counted from when it was sent, with the reason; only the first few challenges reach the app."""
+    challenges: list[AuthChallenge] = []
+    async with bunker_and_signer(relay.url, USER, signer_kwargs={"on_auth_url": challenges.append,
+                                                                 "request_timeout": 1.0, "auth_timeout": 2.0}) as (
+            bunker, signer):
+        bunker.auth_url, bunker.rechallenge_every, bunker.rechallenge_burst = "https://signer.example/a", 0.05, 8
+        async with asyncio.timeout(60):  # without one deadline, this request would wait for ever
+            with pytest.raises(SignerUnreachableError) as ended:
+                await signer.sign_event(kind=1, content="never signed", created_at=T0, tags=[])
+        assert ended.value.message.startswith("the remote signer did not sign within 2 s: it asked for approval ")
+        assert "(last at https://signer.example/a?n=" in ended.value.message and "sent no answer" in ended.value.message
+        assert bunker.challenges_sent > MAX_AUTH_URLS_SHOWN
+        assert 1 <= len(challenges) == signer.counts["auth_urls"] <= MAX_AUTH_URLS_SHOWN
+        assert all(c.wait_s <= 2.0 for c in challenges)  # each says the one deadline, never a later one
+
+
+async def test_the_person_can_give_an_approval_more_time(relay: EmbeddedRelay) -> None:
+    """Only the person moves the deadline (the app offers "wait longer"): the request then outlives its auth timeout
+    and completes once approved."""
+    challenges: list[AuthChallenge] = []
+    async with bunker_and_signer(relay.url, USER, auth_url="https://signer.example/slow", auth_methods={"sign_event"},
+                                 signer_kwargs={"on_auth_url": challenges.append, "request_timeout": 0.5,
+                                                "auth_timeout": 0.5}) as (bunker, signer):
+        assert signer.wait_longer() == 0  # nothing waits for an approval
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        task = asyncio.create_task(signer.sign_event(kind=1, content="approved late", created_at=T0, tags=[]))
+        assert await eventually(lambda: challenges, 10)
+        assert signer.wait_longer(30.0) == 1
+        # (This sleep is the fact under test: the auth timeout passes and the request still waits.)
+        await asyncio.sleep(max(0.0, asked + 1.5 - loop.time()))
+        assert not task.done()
+        await bunker.approve()
+        async with asyncio.timeout(10):
+            assert (await task).content == "approved late"
+
+
+async def test_an_auth_url_is_shown_without_bidirectional_overrides_or_invisible_characters(
+        relay: EmbeddedRelay) -> None:
+    """U+202E would show "https://bank.example/\u202emoc.live" as ending in "evil.com": the URL shown (and opened) is
+    the one without it."""
+    challenges: list[AuthChallenge] = []
+    hidden = "\u202e\u2066\u200f\u200b\u061c\ufeff"
+    async with bunker_and_signer(relay.url, USER, auth_url=f"https://bank.example/{hidden}moc.live\u2069\u202c",
+                                 auth_methods={"ping"},
+                                 signer_kwargs={"on_auth_url": challenges.append}) as (bunker, signer):
+        task = asyncio.create_task(signer.ping())
+        assert await eventually(lambda: challenges, 10)
+        assert challenges[0].url == "https://bank.example/moc.live"
+        await bunker.approve()
+        await asyncio.wait_for(task, 10)
 
 
 # --- first reply wins; timeouts -----------------------------------------------------------------------------
@@ -311,7 +403,7 @@ async def test_a_new_connection_asks_for_the_signers_relays_at_once(tmp_path: Pa
         async with ScriptedBunker([a.url, b.url], USER, secret="s", switch_to=[b.url]) as bunker:
             signer = await RemoteSigner.from_bunker(bunker.bunker_uri([a.url]), **fast())
             try:
-                assert bunker.methods() == ["connect", "get_public_key", "switch_relays"]
+                assert bunker.methods() == ["connect", "get_public_key", "sign_event", "switch_relays"]
                 assert signer.relays == (b.url,) == signer.session.relays
             finally:
                 await signer.close()
@@ -377,13 +469,14 @@ async def test_a_direct_message_is_opened_and_answered_through_the_remote_signer
     admin = nostr_sdk.Keys.generate()
     incoming = nostr_sdk.nip17_make_private_msg(admin, nostr_sdk.PublicKey.parse(USER.public_key_hex), "hi agent ✅")
     async with bunker_and_signer(relay.url, USER) as (bunker, signer):
+        checks = bunker.methods().count("sign_event")  # the connection's key check
         dm = await open_message_with(Event.from_json(incoming.as_json()), signer)
         assert (dm.text, dm.sender) == ("hi agent ✅", admin.public_key().to_hex())
         assert bunker.methods().count("nip44_decrypt") == 2  # the wrap, then the seal
         reply = make_message(USER.public_key_hex, [dm.sender], "hello admin", created_at=T0, reply_to=dm.id)
         wraps = await wrap_message_with(reply, signer, now=T0)
         assert list(wraps) == [dm.sender, USER.public_key_hex]  # the admin's, then the agent's own copy
-        assert bunker.methods().count("sign_event") == 2 and bunker.methods().count("nip44_encrypt") == 2
+        assert bunker.methods().count("sign_event") - checks == 2 and bunker.methods().count("nip44_encrypt") == 2
     gift = nostr_sdk.UnwrappedGift.from_gift_wrap(admin, nostr_sdk.Event.from_json(wraps[dm.sender].to_json()))
     assert gift.sender().to_hex() == USER.public_key_hex and gift.rumor().content() == "hello admin"
 

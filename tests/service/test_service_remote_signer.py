@@ -8,6 +8,7 @@ is single-use) and reads the memory back through the signer."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import stat
@@ -26,9 +27,10 @@ from relay_servers import fast_client_kwargs, free_port
 from didactyl_tui.agent.documents.codec import DocumentError
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.turn.events import TurnFinished
-from didactyl_tui.errors import ConfigError
+from didactyl_tui.errors import ConfigError, SignerKeyMismatchError
 from didactyl_tui.nostr import nip44
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
+from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.nip46 import MAX_PLAINTEXT_BYTES
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
@@ -107,6 +109,8 @@ async def test_with_the_key_only_in_the_bunker_the_agent_saves_and_answers(tmp_p
         connects = bunker.methods().count("connect")
         async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as again:
             assert again.documents.snapshot(DocumentKey.SHORT_TERM).content == "Ada likes tea"
+            # (in the background: is the key the signer names still the session's? asked before counting)
+            await until(lambda: bunker.methods().count("get_public_key") == 2, 30, "the stored key checked")
         asked = len(bunker.methods())
         assert bunker.methods().count("connect") == connects == 1
         assert not (data / "agent.key").exists()
@@ -202,12 +206,13 @@ async def test_an_auth_url_challenge_is_shown_to_the_person_and_the_save_complet
         tmp_path: Path) -> None:
     url = "https://signer.example/approve?request=7"
     async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
-            ScriptedBunker([bunker_relay.url], AGENT_KEY, auth_url=url, auth_methods={"sign_event"}) as bunker:
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, auth_methods={"sign_event"}) as bunker:
         cfg = _config("http://127.0.0.1:9/v1", bunker)
         svc = AppService(cfg, data_dir=tmp_path / "data", env=ENV, relay_client_options=fast_client_kwargs())
         shown: list[str] = []
         svc.add_listener(lambda ev: shown.append(ev.message) if isinstance(ev, ServiceWarning) else None)
         async with svc:
+            bunker.auth_url = url  # once connected (its key check answered): the save's signature is challenged
             saving = asyncio.create_task(svc.documents.save(DocumentKey.SHORT_TERM, "approved by hand"))
             await until(lambda: any(url in line for line in shown), 20, "the approval link shown")
             assert not saving.done()  # it waits for the person, not for the request timeout
@@ -365,3 +370,255 @@ async def test_tasks_added_with_the_signer_away_wait_for_it_and_are_published_wh
 
                 assert await until(published, 30, "the kept task list signed and published") == [
                     "water the plants", "call Ana"]
+
+
+# --- a hostile or broken signer (#30) ----------------------------------------------------------------------------
+OTHER_KEY = SecretKey.from_hex("00" * 31 + "c4")  # a key the signer names but does not hold, or holds instead
+
+
+def _warnings(svc: AppService) -> list[ServiceWarning]:
+    shown: list[ServiceWarning] = []
+    svc.add_listener(lambda ev: shown.append(ev) if isinstance(ev, ServiceWarning) else None)
+    return shown
+
+
+async def test_a_signer_that_challenges_endlessly_ends_the_save_at_its_deadline_and_the_edit_waits_for_a_retry(
+        tmp_path: Path) -> None:
+    """A new auth_url every 100 ms for the signature: the save ends at the configured deadline (2 s) with the reason,
+    the text is shown and kept on disk, and so is the model's memory_save; both are signed and published once the
+    signer answers again."""
+    data = tmp_path / "data"
+    text = "written while the signer stalls"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once") as bunker, LlmStub() as stub:
+        cfg = _config(stub.base_url, bunker)
+        cfg.signer.request_timeout_s = cfg.signer.auth_timeout_s = 2.0
+        svc = AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs())
+        shown = _warnings(svc)
+        async with svc:
+            bunker.auth_url, bunker.auth_methods = "https://signer.example/approve", {"sign_event"}
+            bunker.rechallenge_every = 0.1
+            async with asyncio.timeout(60):  # without one deadline per request this save never ends
+                kept = await svc.documents.save(DocumentKey.SHORT_TERM, text)
+            assert kept.deferred and not kept.any_accepted
+            [reason] = [w.message for w in shown if "kept here" in w.message]
+            assert reason.startswith("the remote signer did not sign within 2 s: it asked for approval ")
+            assert "(last at https://signer.example/approve?n=" in reason
+            assert reason.endswith("the short-term memory is kept here and will be signed and published when the "
+                                   "signer answers")
+            assert sum("asks you to approve" in w.message for w in shown) <= 3  # not one line per challenge
+            assert svc.documents.snapshot(DocumentKey.SHORT_TERM).content == text  # still there, in use
+            from didactyl_tui.agent.documents.deferred import UnsignedEdits
+
+            # The model's memory_save meets the same signer: its turn goes on, its text is kept as well.
+            stub.script(Reply.tools(ToolCall("memory_save", json.dumps({"type": "long_term",
+                                                                        "content": "saved by the model"}))),
+                        Reply.text_reply("Kept."))
+            session = await svc.chat.new_session()
+            async with asyncio.timeout(60):
+                events = [e async for e in svc.chat.run_turn(session, "remember this")]
+            assert isinstance(events[-1], TurnFinished) and events[-1].reply == "Kept."
+            assert svc.documents.snapshot(DocumentKey.LONG_TERM).content == "saved by the model"
+            on_disk = UnsignedEdits(data / "memory.sqlite3")
+            try:
+                assert sorted((k.value, t) for k, t, _ in on_disk.all()) == [
+                    ("long_term", "saved by the model"), ("short_term", text)]
+            finally:
+                on_disk.close()
+            bunker.auth_url = None  # the signer answers again: the kept edits are signed and published
+            async with RelayPool([svc.runtime.embedded_relay_url], **fast_client_kwargs()) as client:
+                async def published() -> bool:
+                    found = await client.query([{"kinds": [30078], "authors": [ME]}], timeout=5)
+                    return {"saved by the model", text} <= {_readable_memory(ev) for ev in found}
+
+                await until(published, 30, "the kept edits signed and published")
+
+
+async def test_a_command_save_against_an_endless_challenger_ends_with_the_reason_and_keeps_the_text(
+        tmp_path: Path) -> None:
+    """``didactyl memory save``, as the issue found it still waiting at 75 s: it ends (exit 1) at the deadline with
+    the reason on stderr, and the text waits on disk for the next run."""
+    from cli_support import cli_env
+
+    from didactyl_tui.agent.documents.deferred import UnsignedEdits
+    from didactyl_tui.cli import run
+
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once") as bunker:
+        async with AppService(_config("http://127.0.0.1:9/v1", bunker), data_dir=data, env=ENV,
+                              relay_client_options=fast_client_kwargs()):
+            pass  # the first start: connected, signer.json kept
+        bunker.auth_url, bunker.auth_methods, bunker.rechallenge_every = "https://x.example/a", {"sign_event"}, 0.1
+        config = ("[relays]\nembedded_port = 0\ntimeout_s = 2.0\n[memory]\nbackend = \"none\"\n"
+                  "[agent]\npublish_profile = false\n"
+                  f"[signer]\nbunker = \"{bunker.bunker_uri()}\"\nrequest_timeout_s = 2\nauth_timeout_s = 2\n")
+        env = cli_env(tmp_path, config, DIDACTYL_DATA_DIR=str(data))
+        out, err = io.StringIO(), io.StringIO()
+        code = await asyncio.wait_for(asyncio.to_thread(
+            run, ["memory", "save", "--type", "short_term", "--content", "kept for later"], env=env, stdout=out,
+            stderr=err), 120)
+        assert code == 1, err.getvalue()
+        lines = err.getvalue().splitlines()
+        assert any(line.startswith("warning: the remote signer did not sign within 2 s: it asked for approval")
+                   for line in lines), lines
+        assert lines[-1].startswith("didactyl: Remote signer: the short-term memory (14 chars) is not signed yet: "
+                                    "it is kept on this device"), lines
+        on_disk = UnsignedEdits(data / "memory.sqlite3")
+        try:
+            assert [(k, t) for k, t, _ in on_disk.all()] == [(DocumentKey.SHORT_TERM, "kept for later")]
+        finally:
+            on_disk.close()
+
+
+async def test_a_first_connect_to_a_signer_that_does_not_sign_with_the_key_it_names_is_refused_and_kept_nowhere(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY, secret="once", names_key=OTHER_KEY.public_key_hex) as bunker:
+        with pytest.raises(SignerKeyMismatchError) as refused:
+            async with AppService(_config("http://127.0.0.1:9/v1", bunker), data_dir=data, env=ENV,
+                                  relay_client_options=fast_client_kwargs()):
+                pass
+    line = refused.value.one_line()
+    assert "named the key npub1" in line and "but signs with npub1" in line
+    assert "refused and nothing was kept" in line
+    assert not (data / "signer.json").exists() and not (data / "agent.key").exists()
+    assert "sign_event" in bunker.methods() and "nip44_encrypt" not in bunker.methods()  # only the check was asked
+
+
+def _stored(data: Path, bunker: ScriptedBunker, user: str, *, checked: bool) -> None:
+    """signer.json as an earlier run left it: this app's client key, which the bunker serves, and ``user``."""
+    from didactyl_tui.agent.identity.signer_session import write_session
+    from didactyl_tui.nostr.nip46_session import RemoteSignerSession
+
+    client = SecretKey.generate()
+    write_session(data, RemoteSignerSession(client.secret_hex(), bunker.pubkey, tuple(bunker.relays), user, checked))
+    bunker.connected.add(client.public_key_hex)
+
+
+@pytest.mark.parametrize("case", ["kept before the check, naming a key the signer does not sign with",
+                                  "the signer's key changed since"])
+async def test_a_wrong_stored_key_is_found_at_start_and_explained_with_the_command_that_reconnects(
+        tmp_path: Path, case: str) -> None:
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
+        if case.startswith("kept before"):  # the bug of #30: get_public_key's wrong answer was stored
+            bunker = ScriptedBunker([bunker_relay.url], AGENT_KEY, names_key=OTHER_KEY.public_key_hex)
+            _stored(data, bunker, OTHER_KEY.public_key_hex, checked=False)
+        else:
+            bunker = ScriptedBunker([bunker_relay.url], OTHER_KEY, signer_key=SecretKey.from_hex("00" * 31 + "c5"))
+            _stored(data, bunker, ME, checked=True)
+        async with bunker:
+            svc = AppService(_config("http://127.0.0.1:9/v1", bunker), data_dir=data, env=ENV,
+                             relay_client_options=fast_client_kwargs())
+            shown = _warnings(svc)
+            async with svc:
+                [wrong] = await until(lambda: [w for w in shown if "didactyl signer connect" in w.message], 30,
+                                      "the wrong key explained")
+                assert wrong.lasting  # shown until the person dismisses it
+                assert "nothing can be signed until the signer is connected again: didactyl signer connect (with " \
+                       "a new bunker:// URI from your signer)" in wrong.message
+                assert ("but signs with npub1" if case.startswith("kept before") else "now signs as npub1") \
+                    in wrong.message
+                # A save says the same (and nothing is published with the wrong key).
+                with pytest.raises(SignerKeyMismatchError, match="didactyl signer connect"):
+                    await svc.documents.save(DocumentKey.SHORT_TERM, "not with that key")
+            assert "connect" not in bunker.methods()
+
+
+async def test_signer_connect_replaces_the_connection_only_with_one_that_checks_out(tmp_path: Path) -> None:
+    """``didactyl signer connect``: to the signer that names a key it does not hold, refused and signer.json left as
+    it was; to a signer that signs with the key it names, signer.json and [signer] bunker (no secret) replaced, and
+    the next start signs with it."""
+    import tomllib
+
+    from cli_support import cli_env
+
+    from didactyl_tui.agent.identity.signer_session import read_session
+    from didactyl_tui.cli import run
+
+    data = tmp_path / "data"
+    env = cli_env(tmp_path, "[relays]\nembedded_port = 0\n[signer]\nrequest_timeout_s = 10\n",
+                  DIDACTYL_DATA_DIR=str(data))
+
+    async def signer_connect(uri: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = await asyncio.wait_for(asyncio.to_thread(run, ["signer", "connect"], env=env, stdin=io.StringIO(uri),
+                                                        stdout=out, stderr=err), 60)
+        return code, out.getvalue(), err.getvalue()
+
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay:
+        async with ScriptedBunker([bunker_relay.url], AGENT_KEY, names_key=OTHER_KEY.public_key_hex,
+                                  secret="broken") as broken:
+            _stored(data, broken, OTHER_KEY.public_key_hex, checked=False)
+            before = (data / "signer.json").read_bytes()
+            code, _, err = await signer_connect(broken.bunker_uri())
+            assert code == 2 and "it does not hold the key it named" in err, err
+            assert (data / "signer.json").read_bytes() == before
+        right_key = SecretKey.from_hex("00" * 31 + "c6")
+        async with ScriptedBunker([bunker_relay.url], AGENT_KEY, signer_key=right_key, secret="fresh") as right:
+            code, out, err = await signer_connect(right.bunker_uri())
+            assert code == 0 and out.split() == [AGENT_KEY.npub], err
+            session = read_session(data)
+            assert session is not None and session.user_pubkey == ME and session.key_checked
+            assert session.signer_pubkey == right.pubkey
+            written = tomllib.loads((tmp_path / "config" / "didactyl" / "config.toml").read_text())
+            assert written["signer"]["bunker"].startswith(f"bunker://{right.pubkey}?") \
+                and "secret" not in written["signer"]["bunker"]
+            cfg = _config("http://127.0.0.1:9/v1", right)
+            cfg.signer.bunker = written["signer"]["bunker"]
+            async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()) as svc:
+                assert (await svc.documents.save(DocumentKey.SHORT_TERM, "signed again")).any_accepted
+
+
+async def test_a_connection_kept_from_before_the_key_check_is_checked_once_at_start(tmp_path: Path) -> None:
+    """A good signer.json written before the check existed: checked in the background at start (one signature, never
+    published), then stored as checked; the next start only asks for the key."""
+    from didactyl_tui.agent.identity.signer_session import read_session
+    from didactyl_tui.nostr.kinds import SIGNER_KEY_CHECK
+
+    data = tmp_path / "data"
+    async with EmbeddedRelay(tmp_path / "bunker-relay.sqlite3") as bunker_relay, \
+            ScriptedBunker([bunker_relay.url], AGENT_KEY) as bunker:
+        _stored(data, bunker, ME, checked=False)
+        cfg = _config("http://127.0.0.1:9/v1", bunker)
+        svc = AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs())
+        shown = _warnings(svc)
+        async with svc:
+            await until(lambda: read_session(data).key_checked, 30, "the kept connection checked and stored so")
+        checks = [r for r in bunker.received if f'"kind":{SIGNER_KEY_CHECK}' in "".join(r.params)]
+        assert len(checks) == 1 and not shown
+        async with AppService(cfg, data_dir=data, env=ENV, relay_client_options=fast_client_kwargs()):
+            await until(lambda: bunker.methods().count("get_public_key") == 2, 30, "the key asked at the next start")
+        assert sum(f'"kind":{SIGNER_KEY_CHECK}' in "".join(r.params) for r in bunker.received) == 1
+
+
+async def test_signer_connect_reaches_a_signer_on_the_embedded_relay_through_its_allow_list(tmp_path: Path) -> None:
+    """The embedded relay runs admitting the admin alone; ``didactyl signer connect`` to a bunker listening there has
+    it admit this new connection's client key and the signer's key first."""
+    from cli_support import cli_env
+
+    from didactyl_tui.agent.identity.signer_session import read_session
+    from didactyl_tui.cli import run
+    from didactyl_tui.service.runtime import start_embedded_relay
+
+    port = free_port()
+    cfg = dm_config("http://127.0.0.1:9/v1", admin=ADMIN_KEY.npub)
+    cfg.relays.embedded_port, cfg.relays.embedded_idle_exit_s = port, 3.0
+    data = tmp_path / "data"
+    relay = await start_embedded_relay(cfg, data, lambda line: None,
+                                       cfg.relays.embedded.relay_options("", ADMIN_KEY.public_key_hex))
+    assert relay is not None and relay.url == f"ws://127.0.0.1:{port}"
+    env = cli_env(tmp_path, f"[relays]\nembedded_port = {port}\nembedded_idle_exit_s = 3\n[admin]\n"
+                            f"pubkey = \"{ADMIN_KEY.npub}\"\n[signer]\nrequest_timeout_s = 10\n",
+                  DIDACTYL_DATA_DIR=str(data))
+    async with ScriptedBunker([relay.url], AGENT_KEY, signer_key=SecretKey.from_hex("00" * 31 + "c7"),
+                              secret="local") as bunker:
+        out, err = io.StringIO(), io.StringIO()
+        code = await asyncio.wait_for(asyncio.to_thread(run, ["signer", "connect"], env=env,
+                                                        stdin=io.StringIO(bunker.bunker_uri()), stdout=out,
+                                                        stderr=err), 60)
+        assert code == 0 and out.getvalue().split() == [AGENT_KEY.npub], err.getvalue()
+        session = read_session(data)
+        assert session is not None and session.key_checked and session.client_pubkey in bunker.connected

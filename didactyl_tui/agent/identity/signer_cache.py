@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ...errors import DidactylError, SignerUnreachableError
+from ...errors import DidactylError, SignerKeyMismatchError, SignerUnreachableError
 from ...nostr.event import Event
 from ...nostr.signer import Signer
 from ..private_files import connect_private, tighten_sqlite_files
@@ -131,12 +131,14 @@ class CachedSigner:
 class WatchedSigner:
     """``inner`` telling ``on_change(reachable)`` when its signer stops answering (a request ends with
     :class:`SignerUnreachableError`) and when it answers again; :meth:`watch` pings it while it is away, so it is
-    seen back without waiting for the person's next save."""
+    seen back without waiting for the person's next save. A signer that answers with another key than the agent's
+    (:class:`SignerKeyMismatchError`) fails with ``wrong_key_help`` added: what the person can do about it."""
 
     def __init__(self, inner: Signer, ping: Callable[[], Awaitable[None]],
-                 on_change: Callable[[bool], None], *, ping_interval_s: float = 10.0) -> None:
+                 on_change: Callable[[bool], None], *, ping_interval_s: float = 10.0, wrong_key_help: str = "") -> None:
         self._inner, self._ping, self._on_change = inner, ping, on_change
         self.ping_interval_s = ping_interval_s
+        self.wrong_key_help = wrong_key_help
         self.reachable = True
         self._away = asyncio.Event()
 
@@ -152,6 +154,10 @@ class WatchedSigner:
         except SignerUnreachableError:
             self._seen(False)
             raise
+        except SignerKeyMismatchError as exc:
+            if not self.wrong_key_help:
+                raise
+            raise SignerKeyMismatchError(f"{exc.message}: {self.wrong_key_help}", exc.title) from None
         self._seen(True)
         return result
 

@@ -47,8 +47,8 @@ async def memory_save(type: Literal["short_term", "long_term"], content: str, ct
     out["chars"] = len(content)
     out["limit_chars"] = ctx.memory.limit(t)
     if result.deferred:
-        out["note"] = ("saved here; many saves in a row: only the newest text is published, within a few "
-                       "seconds")
+        out["note"] = ("saved here and in use; it is published as soon as it can be signed (many saves in a row: "
+                       "only the newest, within seconds; a remote signer that does not answer: once it does)")
     elif result.refused:
         out["warning"] = "every relay refused this save for good; it is not resent (later saves are not affected)"
     elif not result.any_accepted:

@@ -29,6 +29,7 @@ from ...service.events import (
     SelfContextChanged,
     ServiceEvent,
     ServiceWarning,
+    SignerApprovalAsked,
     SignerStateChanged,
     SoulChanged,
 )
@@ -289,8 +290,12 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             case PromptAssembled(assembly=assembly):  # every turn's and dry run's: the inspector's one source
                 for inspector in self.inspectors():
                     inspector.add_assembly(assembly)
-            case ServiceWarning(message=message, lasting=lasting):
-                self.notify(message, title="Warning", severity="warning", timeout=3600 if lasting else None)
+            case SignerApprovalAsked(message=message, wait_s=wait_s):  # the link is outside text: no markup
+                self.notify(f"{message}. To give it more time: ctrl+p, \"Wait longer for the signer's approval\".",
+                            title="Remote signer", severity="warning", timeout=max(wait_s, 10.0), markup=False)
+            case ServiceWarning(message=message, lasting=lasting):  # outside words (a link, a relay's): no markup
+                self.notify(message, title="Warning", severity="warning", timeout=3600 if lasting else None,
+                            markup=False)
             case DmSessionChanged(name=name):  # the session "DM: <name>" is listed with the others (resume)
                 self.notify(f"Direct message with {name}", title="DM", markup=False)
             case OutboxChanged(pending=pending):
@@ -379,6 +384,16 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         if action == "cancel":
             return self.streaming
         return True
+
+    def action_signer_wait_longer(self) -> None:
+        """The person needs more time to approve at the signer's auth_url (no network: the deadline moves)."""
+        service = self.didactyl.service if self.didactyl.service_ready else None
+        waiting = service.wait_longer_for_signer() if service is not None else 0
+        if waiting:
+            self.notify(f"Waiting {self.didactyl.config.signer.auth_timeout_s:g} s more for the signer's approval "
+                        f"({waiting} request{'s' if waiting > 1 else ''}).", title="Remote signer", markup=False)
+        else:
+            self.notify("Nothing waits for the signer's approval.", title="Remote signer", markup=False)
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "turn")

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Static, TextArea
 from textual.widgets.text_area import LanguageDoesNotExist
 
-from ...errors import AgentError
+from ...errors import DidactylError
 from ...service.drafts import read_draft, remove_draft, write_draft
 from ...service.events import MemoryChanged, ServiceEvent
 from ...service.labels import CLOCK, version_label, when
@@ -244,7 +244,7 @@ class MemoryEditorScreen(Screen[None]):
         self._show_result(Content.styled("Saving…", "$text-muted"))
         try:
             result = await self._documents.save(self.memory_type, text)
-        except AgentError as exc:
+        except DidactylError as exc:  # bad input, a newer version, a remote signer that refused or signs as another
             self._show_result(Content.styled(f"Not saved: {exc.message}", "$text-error"))
             raise
         finally:
