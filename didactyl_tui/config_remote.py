@@ -85,4 +85,19 @@ class AttachConfig:
     report_wait_s: float = setting(30.0, "Seconds after a reply to wait for its prompt assembly from the agent before "
                                          "the inspector says \"not available\".", min=0.1, max=3600)
     history: int = setting(200, "Most past messages of the conversation with the agent fetched from the relays "
-                                "when attaching.", min=0, max=10_000)
+                                "when attaching. The relays are read back page by page (500 gift wraps per relay "
+                                "a page) until these are certain, so wraps from strangers cannot crowd them out; "
+                                "the three bounds below end the read sooner.", min=0, max=10_000)
+    history_max_pages: int = setting(40, "Most pages read back for the history (and for a catch-up after a flood): "
+                                         "each page is up to 500 gift wraps for you from each relay.",
+                                     min=1, max=1_000)
+    history_max_bytes: int = setting(64 * 1024 * 1024, "Most bytes of gift wraps read for the history (all relays "
+                                                       "together), and for each catch-up after a flood.",
+                                     min=64 * 1024, max=1024 * 1024 * 1024)
+    history_timeout_s: float = setting(30.0, "Most seconds the history read (or a catch-up) may take; what was read "
+                                             "by then is shown.", min=1, max=3600)
+    max_waiting: int = setting(4096, "Gift wraps for you that may wait to be judged (by who sealed them) as they "
+                                     "arrive; past it a new one is refused and read again from the relays once the "
+                                     "wait has drained.", min=16, max=1_000_000)
+    max_waiting_bytes: int = setting(32 * 1024 * 1024, "Bytes of gift wraps that may wait to be judged, as "
+                                                       "max_waiting.", min=1024 * 1024, max=1024 * 1024 * 1024)

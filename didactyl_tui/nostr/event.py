@@ -105,6 +105,11 @@ class Event:
     def to_json(self) -> str:
         return _CANONICAL.encode(self.to_dict())
 
+    def approx_bytes(self) -> int:
+        """About the size of its JSON (content and tags counted, the fixed fields as a constant): for byte
+        bounds, without serializing."""
+        return 320 + len(self.content) + sum(len(value) + 4 for tag in self.tags for value in tag)
+
     # --- verification -------------------------------------------------------------------
     def computed_id(self) -> str:
         return compute_id(self.pubkey, self.created_at, self.kind, self.tags, self.content)

@@ -7,6 +7,9 @@ Pure and deterministic: every timestamp, the one-time wrapper key and the NIP-44
 :func:`unwrap_with`, :func:`seal_with` and :func:`wrap_with` are the same with the agent's key behind a
 :class:`~.signer.Signer` (a NIP-46 remote signer: only the signer's calls are async).
 
+:func:`unwrap` is :func:`unwrap_seal` (the outer layer: who sealed it, proven) then :func:`open_seal` (the rumor),
+so a reader can judge a wrap by its sender before paying for the rest.
+
 :func:`unwrap` checks every layer and raises an :class:`UnwrapError` subclass naming what failed:
 the wrap's kind, id and signature and that it is addressed to us; that both layers decrypt; the seal's
 kind, id and signature; the rumor's shape and id; and that the seal's signer wrote the rumor (otherwise
@@ -184,16 +187,37 @@ def wrap_with_rng(rumor: Rumor, sender: SecretKey, recipient_pubkey: str, *, now
 
 def unwrap(wrapped: Event, recipient: SecretKey) -> Unwrapped:
     """Open a kind 1059 addressed to ``recipient``; every check of the module doc, in order."""
-    _check_wrap(wrapped, recipient.public_key_hex)
-    sealed = _seal_from(_decrypt_json(wrapped, recipient, "gift wrap", SealRejected))
-    return _opened(wrapped, sealed, _decrypt_json(sealed, recipient, "seal", RumorRejected))
+    return open_seal(wrapped, unwrap_seal(wrapped, recipient), recipient)
 
 
 async def unwrap_with(wrapped: Event, signer: Signer) -> Unwrapped:
     """:func:`unwrap` with the recipient's key behind a :class:`~.signer.Signer` (two decrypts, one per layer:
     with a remote signer, two round trips). The same checks, in the same order."""
+    return await open_seal_with(wrapped, await unwrap_seal_with(wrapped, signer), signer)
+
+
+def unwrap_seal(wrapped: Event, recipient: SecretKey) -> Event:
+    """The outer layer of :func:`unwrap` alone: the wrap checked and its seal decrypted and checked (kind, id,
+    signature). The seal's ``pubkey`` is then the proven sender, known for one decrypt with the one-time key: enough
+    to judge a wrap before opening the rest with :func:`open_seal`."""
+    _check_wrap(wrapped, recipient.public_key_hex)
+    return _seal_from(_decrypt_json(wrapped, recipient, "gift wrap", SealRejected))
+
+
+async def unwrap_seal_with(wrapped: Event, signer: Signer) -> Event:
+    """:func:`unwrap_seal` with the recipient's key behind a :class:`~.signer.Signer` (one decrypt)."""
     _check_wrap(wrapped, signer.public_key)
-    sealed = _seal_from(await _decrypt_json_with(wrapped, signer, "gift wrap", SealRejected))
+    return _seal_from(await _decrypt_json_with(wrapped, signer, "gift wrap", SealRejected))
+
+
+def open_seal(wrapped: Event, sealed: Event, recipient: SecretKey) -> Unwrapped:
+    """The inner layer of :func:`unwrap`: ``sealed``, what :func:`unwrap_seal` gave for ``wrapped``, decrypted, its
+    rumor checked and its author matched against the seal's signer."""
+    return _opened(wrapped, sealed, _decrypt_json(sealed, recipient, "seal", RumorRejected))
+
+
+async def open_seal_with(wrapped: Event, sealed: Event, signer: Signer) -> Unwrapped:
+    """:func:`open_seal` with the recipient's key behind a :class:`~.signer.Signer` (one decrypt)."""
     return _opened(wrapped, sealed, await _decrypt_json_with(sealed, signer, "seal", RumorRejected))
 
 

@@ -148,11 +148,13 @@ class RelayPool:
 
     # --- queries ----------------------------------------------------------------------------
     async def query_results(
-        self, filters: list[Mapping[str, Any]], timeout: float = 5.0, *, urls: Iterable[str] | None = None
+        self, filters: list[Mapping[str, Any]], timeout: float = 5.0, *, urls: Iterable[str] | None = None,
+        max_bytes: int | None = None,
     ) -> dict[str, QueryResult]:
-        """Each relay's raw answer (events as the relay sent them, verified, not resolved)."""
+        """Each relay's raw answer (events as the relay sent them, verified, not resolved); ``max_bytes`` bounds
+        each relay's answer (:meth:`RelayClient.query_result`)."""
         filters = [validate_filter(f) for f in filters]  # a bad filter is our error, raised once
-        return await _each(self._pick(urls), lambda client: _guarded_query(client, filters, timeout))
+        return await _each(self._pick(urls), lambda client: _guarded_query(client, filters, timeout, max_bytes))
 
     async def query_by_relay(
         self, filters: list[Mapping[str, Any]], timeout: float = 5.0
@@ -222,10 +224,11 @@ async def _guarded_publish(client: RelayClient, event: Event, timeout: float) ->
         return RelayVerdict(client.url, Verdict.NOT_CONNECTED, f"internal error: {exc}")
 
 
-async def _guarded_query(client: RelayClient, filters: list[Mapping[str, Any]], timeout: float) -> QueryResult:
+async def _guarded_query(client: RelayClient, filters: list[Mapping[str, Any]], timeout: float,
+                         max_bytes: int | None = None) -> QueryResult:
     try:
         async with asyncio.timeout(timeout + 1.0):
-            return await client.query_result(filters, timeout)
+            return await client.query_result(filters, timeout, max_bytes=max_bytes)
     except TimeoutError:
         return QueryResult(client.url, [], False, f"no EOSE within {timeout:g}s")
     except Exception as exc:

@@ -177,20 +177,38 @@ class RequestsMixin:
             self._enqueue(ClientClose(sub.id))
         sub._closed(reason, notify=False)
 
-    async def query_result(self, filters: list[Mapping[str, Any]], timeout: float = 5.0) -> QueryResult:
-        """Stored events matching ``filters`` until EOSE, CLOSED or ``timeout``, newest first."""
+    async def query_result(self, filters: list[Mapping[str, Any]], timeout: float = 5.0, *,
+                           max_bytes: int | None = None) -> QueryResult:
+        """Stored events matching ``filters`` until EOSE, CLOSED or ``timeout``, newest first. With ``max_bytes``
+        the answer ends (incomplete) at the event that would take it past that many bytes (``Event.approx_bytes``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if not await self._ready(deadline):
             return QueryResult(self.url, [], False, f"not connected: {self.last_error or self._state.value}")
         found: dict[str, Event] = {}
-        sub = self.subscribe(filters, lambda ev: found.setdefault(ev.id, ev))
+        size = 0
+        full = False
+
+        def take(ev: Event) -> None:
+            nonlocal size, full
+            if full or ev.id in found:
+                return
+            size += ev.approx_bytes()
+            if max_bytes is not None and size > max_bytes:
+                full = True
+                sub._settled.set()  # stop waiting: the rest is not read
+                return
+            found[ev.id] = ev
+
+        sub = self.subscribe(filters, take)
         try:
             settled = await sub.wait_settled(max(deadline - loop.time(), 0))
         finally:
             closed_by_relay = sub.closed_reason
             await sub.close()
         events = sorted(found.values(), key=newest_first)
+        if full:
+            return QueryResult(self.url, events, False, f"cut at {max_bytes:,} bytes", cut=True)
         if sub.eose_received:
             # Complete, even if CLOSED followed (rust-nostr closes an ``ids`` query once it is
             # fully answered).

@@ -24,7 +24,8 @@ class QueryResult:
     url: str
     events: list[Event] = field(default_factory=list)
     complete: bool = False
-    reason: str = ""  # why it is not complete: not connected, timed out, closed by the relay
+    reason: str = ""  # why it is not complete: not connected, timed out, closed by the relay, cut
+    cut: bool = False  # ended at the query's byte bound (``max_bytes``): more was there
 
 
 class SubscriptionOwner(Protocol):

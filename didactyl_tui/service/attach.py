@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..agent.identity.cache import pubkey_hex
@@ -46,6 +46,7 @@ class AttachTarget:
     admin_key_path: Path | None  # where the admin's key is kept (None: from the environment or a remote signer)
     admin_key_created: bool  # made on this start: its npub must go into the agent's [admin] pubkey
     remote: RemoteSigner | None = None  # the admin's remote signer, closed with the window
+    admin_key: SecretKey | None = field(default=None, repr=False)  # the admin's key when in hand (fast unwrapping)
 
     async def close(self) -> None:
         if self.remote is not None:
@@ -104,7 +105,7 @@ async def open_attach_target(config: Config, data_dir: Path, env: Mapping[str, s
         target = AttachTarget(agent, remote, None, False, remote)
     else:
         key, path, created = await asyncio.to_thread(_admin_key, config, data_dir, env)
-        target = AttachTarget(agent, LocalSigner(key), path, created)
+        target = AttachTarget(agent, LocalSigner(key), path, created, admin_key=key)
     if target.admin_pubkey == agent:
         await target.close()
         raise ConfigError("the admin key is the agent's own key: attach talks to the agent as its admin, with your "

@@ -28,8 +28,10 @@ from ..agent.turn.events import AgentEvent, TextDelta, TurnFailed, TurnFinished,
 from ..config import Config
 from ..errors import AgentError, DidactylError
 from ..nostr.nip19 import encode_npub
+from ..nostr.paging import PageBounds
 from .attach import SEEN_DB, AttachTarget
-from .attach_link import AttachLink, LinkMessage
+from .attach_inbox import wrap_opener
+from .attach_link import AttachLink, LinkBounds, LinkMessage
 from .chat import ChatService
 from .events import AttachedMessage, PromptAssembled, ServiceEvent
 from .model import ModelService
@@ -47,8 +49,13 @@ class AttachedChat(ChatService):
         super().__init__(runtime, config, registry, model, clock, emit, warn)
         self.target = target
         self._data_dir = data_dir
+        attach = config.attach
+        bounds = LinkBounds(PageBounds(max_pages=attach.history_max_pages, max_bytes=attach.history_max_bytes,
+                                       timeout_s=attach.history_timeout_s),
+                            max_waiting=attach.max_waiting, max_waiting_bytes=attach.max_waiting_bytes)
         self.link = AttachLink(runtime.pool, target.admin, target.agent, timeout_s=config.relays.timeout_s,
-                               on_message=self._arrived, clock=clock)
+                               on_message=self._arrived, clock=clock, bounds=bounds,
+                               opener=wrap_opener(target.admin, target.agent, target.admin_key))
         self._seen: SeenMessages | None = None
         self.session_id = ""
         self._pending: set[asyncio.Task[None]] = set()
@@ -72,6 +79,11 @@ class AttachedChat(ChatService):
         await self.link.start()
         for message in await self.link.history(self._config.attach.history):
             await self._add(message, announce=False)
+        if self.link.history_cut:
+            bound = {"pages": "history_max_pages", "bytes": "history_max_bytes", "time": "history_timeout_s"}
+            self._warn(f"the conversation with the agent was read from the relays only in part: the read reached "
+                       f"[attach] {bound[self.link.history_cut]} before the newest {self._config.attach.history} "
+                       "messages were certain (many gift wraps for you: a flood?)")
 
     async def stop(self) -> None:
         await self.link.stop()

@@ -23,11 +23,16 @@ from didactyl_tui.nostr.nip59 import (
     UnwrapError,
     WrapRejected,
     gift_wrap,
+    open_seal,
+    open_seal_with,
     seal,
     unwrap,
+    unwrap_seal,
+    unwrap_seal_with,
     wrap,
     wrap_with_rng,
 )
+from didactyl_tui.nostr.signer import LocalSigner
 
 NOW = 1_750_000_000
 
@@ -206,3 +211,29 @@ def test_unwrap_errors_never_show_the_secret_key() -> None:
         unwrap(gift_wrap(sealed, bob.public_key_hex, wrapper_key=wrapper, created_at=NOW), bob)
     for key in (alice, bob, wrapper):
         assert key.secret_hex() not in str(caught.value)
+
+
+async def test_the_outer_layer_alone_names_the_proven_sender_and_the_inner_layer_opens_the_rest() -> None:
+    alice, bob, wrapper = _keys()
+    wrapped = wrap(_rumor(alice, "judge me by my seal"), alice, bob.public_key_hex, wrapper_key=wrapper,
+                   seal_created_at=NOW, wrap_created_at=NOW)
+    sealed = unwrap_seal(wrapped, bob)
+    assert sealed.kind == SEAL and sealed.pubkey == alice.public_key_hex
+    assert open_seal(wrapped, sealed, bob) == unwrap(wrapped, bob)
+    signer = LocalSigner(bob)
+    assert await unwrap_seal_with(wrapped, signer) == sealed
+    assert await open_seal_with(wrapped, sealed, signer) == unwrap(wrapped, bob)
+
+
+def test_a_seal_that_claims_another_author_fails_the_outer_layer() -> None:
+    # What a stranger would need to have a wrap judged as the agent's: a seal naming the agent, signed by another key.
+    agent, bob, mallory = _keys()
+    sealed = seal(_rumor(mallory, "I am the agent"), mallory, bob.public_key_hex, created_at=NOW)
+    forged = {**sealed.to_dict(), "pubkey": agent.public_key_hex}
+    with pytest.raises(SealRejected, match="id does not match"):
+        unwrap_seal(_wrap_raw(json.dumps(forged), bob, mallory), bob)
+    stand_in = Event.from_dict({**forged, "sig": "0" * 128})
+    forged["id"] = stand_in.computed_id()  # a consistent id, signed by mallory: the signature gives it away
+    forged["sig"] = sign_event(mallory, kind=SEAL, content=sealed.content, created_at=NOW).sig
+    with pytest.raises(SealRejected, match="bad signature"):
+        unwrap_seal(_wrap_raw(json.dumps(forged), bob, mallory), bob)

@@ -133,6 +133,24 @@ async def test_binary_and_text_frames_are_read_alike() -> None:
         assert client.dropped == Counter({"bad_json": 1})
 
 
+async def test_a_query_with_a_byte_bound_ends_there_with_the_newest_events() -> None:
+    # A relay that sends 50 events of ~10 kB each: read with a bound of ~5 of them, the answer is the first (newest)
+    # events that fit, marked cut, and the rest of the relay's answer is not waited for.
+    events = [note("x" * 10_000 + str(i), created_at=T0 - i) for i in range(50)]
+
+    async def script(conn: ScriptedConnection) -> None:
+        sub_id = (await conn.recv_type("REQ"))[1]
+        for ev in events:
+            await conn.send(["EVENT", sub_id, ev.to_dict()])
+        await conn.drain()  # never EOSE: only the bound ends the query before its timeout
+
+    async with ScriptedRelay(script) as relay, RelayClient(relay.url, **fast_client_kwargs()) as client:
+        result = await client.query_result([{"kinds": [1]}], timeout=60, max_bytes=5 * 10_500)
+    assert result.cut and not result.complete and "cut at 52,500 bytes" in result.reason
+    assert [e.id for e in result.events] == [e.id for e in events[:len(result.events)]]
+    assert 1 <= len(result.events) <= 5
+
+
 async def test_closed_by_the_relay_ends_the_subscription_with_its_reason() -> None:
     async def script(conn: ScriptedConnection) -> None:
         while True:
