@@ -124,6 +124,8 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
     except RelayError as exc:
         warn(f"the embedded relay is not available: {exc.message}")
         return None
+    for note in relay.distrusted:  # a lock file or a server that did not prove it is ours: never used
+        warn(f"the embedded relay: {note}")
     if relay.reloaded:
         log.info("the embedded relay (pid %d) now enforces this config's options (%s)", relay.pid,
                  relay.options_digest)

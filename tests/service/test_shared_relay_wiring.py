@@ -111,11 +111,13 @@ async def test_reviving_a_relay_that_cannot_start_gives_up_after_its_bound_with_
     from didactyl_tui.agent.background import BackgroundTasks
     from didactyl_tui.nostr.embedded_relay.shared import SharedRelay
     from didactyl_tui.nostr.pool import RelayPool
+    from didactyl_tui.nostr.relay_proof import ProofKey
     from didactyl_tui.service.relay_keeper import EmbeddedRelayKeeper
 
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the data dir should be")  # every attempt fails at once
-    gone = SharedRelay("ws://127.0.0.1:9", False, 1, "127.0.0.1", 9, "t", blocked / "relay.sqlite3", 9)
+    gone = SharedRelay("ws://127.0.0.1:9", False, 1, "127.0.0.1", 9, "t", blocked / "relay.sqlite3", 9,
+                       ProofKey(bytes(32)))
     daemons = BackgroundTasks()
     warnings: list[str] = []
     keeper = EmbeddedRelayKeeper(gone, RelayPool([]), daemons, make_config(), blocked, warnings.append, attempts=4,

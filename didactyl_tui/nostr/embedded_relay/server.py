@@ -158,6 +158,7 @@ class EmbeddedRelay(RelayProtocol):
                 self.host,
                 self.port,
                 process_request=self._process_request,
+                process_response=self._process_response,
                 # Frames up to twice the limit are read and answered with a clear reason;
                 # beyond that websockets closes the connection (1009, message too big).
                 max_size=2 * self.limits.max_frame_bytes,
@@ -306,6 +307,16 @@ class EmbeddedRelay(RelayProtocol):
             f"{self.name}: connect with a Nostr client to {self.url}, "
             "or send Accept: application/nostr+json for its NIP-11 document.\n",
         )
+
+    def identity_headers(self, connection: ServerConnection, request: Request) -> dict[str, str]:
+        """Headers proving who this relay is, added to its answer to ``request`` (once per connection, in the
+        handshake). A plain relay proves nothing; the shared relay process does (:mod:`.process`)."""
+        return {}
+
+    def _process_response(self, connection: ServerConnection, request: Request, response: Response) -> None:
+        headers = self.identity_headers(connection, request)
+        if headers:
+            _set_headers(response.headers, headers)
 
     # --- connections ------------------------------------------------------------------------
     async def _handle(self, ws: ServerConnection) -> None:
