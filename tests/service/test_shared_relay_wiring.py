@@ -20,7 +20,8 @@ from tui_support import make_app as make_tui_app
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.nostr.embedded_relay.lockfile import LOCK_FILE, read_lock
-from didactyl_tui.nostr.embedded_relay.shared import fetch_info_document, find_shared_relay, stop_shared_relay
+from didactyl_tui.nostr.embedded_relay.probe import fetch_info_document
+from didactyl_tui.nostr.embedded_relay.shared import find_shared_relay, stop_shared_relay
 from didactyl_tui.nostr.results import ConnectionState
 from didactyl_tui.service.app import AppService
 from didactyl_tui.service.events import ServiceWarning

@@ -22,7 +22,8 @@ from relay_servers import eventually, fast_client_kwargs, free_port
 from shared_relay_support import database_held, kill_shared_relays, relay_pids, request_reload
 
 from didactyl_tui.nostr.embedded_relay.lockfile import LOCK_FILE, pid_running, read_lock
-from didactyl_tui.nostr.embedded_relay.shared import ensure_shared_relay, fetch_info_document
+from didactyl_tui.nostr.embedded_relay.probe import fetch_info_document
+from didactyl_tui.nostr.embedded_relay.shared import ensure_shared_relay
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool

@@ -38,13 +38,12 @@ from didactyl_tui.nostr.embedded_relay.lockfile import (
     read_lock,
     write_lock,
 )
+from didactyl_tui.nostr.embedded_relay.probe import ask_identity, fetch_info_document
 from didactyl_tui.nostr.embedded_relay.process import EXIT_DATABASE_BUSY, CappedLogHandler, InstanceRelay
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.embedded_relay.shared import (
     DAEMON_MODULE,
-    ask_identity,
     ensure_shared_relay,
-    fetch_info_document,
     find_shared_relay,
     stop_shared_relay,
 )
@@ -587,4 +586,4 @@ def test_finding_or_starting_the_relay_does_not_load_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
                          timeout=PROCESS_TIMEOUT_S, check=True).stdout
     assert json.loads(out.replace("'", '"')) == [f"didactyl_tui.nostr.embedded_relay.{name}"
-                                                 for name in ("limits", "lockfile", "options", "shared")]
+                                                 for name in ("limits", "lockfile", "options", "probe", "shared")]
