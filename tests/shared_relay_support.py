@@ -8,8 +8,10 @@ conftest.py (autouse) once the service starts its relay through ``ensure_shared_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,3 +71,25 @@ def reap_shared_relays(tmp_path: Path) -> Iterator[None]:
     yield
     kill_shared_relays(tmp_path)
     assert relay_pids(tmp_path) == [], "a shared relay process survived SIGKILL"
+
+
+@contextlib.contextmanager
+def database_held(db_path: Path) -> Iterator[None]:
+    """Hold the relay database's write lock: a relay restarting inside its process (a reload) has closed its port
+    and waits here, before it listens again and rewrites relay.lock, until the block ends. (Give the reload a
+    ``db_busy_timeout`` longer than the block, or the relay gives the restart up and stops.)"""
+    db = sqlite3.connect(db_path, timeout=30, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
+
+
+def request_reload(data_dir: Path, pid: int, options: dict[str, object]) -> None:
+    """What ensure_shared_relay(reconfigure=True) does to a running relay: new options, then SIGUSR1."""
+    from didactyl_tui.nostr.embedded_relay.options import OPTIONS_FILE, write_request
+
+    write_request(data_dir / OPTIONS_FILE, options)
+    os.kill(pid, signal.SIGUSR1)

@@ -20,6 +20,7 @@ from .filters import validate_filter
 from .keys import SecretKey
 from .relay import RelayClient, StateCallback
 from .relay_guard import FailedEvents, RecentIds
+from .relay_proof import ProofKey
 from .replaceable import resolve
 from .results import ConnectionState, PublishOutcome, RelayVerdict, Verdict
 from .subscription import QueryResult, Subscription, call_safely
@@ -55,18 +56,28 @@ class PoolSubscription:
 
 
 class RelayPool:
-    """Relays by URL (duplicates ignored, order kept). ``client_kwargs`` go to each RelayClient."""
+    """Relays by URL (duplicates ignored, order kept). ``client_kwargs`` go to each RelayClient.
+
+    ``proof_keys``: the relays (by URL) that must prove their identity in every handshake — the data dir's own
+    embedded relay — and the key each is checked with. The key belongs to the client, so it follows a
+    :meth:`retarget`; a connection there that does not prove it is never used.
+    """
 
     def __init__(self, urls: Iterable[str], *, auth_key: SecretKey | Signer | None = None,
-                 **client_kwargs: Any) -> None:
+                 proof_keys: Mapping[str, ProofKey] | None = None, **client_kwargs: Any) -> None:
         user_on_state: StateCallback | None = client_kwargs.pop("on_state", None)
         # One memory of events that failed verification for all relays: keyed by (id, sig), so a
         # hostile relay cannot use it against a genuine event another relay serves.
         client_kwargs.setdefault("failed_events", FailedEvents())
         self._listeners: list[StateCallback] = [user_on_state] if user_on_state else []
+        urls = list(dict.fromkeys(urls))
+        proof_keys = dict(proof_keys or {})
+        if stray := sorted(set(proof_keys) - set(urls)):  # a key for no relay would check nothing: say so
+            raise RelayError(f"a proof key for a relay not in the pool: {', '.join(stray)}")
         self._clients: dict[str, RelayClient] = {
-            url: RelayClient(url, auth_key=auth_key, on_state=self._on_state, **client_kwargs)
-            for url in dict.fromkeys(urls)
+            url: RelayClient(url, auth_key=auth_key, on_state=self._on_state, proof_key=proof_keys.get(url),
+                             **client_kwargs)
+            for url in urls
         }
 
     @property
@@ -76,14 +87,15 @@ class RelayPool:
     def client(self, url: str) -> RelayClient:
         return self._clients[url]
 
-    def retarget(self, old_url: str, new_url: str) -> None:
+    def retarget(self, old_url: str, new_url: str, *, proof_key: ProofKey | None = None) -> None:
         """The relay known as ``old_url`` now answers on ``new_url`` (same relay, same database): its client
-        is kept (subscriptions, unanswered publishes) and known by the new URL, in the same place."""
+        is kept (subscriptions, unanswered publishes, the key its proof is checked with, unless ``proof_key``
+        replaces it) and known by the new URL, in the same place."""
         if old_url == new_url or old_url not in self._clients:
             return
         if new_url in self._clients:
             raise RelayError(f"{new_url} is already in the pool")
-        self._clients[old_url].retarget(new_url)
+        self._clients[old_url].retarget(new_url, proof_key=proof_key)
         self._clients = {(new_url if url == old_url else url): c for url, c in self._clients.items()}
 
     def _pick(self, urls: Iterable[str] | None) -> list[RelayClient]:

@@ -39,6 +39,7 @@ from .messages import ClientMessage
 from .relay_connection import ConnectionMixin
 from .relay_guard import FailedEvents, FrameHealth, RecentIds, TokenBucket
 from .relay_incoming import IncomingMixin
+from .relay_proof import ProofKey
 from .relay_requests import RequestsMixin
 from .results import ConnectionState
 from .subscription import Subscription, call_safely
@@ -77,6 +78,10 @@ class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
     * ``health_window``/``max_invalid_share`` — when more than this share of the last
       ``health_window`` frames were invalid, the client hangs up and waits ``penalty_base``
       seconds (doubling with every hang-up in a row, at most ``penalty_max``) before reconnecting.
+
+    ``proof_key`` (the data dir's own embedded relay only): every connection's server must prove in its handshake
+    that it holds the key, or the client hangs up before sending anything (``refusals``, ``last_error``); see
+    :mod:`.relay_connection`.
     """
 
     def __init__(
@@ -103,11 +108,16 @@ class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
         max_invalid_share: float = DEFAULT_MAX_INVALID_SHARE,
         penalty_base: float = DEFAULT_PENALTY_BASE_S,
         penalty_max: float = DEFAULT_PENALTY_MAX_S,
+        proof_key: ProofKey | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("ws", "wss") or not parts.hostname:
             raise RelayError(f"not a relay URL (expected ws:// or wss://): {url!r}")
         self.url = url
+        # The server must prove in every handshake that it holds this key (the data dir's own embedded relay), or
+        # it is hung up on before any frame is sent; None: any server at the URL is used (a public relay).
+        self.proof_key = proof_key
+        self.refusals = 0  # connections hung up on at once: the server did not prove it holds proof_key
         self.auth_key = auth_key
         self.max_frame_bytes = max_frame_bytes
         self.reconnect = reconnect

@@ -3,6 +3,12 @@
 The connection runs in one background task that reconnects with exponential backoff and jitter and
 then re-sends every live subscription and every publish still waiting for its OK. The read loop
 yields to the event loop every few milliseconds of work and stops reading while a budget is spent.
+
+A client given a ``proof_key`` (the data dir's own embedded relay) sends a fresh nonce in every upgrade request and
+checks the server's proof (:mod:`.relay_proof`) before the connection is used: a server that does not prove it
+holds the key — whatever answers on the URL once the relay is gone — is hung up on at once, before a single frame
+(subscription, event, AUTH) is sent, and counted in ``refusals``. Every connection is checked, the first and
+each reconnect alike: there is no other way to a connected state.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
 import time
 from urllib.parse import urlsplit
 
@@ -19,6 +26,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 
 from ..errors import RelayError
+from . import relay_proof
 from .messages import ClientEvent, ClientReq
 from .relay_incoming import DROP_OVERSIZED
 from .results import ConnectionState
@@ -56,9 +64,12 @@ class ConnectionMixin:
         attempt = 0
         while not self._closing:
             self._set_state(ConnectionState.CONNECTING)
+            nonce = secrets.token_hex(relay_proof.NONCE_BYTES)
+            url, proof_key = self.url, self.proof_key  # a retarget() meanwhile does not change this attempt
             try:
                 ws = await websockets.connect(
-                    self.url,
+                    url,
+                    additional_headers={relay_proof.CHALLENGE_HEADER: nonce} if proof_key is not None else None,
                     open_timeout=self.connect_timeout,
                     close_timeout=1.0,
                     # Frames up to twice the limit are read and dropped (counted); larger ones
@@ -77,13 +88,17 @@ class ConnectionMixin:
                 self.last_error = _describe(exc, self.connect_timeout)
                 log.debug("relay %s: connect failed: %s", self.url, self.last_error)
             else:
-                started = time.monotonic()
-                self._penalized = False
-                await self._serve_connection(ws)
-                if self._penalized:
-                    self._penalties += 1
-                elif time.monotonic() - started >= self.stable_after:
-                    attempt, self._penalties = 0, 0
+                refusal = self._unproven(ws, url, proof_key, nonce)
+                if refusal:
+                    self._refuse(ws, refusal)
+                else:
+                    started = time.monotonic()
+                    self._penalized = False
+                    await self._serve_connection(ws)
+                    if self._penalized:
+                        self._penalties += 1
+                    elif time.monotonic() - started >= self.stable_after:
+                        attempt, self._penalties = 0, 0
             if self._closing:
                 break
             if not self.reconnect:
@@ -96,14 +111,47 @@ class ConnectionMixin:
             attempt = 0 if self._moved.is_set() else attempt + 1
             self._moved.clear()
 
-    def retarget(self, url: str) -> None:
+    def _unproven(self, ws: ClientConnection, url: str, proof_key: relay_proof.ProofKey | None, nonce: str) -> str:
+        """Why this new connection is not to be used ("" when it is): with a ``proof_key``, the server must prove in
+        its handshake answer, for this nonce and these endpoints, that it holds the key; and it must be the server at
+        the URL's port (not one a redirect led to)."""
+        if proof_key is None:
+            return ""
+        local, remote = ws.local_address, ws.remote_address
+        if not (isinstance(local, tuple) and isinstance(remote, tuple)):
+            return f"{url} is not a TCP connection"
+        client, server = relay_proof.endpoint(local), relay_proof.endpoint(remote)
+        where = f"the server on {server}"
+        wanted_port = urlsplit(url).port or (443 if url.startswith("wss:") else 80)
+        if remote[1] != wanted_port:
+            return f"{where} is not at {url} (redirected)"
+        headers = ws.response.headers if ws.response is not None else {}
+        try:
+            relay_proof.check(proof_key, nonce, client=client, server=server,
+                              instance=headers.get(relay_proof.INSTANCE_HEADER),
+                              state=headers.get(relay_proof.STATE_HEADER), proof=headers.get(relay_proof.PROOF_HEADER))
+        except relay_proof.ProofError as exc:
+            return f"{where} did not prove it is this data dir's embedded relay ({exc})"
+        return ""
+
+    def _refuse(self, ws: ClientConnection, refusal: str) -> None:
+        """Hang up on an unproven server before anything is sent (no close frame either: it gets nothing)."""
+        ws.transport.abort()
+        self.refusals += 1
+        self.last_error = f"{refusal}: nothing was sent to it"
+        log.warning("relay %s: %s", self.url, self.last_error)
+
+    def retarget(self, url: str, *, proof_key: relay_proof.ProofKey | None = None) -> None:
         """Connect to ``url`` from now on (the same relay came back on another address, e.g. the shared
         embedded relay restarted on a free port): at once if waiting to reconnect, else after the next drop.
-        Subscriptions and unanswered publishes are re-sent there as after any reconnect."""
+        Subscriptions and unanswered publishes are re-sent there as after any reconnect, once the server there
+        proves itself as every server of this client must (``proof_key``: a new key to check it with)."""
         parts = urlsplit(url)
         if parts.scheme not in ("ws", "wss") or not parts.hostname:
             raise RelayError(f"not a relay URL (expected ws:// or wss://): {url!r}")
         self.url = url
+        if proof_key is not None:
+            self.proof_key = proof_key
         self._moved.set()
 
     async def _serve_connection(self, ws: ClientConnection) -> None:

@@ -6,6 +6,12 @@ connected. When the pool loses its connection, :class:`EmbeddedRelayKeeper` asks
 with a bounded number of attempts and a growing pause between them. A relay that comes back on another port
 (the configured one taken, or port 0) replaces the old URL in the pool; the client keeps its subscriptions
 and unanswered publishes and re-sends them there.
+
+Identity (#30): the pool's client of the embedded relay must check the relay's proof in every handshake (the keeper
+refuses a pool whose client does not), so after a loss nothing is sent to whatever answers on the old port before
+it proves it holds the data dir's key; :func:`ensure_shared_relay` proves the relay it finds the same way. Either
+refusal — the client hanging up on an unproven server, a lock file or server the search did not trust — is logged
+and said to the user once per loss, never accepted.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ class EmbeddedRelayKeeper:
     def __init__(self, relay: SharedRelay, pool: RelayPool, daemons: BackgroundTasks, config: Config,
                  data_dir: Path, warn: Callable[[str], None], relay_options: Mapping[str, Any] | None = None, *,
                  attempts: int = REVIVE_ATTEMPTS, first_pause_s: float = REVIVE_FIRST_PAUSE_S) -> None:
+        if relay.url in pool.urls and pool.client(relay.url).proof_key is None:
+            raise RelayError(f"the pool's client of the embedded relay {relay.url} does not check its identity")
         self.relay = relay
         self._pool, self._daemons = pool, daemons
         self._config, self._data_dir, self._warn = config, data_dir, warn
@@ -41,13 +49,31 @@ class EmbeddedRelayKeeper:
         self._attempts, self._first_pause_s = attempts, first_pause_s
         self._reviving: asyncio.Task[None] | None = None
         self.revivals = 0  # relays found or started again after a loss (for tests and the status)
+        self._refusals_seen = 0  # the client's refusals of unproven servers already looked at
+        self._told: set[str] = set()  # what was said since the relay was last connected (said once per loss)
 
     def state_changed(self, url: str, state: ConnectionState) -> None:
-        """A pool state listener: the embedded relay's connection failed or was lost."""
-        if url != self.relay.url or state is not ConnectionState.BACKOFF:
+        """A pool state listener: the embedded relay's connection failed or was lost (or is back)."""
+        if url != self.relay.url:
             return
+        if state is ConnectionState.CONNECTED:
+            self._told.clear()
+            return
+        if state is not ConnectionState.BACKOFF:
+            return
+        client = self._pool.client(url) if url in self._pool.urls else None
+        # It hung up on a server that did not prove it is our relay: nothing was sent there.
+        if client is not None and client.refusals > self._refusals_seen:
+            self._refusals_seen = client.refusals
+            self._tell(f"the embedded relay's connection was refused: {client.last_error} (another program may "
+                       "have taken its port); looking for the relay")
         if self._reviving is None or self._reviving.done():
             self._reviving = self._daemons.spawn(self.revive())
+
+    def _tell(self, message: str) -> None:
+        if message not in self._told:
+            self._told.add(message)
+            self._warn(message)
 
     async def revive(self) -> None:
         from ..nostr.embedded_relay.shared import ensure_shared_relay
@@ -62,6 +88,8 @@ class EmbeddedRelayKeeper:
             except RelayError as exc:
                 last_error = exc.message
             else:
+                for note in relay.distrusted:  # a lock file or a server it did not trust (logged there)
+                    self._tell(f"the embedded relay: {note}")
                 self._point_pool_at(relay)
                 return
             if attempt + 1 < self._attempts:
@@ -97,10 +125,12 @@ class EmbeddedRelayKeeper:
             return
         self.revivals += 1
         self.relay = relay
+        # The client checks the proof with the data dir's key as the search read it (made anew if it was removed).
         if relay.url == old.url:
-            pool.client(old.url).retarget(old.url)  # same address: reconnect now, not after the backoff
+            # same address: reconnect now, not after the backoff
+            pool.client(old.url).retarget(old.url, proof_key=relay.proof_key)
         else:
-            pool.retarget(old.url, relay.url)
+            pool.retarget(old.url, relay.url, proof_key=relay.proof_key)
             if relay.port_fallback and relay.started_by_us:
                 self._warn(f"port {relay.requested_port} is taken by another program; "
                            f"the embedded relay runs on {relay.url}")

@@ -138,6 +138,8 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
     except RelayError as exc:
         warn(f"the embedded relay is not available: {exc.message}")
         return None
+    for note in relay.distrusted:  # a lock file or a server that did not prove it is ours: never used
+        warn(f"the embedded relay: {note}")
     if relay.reloaded:
         log.info("the embedded relay (pid %d) now enforces this config's options (%s)", relay.pid,
                  relay.options_digest)
@@ -239,7 +241,9 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     # NIP-42 as the agent (its key, or through its remote signer); attached, as the admin: DM relays often give gift
     # wraps only to the key they are for.
     auth = attach.admin if attach is not None else key or agent.signer
-    pool = RelayPool(urls, auth_key=auth, **{**relay_client_defences(config), **client_options})
+    # The embedded relay's client checks the relay's proof of identity in every handshake (#30).
+    proof_keys = {relay.url: relay.proof_key} if relay is not None else None
+    pool = RelayPool(urls, auth_key=auth, proof_keys=proof_keys, **{**relay_client_defences(config), **client_options})
     closers.push_async_callback(_quietly, pool.close)
     outbox = await asyncio.to_thread(_open_or_in_memory, Outbox, data_dir / OUTBOX_DB,
                                      "unsent memory edits are kept", warn)

@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from .foreground import serve_forever
 from .limits import RelayLimits
-from .server import serve_forever
 
 
 def _keys(text: str) -> list[str]:

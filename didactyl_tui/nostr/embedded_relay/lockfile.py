@@ -2,10 +2,14 @@
 
 In the data dir:
 
-* ``relay.lock`` — JSON written by the running relay process (pid, host, port, instance token, database
+* ``relay.key`` — the data dir's relay secret (hex), made once by whichever launcher or relay needs it first. Only
+  the data dir's owner can read it: a relay proves with it that it is this data dir's relay (see
+  :mod:`didactyl_tui.nostr.relay_proof`). It never leaves the file and the processes of that user.
+* ``relay.lock`` — JSON written by the running relay process (pid, host, port, instance id, database
   path, and the options it enforces with their digest); replaced atomically (also after a reload),
-  removed when that process exits. It only *points* at a relay: a reader
-  trusts it once the relay's NIP-11 document answers with the same token.
+  removed when that process exits. It holds no secret and only *points* at a relay: a reader trusts it
+  once the server on its port proves, for a fresh nonce, that it is the instance the file names. A lock
+  file another user wrote is never read.
 * ``relay.launch.lock`` — ``flock``-ed by a process while it looks for a relay or starts one, so two
   processes starting at once end with one relay.
 
@@ -22,15 +26,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import secrets
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...errors import RelayError
+from ..relay_proof import KEY_BYTES, ProofKey
+
 LOCK_FILE = "relay.lock"
+KEY_FILE = "relay.key"
 LAUNCH_LOCK_FILE = "relay.launch.lock"
 LOG_FILE = "relay.log"
 RELAY_DB = "relay.sqlite3"
@@ -95,19 +106,91 @@ class RelayLock:
                    digest, options)
 
 
-def read_lock(path: Path) -> RelayLock | None:
-    """The lock file's content, or None when it is missing, unreadable or not ours."""
+def _read_own(path: Path, max_bytes: int, *, private: bool = False) -> tuple[bytes | None, str]:
+    """A regular file's first ``max_bytes + 1`` bytes, if this user owns it (and, ``private``, nobody else may read
+    it): (data, "") or (None, why not); (None, "") when it is missing or unreadable."""
     try:
-        with path.open("rb") as fh:
-            data = fh.read(_MAX_LOCK_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        return None, "it is a symbolic link" if exc.errno == errno.ELOOP else ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "it is not a regular file"
+        if st.st_uid != os.geteuid():
+            return None, f"it was written by another user (uid {st.st_uid})"
+        if private and st.st_mode & 0o077:
+            return None, f"group or others may read it (mode {stat.S_IMODE(st.st_mode):o})"
+        chunks, left = [], max_bytes + 1
+        while left > 0 and (chunk := os.read(fd, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), ""
     except OSError:
-        return None
-    if len(data) > _MAX_LOCK_BYTES:
-        return None
+        return None, ""
+    finally:
+        os.close(fd)
+
+
+def inspect_lock(path: Path) -> tuple[RelayLock | None, str]:
+    """The lock file's content, or (None, why it is not ours to trust): "" when it is missing or garbage, a
+    reason when it is a file no relay of this user wrote (another user's, or not a regular file)."""
+    data, problem = _read_own(path, _MAX_LOCK_BYTES)
+    if data is None or len(data) > _MAX_LOCK_BYTES:
+        return None, problem
     try:
-        return RelayLock.from_json(data.decode("utf-8"))
+        return RelayLock.from_json(data.decode("utf-8")), ""
     except (ValueError, UnicodeDecodeError):
-        return None
+        return None, ""
+
+
+def read_lock(path: Path) -> RelayLock | None:
+    """The lock file's content, or None when it is missing, unreadable, garbage or another user's."""
+    return inspect_lock(path)[0]
+
+
+def read_proof_key(data_dir: Path) -> ProofKey | None:
+    """The data dir's relay secret (``relay.key``); None when there is none yet. Raises :class:`RelayError` when the
+    file is there but proves nothing: another user's, readable by group or others, a link, or not a key."""
+    path = data_dir / KEY_FILE
+    data, problem = _read_own(path, 4 * KEY_BYTES, private=True)
+    if data is None and not problem:
+        if not os.path.lexists(path):
+            return None
+        problem = "it cannot be read"
+    if not problem:
+        try:
+            return ProofKey.from_hex((data or b"").decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            problem = f"it does not hold a key of {KEY_BYTES} bytes"
+    raise RelayError(f"{path} cannot prove the embedded relay's identity ({problem}); stop the relay and remove the "
+                     "file (a new one is made)")
+
+
+def ensure_proof_key(data_dir: Path) -> ProofKey:
+    """The data dir's relay secret, made now (32 random bytes, 0600) if there is none; two processes making it at
+    once end with one. Raises :class:`RelayError` as :func:`read_proof_key`, OSError when it cannot be written."""
+    key = read_proof_key(data_dir)
+    if key is not None:
+        return key
+    path = data_dir / KEY_FILE
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            os.write(fd, ProofKey(secrets.token_bytes(KEY_BYTES)).hex().encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):  # another process made it first: theirs is the key
+            os.link(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    key = read_proof_key(data_dir)
+    if key is None:
+        raise RelayError(f"{path} vanished as it was made")
+    return key
 
 
 def write_lock(path: Path, lock: RelayLock) -> None:

@@ -1,13 +1,15 @@
 """The shared embedded relay as its own OS process (``python -m didactyl_tui.nostr.embedded_relay.daemon``).
 
 It owns the database for its whole life (``flock`` on ``<database>.owner``), serves
-:class:`~.server.EmbeddedRelay` with an instance token in its NIP-11 document, announces itself in the
-data dir's ``relay.lock``, and ends on SIGTERM/SIGINT/SIGHUP or after ``idle_exit_s`` seconds with no
-client connected (no websocket open, no NIP-11 request). The lock file goes with it.
+:class:`~.server.EmbeddedRelay`, proving in every handshake that asks (a fresh nonce) that it is the data dir's
+relay with the secret of ``relay.key`` (:mod:`didactyl_tui.nostr.relay_proof`), announces itself in the data
+dir's ``relay.lock``, and ends on SIGTERM/SIGINT/SIGHUP or after ``idle_exit_s`` seconds with no client
+connected (no websocket open, no identity question). The lock file goes with it.
 
 SIGUSR1 reloads its options from ``relay.options.json`` (see :mod:`.options`): a change of who may write
 applies at once, with every connection kept; any other change restarts the relay inside this process, on
-the same port, with the same token (clients reconnect). ``relay.lock`` then says what it enforces.
+the same port, with the same instance id and key (clients reconnect, and check the proof again).
+``relay.lock`` then says what it enforces.
 
 Running apart from the app, a flood against the relay never stalls the app's UI loop, and a CLI command
 needs no relay of its own: it finds this one (see :mod:`.shared`).
@@ -28,10 +30,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from websockets.asyncio.server import ServerConnection
+from websockets.http11 import Request
+
 from ...errors import RelayError
+from .. import relay_proof
+from ..relay_proof import ProofKey
 from . import options as relay_options_file
 from .limits import DEFAULT_IDLE_EXIT_S
-from .lockfile import LOCK_FILE, RELAY_DB, FileLock, RelayLock, owner_lock_path, read_lock, remove_lock, write_lock
+from .lockfile import (
+    KEY_FILE,
+    LOCK_FILE,
+    RELAY_DB,
+    FileLock,
+    RelayLock,
+    ensure_proof_key,
+    owner_lock_path,
+    read_lock,
+    remove_lock,
+    write_lock,
+)
 from .server import EmbeddedRelay, freeze_startup_objects
 
 log = logging.getLogger(__name__)
@@ -45,24 +63,30 @@ EXIT_DATABASE_BUSY = 3  # another relay process serves this database
 
 
 class InstanceRelay(EmbeddedRelay):
-    """The embedded relay, naming its instance in NIP-11 so a launcher can tell it from any other server."""
+    """The embedded relay, proving to whoever asks that it is the data dir's relay instance ``instance_token``:
+    an HMAC keyed by ``proof_key`` (which never leaves this process) over the asker's nonce and the connection's
+    endpoints, in the handshake's response headers. The NIP-11 document carries nothing of it."""
 
-    def __init__(self, *args: Any, instance_token: str, stopping: asyncio.Event | None = None,
+    def __init__(self, *args: Any, proof_key: ProofKey, instance_token: str, stopping: asyncio.Event | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.proof_key = proof_key
         self.instance_token = instance_token
         self.stopping = stopping or asyncio.Event()
-        self.last_info_request = time.monotonic()
+        self.last_identity_question = time.monotonic()
 
-    def info_document(self) -> dict[str, Any]:
-        doc = super().info_document()
-        if self.stopping.is_set():
-            return doc  # no longer claims the data dir: a launcher asking now waits for a successor
-        # A launcher asks just before it connects: counting the question as activity keeps the idle
-        # exit from closing the relay between that answer and the connection.
-        self.last_info_request = time.monotonic()
-        doc["didactyl"] = {"instance": self.instance_token, "pid": os.getpid()}
-        return doc
+    def identity_headers(self, connection: ServerConnection, request: Request) -> dict[str, str]:
+        nonce = request.headers.get(relay_proof.CHALLENGE_HEADER)
+        if nonce is None:
+            return {}
+        # A launcher asks just before it connects: counting the question as activity keeps the idle exit from
+        # closing the relay between that answer and the connection.
+        self.last_identity_question = time.monotonic()
+        # A stopping relay still proves who it is, and says it is stopping: a launcher then waits for a successor
+        # instead of taking it for an impostor.
+        return relay_proof.answer(self.proof_key, nonce, self.instance_token, stopping=self.stopping.is_set(),
+                                  client=relay_proof.endpoint(connection.remote_address),
+                                  server=relay_proof.endpoint(connection.local_address))
 
 
 class CappedLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -95,11 +119,11 @@ def _address_in_use(exc: RelayError) -> bool:
     return isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
 
 
-async def _start_relay(db_path: Path, host: str, port: int, token: str, stopping: asyncio.Event,
+async def _start_relay(db_path: Path, host: str, port: int, key: ProofKey, token: str, stopping: asyncio.Event,
                        options: Mapping[str, Any]) -> InstanceRelay:
     """Listen on ``port``; when another program has it, on a free port (recorded in the lock file)."""
     try:
-        relay = InstanceRelay(db_path, host, port, instance_token=token, stopping=stopping, **options)
+        relay = InstanceRelay(db_path, host, port, proof_key=key, instance_token=token, stopping=stopping, **options)
     except TypeError as exc:  # an option EmbeddedRelay does not take
         raise RelayError(f"bad relay options: {exc}") from exc
     try:
@@ -107,7 +131,7 @@ async def _start_relay(db_path: Path, host: str, port: int, token: str, stopping
     except RelayError as exc:
         if port == 0 or not _address_in_use(exc):
             raise
-        relay = InstanceRelay(db_path, host, 0, instance_token=token, stopping=stopping, **options)
+        relay = InstanceRelay(db_path, host, 0, proof_key=key, instance_token=token, stopping=stopping, **options)
         await relay.start()
         log.warning("port %d is taken by another program; listening on %s instead", port, relay.url)
     return relay
@@ -149,13 +173,14 @@ class _Serving:
             log.info("reload: who may write changed (options %s -> %s); connections kept", self.digest, digest)
         else:
             try:
-                InstanceRelay(self.db, instance_token=self.token, **wanted)  # checks the options; opens nothing
+                # checks the options; opens nothing
+                InstanceRelay(self.db, proof_key=self.relay.proof_key, instance_token=self.token, **wanted)
             except (TypeError, RelayError) as exc:
                 log.warning("reload: bad relay options (%s); the options stay as they are", exc)
                 return
             old = self.relay
             await old.stop()
-            self.relay = await _start_relay(self.db, old.host, old.port, self.token, self.stop, wanted)
+            self.relay = await _start_relay(self.db, old.host, old.port, old.proof_key, self.token, self.stop, wanted)
             log.info("reload: restarted on %s with options %s (were %s)", self.relay.url, digest, self.digest)
         self.options, self.digest = wanted, digest
         self.announce()
@@ -169,7 +194,7 @@ async def _watch_idle(serving: _Serving, idle_exit_s: float, stop: asyncio.Event
         relay = serving.relay
         if relay.connections:
             last_busy = now
-        if now - max(last_busy, relay.last_info_request) >= idle_exit_s:
+        if now - max(last_busy, relay.last_identity_question) >= idle_exit_s:
             log.info("no client for %gs: stopping", idle_exit_s)
             stop.set()
             return
@@ -226,6 +251,12 @@ async def run_relay_process(
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     db = (db_path or data_dir / RELAY_DB).absolute()  # as launchers compare it
     lock_path = data_dir / LOCK_FILE
+    try:
+        key = ensure_proof_key(data_dir)  # read here once: it never leaves this process
+    except (OSError, RelayError) as exc:
+        why = exc.message if isinstance(exc, RelayError) else f"cannot make {data_dir / KEY_FILE}: {exc.strerror}"
+        print(f"error: {why}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     owner = FileLock(owner_lock_path(db))
     try:
         owned = await owner.acquire(OWNER_WAIT_S)
@@ -238,14 +269,14 @@ async def run_relay_process(
         print(f"error: another embedded relay already serves {db}{where}", file=sys.stderr, flush=True)
         return EXIT_DATABASE_BUSY
     try:
-        return await _serve(db, host, port, idle_exit_s, dict(relay_options or {}), announce, lock_path)
+        return await _serve(db, host, port, idle_exit_s, dict(relay_options or {}), announce, lock_path, key)
     finally:
         owner.release()
 
 
 async def _serve(db: Path, host: str, port: int, idle_exit_s: float, options: dict[str, Any], announce: bool,
-                 lock_path: Path) -> int:
-    token = secrets.token_hex(16)
+                 lock_path: Path, key: ProofKey) -> int:
+    token = secrets.token_hex(16)  # this instance's id: not a secret (relay.lock names it; proofs bind it)
     stop = asyncio.Event()
     reload_requested = asyncio.Event()
     installed = _install_stop_signals(stop)
@@ -255,7 +286,7 @@ async def _serve(db: Path, host: str, port: int, idle_exit_s: float, options: di
         installed.append(signal.SIGUSR1)
     try:
         try:
-            relay = await _start_relay(db, host, port, token, stop, options)
+            relay = await _start_relay(db, host, port, key, token, stop, options)
             serving = _Serving(relay, options, db, token, stop, lock_path, time.time())
         except (RelayError, TypeError, ValueError) as exc:
             print(f"error: {getattr(exc, 'message', None) or exc}", file=sys.stderr, flush=True)

@@ -2,7 +2,8 @@
 
 NIP-01 (EVENT/REQ/CLOSE, OK/EOSE/CLOSED/NOTICE), NIP-11 (information document over HTTP on the
 same port) and NIP-42 (AUTH, when ``require_auth``). It runs as its own process per data dir
-(:func:`serve_forever`), so a hostile client can slow the relay but never the app's UI.
+(:mod:`.process`; alone in the foreground, :mod:`.foreground`), so a hostile client can slow the relay but never the
+app's UI.
 
 Answers to EVENT, where NIP-01 leaves room:
 
@@ -29,9 +30,7 @@ import asyncio
 import dataclasses
 import gc
 import logging
-import signal
 import sqlite3
-import sys
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -158,6 +157,7 @@ class EmbeddedRelay(RelayProtocol):
                 self.host,
                 self.port,
                 process_request=self._process_request,
+                process_response=self._process_response,
                 # Frames up to twice the limit are read and answered with a clear reason;
                 # beyond that websockets closes the connection (1009, message too big).
                 max_size=2 * self.limits.max_frame_bytes,
@@ -307,6 +307,16 @@ class EmbeddedRelay(RelayProtocol):
             "or send Accept: application/nostr+json for its NIP-11 document.\n",
         )
 
+    def identity_headers(self, connection: ServerConnection, request: Request) -> dict[str, str]:
+        """Headers proving who this relay is, added to its answer to ``request`` (once per connection, in the
+        handshake). A plain relay proves nothing; the shared relay process does (:mod:`.process`)."""
+        return {}
+
+    def _process_response(self, connection: ServerConnection, request: Request, response: Response) -> None:
+        headers = self.identity_headers(connection, request)
+        if headers:
+            _set_headers(response.headers, headers)
+
     # --- connections ------------------------------------------------------------------------
     async def _handle(self, ws: ServerConnection) -> None:
         peer = Peer(ws, self.limits, self._budget)
@@ -370,31 +380,3 @@ def freeze_startup_objects() -> None:
     gc.collect()
     gc.freeze()
     release_freed_memory()
-
-
-async def serve_forever(host: str, port: int, db_path: Path, **relay_options: Any) -> None:
-    """Run the embedded relay until SIGINT/SIGTERM or cancellation; print its URL on start.
-
-    ``relay_options`` go to :class:`EmbeddedRelay` (``limits``, ``allowed_writers``, ...).
-    """
-    relay = EmbeddedRelay(db_path, host, port, **relay_options)
-    await relay.start()
-    freeze_startup_objects()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
-                pass
-        # Printed once the signal handlers are in place: whoever reads the URL may stop us at once.
-        print(relay.url, flush=True)
-        print(f"database: {relay.db_path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-        await stop.wait()
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-        await relay.stop()

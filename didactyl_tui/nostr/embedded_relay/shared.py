@@ -1,14 +1,18 @@
 """One embedded relay per data dir, shared by every didactyl process (the app, the CLI, a second window).
 
 :func:`ensure_shared_relay` finds the relay the data dir's ``relay.lock`` points to and checks its
-identity (its NIP-11 document must carry the instance token of the lock file), or starts one as a
-detached process (:mod:`.process`) and waits, bounded, until it answers. Launchers take turns on
-``relay.launch.lock``, so two processes starting at once end with one relay; the relay itself holds the
-database's owner lock for its life, so a second relay on the same database can never run.
+identity, or starts one as a detached process (:mod:`.process`) and waits, bounded, until it answers.
+Launchers take turns on ``relay.launch.lock``, so two processes starting at once end with one relay; the
+relay itself holds the database's owner lock for its life, so a second relay on the same database can never run.
 
-A lock file whose process is gone, or whose port does not answer with its token while nobody owns the
-database, is stale and taken over. A configured port held by another program is not mistaken for ours:
-the new relay listens on a free port and records it.
+Identity: the server on the lock file's port must prove, for a fresh nonce, that it holds the data dir's
+``relay.key`` and is the instance the lock file names (:func:`ask_identity`, :mod:`..relay_proof`). Nothing
+another local user can read is enough: a lock file another user wrote is not read, and a server that answers
+without the proof is never used, logged and named in :attr:`SharedRelay.distrusted` for the user.
+
+A lock file whose process is gone, or whose port does not prove it while nobody owns the database, is stale and
+taken over. A configured port held by another program is not mistaken for ours: the new relay listens on a free
+port and records it.
 
 With ``reconfigure``, a running relay whose options (limits, allow-list) differ from the launcher's is asked
 to take the launcher's (``relay.options.json`` and SIGUSR1, see :mod:`.options`), and waited for (bounded):
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import RelayError
+from ..relay_proof import ProofKey, Proven
 from . import options as relay_options_file
 from .limits import DEFAULT_IDLE_EXIT_S  # not from .process: the app does not load the relay itself
 from .lockfile import (
@@ -45,17 +51,21 @@ from .lockfile import (
     RELAY_DB,
     FileLock,
     RelayLock,
+    ensure_proof_key,
+    inspect_lock,
     lock_is_held,
     open_private,
     owner_lock_path,
     pid_running,
     read_lock,
+    read_proof_key,
     remove_stale_lock,
 )
+from .probe import DEFAULT_PROBE_TIMEOUT_S, ask_identity
+
+log = logging.getLogger(__name__)
 
 DEFAULT_START_TIMEOUT_S = 15.0  # a cold Python start on a loaded 2-core box takes a few seconds
-DEFAULT_PROBE_TIMEOUT_S = 2.0
-MAX_INFO_BYTES = 64 * 1024  # a NIP-11 document is ~1 KB
 MAX_LOG_KEEP_BYTES = 1024 * 1024  # the log is rotated (one old copy kept) when bigger at a start
 DAEMON_MODULE = f"{__package__}.daemon"
 _POLL_S = 0.05
@@ -71,12 +81,16 @@ class SharedRelay:
     pid: int
     host: str
     port: int
-    token: str
+    token: str  # the instance id (relay.lock names it; not a secret)
     db_path: Path
     requested_port: int
+    proof_key: ProofKey = field(repr=False, compare=False)  # what a client checks the relay's proof with
     options_digest: str = ""  # of the options the relay enforces ("" from an older relay)
     options: dict[str, Any] = field(default_factory=dict)  # what it enforces (normalized)
     reloaded: bool = False  # this launcher had it take new options
+    # What was found while looking and not trusted (a lock file of another user, a server on the lock file's port
+    # that did not prove it is this data dir's relay): one line each, for the user. Also logged.
+    distrusted: tuple[str, ...] = ()
 
     @property
     def port_fallback(self) -> bool:
@@ -84,72 +98,57 @@ class SharedRelay:
         return self.requested_port not in (0, self.port)
 
 
-def _shared(lock: RelayLock, started_by_us: bool, requested_port: int) -> SharedRelay:
+def _shared(lock: RelayLock, started_by_us: bool, requested_port: int, key: ProofKey) -> SharedRelay:
     return SharedRelay(lock.url, started_by_us, lock.pid, lock.connect_host, lock.port, lock.token, Path(lock.db),
-                       requested_port, lock.options_digest, lock.options)
+                       requested_port, key, lock.options_digest, lock.options)
 
 
-async def fetch_instance_token(host: str, port: int, timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> str | None:
-    """The ``didactyl.instance`` field of the NIP-11 document served on ``host:port``; None if none."""
-    doc = await fetch_info_document(host, port, timeout)
-    ours = doc.get("didactyl") if doc is not None else None
-    token = ours.get("instance") if isinstance(ours, dict) else None
-    return token if isinstance(token, str) else None
+@dataclass(slots=True)
+class _Search:
+    """One launcher's look for the data dir's relay: the key it checks proofs with, and what it did not trust."""
 
+    data_dir: Path
+    db: Path
+    key: ProofKey
+    requested_port: int
+    probe_timeout_s: float
+    notes: list[str] = field(default_factory=list)
 
-async def fetch_info_document(host: str, port: int, timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> dict[str, Any] | None:
-    """The NIP-11 document served over HTTP on ``host:port`` (bounded in size and time); None if none."""
-    try:
-        async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port)
-            try:
-                hostport = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-                writer.write(f"GET / HTTP/1.1\r\nHost: {hostport}\r\nAccept: application/nostr+json\r\n"
-                             "Connection: close\r\n\r\n".encode())
-                await writer.drain()
-                data = await _read_response(reader)
-            finally:
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
-    except (OSError, TimeoutError, ValueError):
-        return None
-    return _document_in(data)
+    def distrust(self, note: str) -> None:
+        if note not in self.notes:  # the loops below look again every few ms: each thing is named once
+            self.notes.append(note)
+            log.warning("%s", note)
 
+    def result(self, lock: RelayLock, started_by_us: bool) -> SharedRelay:
+        return replace(_shared(lock, started_by_us, self.requested_port, self.key), distrusted=tuple(self.notes))
 
-async def _read_response(reader: asyncio.StreamReader) -> bytes:
-    data = b""
-    while len(data) <= MAX_INFO_BYTES:
-        chunk = await reader.read(MAX_INFO_BYTES + 1 - len(data))
-        if not chunk:
-            break
-        data += chunk
-        head, sep, body = data.partition(b"\r\n\r\n")
-        length = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head) if sep else None
-        if length and len(body) >= int(length.group(1)):
-            break
-    return data
+    async def proves(self, relay: SharedRelay | RelayLock) -> Proven | None:
+        """What the server where ``relay`` says it listens proves (None: nothing; a server that answered without
+        the proof is named in the notes)."""
+        where = relay.url
+        host = relay.host if isinstance(relay, SharedRelay) else relay.connect_host
+        answer = await ask_identity(host, relay.port, self.key, self.probe_timeout_s)
+        if answer.proven is None and answer.spoke:
+            self.distrust(f"{answer.describe(where)}: nothing is sent to it")
+        return answer.proven
 
+    async def verified(self, lock: RelayLock | None) -> bool:
+        """The lock file points at a live relay that proves it is the one that wrote the file: its process runs and
+        the server on its port proves, for a fresh nonce, that it holds the data dir's key, is the instance the file
+        names, and is not stopping."""
+        if lock is None or not pid_running(lock.pid):
+            return False
+        proven = await self.proves(lock)
+        return proven is not None and not proven.stopping and secrets.compare_digest(proven.instance, lock.token)
 
-def _document_in(response: bytes) -> dict[str, Any] | None:
-    head, _, body = response.partition(b"\r\n\r\n")
-    if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
-        return None
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-async def _verified(lock: RelayLock | None, timeout: float) -> bool:
-    """The lock file points at a live relay that proves it is the one that wrote the file: its process runs,
-    some process owns the database (a server that merely read the token over NIP-11 cannot), and the
-    server on its port answers with its token."""
-    if lock is None or not pid_running(lock.pid) or not lock_is_held(owner_lock_path(Path(lock.db))):
-        return False
-    answer = await fetch_instance_token(lock.connect_host, lock.port, timeout)
-    return answer is not None and secrets.compare_digest(answer, lock.token)
+    async def find(self) -> SharedRelay | None:
+        lock_path = self.data_dir / LOCK_FILE
+        lock, problem = inspect_lock(lock_path)
+        if problem:
+            self.distrust(f"{lock_path} is not trusted: {problem}")
+        if lock is None or lock.db != str(self.db) or not await self.verified(lock):
+            return None
+        return self.result(lock, False)
 
 
 async def find_shared_relay(
@@ -159,12 +158,14 @@ async def find_shared_relay(
     requested_port: int = 0,
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
 ) -> SharedRelay | None:
-    """The data dir's running relay for ``db_path`` (default ``relay.sqlite3``), identity checked; or None."""
-    db = (db_path or data_dir / RELAY_DB).absolute()
-    lock = read_lock(data_dir / LOCK_FILE)
-    if lock is None or lock.db != str(db) or not await _verified(lock, probe_timeout_s):
-        return None
-    return _shared(lock, False, requested_port)
+    """The data dir's running relay for ``db_path`` (default ``relay.sqlite3``), identity proven; or None.
+    Raises :class:`RelayError` when the data dir's ``relay.key`` is not private to this user."""
+    data_dir = data_dir.absolute()
+    key = read_proof_key(data_dir)
+    if key is None:
+        return None  # no relay of this data dir ever ran (each makes the key first)
+    return await _Search(data_dir, (db_path or data_dir / RELAY_DB).absolute(), key, requested_port,
+                         probe_timeout_s).find()
 
 
 async def ensure_shared_relay(
@@ -179,7 +180,7 @@ async def ensure_shared_relay(
     relay_options: Mapping[str, Any] | None = None,
     reconfigure: bool = False,
 ) -> SharedRelay:
-    """The data dir's relay: found and identity-checked, or started (detached) and waited for.
+    """The data dir's relay: found and its identity proven, or started (detached) and waited for.
 
     ``host``/``port``/``idle_exit_s`` apply only when a relay is started here; ``relay_options`` too, unless
     ``reconfigure``: then a running relay enforcing other options is asked to take these (bounded by
@@ -187,7 +188,7 @@ async def ensure_shared_relay(
     ``relay_options`` are JSON-able keyword arguments for :class:`EmbeddedRelay` (limits, allow-list),
     passed on the relay's command line or in ``relay.options.json`` (so never a secret). Raises
     :class:`RelayError` (one line, for the user) when no relay can be found or started within
-    ``start_timeout_s``.
+    ``start_timeout_s``. What was not trusted on the way is in :attr:`SharedRelay.distrusted`.
     """
     if not 0 <= port <= 65535:
         raise RelayError(f"the embedded relay's port must be 0..65535, not {port}")
@@ -201,26 +202,32 @@ async def ensure_shared_relay(
     data_dir = data_dir.absolute()
     db = (db_path or data_dir / RELAY_DB).absolute()
     try:
-        found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
-        if found is not None and (not reconfigure or found.options_digest == wanted):
-            return found
+        key = read_proof_key(data_dir)
+        notes: list[str] = []
+        if key is not None:  # else no relay of this data dir ever ran: there is nothing to find
+            search = _Search(data_dir, db, key, port, probe_timeout_s)
+            found = await search.find()
+            if found is not None and (not reconfigure or found.options_digest == wanted):
+                return found
+            notes = search.notes
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        search = _Search(data_dir, db, ensure_proof_key(data_dir), port, probe_timeout_s, notes)
         launch = FileLock(data_dir / LAUNCH_LOCK_FILE)
         if not await launch.acquire(start_timeout_s + probe_timeout_s):
             raise RelayError(f"another didactyl is starting the embedded relay of {data_dir} and has not "
                              f"finished within {start_timeout_s + probe_timeout_s:g}s")
         try:
             if reconfigure:
-                found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
+                found = await search.find()
                 if found is not None:
                     if found.options_digest == wanted:
                         return found
-                    taken = await _reconfigure(data_dir, found, dict(relay_options or {}), wanted,
-                                               time.monotonic() + start_timeout_s, probe_timeout_s)
+                    taken = await _reconfigure(search, found, dict(relay_options or {}), wanted,
+                                               time.monotonic() + start_timeout_s)
                     if taken is not None:
                         return taken
             command = _relay_command(data_dir, db, host, port, idle_exit_s, options)
-            return await _find_or_start(data_dir, db, port, command, start_timeout_s, probe_timeout_s)
+            return await _find_or_start(search, command, start_timeout_s)
         finally:
             launch.release()
     except OSError as exc:  # the data dir or its lock files cannot be read, created or locked
@@ -228,38 +235,39 @@ async def ensure_shared_relay(
         raise RelayError(f"cannot use the embedded relay's files in {where}: {exc.strerror or exc}") from exc
 
 
-async def _reconfigure(data_dir: Path, relay: SharedRelay, options: dict[str, Any], wanted: str, deadline: float,
-                       probe_timeout_s: float) -> SharedRelay | None:
+async def _reconfigure(search: _Search, relay: SharedRelay, options: dict[str, Any], wanted: str,
+                       deadline: float) -> SharedRelay | None:
     """Holding the launch lock: ask ``relay`` to take ``options`` and wait until its lock file says it enforces
     them. The relay as it is then (its old options if it did not take them in time), or None when it went away
     (then a new one is started with ``options``)."""
-    relay_options_file.write_request(data_dir / relay_options_file.OPTIONS_FILE, options)
-    if await fetch_instance_token(relay.host, relay.port, probe_timeout_s) != relay.token:
+    relay_options_file.write_request(search.data_dir / relay_options_file.OPTIONS_FILE, options)
+    proven = await search.proves(relay)
+    if proven is None or proven.instance != relay.token:
         return None  # gone since it was found: a reused pid is never signalled
     try:
         os.kill(relay.pid, signal.SIGUSR1)
     except ProcessLookupError:
         return None
-    lock_path = data_dir / LOCK_FILE
+    lock_path = search.data_dir / LOCK_FILE
     while True:
         lock = read_lock(lock_path)
         if lock is not None and lock.token == relay.token and lock.options_digest == wanted:
-            if await _verified(lock, probe_timeout_s):
-                return replace(_shared(lock, False, relay.requested_port), reloaded=True)
+            if await search.verified(lock):
+                return replace(search.result(lock, False), reloaded=True)
         if not pid_running(relay.pid):
             return None  # e.g. an older relay, which SIGUSR1 ends: a new one starts with these options
         if time.monotonic() >= deadline:
-            return relay
+            return replace(relay, distrusted=tuple(search.notes))
         await asyncio.sleep(_POLL_S)
 
 
-async def _find_or_start(data_dir: Path, db: Path, port: int, command: list[str], start_timeout_s: float,
-                         probe_timeout_s: float) -> SharedRelay:
+async def _find_or_start(search: _Search, command: list[str], start_timeout_s: float) -> SharedRelay:
     """Holding the launch lock: the relay another launcher just started, or a new one."""
+    data_dir, db = search.data_dir, search.db
     lock_path = data_dir / LOCK_FILE
     deadline = time.monotonic() + start_timeout_s
     while True:
-        found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
+        found = await search.find()
         if found is not None:
             return found
         if not lock_is_held(owner_lock_path(db)):
@@ -268,13 +276,13 @@ async def _find_or_start(data_dir: Path, db: Path, port: int, command: list[str]
             stale = read_lock(lock_path)
             if stale is None or stale.db == str(db):
                 remove_stale_lock(lock_path, stale)
-            return await _start(data_dir, db, port, command, deadline, probe_timeout_s)
-        # A relay owns the database but does not answer (yet): it is starting, stopping, or stuck.
+            return await _start(search, command, deadline)
+        # A relay owns the database but does not prove it is here (yet): it is starting, stopping, or stuck.
         if time.monotonic() >= deadline:
             lock = read_lock(lock_path)
             who = f" (pid {lock.pid}, {lock.url})" if lock is not None else ""
-            raise RelayError(f"an embedded relay holds {db}{who} but does not answer; "
-                             f"stop it or see {data_dir / LOG_FILE}")
+            raise RelayError(f"an embedded relay holds {db}{who} but does not answer with its proof of identity "
+                             f"(stuck, or an older didactyl's); stop it or see {data_dir / LOG_FILE}")
         await asyncio.sleep(_POLL_S * 2)
 
 
@@ -314,8 +322,8 @@ def _spawn(command: list[str], cwd: Path, log_path: Path) -> subprocess.Popen[by
     return proc
 
 
-async def _start(data_dir: Path, db: Path, port: int, command: list[str], deadline: float,
-                 probe_timeout_s: float) -> SharedRelay:
+async def _start(search: _Search, command: list[str], deadline: float) -> SharedRelay:
+    data_dir = search.data_dir
     log_path = data_dir / LOG_FILE
     try:
         proc = await asyncio.to_thread(_spawn, command, data_dir, log_path)
@@ -324,12 +332,12 @@ async def _start(data_dir: Path, db: Path, port: int, command: list[str], deadli
     lock_path = data_dir / LOCK_FILE
     while True:
         lock = read_lock(lock_path)
-        if lock is not None and lock.pid == proc.pid and await _verified(lock, probe_timeout_s):
-            return _shared(lock, True, port)
+        if lock is not None and lock.pid == proc.pid and await search.verified(lock):
+            return search.result(lock, True)
         code = proc.poll()
         if code is not None:
             # Another relay may have taken the database meanwhile (``didactyl relay`` by hand).
-            found = await find_shared_relay(data_dir, db, requested_port=port, probe_timeout_s=probe_timeout_s)
+            found = await search.find()
             if found is not None:
                 return found
             raise RelayError(f"the embedded relay exited at start ({_last_line(log_path) or f'code {code}'})")
@@ -366,8 +374,8 @@ async def stop_shared_relay(relay: SharedRelay, timeout: float = 5.0) -> bool:
 
     Only signals the pid after the relay proved its identity again, so a reused pid is never hit.
     """
-    answer = await fetch_instance_token(relay.host, relay.port)
-    if answer != relay.token:
+    answer = await ask_identity(relay.host, relay.port, relay.proof_key)
+    if answer.proven is None or answer.proven.instance != relay.token:
         return not pid_running(relay.pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(relay.pid, signal.SIGTERM)

@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs, free_port
 from websockets.exceptions import ConnectionClosed
 
+from didactyl_tui.nostr.embedded_relay.foreground import serve_forever
 from didactyl_tui.nostr.embedded_relay.limits import RelayLimits
-from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay, serve_forever
+from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.embedded_relay.store import EventStore, SaveResult
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.filters import matches
@@ -372,7 +373,7 @@ def test_serve_forever_stops_cleanly_on_a_signal(tmp_path: Path, sig: signal.Sig
     port = free_port()
     code = (
         "import asyncio, sys; from pathlib import Path; "
-        "from didactyl_tui.nostr.embedded_relay.server import serve_forever; "
+        "from didactyl_tui.nostr.embedded_relay.foreground import serve_forever; "
         f"asyncio.run(serve_forever('127.0.0.1', {port}, Path(sys.argv[1])))"
     )
     proc = subprocess.Popen(

@@ -21,27 +21,29 @@ from pathlib import Path
 
 import pytest
 import websockets
+from impostor_relay import ImpostorRelay
 from relay_servers import eventually, fast_client_kwargs, free_port
 from shared_relay_support import kill_shared_relays, relay_pids
 
 from didactyl_tui.errors import RelayError
 from didactyl_tui.nostr.embedded_relay.lockfile import (
+    KEY_FILE,
     LOCK_FILE,
     FileLock,
     RelayLock,
+    ensure_proof_key,
     lock_is_held,
     owner_lock_path,
     pid_running,
     read_lock,
     write_lock,
 )
+from didactyl_tui.nostr.embedded_relay.probe import ask_identity, fetch_info_document
 from didactyl_tui.nostr.embedded_relay.process import EXIT_DATABASE_BUSY, CappedLogHandler, InstanceRelay
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.embedded_relay.shared import (
     DAEMON_MODULE,
     ensure_shared_relay,
-    fetch_info_document,
-    fetch_instance_token,
     find_shared_relay,
     stop_shared_relay,
 )
@@ -49,6 +51,7 @@ from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.relay import RelayClient
+from didactyl_tui.nostr.relay_proof import ProofKey
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/nostr/embedded_relay/ is three below)
 SK = SecretKey.from_hex("00" * 31 + "52")
@@ -64,6 +67,7 @@ from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.relay import RelayClient
+from didactyl_tui.nostr.relay_proof import ProofKey
 
 async def main(data_dir, publish):
     relay = await ensure_shared_relay(Path(data_dir), port=0, idle_exit_s=30)
@@ -116,6 +120,16 @@ def dead_pid() -> int:
 
 def note(content: str) -> Event:
     return sign_event(SK, kind=1, content=content, created_at=int(time.time()))
+
+
+async def proven_instance(relay: object, key: ProofKey) -> str | None:
+    """The instance the server where ``relay`` listens proves to be with ``key`` (None: it proves nothing)."""
+    answer = await ask_identity(relay.host, relay.port, key)  # type: ignore[attr-defined]
+    return answer.proven.instance if answer.proven is not None else None
+
+
+def another_key() -> ProofKey:
+    return ProofKey(os.urandom(32))
 
 
 # --- one relay, however many start at once -------------------------------------------------------------
@@ -179,25 +193,28 @@ async def test_a_garbage_lock_file_is_taken_over(data_dir: Path) -> None:
     assert read_lock(data_dir / LOCK_FILE) is not None
 
 
-@pytest.mark.parametrize("foreign", ["plain relay", "relay with another token"])
+@pytest.mark.parametrize("foreign", ["plain relay", "relay of another data dir", "relay naming the lock's instance"])
 async def test_a_foreign_server_on_the_port_is_not_mistaken_for_ours(data_dir: Path, tmp_path: Path,
                                                                      foreign: str) -> None:
     data_dir.mkdir()
+    ensure_proof_key(data_dir)
     other_db = tmp_path / "other.sqlite3"
+    token = "a" * 32
     server = (EmbeddedRelay(other_db) if foreign == "plain relay"
-              else InstanceRelay(other_db, instance_token="f" * 32))
+              else InstanceRelay(other_db, proof_key=another_key(),
+                                 instance_token="f" * 32 if foreign == "relay of another data dir" else token))
     async with server:
         # The lock file points at the foreign server, from a live pid (ours): only the identity check
         # can tell it is not the relay that wrote the file.
-        claim = RelayLock(os.getpid(), "127.0.0.1", server.port, "a" * 32, str(data_dir / "relay.sqlite3"),
-                          time.time())
+        claim = RelayLock(os.getpid(), "127.0.0.1", server.port, token, str(data_dir / "relay.sqlite3"), time.time())
         write_lock(data_dir / LOCK_FILE, claim)
         relay = await ensure_shared_relay(data_dir, port=server.port)
         assert relay.started_by_us
         assert relay.port != server.port and relay.port_fallback
+        assert [f"{server.url}" in note for note in relay.distrusted] == [True]  # named, for the user
         lock = read_lock(data_dir / LOCK_FILE)
         assert lock is not None and lock.port == relay.port  # the free port is recorded
-        assert await fetch_instance_token("127.0.0.1", relay.port) == relay.token
+        assert await proven_instance(relay, relay.proof_key) == relay.token
         async with RelayClient(relay.url, reconnect=False) as client:
             assert (await client.publish(note("to the right relay"))).accepted
         assert await server.count() == 0
@@ -276,6 +293,9 @@ async def test_stop_shared_relay_signals_only_a_verified_relay(data_dir: Path) -
     impostor = dataclasses.replace(relay, token="0" * 32)
     assert await stop_shared_relay(impostor, timeout=1.0) is False
     assert pid_running(relay.pid)
+    with_another_key = dataclasses.replace(relay, proof_key=another_key())
+    assert await stop_shared_relay(with_another_key, timeout=1.0) is False
+    assert pid_running(relay.pid)
     assert await stop_shared_relay(relay, timeout=20.0) is True
     assert not (data_dir / LOCK_FILE).exists()
 
@@ -286,7 +306,8 @@ async def test_every_file_is_private(data_dir: Path) -> None:
         assert (await client.publish(note("private"))).accepted
     assert (data_dir.stat().st_mode & 0o777) == 0o700
     names = sorted(p.name for p in data_dir.iterdir())
-    assert {"relay.lock", "relay.launch.lock", "relay.log", "relay.sqlite3", "relay.sqlite3.owner"} <= set(names)
+    assert {"relay.key", "relay.lock", "relay.launch.lock", "relay.log", "relay.sqlite3",
+            "relay.sqlite3.owner"} <= set(names)
     loose = {p.name: oct(p.stat().st_mode & 0o777) for p in data_dir.iterdir() if p.stat().st_mode & 0o077}
     assert loose == {}
 
@@ -312,18 +333,27 @@ async def test_a_killed_relay_is_taken_over(data_dir: Path) -> None:
 async def test_an_identity_question_counts_as_activity(data_dir: Path) -> None:
     relay = await ensure_shared_relay(data_dir, port=0, idle_exit_s=2.0)
     for _ in range(10):  # 3 s of questions, never 2 s apart
-        assert await fetch_instance_token(relay.host, relay.port) == relay.token
+        assert await proven_instance(relay, relay.proof_key) == relay.token
         await asyncio.sleep(0.3)
     assert pid_running(relay.pid)
     assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
 
 
-async def test_a_stopping_relay_no_longer_claims_the_data_dir(tmp_path: Path) -> None:
+async def test_a_stopping_relay_still_proves_who_it_is_but_is_not_used(data_dir: Path, tmp_path: Path) -> None:
+    data_dir.mkdir()
+    key = ensure_proof_key(data_dir)
     stopping = asyncio.Event()
-    async with InstanceRelay(tmp_path / "r.sqlite3", instance_token="b" * 32, stopping=stopping) as relay:
-        assert await fetch_instance_token("127.0.0.1", relay.port) == "b" * 32
+    async with InstanceRelay(tmp_path / "r.sqlite3", proof_key=key, instance_token="b" * 32,
+                             stopping=stopping) as relay:
+        write_lock(data_dir / LOCK_FILE, RelayLock(os.getpid(), "127.0.0.1", relay.port, "b" * 32,
+                                                   str(tmp_path / "r.sqlite3"), time.time()))
+        assert (await ask_identity("127.0.0.1", relay.port, key)).proven.stopping is False
+        assert await find_shared_relay(data_dir, tmp_path / "r.sqlite3") is not None
         stopping.set()
-        assert await fetch_instance_token("127.0.0.1", relay.port) is None
+        answer = await ask_identity("127.0.0.1", relay.port, key)
+        assert answer.proven is not None and answer.proven.stopping  # ours, not an impostor: no warning ...
+        found = await find_shared_relay(data_dir, tmp_path / "r.sqlite3")
+        assert found is None  # ... and no longer used: a launcher waits for its successor
 
 
 async def test_relay_options_reach_the_relay_process(data_dir: Path) -> None:
@@ -342,16 +372,96 @@ async def test_unknown_relay_options_are_reported_in_one_line(data_dir: Path) ->
 
 async def test_a_server_that_learned_the_token_is_not_trusted_once_the_relay_is_gone(data_dir: Path,
                                                                                      tmp_path: Path) -> None:
+    """A server that knows everything another local user can read about the relay — its NIP-11 document, what
+    relay.lock says (instance, port, pid), even an answer the relay gave to an earlier question — is not taken for
+    it: it cannot prove it holds relay.key. Before #30 the proof was a token served over NIP-11, and only the timing
+    of the killed relay's database lock kept this forger out: the kernel drops that lock with the relay's last
+    thread, some ms after its pid already looks dead (a zombie leader); the lock is held here to show it."""
     relay = await ensure_shared_relay(data_dir, port=0)
-    os.kill(relay.pid, signal.SIGKILL)  # the lock file stays, naming a port anyone may now take
-    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
-    async with InstanceRelay(tmp_path / "forger.sqlite3", instance_token=relay.token) as forger:
-        # The forger answers with the right token from a live pid (ours), but owns no database of this dir.
+    learned = await fetch_info_document(relay.host, relay.port)
+    at = (relay.host, relay.port)
+    forger = ImpostorRelay(instance=relay.token, info=learned, proof="replay", relay_at=lambda: at)
+    await forger.start()
+    try:
+        dying_relays_threads = FileLock(owner_lock_path(relay.db_path))
+        os.kill(relay.pid, signal.SIGKILL)  # the lock file stays, naming a port anyone may now take
+        assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+        assert await eventually(dying_relays_threads.try_acquire, timeout=20)
+        # The forger answers with the lock file's instance from a live pid (ours) while the database is owned.
         write_lock(data_dir / LOCK_FILE, RelayLock(os.getpid(), "127.0.0.1", forger.port, relay.token,
                                                    str(relay.db_path), time.time()))
         assert await find_shared_relay(data_dir) is None
+        assert forger.questions >= 1  # it was asked, and failed
+        dying_relays_threads.release()
         again = await ensure_shared_relay(data_dir, port=0)
         assert again.started_by_us and again.port != forger.port
+        assert [forger.url in note and "did not prove" in note for note in again.distrusted] == [True]
+        assert forger.upgrades == 0 and forger.frames == []
+    finally:
+        await forger.stop()
+
+
+async def test_nothing_that_proves_the_relay_is_readable_by_another_user(data_dir: Path) -> None:
+    """The secret is in relay.key (0600, in the 0700 data dir) and nowhere else: not in the NIP-11 document, not in
+    relay.lock, not on the relay's command line (which /proc shows every user), not in its log."""
+    relay = await ensure_shared_relay(data_dir, port=0, idle_exit_s=30)
+    secret = (data_dir / KEY_FILE).read_text().strip()
+    assert len(secret) == 64 and (data_dir / KEY_FILE).stat().st_mode & 0o777 == 0o600
+    doc = await fetch_info_document(relay.host, relay.port)
+    assert doc is not None and "didactyl" not in doc
+    readable = [json.dumps(doc), (data_dir / LOCK_FILE).read_text(), (data_dir / "relay.log").read_text(),
+                Path(f"/proc/{relay.pid}/cmdline").read_bytes().decode(errors="replace")]
+    assert all(secret not in text for text in readable)
+    assert relay.token not in json.dumps(doc)  # the instance id is no secret, but NIP-11 has no use for it
+    assert secret not in repr(relay)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a file of another user (needs root)")
+async def test_a_lock_file_written_by_another_user_is_never_trusted(data_dir: Path, tmp_path: Path) -> None:
+    data_dir.mkdir()
+    key = ensure_proof_key(data_dir)
+    # Even a server that does prove the data dir's key: the file naming it is not ours.
+    async with InstanceRelay(tmp_path / "r.sqlite3", proof_key=key, instance_token="c" * 32) as proving:
+        write_lock(data_dir / LOCK_FILE, RelayLock(os.getpid(), "127.0.0.1", proving.port, "c" * 32,
+                                                   str(data_dir / "relay.sqlite3"), time.time()))
+        os.chown(data_dir / LOCK_FILE, 65534, 65534)
+        assert read_lock(data_dir / LOCK_FILE) is None
+        relay = await ensure_shared_relay(data_dir, port=0)
+        assert relay.started_by_us and relay.port != proving.port
+        assert [note.endswith("is not trusted: it was written by another user (uid 65534)")
+                for note in relay.distrusted] == [True]
+        lock_stat = (data_dir / LOCK_FILE).stat()
+        assert lock_stat.st_uid == os.geteuid() and read_lock(data_dir / LOCK_FILE).port == relay.port
+
+
+async def test_a_lock_file_that_is_a_link_is_never_trusted(data_dir: Path, tmp_path: Path) -> None:
+    data_dir.mkdir()
+    elsewhere = tmp_path / "elsewhere.lock"
+    write_lock(elsewhere, RelayLock(os.getpid(), "127.0.0.1", free_port(), "d" * 32,
+                                    str(data_dir / "relay.sqlite3"), time.time()))
+    (data_dir / LOCK_FILE).symlink_to(elsewhere)
+    relay = await ensure_shared_relay(data_dir, port=0)
+    assert relay.started_by_us and any("symbolic link" in note for note in relay.distrusted)
+    assert not (data_dir / LOCK_FILE).is_symlink()
+
+
+@pytest.mark.parametrize("problem", ["readable by others", "another user's", "not a key"])
+async def test_a_relay_key_that_is_not_private_proves_nothing(data_dir: Path, problem: str) -> None:
+    if problem == "another user's" and os.geteuid() != 0:
+        pytest.skip("makes a file of another user (needs root)")
+    data_dir.mkdir()
+    ensure_proof_key(data_dir)
+    path = data_dir / KEY_FILE
+    if problem == "readable by others":
+        path.chmod(0o644)
+    elif problem == "another user's":
+        os.chown(path, 65534, 65534)
+    else:
+        path.write_text("not hex\n")
+    with pytest.raises(RelayError, match=r"relay\.key cannot prove the embedded relay's identity") as info:
+        await ensure_shared_relay(data_dir, port=0)
+    assert "\n" not in str(info.value)
+    assert relay_pids(data_dir) == []  # nothing starts on a key that may be known
 
 
 async def test_the_log_is_rotated_when_big(data_dir: Path) -> None:
@@ -445,7 +555,7 @@ async def test_an_unusable_reload_request_leaves_the_options_in_force(data_dir: 
         os.kill(relay.pid, signal.SIGUSR1)
         assert await eventually(lambda n=reloads: log.read_text().count("reload:") >= n, 10)
         assert read_lock(data_dir / LOCK_FILE).options_digest == relay.options_digest
-        assert await fetch_instance_token(relay.host, relay.port) == relay.token  # still serving
+        assert await proven_instance(relay, relay.proof_key) == relay.token  # still serving
     assert log.read_text().count("the options stay as they are") == 2
 
 
@@ -476,4 +586,4 @@ def test_finding_or_starting_the_relay_does_not_load_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
                          timeout=PROCESS_TIMEOUT_S, check=True).stdout
     assert json.loads(out.replace("'", '"')) == [f"didactyl_tui.nostr.embedded_relay.{name}"
-                                                 for name in ("limits", "lockfile", "options", "shared")]
+                                                 for name in ("limits", "lockfile", "options", "probe", "shared")]
