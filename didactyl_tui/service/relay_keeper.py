@@ -113,6 +113,8 @@ class EmbeddedRelayKeeper:
         except RelayError as exc:
             self._warn(f"the embedded relay did not take the config's new allow-list: {exc.message}")
             return
+        for note in relay.distrusted:  # a lock file or a server it did not trust (logged there)
+            self._tell(f"the embedded relay: {note}")
         if relay.options_digest != digest(self._options):
             self._warn(f"the embedded relay (pid {relay.pid}) did not take the config's new allow-list; see "
                        f"{self._data_dir / 'relay.log'}")
