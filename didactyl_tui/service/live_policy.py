@@ -82,16 +82,15 @@ class GuestTools:
     def __init__(self, resolve: Callable[[list[str]], tuple[frozenset[str], list[str]]],
                  warn: Callable[[str], None]) -> None:
         self._resolve, self._warn = resolve, warn
-        self._known: dict[tuple[str, ...], ToolPolicy] = {}
+        self._last: tuple[tuple[str, ...], ToolPolicy] | None = None  # the list in force, resolved
 
     def policy(self, names: tuple[str, ...]) -> ToolPolicy:
-        policy = self._known.get(names)
-        if policy is None:
+        if self._last is None or self._last[0] != names:
             allowed, unknown = self._resolve(list(names))
             if unknown:
                 self._warn(f"[dm] guest_tools names no tool called {', '.join(map(repr, unknown))}; left out")
-            policy = self._known[names] = ToolPolicy(allowed, "a conversation with someone other than the admin")
-        return policy
+            self._last = (names, ToolPolicy(allowed, "a conversation with someone other than the admin"))
+        return self._last[1]
 
 
 def sender_turn(rights: Rights, sender: str, tools: GuestTools) -> tuple[TurnAudience, ToolPolicy | None]:
