@@ -103,7 +103,7 @@ class AppService:
     def _rights_changed(self, change: RightsChanged) -> None:
         """[admin] or [dm] changed in the file: the DM inbox reads the rights itself; the admin's context and the
         embedded relay's allow-list follow here (not when attached: the admin is then this window's own key)."""
-        if self.attached_to is not None or change.config is None or change.new.dm == change.old.dm:
+        if self.attached_to is not None or not change.new.readable or change.new.dm == change.old.dm:
             return  # unreadable: nobody's rights meanwhile, nothing to follow; or only [dm] guest_tools changed
         self.admin_pubkey = change.new.dm.admin
         parts = self._parts

@@ -3,7 +3,8 @@ followed while the app or ``serve`` runs.
 
 The config is the intent, and the intent changes while a process runs: an admin replaced, a friend taken off the
 allow-list. Before each direct message is judged (at most every :data:`INBOX_RECHECK_S`) and before each turn is
-decided (always), the file is looked at — a stat on a worker thread, read and checked again only when it changed.
+decided (always), the file is looked at — read on a worker thread (a few KiB), parsed and checked only when its
+content changed.
 A change takes effect from that moment: the revoked admin's next message is judged by the new policy. A file that no
 longer reads (bad TOML, a bad key) leaves the rights to nobody — every sender is a stranger until it reads again, the
 terminal unaffected — and says so once, naming the file and the problem. Anything else in the file waits for a
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -110,29 +110,45 @@ def sender_turn(rights: Rights, sender: str, tools: GuestTools) -> tuple[TurnAud
 @dataclass(frozen=True, slots=True)
 class RightsChanged:
     old: Rights
-    new: Rights
-    config: Config | None  # the config as read now (None when it does not read)
+    new: Rights  # ``readable`` False: the file does not read, and nobody has rights meanwhile
 
 
-def _signature(path: Path) -> tuple[int, int, int] | None:
-    """What tells a changed file: (inode, size, mtime in ns); None when there is no file."""
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few KiB: a larger one is refused, not read whole
+_UNSEEN = b"\x00unseen"  # not looked at yet (no file's content can be this and also parse)
+
+
+def _content(path: Path) -> bytes | None:
+    """The file's bytes (at most one past the bound), None when there is none. Compared whole, not by its times:
+    two saves within one tick of the file system's clock, of the same size, would look alike."""
     try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def _read(path: Path, env: Mapping[str, str]) -> Config:
-    """The config at ``path`` as :func:`~didactyl_tui.config_file.load_config` reads it; a missing file is the
-    defaults (no admin, no allow-list)."""
-    try:
-        text = path.read_text("utf-8")
+        with open(path, "rb") as f:
+            return f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}", "Bad config") from None
+
+
+def _parse(path: Path, data: bytes | None, env: Mapping[str, str]) -> Config:
+    """The config in ``data`` as :func:`~didactyl_tui.config_file.load_config` reads it; no file is the defaults (no
+    admin, no allow-list)."""
+    if data is None:
         return Config(path=None)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}", "Bad config") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: over {MAX_CONFIG_BYTES:,} bytes", "Bad config")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text", "Bad config") from None
     return validate(apply_env(parse_config(text, path), dict(env)))
+
+
+def _look(path: Path, seen: bytes | None, env: Mapping[str, str]) -> tuple[bytes | None, Rights | None]:
+    """(the file's content, the rights it grants — None when the content is what was seen already)."""
+    data = _content(path)
+    if data == seen:
+        return data, None
+    return data, rights_of(_parse(path, data, env))
 
 
 class LivePolicy:
@@ -142,7 +158,7 @@ class LivePolicy:
                  warn: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
         self.path, self._env, self._warn, self._clock = path, dict(env), warn, clock
         self.rights = initial
-        self._seen = _signature(path) if path is not None else None
+        self._seen: bytes | None = _UNSEEN  # the content last looked at (read first by the first refresh)
         self._checked_at = clock()
         self._lock = asyncio.Lock()
         self._changes: Listeners[RightsChanged] = Listeners()
@@ -161,18 +177,16 @@ class LivePolicy:
         async with self._lock:
             if self._fresh(max_age_s):
                 return self.rights  # another caller looked meanwhile
-            seen = await asyncio.to_thread(_signature, self.path)
-            self._checked_at = self._clock()
-            if seen == self._seen:
-                return self.rights
-            self._seen = seen
             try:
-                config = await asyncio.to_thread(_read, self.path, self._env)
-                new = rights_of(config)
+                self._seen, new = await asyncio.to_thread(_look, self.path, self._seen, self._env)
             except ConfigError as exc:
-                self._take(Rights(NOBODY, (), readable=False), None, one_line(exc.message)[:300])
+                self._seen = _UNSEEN  # looked at again next time
+                self._take(Rights(NOBODY, (), readable=False), one_line(exc.message)[:300])
             else:
-                self._take(new, config, None)
+                if new is not None:
+                    self._take(new, None)
+            finally:
+                self._checked_at = self._clock()
         return self.rights
 
     async def watch(self) -> None:
@@ -184,7 +198,7 @@ class LivePolicy:
     def _fresh(self, max_age_s: float) -> bool:
         return max_age_s > 0 and self._clock() - self._checked_at < max_age_s
 
-    def _take(self, new: Rights, config: Config | None, problem: str | None) -> None:
+    def _take(self, new: Rights, problem: str | None) -> None:
         old = self.rights
         if new == old:
             return
@@ -194,7 +208,7 @@ class LivePolicy:
                        "until it reads again")
         else:
             self._warn(_what_changed(old, new, self.path))
-        self._changes.emit(RightsChanged(old, new, config))
+        self._changes.emit(RightsChanged(old, new))
 
 
 def _who(pubkey: str | None) -> str:
