@@ -44,7 +44,7 @@ async def chat(args: argparse.Namespace, config: Config, data: Path, env: Mappin
                 "session_id": None if args.ephemeral and not args.session else session,
                 "ephemeral": bool(args.ephemeral),
                 "reply": finished.reply,
-                "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result}
+                "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result, "ending": c.ending}
                                for c in finished.tool_calls],
                 "prompt": assembly.to_json_dict() if assembly is not None else None,
                 "cut": finished.cut,

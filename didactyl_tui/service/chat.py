@@ -167,7 +167,7 @@ class ChatService:
         policy = registry.policy
         if policy is not None and any(t.name == name for t in self._rt.memory_manager.tools()):
             if not policy.permits(name):
-                return ToolOutcome(name, policy.refusal(name), True)
+                return ToolOutcome(name, policy.refusal(name), True, refused=True)
         outcome = await self._rt.memory_manager.call_tool(name, arguments)
         if outcome is not None:
             return outcome
@@ -207,12 +207,13 @@ class ChatService:
                        tools: ToolPolicy | None = None,
                        audience: TurnAudience = ADMIN_TURN) -> AsyncIterator[AgentEvent]:
         """One turn of a ``kind`` session. LLM errors end it with TurnFailed (never raised). A finished turn is saved
-        whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again); an
-        ephemeral one (``kind.keeps_conversation`` false) saves nothing. The memory backend learns from it only
-        for terminal and DM sessions (``kind.records_turns``; a guest's for that conversation alone). ``tools``
-        narrows what the model may call (None: every tool); ``audience`` what its prompt may carry (the admin's:
-        everything)."""
+        whole; a failed or cancelled one keeps the user's message and what the turn had said and done so far, marked
+        (shown, never sent again: agent/turn/record.py); an ephemeral one (``kind.keeps_conversation`` false) saves
+        nothing. The memory backend learns from it only for terminal and DM sessions (``kind.records_turns``; a
+        guest's for that conversation alone). ``tools`` narrows what the model may call (None: every tool);
+        ``audience`` what its prompt may carry (the admin's: everything)."""
         from ..agent.turn import loop
+        from ..agent.turn.record import TurnRecord
 
         registry = self._registry.restricted(tools)
 
@@ -229,12 +230,13 @@ class ChatService:
             await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
-        ended = False
+        ended, record = False, TurnRecord()
         token = current_session_kind.set(kind)  # who may confirm a note (post_note) in this turn
         try:
             async for event in loop.run_turn(settings=self._llm_settings(), assembly=assembly,
                                              dispatch=dispatch, session_id=session_id,
                                              max_tool_rounds=self._config.llm.max_tool_rounds):
+                record.take(event)
                 if isinstance(event, TurnFinished):
                     ended = True
                     await self._persist_turn(session_id, message, event, kind, audience)
@@ -244,13 +246,13 @@ class ChatService:
                         completion_tokens=usage.completion_tokens, cost_usd=usage.cost_usd))
                 elif isinstance(event, TurnFailed):
                     ended = True
-                    await self._persist_unanswered(session_id, message, "failed", kind)
+                    await self._persist_unanswered(session_id, message, "failed", kind, record.so_far("interrupted"))
                     await self._log_assembly(session_id, kind, SavedAssembly(assembly, failure=event.message))
                 yield event
         except (asyncio.CancelledError, GeneratorExit):
             if not ended and kind.keeps_conversation:  # cancelled: a worker thread finishes the save
                 self._save_in_background(session_id, message, "cancelled",
-                                         SavedAssembly(assembly, failure="cancelled"))
+                                         SavedAssembly(assembly, failure="cancelled"), record.so_far("cancelled"))
             raise
         finally:
             current_session_kind.reset(token)
@@ -258,9 +260,11 @@ class ChatService:
     async def _persist_turn(self, session_id: str, message: str, event: TurnFinished, kind: SessionKind,
                             audience: TurnAudience) -> None:
         if kind.keeps_conversation:
+            from ..agent.turn.record import finished_messages
+
             try:
                 await asyncio.to_thread(self._rt.conversations.append, session_id,
-                                        [{"role": "user", "content": message}, *event.new_messages])
+                                        [{"role": "user", "content": message}, *finished_messages(event)])
             except DidactylError as exc:
                 self._warn(f"the conversation was not saved: {exc.message}")
         if kind.records_turns:
@@ -268,9 +272,11 @@ class ChatService:
             record = manager.record_turn if audience.admin else manager.record_conversation_turn
             await record(session_id, message, event.reply)
 
-    def _save_unanswered(self, session_id: str, message: str, status: str) -> None:
+    def _save_unanswered(self, session_id: str, message: str, status: str,
+                         so_far: list[dict[str, Any]] | None = None) -> None:
         try:
-            self._rt.conversations.append(session_id, [{"role": "user", "content": message, "status": status}])
+            self._rt.conversations.append(session_id, [{"role": "user", "content": message, "status": status},
+                                                       *(so_far or ())])
         except DidactylError as exc:
             self._warn(f"the {status} message was not saved: {exc.message}")
 
@@ -280,17 +286,19 @@ class ChatService:
         except DidactylError as exc:  # the inspector's record only: the chat itself is saved
             log.warning("a prompt assembly was not kept: %s", exc.message)
 
-    async def _persist_unanswered(self, session_id: str, message: str, status: str, kind: SessionKind) -> None:
+    async def _persist_unanswered(self, session_id: str, message: str, status: str, kind: SessionKind,
+                                  so_far: list[dict[str, Any]] | None = None) -> None:
         if kind.keeps_conversation:
-            await asyncio.to_thread(self._save_unanswered, session_id, message, status)
+            await asyncio.to_thread(self._save_unanswered, session_id, message, status, so_far)
 
     async def _log_assembly(self, session_id: str, kind: SessionKind, saved: SavedAssembly) -> None:
         if kind.keeps_conversation:
             await asyncio.to_thread(self._save_assembly, session_id, saved)
 
-    def _save_in_background(self, session_id: str, message: str, status: str, saved: SavedAssembly) -> None:
+    def _save_in_background(self, session_id: str, message: str, status: str, saved: SavedAssembly,
+                            so_far: list[dict[str, Any]]) -> None:
         def save() -> None:
-            self._save_unanswered(session_id, message, status)
+            self._save_unanswered(session_id, message, status, so_far)
             self._save_assembly(session_id, saved)
 
         try:

@@ -25,14 +25,15 @@ from ..agent.turn.events import (
     TurnFinished,
     TurnStarted,
 )
+from ..agent.turn.record import NOT_FINISHED, answered_in_part, unanswered_note
 from ..nostr.nip19 import encode_npub
 from ..nostr.replaceable import is_newer
 from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
 
 __all__ = [
-    "END", "START", "AgentEvent", "ConnectionState", "DocumentKey", "DocumentSnapshot", "IdentityView",
-    "NewerVersionKnown", "PromptAssembly", "PublishOutcome", "RelayVerdict", "SaveResult", "SavedAssembly",
-    "SelfContextSnapshot", "SessionInfo", "SessionKind", "Task", "TaskList", "TextDelta", "ToolCallFinished",
-    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "conflicts_left", "encode_npub",
-    "is_newer", "read_soul_text",
+    "END", "NOT_FINISHED", "START", "AgentEvent", "ConnectionState", "DocumentKey", "DocumentSnapshot",
+    "IdentityView", "NewerVersionKnown", "PromptAssembly", "PublishOutcome", "RelayVerdict", "SaveResult",
+    "SavedAssembly", "SelfContextSnapshot", "SessionInfo", "SessionKind", "Task", "TaskList", "TextDelta",
+    "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "answered_in_part",
+    "conflicts_left", "encode_npub", "is_newer", "read_soul_text", "unanswered_note",
 ]

@@ -354,8 +354,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
                 async for event in service.chat.run_turn(self.session_id, text):
                     await turn.show(event)
         except asyncio.CancelledError:
-            await turn.end_reply("cancelled")
-            turn.mark_unanswered("cancelled")
+            await turn.cancelled()
             raise
         finally:
             self.streaming = False
@@ -382,3 +381,4 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "turn")
+

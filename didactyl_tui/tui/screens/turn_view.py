@@ -43,6 +43,7 @@ class TurnView:
     def __init__(self, screen: TurnScreen, text: str, user_entry: MessageEntry) -> None:
         self.screen, self.text, self.user_entry = screen, text, user_entry
         self.reply: MessageEntry | None = None  # the reply being streamed, if any
+        self.said_something = False  # text or a tool call came before the turn ended
         self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
 
     async def end_reply(self, note: str | None = None) -> None:
@@ -51,9 +52,16 @@ class TurnView:
             self.reply = None
 
     def mark_unanswered(self, status: str) -> None:
-        """The user's message stays (and is saved so, marked): this turn got no answer."""
-        self.user_entry.add_class("-failed")
-        self.user_entry.border_subtitle = f"{status}: not answered"
+        """The user's message stays (and is saved so, marked): this turn got no whole answer."""
+        self.user_entry.mark_unanswered(status, in_part=self.said_something)
+
+    async def cancelled(self) -> None:
+        """Esc (or quitting) ended the turn: the reply so far and any call still running show so, as kept."""
+        from ...service.types import NOT_FINISHED
+
+        await self.end_reply("cancelled")
+        self.screen.conversation.end_running_tools(NOT_FINISHED)
+        self.mark_unanswered("cancelled")
 
     async def show(self, event: AgentEvent) -> None:
         from ...service.types import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
@@ -65,17 +73,19 @@ class TurnView:
                 self.assembly = assembly
                 status.context_window = self.screen.require_service().model.context_window()
             case TextDelta(text=text):
+                self.said_something = True
                 if self.reply is None:
                     self.reply = await conversation.start_reply()
                     status.activity = "writing…"
                 await self.reply.feed(text)
             case ToolCallStarted():
+                self.said_something = True
                 await self.end_reply()  # text before a tool call stays above it
                 status.activity = f"running {event.name}…"
                 await conversation.tool_started(event.call_id, event.name, event.arguments, event.round)
             case ToolCallFinished():
                 await conversation.tool_finished(event.call_id, event.name, event.arguments, event.result,
-                                                 event.is_error, event.round)
+                                                 event.ending, event.round)
             case TurnFinished():
                 await self._finished(event)
             case TurnFailed():

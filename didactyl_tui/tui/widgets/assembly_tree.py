@@ -255,8 +255,7 @@ class AssemblyTree(Tree[NodeInfo]):
         if entry.tool_calls:
             rounds = node.add(_label(f"Tool rounds: {len(entry.tool_calls)} call(s)"), data=NodeInfo(n, "rounds"))
             for call in entry.tool_calls:
-                mark = "error" if call.is_error else "ok"
-                child = rounds.add(_label(f"round {call.round}: {call.name} · {mark}"),
+                child = rounds.add(_label(f"round {call.round}: {call.name} · {call.ending}"),
                                    data=NodeInfo(n, "call", "error" if call.is_error else None))
                 child.add_leaf(_label("arguments: " + json.dumps(call.arguments, ensure_ascii=False)[:300]),
                                data=NodeInfo(n, "line"))
