@@ -1,5 +1,6 @@
-"""Pilot: what the screen shows of a turn is what a resume shows: each tool call as it ended (error, done, refused); a reply cancelled part way, its part so far marked, live and after a
-resume."""
+"""Pilot: what the screen shows of a turn is what a resume shows, and nothing the person did is lost on quit: each
+tool call as it ended (error, done, refused); a reply cancelled part way, its part so far marked, live and after a
+resume; Ctrl+Q while a reply streams asks (quit, keeping the reply so far, or wait for it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
 
+from didactyl_tui.agent.conversations.store import ConversationStore
+from didactyl_tui.service.runtime import CONVERSATIONS_DB
+from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
 from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
 
@@ -84,3 +88,31 @@ async def test_a_cancelled_reply_shows_its_part_so_far_marked_live_and_after_a_r
             assert "-failed" in asked.classes and str(asked.border_subtitle) == "cancelled: answered in part"
             await wait_for(pilot, lambda: "(cancelled)" in screen_text(app), 10, "the note on screen")
 
+
+async def test_quitting_while_a_reply_streams_asks_and_keeps_the_reply_so_far(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        stub.script(Reply.text_reply("Half of the answer and the rest", pauses={3: 60.0}))
+        app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+            await send(pilot, "go")
+            await wait_for(pilot, lambda: "answer" in (main.conversation.last_reply() or ""), 30, "part of a reply")
+            session = main.session_id
+            await pilot.press("ctrl+q")
+            dialog = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, 10, "asked")
+            assert "A reply is being written" in screen_text(app) and "Wait for the reply" in screen_text(app)
+            await pilot.press("escape")  # wait for the reply: nothing stops
+            await wait_for(pilot, lambda: app.screen is main, 10, "the question closed")
+            assert main.streaming and app.is_running
+            await pilot.press("ctrl+q")
+            dialog = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, 10, "asked")
+            dialog.query_one("#confirm").press()  # quit now
+            await wait_for(pilot, lambda: not app.is_running, 30, "the app to quit")
+        store = ConversationStore(tmp_path / CONVERSATIONS_DB)
+        try:
+            assert store.messages(session) == [
+                {"role": "user", "content": "go", "status": "cancelled"},
+                {"role": "assistant", "content": "Half of the answer", "status": "cancelled"}]
+        finally:
+            store.close()

@@ -7,6 +7,7 @@ the widgets post requests (send, edit, load, dry run...) that this screen turns 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events, on, work
@@ -382,3 +383,12 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "turn")
 
+    async def stop_turn(self) -> None:
+        """Cancel the reply being written and wait for its turn to end (its part so far kept in the chat, marked)."""
+        from textual.worker import WorkerCancelled, WorkerFailed
+
+        turns = [w for w in self.workers if w.node is self and w.group == "turn" and not w.is_finished]
+        self.action_cancel()
+        for worker in turns:
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):
+                await worker.wait()
