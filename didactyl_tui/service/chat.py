@@ -16,6 +16,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ..actions import no_model_line
 from ..agent.audience import ADMIN_TURN, TurnAudience
 from ..agent.conversations.assembly_log import SavedAssembly
 from ..agent.conversations.session_info import SessionInfo
@@ -36,9 +37,6 @@ from .runtime import Runtime
 from .sessions import Sessions
 
 log = logging.getLogger("didactyl.service")
-
-NO_MODEL = "set $DIDACTYL_MODEL or [llm] model in the config (e.g. openai/gpt-4o-mini)"
-
 
 # The context tools that render a document of the agent's (the section's source is that document's version).
 DOCUMENT_TOOLS: dict[DocumentKey, tuple[str, ...]] = {
@@ -182,7 +180,7 @@ class ChatService:
         from ..agent.llm.errors import LlmError
 
         if not self._model.name.strip():
-            raise AgentError(NO_MODEL, "No model configured")
+            raise AgentError(no_model_line(self._config.keys), "No model configured")
         parts: list[str] = []
         size = 0
         try:
@@ -222,7 +220,8 @@ class ChatService:
 
         if not self._model.name.strip():
             await self._persist_unanswered(session_id, message, "failed", kind)
-            yield TurnFailed(session_id, NO_MODEL, title="No model configured", retryable=False)
+            yield TurnFailed(session_id, no_model_line(self._config.keys), title="No model configured",
+                             retryable=False)
             return
         try:
             assembly = await self._assemble(session_id, message, dry_run=False, registry=registry, audience=audience)

@@ -43,6 +43,8 @@ FIRST_PAINT_ENV = "DIDACTYL_FIRST_PAINT_FILE"
 """Benchmark hook: when set, the app writes the wall-clock time of its first painted frame there and exits."""
 
 STOP_TIMEOUT_S = 5.0
+# Printed when the person quits at the first run's key question (the app made nothing).
+NO_KEY_MADE = "didactyl: no key was made for the agent; it asks where the key lives at the next start."
 
 
 class DidactylApp(App[None]):
@@ -217,7 +219,7 @@ class DidactylApp(App[None]):
         from .screens.key_place import settle_key_place
 
         if not await settle_key_place(self):  # a first run: where the agent's key lives, asked before it is made
-            self.exit()
+            self.exit(message=NO_KEY_MADE)
             return
         main = self.main_screen
         await main.mount_sidebar()
