@@ -34,6 +34,8 @@ async def chat(args: argparse.Namespace, config: Config, data: Path, env: Mappin
                 out.stream(cleaner, event.text)
                 streamed = True
             elif isinstance(event, TurnFailed):
+                if not args.session and not args.ephemeral:  # a new chat whose only turn failed is not kept
+                    await service.chat.sessions.delete(session)
                 raise CommandFailed(event.message, event.title)
             elif isinstance(event, TurnFinished):
                 finished = event

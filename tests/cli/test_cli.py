@@ -134,8 +134,21 @@ async def test_chat_json_through_the_stub(tmp_path: Path) -> None:
     assert data["cut"] is None  # no bound was reached
     assert data["reply"] == "Your npub is above."
     npub_result = json.dumps({"content": AGENT_KEY.npub})
-    assert data["tool_calls"] == [{"name": "my_npub", "arguments": {}, "result": npub_result}]
+    assert data["tool_calls"] == [{"name": "my_npub", "arguments": {}, "result": npub_result, "ending": "done"}]
     assert data["prompt"]["messages"][-1] == {"role": "user", "content": "who am I?"}
+
+
+def test_a_failed_headless_turn_leaves_no_chat_behind_and_no_model_names_ctrl_l(tmp_path: Path) -> None:
+    config = '[llm]\nmodel = "nosuchprovider/bad-name"\n[relays]\nembedded_port = 0\n[memory]\nbackend = "none"\n'
+    env = cli_env(tmp_path, config, DIDACTYL_NSEC=AGENT_KEY.nsec())
+    failed = didactyl(env, "chat", "-m", "hi")
+    assert failed.returncode == 1 and "nosuchprovider/bad-name" in one_line(failed.stderr)
+    none = didactyl({**env, "DIDACTYL_MODEL": "", "XDG_CONFIG_HOME": str(tmp_path / "nowhere")}, "chat", "-m", "hi")
+    assert none.returncode == 1 and one_line(none.stderr) == (
+        "didactyl: No model configured: choose a model in the app with Ctrl+L, or set [llm] model in config.toml or "
+        "$DIDACTYL_MODEL (e.g. openai/gpt-4o-mini)")
+    listed = didactyl(env, "sessions", "list", "--all")
+    assert (listed.returncode, listed.stdout) == (0, "")
 
 
 async def test_relay_command_serves_the_data_dirs_shared_relay(tmp_path: Path) -> None:
