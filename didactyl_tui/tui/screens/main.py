@@ -349,7 +349,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             self.session_id = await service.chat.new_session()
         turn = TurnView(self, text, await self.conversation.add_user(text))
         self.streaming = True
-        self.status.activity = "thinking…"
+        turn.tell("thinking…")
+        silence = self.set_interval(1.0, turn.tell_silence)  # a stream that stalls says so
         try:
             with turn_running(self.conversation.reply_path):  # the fast path holds full collections off
                 async for event in service.chat.run_turn(self.session_id, text):
@@ -358,6 +359,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             await turn.cancelled()
             raise
         finally:
+            silence.stop()
             self.streaming = False
             self.status.activity = ""
             self.call_later(self._send_queued)

@@ -3,11 +3,14 @@ inspector as they stream in."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...actions import keys_for
 from ..widgets.assembly_tree import prompt_tokens
 
 if TYPE_CHECKING:
+    from ...config import Config
     from ...service.screen_api import ScreenService
     from ...service.types import AgentEvent, PromptAssembly, TurnFailed, TurnFinished
     from ..widgets.chat_input import ChatInput
@@ -18,8 +21,14 @@ if TYPE_CHECKING:
     from ..widgets.status_bar import StatusBar
 
 
+# After this long with no word from the model (and no tool running), the status bar says so, counting.
+SILENCE_NOTICE_S = 5.0
+
+
 class TurnScreen(Protocol):
     """What a turn draws into (the main screen is one)."""
+
+    config: Config
 
     @property
     def status(self) -> StatusBar: ...
@@ -44,6 +53,20 @@ class TurnView:
         self.screen, self.text, self.user_entry = screen, text, user_entry
         self.reply: MessageEntry | None = None  # the reply being streamed, if any
         self.said_something = False  # text or a tool call came before the turn ended
+        self.heard_at = time.monotonic()  # when the model last sent something (or was asked)
+        self.running_tools = 0  # calls started and not finished: the silence is theirs, not the model's
+        self.activity = ""  # what the turn is doing, as the status bar says it
+
+    def tell(self, activity: str) -> None:
+        self.activity = self.screen.status.activity = activity
+
+    def tell_silence(self) -> None:
+        """(A timer, every second.) Waiting on the model for SILENCE_NOTICE_S or more: how long, and how to stop."""
+        quiet = time.monotonic() - self.heard_at
+        if self.running_tools or quiet < SILENCE_NOTICE_S:
+            return
+        cancel = keys_for("cancel", self.screen.config.keys)
+        self.screen.status.activity = f"{self.activity} no word from the model for {quiet:.0f} s · {cancel} cancels"
         self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
 
     async def end_reply(self, note: str | None = None) -> None:
@@ -67,6 +90,8 @@ class TurnView:
         from ...service.types import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
 
         status, conversation = self.screen.status, self.screen.conversation
+        self.heard_at = time.monotonic()
+        status.activity = self.activity  # a silence noticed is over
         match event:
             case TurnStarted(assembly=assembly):  # the inspector gets it from the service's PromptAssembled
                 status.prompt_tokens, status.tokens_estimated = prompt_tokens(assembly, None)
@@ -76,14 +101,18 @@ class TurnView:
                 self.said_something = True
                 if self.reply is None:
                     self.reply = await conversation.start_reply()
-                    status.activity = "writing…"
+                    self.tell("writing…")
                 await self.reply.feed(text)
             case ToolCallStarted():
                 self.said_something = True
+                self.running_tools += 1
                 await self.end_reply()  # text before a tool call stays above it
-                status.activity = f"running {event.name}…"
+                self.tell(f"running {event.name}…")
                 await conversation.tool_started(event.call_id, event.name, event.arguments, event.round)
             case ToolCallFinished():
+                self.running_tools -= 1
+                if not self.running_tools:
+                    self.tell("thinking…")  # the results go back to the model
                 await conversation.tool_finished(event.call_id, event.name, event.arguments, event.result,
                                                  event.ending, event.round)
             case TurnFinished():

@@ -1,0 +1,43 @@
+"""Pilot: a reply that stalls says so. After a few seconds with no word from the model the status bar counts the
+silence and names the key that cancels; the next word clears it; Esc then cancels as it says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llm_stub import LlmStub, Reply
+from tui_support import SIZE, make_app, make_config, started, wait_for
+
+from didactyl_tui.tui.screens.turn_view import SILENCE_NOTICE_S
+
+pytestmark = pytest.mark.usefixtures("warm_litellm")
+
+
+async def test_a_stalled_reply_says_how_long_it_waited_and_that_esc_cancels(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        # A word, a pause longer than the notice, a word, then a stall that only Esc ends.
+        stub.script(Reply.text_reply("one two three", chunks=["one", " two", " three"],
+                                     pauses={0: SILENCE_NOTICE_S + 2, 1: 120.0}))
+        config = make_config(llm_base_url=stub.base_url)
+        config.llm.timeout_s = 300.0  # the model's own silence limit is not what is tested here
+        app = make_app(tmp_path, config)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+            main.chat_input.focus()
+            await pilot.press(*"go", "enter")
+            await wait_for(pilot, lambda: "one" in (main.conversation.last_reply() or ""), 30, "the first word")
+            status = main.status
+            await wait_for(pilot, lambda: "no word from the model for" in status.activity, 30, "the notice")
+            assert status.activity.startswith("writing… no word from the model for ")
+            assert status.activity.endswith(" s · Esc cancels")
+            waited = int(status.activity.split(" for ")[1].split(" s")[0])
+            assert waited >= SILENCE_NOTICE_S
+            # The next word ends the silence: the notice goes.
+            await wait_for(pilot, lambda: "two" in (main.conversation.last_reply() or ""), 30, "the second word")
+            assert status.activity == "writing…"
+            await wait_for(pilot, lambda: "no word from the model for" in status.activity, 30, "the notice again")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not main.streaming, 10, "the cancel")
+            assert status.activity == "" and main.conversation.last_reply().endswith("*(cancelled)*")
