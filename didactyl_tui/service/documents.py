@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agent.documents.consensus import ConsensusCheck, RelayHolding
-from ..agent.documents.history import unified_diff
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.outbox import OutboxEntry
+from ..agent.documents.text_diff import unified_diff
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
 from ..errors import AgentError
 from ..nostr.event import Event

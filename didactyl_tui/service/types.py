@@ -10,6 +10,7 @@ from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.merge import END, START, conflicts_left
+from ..agent.documents.text_diff import NO_NEWLINE, diff_lines
 from ..agent.documents.versions import DocumentSnapshot, NewerVersionKnown, SaveResult
 from ..agent.identity.cache import IdentityView, SelfContextSnapshot
 from ..agent.llm.usage import Usage
@@ -31,9 +32,9 @@ from ..nostr.replaceable import is_newer
 from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
 
 __all__ = [
-    "END", "NOT_FINISHED", "START", "AgentEvent", "ConnectionState", "DocumentKey", "DocumentSnapshot",
+    "END", "NOT_FINISHED", "NO_NEWLINE", "START", "AgentEvent", "ConnectionState", "DocumentKey", "DocumentSnapshot",
     "IdentityView", "NewerVersionKnown", "PromptAssembly", "PublishOutcome", "RelayVerdict", "SaveResult",
     "SavedAssembly", "SelfContextSnapshot", "SessionInfo", "SessionKind", "Task", "TaskList", "TextDelta",
     "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "answered_in_part",
-    "conflicts_left", "encode_npub", "is_newer", "read_soul_text", "unanswered_note",
+    "conflicts_left", "diff_lines", "encode_npub", "is_newer", "read_soul_text", "unanswered_note",
 ]

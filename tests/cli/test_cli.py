@@ -74,6 +74,19 @@ def test_memory_save_and_show_round_trip_with_bad_input(tmp_path: Path) -> None:
     assert AGENT_KEY.nsec() not in saved.stdout + saved.stderr + shown.stdout + plain.stdout
 
 
+def test_memory_diff_of_versions_without_final_newlines_shows_one_line_per_change(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, DIDACTYL_NSEC=AGENT_KEY.nsec())
+    ids = []
+    for text in ("short", "long"):  # --content has no final newline
+        saved = didactyl(env, "memory", "save", "--type", "short_term", "--content", text, "--json")
+        assert saved.returncode == 0, saved.stderr
+        ids.append(json.loads(saved.stdout)["event_id"])
+    diff = didactyl(env, "memory", "diff", "--type", "short_term", ids[0][:8])
+    assert diff.returncode == 0, diff.stderr
+    assert diff.stdout.splitlines()[2:] == [
+        "@@ -1 +1 @@", "-short", "\\ No newline at end of file", "+long", "\\ No newline at end of file"]
+
+
 def test_prompt_dry_run_json_without_litellm_or_textual(tmp_path: Path) -> None:
     env = cli_env(tmp_path, DIDACTYL_NSEC=AGENT_KEY.nsec(), DIDACTYL_MODEL="openai/some-model")
     proc = didactyl(env, "prompt", "--message", "hello", "--json", importtime=True)
