@@ -158,9 +158,11 @@ def keys_for(action_id: str, keymap: Mapping[str, str] | None = None) -> str:
 
 
 def _readable(key: str) -> str:
+    """``ctrl+l`` → ``Ctrl+L``, ``f12`` → ``F12``; a letter alone stays as typed (``o``, not shift+o's ``O``)."""
     words = {"escape": "Esc", "enter": "Enter", "space": "Space", "tab": "Tab"}
-    return "+".join(words.get(part, part.capitalize() if len(part) > 1 else part.upper())
-                    for part in key.strip().split("+"))
+    parts = key.strip().split("+")
+    return "+".join(words.get(part, part.capitalize() if len(part) > 1 else part.upper() if len(parts) > 1 else part)
+                    for part in parts)
 
 
 def no_model_line(keymap: Mapping[str, str] | None = None) -> str:
