@@ -3,13 +3,15 @@ silence and names the key that cancels; the next word clears it; Esc then cancel
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from llm_stub import LlmStub, Reply
-from tui_support import SIZE, make_app, make_config, started, wait_for
+from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.tui.screens.turn_view import SILENCE_NOTICE_S
+from didactyl_tui.tui.widgets.message_entry import MessageEntry
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
 
@@ -28,15 +30,18 @@ async def test_a_stalled_reply_says_how_long_it_waited_and_that_esc_cancels(tmp_
             main.chat_input.focus()
             await pilot.press(*"go", "enter")
             await wait_for(pilot, lambda: "one" in (main.conversation.last_reply() or ""), 30, "the first word")
-            status = main.status
+            status, reply = main.status, main.conversation.query(MessageEntry)[-1]
             await wait_for(pilot, lambda: "no word from the model for" in status.activity, 30, "the notice")
             assert status.activity.startswith("writing… no word from the model for ")
-            assert status.activity.endswith(" s · Esc cancels")
-            waited = int(status.activity.split(" for ")[1].split(" s")[0])
-            assert waited >= SILENCE_NOTICE_S
+            # Said whole on the reply's frame too (the status bar may be cut on a narrow terminal).
+            notice = str(reply.border_subtitle)
+            assert notice.startswith("no word from the model for ") and notice.endswith(" s · Esc cancels"), notice
+            assert int(notice.split(" for ")[1].split(" s")[0]) >= SILENCE_NOTICE_S
+            shown = re.compile(r"no word from the model for \d+ s · Esc cancels")  # it counts on as we look
+            await wait_for(pilot, lambda: shown.search(screen_text(app)), 10, "the notice on screen")
             # The next word ends the silence: the notice goes.
             await wait_for(pilot, lambda: "two" in (main.conversation.last_reply() or ""), 30, "the second word")
-            assert status.activity == "writing…"
+            assert status.activity == "writing…" and not reply.border_subtitle
             await wait_for(pilot, lambda: "no word from the model for" in status.activity, 30, "the notice again")
             await pilot.press("escape")
             await wait_for(pilot, lambda: not main.streaming, 10, "the cancel")

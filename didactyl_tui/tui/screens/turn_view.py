@@ -56,17 +56,27 @@ class TurnView:
         self.heard_at = time.monotonic()  # when the model last sent something (or was asked)
         self.running_tools = 0  # calls started and not finished: the silence is theirs, not the model's
         self.activity = ""  # what the turn is doing, as the status bar says it
+        self.silent_entry: MessageEntry | None = None  # the message whose frame says the model is silent
 
     def tell(self, activity: str) -> None:
         self.activity = self.screen.status.activity = activity
 
     def tell_silence(self) -> None:
-        """(A timer, every second.) Waiting on the model for SILENCE_NOTICE_S or more: how long, and how to stop."""
+        """(A timer, every second.) Waiting on the model for SILENCE_NOTICE_S or more: how long, and how to stop,
+        on the frame of the reply being written (or of the message waiting for one) and in the status bar."""
         quiet = time.monotonic() - self.heard_at
         if self.running_tools or quiet < SILENCE_NOTICE_S:
             return
-        cancel = keys_for("cancel", self.screen.config.keys)
-        self.screen.status.activity = f"{self.activity} no word from the model for {quiet:.0f} s · {cancel} cancels"
+        notice = f"no word from the model for {quiet:.0f} s · {keys_for('cancel', self.screen.config.keys)} cancels"
+        self.screen.status.activity = f"{self.activity} {notice}"
+        self.silent_entry = self.reply or self.user_entry
+        self.silent_entry.border_subtitle = notice
+
+    def silence_over(self) -> None:
+        self.screen.status.activity = self.activity
+        if self.silent_entry is not None:
+            self.silent_entry.border_subtitle = ""
+            self.silent_entry = None
         self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
 
     async def end_reply(self, note: str | None = None) -> None:
@@ -82,6 +92,7 @@ class TurnView:
         """Esc (or quitting) ended the turn: the reply so far and any call still running show so, as kept."""
         from ...service.types import NOT_FINISHED
 
+        self.silence_over()
         await self.end_reply("cancelled")
         self.screen.conversation.end_running_tools(NOT_FINISHED)
         self.mark_unanswered("cancelled")
@@ -91,7 +102,7 @@ class TurnView:
 
         status, conversation = self.screen.status, self.screen.conversation
         self.heard_at = time.monotonic()
-        status.activity = self.activity  # a silence noticed is over
+        self.silence_over()
         match event:
             case TurnStarted(assembly=assembly):  # the inspector gets it from the service's PromptAssembled
                 status.prompt_tokens, status.tokens_estimated = prompt_tokens(assembly, None)
