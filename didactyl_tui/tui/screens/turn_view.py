@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from textual.content import Content
+
 from ...actions import keys_for
 from ..widgets.assembly_tree import prompt_tokens
 
@@ -70,7 +72,7 @@ class TurnView:
         notice = f"no word from the model for {quiet:.0f} s · {keys_for('cancel', self.screen.config.keys)} cancels"
         self.screen.status.activity = f"{self.activity} {notice}"
         self.silent_entry = self.reply or self.user_entry
-        self.silent_entry.border_subtitle = notice
+        self.silent_entry.border_subtitle = Content(notice)  # the key's name comes from the config: not markup
 
     def silence_over(self) -> None:
         self.screen.status.activity = self.activity

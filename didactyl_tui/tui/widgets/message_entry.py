@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 
 from ...terminal_text import StreamCleaner, clean
 from ..streaming import choose_path, new_body
@@ -45,7 +46,7 @@ class MessageEntry(Vertical):
         from ...service.types import unanswered_note
 
         self.add_class("-failed")
-        self.border_subtitle = unanswered_note(status, in_part=in_part)
+        self.border_subtitle = Content(unanswered_note(status, in_part=in_part))  # a stored status: never markup
 
     @property
     def text(self) -> str:
