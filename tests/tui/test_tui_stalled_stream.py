@@ -46,3 +46,22 @@ async def test_a_stalled_reply_says_how_long_it_waited_and_that_esc_cancels(tmp_
             await pilot.press("escape")
             await wait_for(pilot, lambda: not main.streaming, 10, "the cancel")
             assert status.activity == "" and main.conversation.last_reply().endswith("*(cancelled)*")
+
+
+async def test_a_reply_that_stalled_and_then_finished_ends_as_any_other(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        stub.script(Reply.text_reply("one two", chunks=["one", " two"], pauses={0: SILENCE_NOTICE_S + 2}))
+        config = make_config(llm_base_url=stub.base_url)
+        config.llm.timeout_s = 300.0
+        app = make_app(tmp_path, config)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+            main.chat_input.focus()
+            await pilot.press(*"go", "enter")
+            await wait_for(pilot, lambda: "no word from the model for" in main.status.activity, 30, "the notice")
+            await wait_for(pilot, lambda: not main.streaming, 30, "the end of the turn")
+            reply = main.conversation.query(MessageEntry)[-1]
+            assert reply.text == "one two" and not reply.border_subtitle and main.status.activity == ""
+            # The model's own count of the prompt, as after any turn (not our estimate).
+            assert main.status.prompt_tokens == 11 and main.status.tokens_estimated is False

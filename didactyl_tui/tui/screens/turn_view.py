@@ -54,6 +54,7 @@ class TurnView:
     def __init__(self, screen: TurnScreen, text: str, user_entry: MessageEntry) -> None:
         self.screen, self.text, self.user_entry = screen, text, user_entry
         self.reply: MessageEntry | None = None  # the reply being streamed, if any
+        self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
         self.said_something = False  # text or a tool call came before the turn ended
         self.heard_at = time.monotonic()  # when the model last sent something (or was asked)
         self.running_tools = 0  # calls started and not finished: the silence is theirs, not the model's
@@ -79,7 +80,6 @@ class TurnView:
         if self.silent_entry is not None:
             self.silent_entry.border_subtitle = ""
             self.silent_entry = None
-        self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
 
     async def end_reply(self, note: str | None = None) -> None:
         if self.reply is not None:
