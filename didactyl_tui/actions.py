@@ -148,3 +148,27 @@ def check_keymap(keys: Mapping[str, str]) -> dict[str, str]:
         elif not key.strip():
             problems[action] = "empty key"
     return problems
+
+
+
+def keys_for(action_id: str, keymap: Mapping[str, str] | None = None) -> str:
+    """The keys that run an action now (a ``[keys]`` remap in ``keymap``, else the table's default), as a person
+    reads them (``escape`` → ``Esc``, ``ctrl+s`` → ``Ctrl+S``, several joined by ``/``)."""
+    action = next(a for a in ACTIONS if a.id == action_id)
+    keys = (keymap or {}).get(action.id, action.keys)
+    return "/".join(_readable(key) for key in keys.split(",") if key.strip())
+
+
+def _readable(key: str) -> str:
+    """``ctrl+l`` → ``Ctrl+L``, ``f12`` → ``F12``; a letter alone stays as typed (``o``, not shift+o's ``O``)."""
+    words = {"escape": "Esc", "enter": "Enter", "space": "Space", "tab": "Tab"}
+    parts = key.strip().split("+")
+    return "+".join(words.get(part, part.capitalize() if len(part) > 1 else part.upper() if len(parts) > 1 else part)
+                    for part in parts)
+
+
+def no_model_line(keymap: Mapping[str, str] | None = None) -> str:
+    """How to set a model, as every place that finds none says it (after "No model configured"): the app's model
+    dialog first (its key, remaps included), then the config file and the environment."""
+    return (f"choose a model in the app with {keys_for('switch_model', keymap)}, or set [llm] model in config.toml "
+            "or $DIDACTYL_MODEL (e.g. openai/gpt-4o-mini)")

@@ -317,10 +317,12 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
             line = _failed_line(failed)
             assert "sk-stub-secret-123456" not in line  # the API key is never shown either
             matches_catalogue(row_id, line, {stub.base_url: "<llm>", dead_base: "<llm>"})
-            # The conversation is intact: the failed turn left nothing half-written, only the user's message,
-            # marked (shown, never sent to the model again).
+            # The conversation is intact: the failed turn left only the user's message and, when cut off, the reply
+            # so far, both marked (shown, never sent to the model again).
+            so_far = [{"role": "assistant", "content": "Half an", "status": "interrupted"}] if row_id == "llm-cut-off" \
+                else []
             assert (await service.chat.session_messages(session)) == [
-                *before, {"role": "user", "content": "tell me more", "status": "failed"}]
+                *before, {"role": "user", "content": "tell me more", "status": "failed"}, *so_far]
             # Retry works: the same message again, once the cause is gone.
             if row_id == "llm-no-model":
                 service.model.set("openai/stub-model")
@@ -334,7 +336,8 @@ async def test_llm_failure_rows(row_id: str, script: list[Reply], llm_overrides:
             messages = await service.chat.session_messages(session)
             assert messages[:len(before)] == before
             assert [(m["content"], m.get("status")) for m in messages[len(before):]] == [
-                ("tell me more", "failed"), ("tell me more", None), ("Here is more.", None)]
+                ("tell me more", "failed"), *[(m["content"], m["status"]) for m in so_far], ("tell me more", None),
+                ("Here is more.", None)]
             # The model saw the message once: the failed one is never sent again.
             assert [m["content"] for m in stub.requests[-1].messages].count("tell me more") == 1
 

@@ -114,11 +114,28 @@ def run(
     except KeyboardInterrupt:
         out.note("didactyl: interrupted")
         return 130
+    except BrokenPipeError:  # the reader closed our output (`| head`): it has what it wanted; end quietly
+        _closed(out.stdout)
+        return EXIT_OK
     except Exception as exc:
         if env.get(DEBUG_ENV):
             out.stderr.write(clean(traceback.format_exc()))
         out.note(f"didactyl: unexpected error: {type(exc).__name__}: {exc} (rerun with {DEBUG_ENV}=1 for details)")
         return EXIT_FAILED
+
+
+def _closed(stream: TextIO) -> None:
+    """Point an output the reader closed at /dev/null, so the interpreter's last flush of what is still buffered
+    does not fail (and print) once more on the way out."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): nothing is flushed at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin: TextIO,

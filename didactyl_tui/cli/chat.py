@@ -34,6 +34,8 @@ async def chat(args: argparse.Namespace, config: Config, data: Path, env: Mappin
                 out.stream(cleaner, event.text)
                 streamed = True
             elif isinstance(event, TurnFailed):
+                if not args.session and not args.ephemeral:  # a new chat whose only turn failed is not kept
+                    await service.chat.sessions.delete(session)
                 raise CommandFailed(event.message, event.title)
             elif isinstance(event, TurnFinished):
                 finished = event
@@ -44,7 +46,7 @@ async def chat(args: argparse.Namespace, config: Config, data: Path, env: Mappin
                 "session_id": None if args.ephemeral and not args.session else session,
                 "ephemeral": bool(args.ephemeral),
                 "reply": finished.reply,
-                "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result}
+                "tool_calls": [{"name": c.name, "arguments": c.arguments, "result": c.result, "ending": c.ending}
                                for c in finished.tool_calls],
                 "prompt": assembly.to_json_dict() if assembly is not None else None,
                 "cut": finished.cut,

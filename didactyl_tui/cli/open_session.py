@@ -21,7 +21,7 @@ def session_to_open(data_dir: Path, *, last: bool, session_id: str | None) -> st
 
 
 async def _choose(data_dir: Path, session_id: str | None) -> str:
-    from ..service.chat import open_sessions
+    from ..service.sessions import open_sessions
 
     sessions = open_sessions(data_dir)
     try:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..actions import no_model_line
 from ..config import Config
 
 log = logging.getLogger("didactyl.serve")
@@ -47,7 +48,8 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
                  ", ".join(service.relays.urls), admin, len(service.policy.dm.allow),
                  f"[admin] and [dm] followed in {watched}" if watched else "no config file followed")
         if not service.model.configured:
-            log.warning("no model is configured: direct messages will not be answered")
+            log.warning("no model configured: direct messages are not answered until there is one (%s)",
+                        no_model_line(config.keys))
         await stop.wait()
         log.info("stopping after the current turn")
         dm = service.dm

@@ -43,7 +43,7 @@ def _message_text(message: dict[str, Any]) -> str:
 
 
 async def run(args: argparse.Namespace, data: Path, out: Output) -> int:
-    from ..service.chat import open_sessions
+    from ..service.sessions import open_sessions
 
     sessions = open_sessions(data)
     try:
@@ -75,7 +75,8 @@ async def _run(args: argparse.Namespace, sessions: Any, out: Output) -> int:
         out.print(f"# {_clean(info.title) or '(untitled)'}  ({info.id}, {info.message_count} messages)")
         for m in messages:
             status = f" [{m['status']}]" if m.get("status") else ""
-            out.print(f"\n{m['role']}{status}:\n{_clean(_message_text(m))}")
+            ending = f" ({m['ending']})" if m.get("ending") else ""  # how a tool call ended
+            out.print(f"\n{m['role']}{ending}{status}:\n{_clean(_message_text(m))}")
         return EXIT_OK
     if action == "export":
         if args.json:

@@ -235,6 +235,7 @@ class AppService:
             # that reads when the relays' newest does not) is the document unless the relays gave a newer one that
             # reads.
             await runtime.sync.restore_newest_known()
+            parts.documents.started()
             runtime.store.start_live()
         else:
             self._warn("attached without the agent's key: chat and the inspector work; its memory, soul and tasks "

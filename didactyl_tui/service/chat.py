@@ -16,11 +16,11 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ..actions import no_model_line
 from ..agent.audience import ADMIN_TURN, TurnAudience
-from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
+from ..agent.conversations.assembly_log import SavedAssembly
 from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
-from ..agent.conversations.store import ConversationStore
 from ..agent.documents.keys import DocumentKey
 from ..agent.soul.assembly import assemble
 from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
@@ -34,11 +34,9 @@ from .events import PromptAssembled, ServiceEvent
 from .model import ModelService
 from .notes import current_session_kind
 from .runtime import Runtime
+from .sessions import Sessions
 
 log = logging.getLogger("didactyl.service")
-
-NO_MODEL = "set $DIDACTYL_MODEL or [llm] model in the config (e.g. openai/gpt-4o-mini)"
-
 
 # The context tools that render a document of the agent's (the section's source is that document's version).
 DOCUMENT_TOOLS: dict[DocumentKey, tuple[str, ...]] = {
@@ -46,73 +44,8 @@ DOCUMENT_TOOLS: dict[DocumentKey, tuple[str, ...]] = {
     DocumentKey.TASKS: ("tasks_open_read", "task_list"),
 }
 
-MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
 # A prompt waits this long at most for the model helper to finish importing litellm (it counts the tokens).
 HELPER_WAIT_S = 120.0
-
-
-class Sessions:
-    """The saved chats: list, show, rename, delete, export. SQLite, so every call runs on a worker thread.
-    Needs no relay or key: the CLI's ``sessions`` commands use it without starting the service."""
-
-    def __init__(self, store: ConversationStore, *, keep_assemblies: int = 20) -> None:
-        self.store = store
-        self.assembly_log = AssemblyLog(store, keep=keep_assemblies)
-
-    async def list(self, *, include_empty: bool = False) -> list[SessionInfo]:
-        """Newest activity first; chats with no message at all are left out unless asked for."""
-        sessions = await asyncio.to_thread(self.store.list_sessions)
-        return sessions if include_empty else [s for s in sessions if s.message_count > 0]
-
-    async def resolve(self, id_or_prefix: str) -> str:
-        """A full session id from an id or a unique prefix of one; AgentError when none or several match."""
-        wanted = id_or_prefix.strip().lower()
-        if await asyncio.to_thread(self.store.has_session, wanted):
-            return wanted
-        if len(wanted) >= MIN_ID_PREFIX:
-            matches = [s.id for s in await self.list(include_empty=True) if s.id.startswith(wanted)]
-            if len(matches) == 1:
-                return matches[0]
-            if matches:
-                raise AgentError(f"{id_or_prefix!r} matches {len(matches)} conversations: give more of the id",
-                                 "Conversations")
-        raise AgentError(f"no conversation {id_or_prefix!r} (see: didactyl sessions list)", "Conversations")
-
-    async def info(self, session_id: str) -> SessionInfo:
-        return await asyncio.to_thread(self.store.session, session_id)
-
-    async def messages(self, session_id: str) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.store.messages, session_id)
-
-    async def rename(self, session_id: str, title: str) -> None:
-        if not title.strip():
-            raise AgentError("a chat's title cannot be empty", "Rename")
-        await asyncio.to_thread(self.store.rename_session, session_id, title)
-
-    async def delete(self, session_id: str) -> bool:
-        return await asyncio.to_thread(self.store.delete_session, session_id)
-
-    async def export_markdown(self, session_id: str) -> str:
-        return await asyncio.to_thread(self.store.export_markdown, session_id)
-
-    async def assemblies(self, session_id: str) -> list[SavedAssembly]:
-        """The prompts of the chat's last turns (for a resumed chat's inspector), oldest first."""
-        return await asyncio.to_thread(self.assembly_log.load, session_id)
-
-    async def pop_last_turn(self, session_id: str) -> str | None:
-        """Remove the last turn (to regenerate it, or to edit and resend its message); returns its message."""
-        return await asyncio.to_thread(self.store.pop_last_turn, session_id)
-
-
-def open_sessions(data_dir: Any) -> Sessions:
-    """The saved chats of a data dir, without starting the service (the database opens on first use)."""
-    from pathlib import Path
-
-    from ..agent.identity.keystore import ensure_data_dir
-    from .runtime import CONVERSATIONS_DB
-
-    ensure_data_dir(Path(data_dir))
-    return Sessions(ConversationStore(Path(data_dir) / CONVERSATIONS_DB))
 
 
 class ChatService:
@@ -232,7 +165,7 @@ class ChatService:
         policy = registry.policy
         if policy is not None and any(t.name == name for t in self._rt.memory_manager.tools()):
             if not policy.permits(name):
-                return ToolOutcome(name, policy.refusal(name), True)
+                return ToolOutcome(name, policy.refusal(name), True, refused=True)
         outcome = await self._rt.memory_manager.call_tool(name, arguments)
         if outcome is not None:
             return outcome
@@ -247,7 +180,7 @@ class ChatService:
         from ..agent.llm.errors import LlmError
 
         if not self._model.name.strip():
-            raise AgentError(NO_MODEL, "No model configured")
+            raise AgentError(no_model_line(self._config.keys), "No model configured")
         parts: list[str] = []
         size = 0
         try:
@@ -272,12 +205,13 @@ class ChatService:
                        tools: ToolPolicy | None = None,
                        audience: TurnAudience = ADMIN_TURN) -> AsyncIterator[AgentEvent]:
         """One turn of a ``kind`` session. LLM errors end it with TurnFailed (never raised). A finished turn is saved
-        whole; a failed or cancelled one keeps only the user's message, marked (shown, never sent again); an
-        ephemeral one (``kind.keeps_conversation`` false) saves nothing. The memory backend learns from it only
-        for terminal and DM sessions (``kind.records_turns``; a guest's for that conversation alone). ``tools``
-        narrows what the model may call (None: every tool); ``audience`` what its prompt may carry (the admin's:
-        everything)."""
+        whole; a failed or cancelled one keeps the user's message and what the turn had said and done so far, marked
+        (shown, never sent again: agent/turn/record.py); an ephemeral one (``kind.keeps_conversation`` false) saves
+        nothing. The memory backend learns from it only for terminal and DM sessions (``kind.records_turns``; a
+        guest's for that conversation alone). ``tools`` narrows what the model may call (None: every tool);
+        ``audience`` what its prompt may carry (the admin's: everything)."""
         from ..agent.turn import loop
+        from ..agent.turn.record import TurnRecord
 
         registry = self._registry.restricted(tools)
 
@@ -286,7 +220,8 @@ class ChatService:
 
         if not self._model.name.strip():
             await self._persist_unanswered(session_id, message, "failed", kind)
-            yield TurnFailed(session_id, NO_MODEL, title="No model configured", retryable=False)
+            yield TurnFailed(session_id, no_model_line(self._config.keys), title="No model configured",
+                             retryable=False)
             return
         try:
             assembly = await self._assemble(session_id, message, dry_run=False, registry=registry, audience=audience)
@@ -294,12 +229,13 @@ class ChatService:
             await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False)
             return
-        ended = False
+        ended, record = False, TurnRecord()
         token = current_session_kind.set(kind)  # who may confirm a note (post_note) in this turn
         try:
             async for event in loop.run_turn(settings=self._llm_settings(), assembly=assembly,
                                              dispatch=dispatch, session_id=session_id,
                                              max_tool_rounds=self._config.llm.max_tool_rounds):
+                record.take(event)
                 if isinstance(event, TurnFinished):
                     ended = True
                     await self._persist_turn(session_id, message, event, kind, audience)
@@ -309,13 +245,13 @@ class ChatService:
                         completion_tokens=usage.completion_tokens, cost_usd=usage.cost_usd))
                 elif isinstance(event, TurnFailed):
                     ended = True
-                    await self._persist_unanswered(session_id, message, "failed", kind)
+                    await self._persist_unanswered(session_id, message, "failed", kind, record.so_far("interrupted"))
                     await self._log_assembly(session_id, kind, SavedAssembly(assembly, failure=event.message))
                 yield event
         except (asyncio.CancelledError, GeneratorExit):
             if not ended and kind.keeps_conversation:  # cancelled: a worker thread finishes the save
                 self._save_in_background(session_id, message, "cancelled",
-                                         SavedAssembly(assembly, failure="cancelled"))
+                                         SavedAssembly(assembly, failure="cancelled"), record.so_far("cancelled"))
             raise
         finally:
             current_session_kind.reset(token)
@@ -323,9 +259,11 @@ class ChatService:
     async def _persist_turn(self, session_id: str, message: str, event: TurnFinished, kind: SessionKind,
                             audience: TurnAudience) -> None:
         if kind.keeps_conversation:
+            from ..agent.turn.record import finished_messages
+
             try:
                 await asyncio.to_thread(self._rt.conversations.append, session_id,
-                                        [{"role": "user", "content": message}, *event.new_messages])
+                                        [{"role": "user", "content": message}, *finished_messages(event)])
             except DidactylError as exc:
                 self._warn(f"the conversation was not saved: {exc.message}")
         if kind.records_turns:
@@ -333,9 +271,11 @@ class ChatService:
             record = manager.record_turn if audience.admin else manager.record_conversation_turn
             await record(session_id, message, event.reply)
 
-    def _save_unanswered(self, session_id: str, message: str, status: str) -> None:
+    def _save_unanswered(self, session_id: str, message: str, status: str,
+                         so_far: list[dict[str, Any]] | None = None) -> None:
         try:
-            self._rt.conversations.append(session_id, [{"role": "user", "content": message, "status": status}])
+            self._rt.conversations.append(session_id, [{"role": "user", "content": message, "status": status},
+                                                       *(so_far or ())])
         except DidactylError as exc:
             self._warn(f"the {status} message was not saved: {exc.message}")
 
@@ -345,17 +285,19 @@ class ChatService:
         except DidactylError as exc:  # the inspector's record only: the chat itself is saved
             log.warning("a prompt assembly was not kept: %s", exc.message)
 
-    async def _persist_unanswered(self, session_id: str, message: str, status: str, kind: SessionKind) -> None:
+    async def _persist_unanswered(self, session_id: str, message: str, status: str, kind: SessionKind,
+                                  so_far: list[dict[str, Any]] | None = None) -> None:
         if kind.keeps_conversation:
-            await asyncio.to_thread(self._save_unanswered, session_id, message, status)
+            await asyncio.to_thread(self._save_unanswered, session_id, message, status, so_far)
 
     async def _log_assembly(self, session_id: str, kind: SessionKind, saved: SavedAssembly) -> None:
         if kind.keeps_conversation:
             await asyncio.to_thread(self._save_assembly, session_id, saved)
 
-    def _save_in_background(self, session_id: str, message: str, status: str, saved: SavedAssembly) -> None:
+    def _save_in_background(self, session_id: str, message: str, status: str, saved: SavedAssembly,
+                            so_far: list[dict[str, Any]]) -> None:
         def save() -> None:
-            self._save_unanswered(session_id, message, status)
+            self._save_unanswered(session_id, message, status, so_far)
             self._save_assembly(session_id, saved)
 
         try:

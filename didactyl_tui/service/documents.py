@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agent.documents.consensus import ConsensusCheck, RelayHolding
-from ..agent.documents.history import unified_diff
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.outbox import OutboxEntry
+from ..agent.documents.text_diff import unified_diff
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
 from ..errors import AgentError
 from ..nostr.event import Event
@@ -31,6 +31,8 @@ class DocumentService:
         self._rt, self._emit, self._warn = runtime, emit, warn
         self._outbox_error: str | None = None
         self._soul_in_use: str | None = None  # the soul version the views were last told of
+        self._started = False  # what a start finds (loaded, restored) is the baseline, not news
+        self._soul_known = False  # the relays have answered for the soul (or a version of it is in use)
         runtime.store.add_listener(self._changed)
         runtime.sync.add_lost_listener(self.lost)
         runtime.publisher.add_change_listener(self.outbox_changed)
@@ -45,11 +47,20 @@ class DocumentService:
                 rt.agent_cache.put_own(ev, snap.relays)
         if key is DocumentKey.SOUL and snap.event_id != self._soul_in_use:
             self._soul_in_use = snap.event_id
-            if origin == "remote" and snap.event_id is not None and snap.created_at:  # published elsewhere
+            # News only when the soul in use, once known, is replaced after the start by one published elsewhere:
+            # what a run first finds (the relays' version, or one kept here) was there before, not "newer".
+            if (self._started and self._soul_known and origin == "remote" and snap.event_id is not None
+                    and snap.created_at):
                 relay = snap.relays[0] if snap.relays else ""
                 log.info("a newer soul is in use: event %s from %s", snap.event_id[:12], relay or "a relay")
                 self._emit(SoulChanged(snap.event_id, snap.created_at, tuple(snap.value.names), relay))
+        if key is DocumentKey.SOUL:
+            self._soul_known = self._soul_known or snap.loaded or snap.event_id is not None
         self._emit(MemoryChanged(key, snap, "local" if origin == "local" else "remote"))
+
+    def started(self) -> None:
+        """The start's loads and restores are done: a version replacing the one in use from now on is news."""
+        self._started = True
 
     def lost(self, key: DocumentKey, lost_event_id: str, winner_event_id: str) -> None:
         """This device's edit and another writer's were concurrent; theirs won (the sync found out)."""

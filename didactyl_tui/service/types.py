@@ -10,6 +10,7 @@ from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.merge import END, START, conflicts_left
+from ..agent.documents.text_diff import NO_NEWLINE, diff_lines
 from ..agent.documents.versions import DocumentSnapshot, NewerVersionKnown, SaveResult
 from ..agent.identity.cache import IdentityView, SelfContextSnapshot
 from ..agent.llm.usage import Usage
@@ -25,14 +26,15 @@ from ..agent.turn.events import (
     TurnFinished,
     TurnStarted,
 )
+from ..agent.turn.record import NOT_FINISHED, answered_in_part, unanswered_note
 from ..nostr.nip19 import encode_npub
 from ..nostr.replaceable import is_newer
 from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
 
 __all__ = [
-    "END", "START", "AgentEvent", "ConnectionState", "DocumentKey", "DocumentSnapshot", "IdentityView",
-    "NewerVersionKnown", "PromptAssembly", "PublishOutcome", "RelayVerdict", "SaveResult", "SavedAssembly",
-    "SelfContextSnapshot", "SessionInfo", "SessionKind", "Task", "TaskList", "TextDelta", "ToolCallFinished",
-    "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "conflicts_left", "encode_npub",
-    "is_newer", "read_soul_text",
+    "END", "NOT_FINISHED", "NO_NEWLINE", "START", "AgentEvent", "ConnectionState", "DocumentKey", "DocumentSnapshot",
+    "IdentityView", "NewerVersionKnown", "PromptAssembly", "PublishOutcome", "RelayVerdict", "SaveResult",
+    "SavedAssembly", "SelfContextSnapshot", "SessionInfo", "SessionKind", "Task", "TaskList", "TextDelta",
+    "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "answered_in_part",
+    "conflicts_left", "diff_lines", "encode_npub", "is_newer", "read_soul_text", "unanswered_note",
 ]

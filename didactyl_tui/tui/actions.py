@@ -37,15 +37,3 @@ def key_for(action: Action, keymap: Mapping[str, str]) -> str:
     """The keys that run ``action`` now (a [keys] remap, else the default)."""
     return keymap.get(action.id, action.keys)
 
-
-def keys_for(action_id: str, keymap: Mapping[str, str]) -> str:
-    """``key_for`` by id: the keys of the table's first action with that id, as a person reads them
-    (``escape`` → ``Esc``, ``ctrl+s`` → ``Ctrl+S``, several joined by ``/``)."""
-    action = next(a for a in ACTIONS if a.id == action_id)
-    return "/".join(_readable(key) for key in key_for(action, keymap).split(",") if key.strip())
-
-
-def _readable(key: str) -> str:
-    words = {"escape": "Esc", "enter": "Enter", "space": "Space", "tab": "Tab"}
-    return "+".join(words.get(part, part.capitalize() if len(part) > 1 else part)
-                    for part in key.strip().split("+"))

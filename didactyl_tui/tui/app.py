@@ -43,6 +43,8 @@ FIRST_PAINT_ENV = "DIDACTYL_FIRST_PAINT_FILE"
 """Benchmark hook: when set, the app writes the wall-clock time of its first painted frame there and exits."""
 
 STOP_TIMEOUT_S = 5.0
+# Printed when the person quits at the first run's key question (the app made nothing).
+NO_KEY_MADE = "didactyl: no key was made for the agent; it asks where the key lives at the next start."
 
 
 class DidactylApp(App[None]):
@@ -112,19 +114,35 @@ class DidactylApp(App[None]):
         return [line for line in lines if line]
 
     async def action_quit(self) -> None:
-        """Quit at once, or ask first when something would be lost (quit anyway / stay)."""
+        """Quit at once, or ask first when something would be lost (quit anyway / stay) or a reply is being written
+        (quit, keeping the reply so far in the chat, marked cancelled / wait for the reply)."""
         from .screens.confirm import ConfirmScreen
 
         lines = self.unsaved_work()
-        if not lines:
+        writing = any(isinstance(s, MainScreen) and s.streaming for s in self.screen_stack)
+        if not lines and not writing:
             self.exit()
             return
         if isinstance(self.screen, ConfirmScreen) and self.screen.id == "confirm-quit":
             return  # already asking
-        question = "Quitting now loses work:\n" + "\n".join(f"• {line}" for line in lines) + "\n\nQuit anyway?"
-        dialog = ConfirmScreen(question, title="Quit?", confirm_label="Quit anyway", cancel_label="Stay")
+        if lines:
+            stops = ["the reply being written stops (its part so far is kept, marked cancelled)"] if writing else []
+            question = ("Quitting now loses work:\n" + "\n".join(f"• {line}" for line in [*lines, *stops])
+                        + "\n\nQuit anyway?")
+            labels = ("Quit anyway", "Stay")
+        else:
+            question = ("A reply is being written. Quit now (the reply so far is kept in the chat, marked cancelled), "
+                        "or wait for the reply?")
+            labels = ("Quit now", "Wait for the reply")
+        dialog = ConfirmScreen(question, title="Quit?", confirm_label=labels[0], cancel_label=labels[1])
         dialog.id = "confirm-quit"
-        await self.push_screen(dialog, lambda quit_anyway: self.exit() if quit_anyway else None)
+        await self.push_screen(dialog, self._quit_if)
+
+    async def _quit_if(self, quit_anyway: bool | None) -> None:
+        if quit_anyway:
+            for screen in [s for s in self.screen_stack if isinstance(s, MainScreen)]:
+                await screen.stop_turn()  # the reply so far is saved before the service stops
+            self.exit()
 
     # --- start ------------------------------------------------------------------------------
 
@@ -201,7 +219,7 @@ class DidactylApp(App[None]):
         from .screens.key_place import settle_key_place
 
         if not await settle_key_place(self):  # a first run: where the agent's key lives, asked before it is made
-            self.exit()
+            self.exit(message=NO_KEY_MADE)
             return
         main = self.main_screen
         await main.mount_sidebar()

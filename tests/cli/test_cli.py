@@ -74,6 +74,19 @@ def test_memory_save_and_show_round_trip_with_bad_input(tmp_path: Path) -> None:
     assert AGENT_KEY.nsec() not in saved.stdout + saved.stderr + shown.stdout + plain.stdout
 
 
+def test_memory_diff_of_versions_without_final_newlines_shows_one_line_per_change(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, DIDACTYL_NSEC=AGENT_KEY.nsec())
+    ids = []
+    for text in ("short", "long"):  # --content has no final newline
+        saved = didactyl(env, "memory", "save", "--type", "short_term", "--content", text, "--json")
+        assert saved.returncode == 0, saved.stderr
+        ids.append(json.loads(saved.stdout)["event_id"])
+    diff = didactyl(env, "memory", "diff", "--type", "short_term", ids[0][:8])
+    assert diff.returncode == 0, diff.stderr
+    assert diff.stdout.splitlines()[2:] == [
+        "@@ -1 +1 @@", "-short", "\\ No newline at end of file", "+long", "\\ No newline at end of file"]
+
+
 def test_prompt_dry_run_json_without_litellm_or_textual(tmp_path: Path) -> None:
     env = cli_env(tmp_path, DIDACTYL_NSEC=AGENT_KEY.nsec(), DIDACTYL_MODEL="openai/some-model")
     proc = didactyl(env, "prompt", "--message", "hello", "--json", importtime=True)
@@ -134,8 +147,21 @@ async def test_chat_json_through_the_stub(tmp_path: Path) -> None:
     assert data["cut"] is None  # no bound was reached
     assert data["reply"] == "Your npub is above."
     npub_result = json.dumps({"content": AGENT_KEY.npub})
-    assert data["tool_calls"] == [{"name": "my_npub", "arguments": {}, "result": npub_result}]
+    assert data["tool_calls"] == [{"name": "my_npub", "arguments": {}, "result": npub_result, "ending": "done"}]
     assert data["prompt"]["messages"][-1] == {"role": "user", "content": "who am I?"}
+
+
+def test_a_failed_headless_turn_leaves_no_chat_behind_and_no_model_names_ctrl_l(tmp_path: Path) -> None:
+    config = '[llm]\nmodel = "nosuchprovider/bad-name"\n[relays]\nembedded_port = 0\n[memory]\nbackend = "none"\n'
+    env = cli_env(tmp_path, config, DIDACTYL_NSEC=AGENT_KEY.nsec())
+    failed = didactyl(env, "chat", "-m", "hi")
+    assert failed.returncode == 1 and "nosuchprovider/bad-name" in one_line(failed.stderr)
+    none = didactyl({**env, "DIDACTYL_MODEL": "", "XDG_CONFIG_HOME": str(tmp_path / "nowhere")}, "chat", "-m", "hi")
+    assert none.returncode == 1 and one_line(none.stderr) == (
+        "didactyl: No model configured: choose a model in the app with Ctrl+L, or set [llm] model in config.toml or "
+        "$DIDACTYL_MODEL (e.g. openai/gpt-4o-mini)")
+    listed = didactyl(env, "sessions", "list", "--all")
+    assert (listed.returncode, listed.stdout) == (0, "")
 
 
 async def test_relay_command_serves_the_data_dirs_shared_relay(tmp_path: Path) -> None:

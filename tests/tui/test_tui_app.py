@@ -60,6 +60,9 @@ async def test_first_run_without_a_model_explains_and_everything_else_works(tmp_
         # The error entry is mounted beside the input's restore: painted a moment later on a busy machine.
         await wait_for(pilot, lambda: "No model configured" in screen_text(app), 10,
                        lambda: f"the inline error; shown: {screen_text(app)!r}")
+        # It names the in-app way first (the model dialog's key), then the config.
+        [error] = main.conversation.query(".error-entry")
+        assert error.message.startswith("choose a model in the app with Ctrl+L, or set [llm] model in config.toml")
 
 
 async def test_the_reply_view_loads_when_the_user_starts_typing_not_at_rest(tmp_path: Path) -> None:

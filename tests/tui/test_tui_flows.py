@@ -92,7 +92,7 @@ async def test_streamed_reply_with_inline_tool_call_and_live_memory_pane(tmp_pat
 
         # The tool call sits inline, collapsed, between the message and the reply; it expands to args + result.
         (call,) = main.conversation.query(ToolCallEntry)
-        assert call.tool_name == "memory_save" and call.collapsed and not call.is_error
+        assert call.tool_name == "memory_save" and call.collapsed and call.ending == "done"
         assert call.arguments == {"type": "short_term", "content": "User likes green tea."}
         assert call.result is not None and "accepted_by" in call.result
         children = list(main.conversation.children)

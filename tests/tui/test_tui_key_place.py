@@ -19,6 +19,8 @@ from tui_support import SIZE, TEST_KEY, LoopIoWatch, make_app, make_config, make
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.nip46_uri import BunkerUri
 from didactyl_tui.nostr.pool import RelayPool
+from didactyl_tui.tui.app import NO_KEY_MADE
+from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.screens.key_place import KeyPlaceScreen, PhoneSignerScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.memory_gauge import MemoryGauge
@@ -110,14 +112,27 @@ async def test_not_asked_when_a_key_is_known(tmp_path: Path) -> None:
         assert again.service.identity.agent_pubkey == TEST_KEY.public_key_hex
 
 
-async def test_the_close_key_quits_and_makes_nothing(tmp_path: Path) -> None:
+async def test_the_close_key_asks_before_quitting_and_a_quit_makes_nothing_and_says_so(tmp_path: Path,
+                                                                                       capsys) -> None:
     data = tmp_path / "data"
     app = make_app(data, make_config(publish_profile=False), env=first_run_env(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
-        await asked(pilot)
+        dialog = await asked(pilot)
+        await pilot.press("escape")  # asks: a stray Esc does not end a first run
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "the question")
+        assert "Quit without a key for the agent?" in screen_text(app) and not app._exit
+        await pilot.press("enter")  # the harmless answer has the focus: back to the question
+        await wait_for(pilot, lambda: app.screen is dialog, 10, "back to the question")
         await pilot.press("escape")
+        await pilot.press("escape")  # Esc on the question is back too
+        await wait_for(pilot, lambda: app.screen is dialog, 10, "back again")
+        assert not app._exit
+        await pilot.press("escape")
+        question = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, 10, "asked")
+        question.query_one("#confirm").press()  # quit, nothing made
         await wait_for(pilot, lambda: app._exit, 10, "the app to quit")
     assert not app.service_ready and not data.exists()
+    assert NO_KEY_MADE in " ".join(capsys.readouterr().err.split())  # said on the terminal once the app is gone
 
 
 async def test_the_dialogs_keys_come_from_the_action_table(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ async def test_a_key_pasted_as_the_variable_name_is_refused_and_not_saved(tmp_pa
         await pilot.press("ctrl+l")
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, ModelSwitchScreen) and app.screen)
         dialog.query_one("#model-key-env").value = "sk-proj-abc123"
-        await pilot.click("#use")
+        await pilot.press("ctrl+s")  # use this model (the button may be below the fold: the dialog opens at its top)
         await wait_for(pilot, lambda: "never the key itself" in screen_text(app), 10,
                        lambda: f"the refusal; shown: {screen_text(app)!r}")
         assert app.screen is dialog

@@ -60,11 +60,13 @@ class Transaction:
                              "Conversations") from None
 
 
-def add_status_column(db: sqlite3.Connection) -> None:
-    """Databases made before messages had a status get the column (NULL: every old message is a sent one)."""
+def add_later_columns(db: sqlite3.Connection) -> None:
+    """Databases made before messages had a status, or tool results an ending, get the columns (NULL: every old
+    message is a sent one; an old tool result's ending is not known)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
-    if "status" not in columns:
-        db.execute("ALTER TABLE messages ADD COLUMN status TEXT")
+    for column in ("status", "ending"):
+        if column not in columns:
+            db.execute(f"ALTER TABLE messages ADD COLUMN {column} TEXT")
 
 
 def bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
@@ -81,6 +83,8 @@ def bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
 
 
 def row_to_message(row: sqlite3.Row, *, with_status: bool = False) -> dict[str, Any]:
+    """A stored message in OpenAI format; ``with_status`` adds what is for showing it, never for the model: a
+    failed or cancelled turn's ``status`` and a tool result's ``ending`` (done, error, refused, cancelled)."""
     message: dict[str, Any] = {"role": row["role"]}
     content: Any = row["content"]
     if row["content_is_json"] and content is not None:
@@ -94,4 +98,6 @@ def row_to_message(row: sqlite3.Row, *, with_status: bool = False) -> dict[str, 
         message["name"] = row["name"]
     if with_status and row["status"]:
         message["status"] = row["status"]
+    if with_status and row["ending"]:
+        message["ending"] = row["ending"]
     return message

@@ -21,7 +21,7 @@ from typing import Any
 from ...errors import AgentError
 from ..llm import tokens
 from ..private_files import is_disk_full, open_private_wal
-from .db import Transaction, add_status_column, bounded_call, row_to_message
+from .db import Transaction, add_later_columns, bounded_call, row_to_message
 from .markdown import render_markdown
 from .session_info import SessionInfo, ToolCallRecord
 from .turns import repair_tool_pairs
@@ -31,6 +31,7 @@ ROLES = frozenset({"system", "user", "assistant", "tool"})
 MAX_STORED_ARGUMENT_CHARS = 1_000_000
 HISTORY_PAGE_ROWS = 64  # rows read per step when history_for_prompt walks back from the newest message
 TITLE_CHARS = 60
+MAX_ENDING_CHARS = 16  # a tool result's ending is one word (agent/turn/events.py TOOL_ENDINGS)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS messages (
     name TEXT,
     created_at REAL NOT NULL,
     status TEXT,  -- NULL: part of the chat; else why not (a failed or cancelled turn's message, kept to show)
+    ending TEXT,  -- a tool result: how its call ended (done, error, refused, cancelled); NULL: not known
     UNIQUE (session_id, ordinal)
 );
 CREATE TABLE IF NOT EXISTS tool_calls (
@@ -117,7 +119,7 @@ class ConversationStore:
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
-            add_status_column(db)
+            add_later_columns(db)
         except (sqlite3.Error, OSError) as exc:
             if db is not None:
                 db.close()
@@ -207,7 +209,8 @@ class ConversationStore:
         """Append OpenAI-format messages in one transaction (all or nothing); returns how many.
 
         A message may carry a ``status`` (e.g. "failed: …", "cancelled"): it is kept and shown, never sent to
-        the model again (``history_for_prompt`` leaves it out)."""
+        the model again (``history_for_prompt`` leaves it out); a tool result its call's ``ending`` (shown, never
+        sent)."""
         batch = [dict(m) for m in messages]
         for message in batch:
             _check_message(message)
@@ -229,10 +232,11 @@ class ConversationStore:
                 calls = [bounded_call(c, self.max_argument_chars) for c in message.get("tool_calls") or ()] or None
                 cur = db.execute(
                     "INSERT INTO messages (session_id, ordinal, role, content, content_is_json, tool_calls, "
-                    "tool_call_id, name, created_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tool_call_id, name, created_at, status, ending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (session_id, n, message["role"], content, int(is_json),
                      json.dumps(calls, ensure_ascii=False) if calls else None,
-                     message.get("tool_call_id"), message.get("name"), now, message.get("status") or None),
+                     message.get("tool_call_id"), message.get("name"), now, message.get("status") or None,
+                     str(message.get("ending") or "")[:MAX_ENDING_CHARS] or None),
                 )
                 for call in calls or ():
                     fn = call.get("function", {})
@@ -256,7 +260,7 @@ class ConversationStore:
         """The whole conversation in OpenAI format, oldest first."""
         with self._lock:
             rows = self._conn().execute(
-                "SELECT role, content, content_is_json, tool_calls, tool_call_id, name, status FROM messages "
+                "SELECT role, content, content_is_json, tool_calls, tool_call_id, name, status, ending FROM messages "
                 "WHERE session_id = ? "
                 "ORDER BY ordinal", (session_id,)
             ).fetchall()

@@ -7,7 +7,6 @@ normal path (the store's job), never a rewrite of history.
 
 from __future__ import annotations
 
-import difflib
 import sqlite3
 import threading
 import time
@@ -129,12 +128,3 @@ class MemoryHistory:
                 "SELECT event_json, d, origin, seen_at, note FROM memory_versions WHERE event_id=?", (event_id,)
             ).fetchone()
         return MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) if r else None
-
-
-def unified_diff(old: str, new: str, *, old_label: str = "older", new_label: str = "newer") -> str:
-    """A plain unified diff of two memory texts (empty when they are equal)."""
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=old_label, tofile=new_label
-    )
-    out = "".join(lines)
-    return out if out.endswith("\n") or not out else out + "\n"

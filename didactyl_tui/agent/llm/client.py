@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
+from ...actions import no_model_line
 from . import tokens
 from .errors import (
     LlmError,
@@ -183,8 +184,7 @@ async def stream_chat(
     With ``settings.worker_process`` (the default) litellm runs in the helper process and this loop only
     receives its chunks; otherwise here, as ``stream_in_process``."""
     if not settings.configured:
-        raise LlmError("No model is configured: set [llm] model in config.toml or $DIDACTYL_MODEL.",
-                       "not_configured")
+        raise LlmError(no_model_line(), "not_configured")
     if settings.worker_process:
         from .worker_client import worker
 
@@ -205,8 +205,7 @@ async def stream_in_process(
 ) -> AsyncIterator[LlmChunk]:
     """Stream one completion with litellm on this event loop (the helper process runs this)."""
     if not settings.configured:
-        raise LlmError("No model is configured: set [llm] model in config.toml or $DIDACTYL_MODEL.",
-                       "not_configured")
+        raise LlmError(no_model_line(), "not_configured")
     litellm = await _load_async()
     kwargs: dict[str, Any] = {
         "model": settings.model,

@@ -43,6 +43,7 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     data: Any = None  # the handler's raw return value (for the UI / CLI), None on error
+    refused: bool = False  # not run: a policy or a limit refused it (``content`` says why; an error too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +276,7 @@ class ToolRegistry:
         if tool is None or (not internal and not tool.visible):
             return ToolOutcome(name, unknown_tool_message(name, [*self.visible(), *also_offered]), True)
         if not internal and self.policy is not None and not self.policy.permits(tool.name):
-            return ToolOutcome(name, self.policy.refusal(tool.name), True)
+            return ToolOutcome(name, self.policy.refusal(tool.name), True, refused=True)
         return await invoke(tool, arguments, ctx)
 
 

@@ -8,6 +8,9 @@ from typing import Any
 from ..llm.usage import Usage
 from ..soul.prompt_record import PromptAssembly
 
+# How a tool call ended: ran and answered, ran and failed, not run (refused), or cut off when its turn was cancelled.
+TOOL_ENDINGS = ("done", "error", "refused", "cancelled")
+
 
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
@@ -38,6 +41,12 @@ class ToolCallFinished:
     result: str  # what went back to the model (JSON text or readable error)
     is_error: bool
     round: int
+    refused: bool = False  # not run: a policy or a limit refused it
+
+    @property
+    def ending(self) -> str:
+        """How the call ended, as the conversation shows it live and keeps it: one of :data:`TOOL_ENDINGS`."""
+        return "refused" if self.refused else "error" if self.is_error else "done"
 
 
 @dataclass(frozen=True, slots=True)

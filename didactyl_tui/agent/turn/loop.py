@@ -218,7 +218,7 @@ async def _run_tools(
     async def run_one(i: int, call: _PendingCall) -> None:
         refusal = refusals[i]
         if refusal is not None:
-            queue.put_nowait((i, ToolOutcome(call.name, refusal, True)))
+            queue.put_nowait((i, ToolOutcome(call.name, refusal, True, refused=True)))
             return
         try:
             outcome = await dispatch(call.name, call.arguments)
@@ -354,7 +354,8 @@ async def run_turn(
         finished_this_round: list[ToolCallFinished | None] = [None] * len(calls)
         async for i, outcome in _run_tools(calls, refusals, dispatch, rounds):
             call = calls[i]
-            finished = ToolCallFinished(call.id, call.name, arguments[i], outcome.content, outcome.is_error, rounds)
+            finished = ToolCallFinished(call.id, call.name, arguments[i], outcome.content, outcome.is_error, rounds,
+                                        outcome.refused)
             finished_this_round[i] = finished
             yield finished
         # Results go back in the order the model asked for them, whatever order they finished in.

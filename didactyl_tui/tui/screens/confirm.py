@@ -18,8 +18,11 @@ class ConfirmScreen(Dialog[bool]):
     BINDINGS = dialog_bindings(close="Cancel", confirm="Confirm")
     AUTO_FOCUS = "#confirm"
 
-    def __init__(self, question: str, *, title: str, confirm_label: str = "Yes", cancel_label: str = "Cancel") -> None:
+    def __init__(self, question: str, *, title: str, confirm_label: str = "Yes", cancel_label: str = "Cancel",
+                 focus_cancel: bool = False) -> None:
         super().__init__()
+        if focus_cancel:  # Enter takes the harmless answer
+            self.AUTO_FOCUS = "#cancel"
         self.question = question
         self.title_text = title
         self.confirm_label = confirm_label

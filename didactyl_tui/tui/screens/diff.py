@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
@@ -16,14 +14,18 @@ from .dialog import Dialog
 
 def diff_content(old: str, new: str, old_label: str, new_label: str) -> Content:
     """Coloured unified diff (theme variables only); says so when nothing differs."""
+    from ...service.types import NO_NEWLINE, diff_lines  # the CLI's diff too
+
     old, new = clean(old), clean(new)  # memory versions come from relays
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm=""))
+    lines = diff_lines(old, new, old_label=old_label, new_label=new_label)
     if not lines:
         return Content("No difference.")
     parts: list[Content] = []
     for line in lines:
         if line.startswith(("+++", "---")):
             style = "bold"
+        elif line == NO_NEWLINE:
+            style = "$text-muted"
         elif line.startswith("@@"):
             style = "$text-accent"
         elif line.startswith("+"):

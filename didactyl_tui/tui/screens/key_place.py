@@ -17,8 +17,9 @@ from textual.app import App, ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Footer, Input, Label, Static
 
+from ...actions import keys_for
 from ...errors import DidactylError
-from ..actions import dialog_bindings, keys_for
+from ..actions import dialog_bindings
 from .dialog import Dialog
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ def _masked(text: str) -> bool:
 
 class KeyPlaceScreen(Dialog["SignerKept | str | None"]):
     """Dismissed with :data:`LOCAL` (the confirm key, or Enter on the default button), the signer kept, or ``None``
-    (the close key: quit, nothing made; while connecting it stops the connection first)."""
+    (quit, nothing made: the close key asks first, and back is the answer it defaults to; while connecting the close
+    key stops the connection)."""
 
     BINDINGS = dialog_bindings(close="Quit", confirm="Create a key here")
     AUTO_FOCUS = "#create-key"
@@ -147,7 +149,12 @@ class KeyPlaceScreen(Dialog["SignerKept | str | None"]):
             self._busy(False)
             self.show_line("Stopped: nothing was kept. Choose again.")
             return
-        self.dismiss(None)
+        from .confirm import ConfirmScreen
+
+        question = ConfirmScreen("Quit without a key for the agent? Nothing is made; didactyl asks again at its next "
+                                 "start.", title="Quit?", confirm_label="Quit", cancel_label="Back to the question",
+                                 focus_cancel=True)
+        self.app.push_screen(question, lambda quit_now: self.dismiss(None) if quit_now else None)
 
 
 class PhoneSignerScreen(Dialog["SignerKept | None"]):
@@ -245,7 +252,7 @@ async def settle_key_place(app: App[Any]) -> bool:
     key_file = str(setup.key_file_path(host.data_dir))
     choice = await app.push_screen_wait(
         KeyPlaceScreen(SignerSetup(key_file, setup.invitation_relays(host.config), use_bunker, use_phone)))
-    if choice is None:
+    if choice is None:  # the person chose to quit (and said so twice): nothing was made
         return False
     if not isinstance(choice, str):
         app.notify(f"The agent's key is in your signer: {choice.agent_npub}; [signer] bunker is in "

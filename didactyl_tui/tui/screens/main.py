@@ -7,6 +7,7 @@ the widgets post requests (send, edit, load, dry run...) that this screen turns 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events, on, work
@@ -353,16 +354,17 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             self.session_id = await service.chat.new_session()
         turn = TurnView(self, text, await self.conversation.add_user(text))
         self.streaming = True
-        self.status.activity = "thinking…"
+        turn.tell("thinking…")
+        silence = self.set_interval(1.0, turn.tell_silence)  # a stream that stalls says so
         try:
             with turn_running(self.conversation.reply_path):  # the fast path holds full collections off
                 async for event in service.chat.run_turn(self.session_id, text):
                     await turn.show(event)
         except asyncio.CancelledError:
-            await turn.end_reply("cancelled")
-            turn.mark_unanswered("cancelled")
+            await turn.cancelled()
             raise
         finally:
+            silence.stop()
             self.streaming = False
             self.status.activity = ""
             self.call_later(self._send_queued)
@@ -397,3 +399,13 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "turn")
+
+    async def stop_turn(self) -> None:
+        """Cancel the reply being written and wait for its turn to end (its part so far kept in the chat, marked)."""
+        from textual.worker import WorkerCancelled, WorkerFailed
+
+        turns = [w for w in self.workers if w.node is self and w.group == "turn" and not w.is_finished]
+        self.action_cancel()
+        for worker in turns:
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):
+                await worker.wait()

@@ -19,10 +19,11 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Static
 
+from ...actions import keys_for
 from ...errors import AgentError
 from ...service.events import MemoryChanged, ServiceEvent
 from ...service.labels import short_id, when
-from ..actions import bindings, keys_for
+from ..actions import bindings
 from ..widgets.publish_verdicts import verdict_lines
 from .confirm import ConfirmScreen
 from .diff import DiffScreen

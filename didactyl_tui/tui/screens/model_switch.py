@@ -110,6 +110,7 @@ class ModelSwitchScreen(Dialog[ModelSettings | None]):
         result.set_class(ok is True, "-ok")
         result.set_class(ok is False, "-failed")
         result.update(Text(_clean(line)))
+        result.call_after_refresh(result.scroll_visible, animate=False)  # a dialog taller than the terminal: seen
 
     def _choose(self) -> None:
         settings = self.settings()

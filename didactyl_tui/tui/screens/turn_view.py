@@ -3,11 +3,16 @@ inspector as they stream in."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from textual.content import Content
+
+from ...actions import keys_for
 from ..widgets.assembly_tree import prompt_tokens
 
 if TYPE_CHECKING:
+    from ...config import Config
     from ...service.screen_api import ScreenService
     from ...service.types import AgentEvent, PromptAssembly, TurnFailed, TurnFinished
     from ..widgets.chat_input import ChatInput
@@ -18,8 +23,14 @@ if TYPE_CHECKING:
     from ..widgets.status_bar import StatusBar
 
 
+# After this long with no word from the model (and no tool running), the status bar says so, counting.
+SILENCE_NOTICE_S = 5.0
+
+
 class TurnScreen(Protocol):
     """What a turn draws into (the main screen is one)."""
+
+    config: Config
 
     @property
     def status(self) -> StatusBar: ...
@@ -44,6 +55,31 @@ class TurnView:
         self.screen, self.text, self.user_entry = screen, text, user_entry
         self.reply: MessageEntry | None = None  # the reply being streamed, if any
         self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
+        self.said_something = False  # text or a tool call came before the turn ended
+        self.heard_at = time.monotonic()  # when the model last sent something (or was asked)
+        self.running_tools = 0  # calls started and not finished: the silence is theirs, not the model's
+        self.activity = ""  # what the turn is doing, as the status bar says it
+        self.silent_entry: MessageEntry | None = None  # the message whose frame says the model is silent
+
+    def tell(self, activity: str) -> None:
+        self.activity = self.screen.status.activity = activity
+
+    def tell_silence(self) -> None:
+        """(A timer, every second.) Waiting on the model for SILENCE_NOTICE_S or more: how long, and how to stop,
+        on the frame of the reply being written (or of the message waiting for one) and in the status bar."""
+        quiet = time.monotonic() - self.heard_at
+        if self.running_tools or quiet < SILENCE_NOTICE_S:
+            return
+        notice = f"no word from the model for {quiet:.0f} s · {keys_for('cancel', self.screen.config.keys)} cancels"
+        self.screen.status.activity = f"{self.activity} {notice}"
+        self.silent_entry = self.reply or self.user_entry
+        self.silent_entry.border_subtitle = Content(notice)  # the key's name comes from the config: not markup
+
+    def silence_over(self) -> None:
+        self.screen.status.activity = self.activity
+        if self.silent_entry is not None:
+            self.silent_entry.border_subtitle = ""
+            self.silent_entry = None
 
     async def end_reply(self, note: str | None = None) -> None:
         if self.reply is not None:
@@ -51,31 +87,47 @@ class TurnView:
             self.reply = None
 
     def mark_unanswered(self, status: str) -> None:
-        """The user's message stays (and is saved so, marked): this turn got no answer."""
-        self.user_entry.add_class("-failed")
-        self.user_entry.border_subtitle = f"{status}: not answered"
+        """The user's message stays (and is saved so, marked): this turn got no whole answer."""
+        self.user_entry.mark_unanswered(status, in_part=self.said_something)
+
+    async def cancelled(self) -> None:
+        """Esc (or quitting) ended the turn: the reply so far and any call still running show so, as kept."""
+        from ...service.types import NOT_FINISHED
+
+        self.silence_over()
+        await self.end_reply("cancelled")
+        self.screen.conversation.end_running_tools(NOT_FINISHED)
+        self.mark_unanswered("cancelled")
 
     async def show(self, event: AgentEvent) -> None:
         from ...service.types import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
 
         status, conversation = self.screen.status, self.screen.conversation
+        self.heard_at = time.monotonic()
+        self.silence_over()
         match event:
             case TurnStarted(assembly=assembly):  # the inspector gets it from the service's PromptAssembled
                 status.prompt_tokens, status.tokens_estimated = prompt_tokens(assembly, None)
                 self.assembly = assembly
                 status.context_window = self.screen.require_service().model.context_window()
             case TextDelta(text=text):
+                self.said_something = True
                 if self.reply is None:
                     self.reply = await conversation.start_reply()
-                    status.activity = "writing…"
+                    self.tell("writing…")
                 await self.reply.feed(text)
             case ToolCallStarted():
+                self.said_something = True
+                self.running_tools += 1
                 await self.end_reply()  # text before a tool call stays above it
-                status.activity = f"running {event.name}…"
+                self.tell(f"running {event.name}…")
                 await conversation.tool_started(event.call_id, event.name, event.arguments, event.round)
             case ToolCallFinished():
+                self.running_tools -= 1
+                if not self.running_tools:
+                    self.tell("thinking…")  # the results go back to the model
                 await conversation.tool_finished(event.call_id, event.name, event.arguments, event.result,
-                                                 event.is_error, event.round)
+                                                 event.ending, event.round)
             case TurnFinished():
                 await self._finished(event)
             case TurnFailed():

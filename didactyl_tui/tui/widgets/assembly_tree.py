@@ -103,7 +103,12 @@ class AssemblyTree(Tree[NodeInfo]):
         "assembly-tree--error",
     }
 
-    def __init__(self, *, preview_lines: int | None = PREVIEW_LINES, id: str | None = None) -> None:
+    def __init__(self, *, preview_lines: int | None = PREVIEW_LINES, cut_hint: str | None = None,
+                 id: str | None = None) -> None:
+        # A narrow pane's lines are cut to fit, each cut one ending with this (an ellipsis and the key that opens the
+        # entry whole); None: lines stay whole (the detail screen scrolls sideways). Set first: the root's label is
+        # rendered while the tree is made.
+        self.cut_hint = cut_hint
         super().__init__("Prompt assemblies", id=id)
         self.show_root = False
         self.guide_depth = 3
@@ -112,6 +117,26 @@ class AssemblyTree(Tree[NodeInfo]):
         self._entry_nodes: dict[int, TreeNode[NodeInfo]] = {}
 
     def render_label(self, node: TreeNode[NodeInfo], base_style: Style, style: Style) -> Text:
+        label = self._styled_label(node, base_style, style)
+        return label if self.cut_hint is None else self._fitted(node, label)
+
+    def _fitted(self, node: TreeNode[NodeInfo], label: Text) -> Text:
+        """``label`` cut to the room its line has beside its guides, ending with the cut hint."""
+        width = self.scrollable_content_region.width
+        depth, parent = 0, node.parent
+        while parent is not None and parent is not self.root:
+            depth, parent = depth + 1, parent.parent
+        room = width - depth * self.guide_depth
+        hint = self.cut_hint or ""
+        if width <= 0 or label.cell_len <= room or room <= len(hint) + 1:
+            return label
+        cut = label.copy()
+        cut.truncate(room - len(hint))
+        cut.rstrip()
+        cut.append(hint, style=self.get_component_rich_style("assembly-tree--meta", partial=True))
+        return cut
+
+    def _styled_label(self, node: TreeNode[NodeInfo], base_style: Style, style: Style) -> Text:
         info = node.data
         if info is not None and info.style:
             node_label = node.label.copy()
@@ -255,8 +280,7 @@ class AssemblyTree(Tree[NodeInfo]):
         if entry.tool_calls:
             rounds = node.add(_label(f"Tool rounds: {len(entry.tool_calls)} call(s)"), data=NodeInfo(n, "rounds"))
             for call in entry.tool_calls:
-                mark = "error" if call.is_error else "ok"
-                child = rounds.add(_label(f"round {call.round}: {call.name} · {mark}"),
+                child = rounds.add(_label(f"round {call.round}: {call.name} · {call.ending}"),
                                    data=NodeInfo(n, "call", "error" if call.is_error else None))
                 child.add_leaf(_label("arguments: " + json.dumps(call.arguments, ensure_ascii=False)[:300]),
                                data=NodeInfo(n, "line"))

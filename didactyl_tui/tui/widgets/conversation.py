@@ -83,7 +83,7 @@ class Conversation(VerticalScroll):
         await self._add(entry)
 
     async def tool_finished(self, call_id: str, name: str, arguments: dict[str, Any], result: str,
-                            is_error: bool, round_no: int = 1) -> None:
+                            ending: str, round_no: int = 1) -> None:
         from .tool_call_entry import ToolCallEntry
 
         entry = self._tool_calls.get(call_id)
@@ -91,7 +91,13 @@ class Conversation(VerticalScroll):
             entry = ToolCallEntry(call_id, name, arguments, round_no)
             self._tool_calls[call_id] = entry
             await self._add(entry)
-        entry.set_result(result, is_error)
+        entry.set_result(result, ending)
+
+    def end_running_tools(self, result: str) -> None:
+        """The turn ended while calls ran (cancelled): they show so, with ``result`` (as the chat keeps them)."""
+        for entry in self._tool_calls.values():
+            if not entry.ending:
+                entry.set_result(result, "cancelled")
 
     async def add_error(self, title: str, message: str, retry_text: str | None) -> ErrorEntry:
         from .error_entry import ErrorEntry
@@ -153,15 +159,17 @@ class Conversation(VerticalScroll):
             entry = ToolCallEntry(spec.call_id, spec.name, spec.arguments)
             self._tool_calls[spec.call_id] = entry
             if spec.result is not None:
-                entry.set_result(spec.result, False)
+                entry.set_result(spec.result, spec.ending)
             return entry
-        from .message_entry import MessageEntry
+        from .message_entry import MessageEntry, noted
 
-        entry = MessageEntry(spec.role, spec.text, path=self.reply_path)
-        if spec.status:  # a failed or cancelled turn's message: kept, marked, never resent
-            entry.add_class("-failed")
-            entry.border_subtitle = f"{spec.status}: not answered"
-        return entry
+        if spec.role == "user":
+            entry = MessageEntry("user", spec.text, path=self.reply_path)
+            if spec.status:  # a failed or cancelled turn's message: kept, marked, never resent
+                entry.mark_unanswered(spec.status, in_part=spec.answered_in_part)
+            return entry
+        # A reply cut off by a cancel or a failure ends with why, as it did on screen.
+        return MessageEntry(spec.role, noted(spec.text, spec.status or None), path=self.reply_path)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from textual.content import Content
@@ -33,22 +33,30 @@ class EntrySpec:
     name: str = ""
     arguments: Any = None  # the parsed JSON arguments, as the live entry shows them
     result: str | None = None
-    status: str = ""  # a failed or cancelled turn's user message: why it got no answer
+    status: str = ""  # a failed or cancelled turn's message: why it got no (whole) answer
+    ending: str = ""  # a tool call: how it ended (done, error, refused, cancelled); "" when not recorded
+    answered_in_part: bool = False  # a failed or cancelled turn's user message: the turn said or did something
 
 
 def specs_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[EntrySpec]:
     """Stored OpenAI-format messages as entries; a tool message becomes the result of its call."""
+    from ...service.types import answered_in_part
+
+    messages = list(messages)
     specs: list[EntrySpec] = []
     call_at: dict[str, int] = {}
-    for msg in messages:
+    for n, msg in enumerate(messages):
         role = msg.get("role")
         content = msg.get("content")
         text = content if isinstance(content, str) else ""
+        status = str(msg.get("status") or "")
         if role == "user":
-            specs.append(EntrySpec("user", text, status=str(msg.get("status") or "")))
+            specs.append(EntrySpec("user", text, status=status,
+                                   answered_in_part=bool(status) and answered_in_part(
+                                       messages[n + 1] if n + 1 < len(messages) else None)))
         elif role == "assistant":
             if text:
-                specs.append(EntrySpec("assistant", text))
+                specs.append(EntrySpec("assistant", text, status=status))
             for call in msg.get("tool_calls") or []:
                 fn = call.get("function") or {}
                 try:
@@ -62,8 +70,7 @@ def specs_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[EntrySpec
             at = call_at.get(str(msg.get("tool_call_id", "")))
             if at is not None:
                 old = specs[at]
-                specs[at] = EntrySpec("tool", call_id=old.call_id, name=old.name, arguments=old.arguments,
-                                      result=text)
+                specs[at] = replace(old, result=text, ending=str(msg.get("ending") or ""))
     return specs
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 
 from ...terminal_text import StreamCleaner, clean
 from ..streaming import choose_path, new_body
@@ -38,6 +39,14 @@ class MessageEntry(Vertical):
         self._body = new_body(path or choose_path(), self, streaming=streaming,
                               parser_factory=_user_parser if role == "user" else None)
         self.border_title = "you" if role == "user" else "agent"
+
+    def mark_unanswered(self, status: str, *, in_part: bool) -> None:
+        """A user message whose turn failed or was cancelled (``status``): kept, marked, never sent again;
+        ``in_part``: the turn had said or done something first (kept too, marked)."""
+        from ...service.types import unanswered_note
+
+        self.add_class("-failed")
+        self.border_subtitle = Content(unanswered_note(status, in_part=in_part))  # a stored status: never markup
 
     @property
     def text(self) -> str:
@@ -78,8 +87,7 @@ class MessageEntry(Vertical):
     async def finish(self, note: str | None = None) -> None:
         """End streaming: paint what is left, then append ``note`` (e.g. "cancelled") in italics."""
         self._text += self._cleaner.flush()  # what was held back as a possible escape sequence
-        if note:
-            self._text += f"\n\n*({note})*" if self._text else f"*({note})*"
+        self._text = noted(self._text, note)
         self.streaming = False
         await self._body.finish()
         self.finished = True
@@ -101,6 +109,13 @@ class MessageEntry(Vertical):
         for edge in ("border_top", "border_right", "border_bottom", "border_left"):
             self.styles.clear_rule(edge)
         self.refresh(layout=True)
+
+
+def noted(text: str, note: str | None) -> str:
+    """A reply ended early, with why in italics after it (``note``: "cancelled", "interrupted"; None: as it is)."""
+    if not note:
+        return text
+    return f"{text}\n\n*({note})*" if text else f"*({note})*"
 
 
 def _user_parser() -> MarkdownIt:

@@ -49,7 +49,11 @@ class PromptInspector(Vertical):
             yield Button("Dry run", id="dry-run", compact=True)
             yield Button("Open", id="open", compact=True)
             yield Button("Diff", id="diff", compact=True)
-        yield AssemblyTree()
+        from ...actions import keys_for
+
+        keymap = getattr(self.app, "config", None)
+        open_key = keys_for("inspector_open", keymap.keys if keymap is not None else None)
+        yield AssemblyTree(cut_hint=f"… ({open_key})")
 
     @property
     def assembly_tree(self) -> AssemblyTree:

@@ -34,7 +34,7 @@ class ToolCallEntry(Collapsible):
         self.arguments = arguments
         self.round_no = round_no
         self.result: str | None = None
-        self.is_error = False
+        self.ending = ""  # how the call ended (done, error, refused, cancelled); "" while it runs
         self._result_view = Static(Content("…"), classes="tool-call-result")
         super().__init__(
             Static("arguments", classes="tool-call-heading"),
@@ -50,11 +50,12 @@ class ToolCallEntry(Collapsible):
         # Collapsible titles are markup: escape the name, which comes from the model.
         return f"⚙ {escape(one_line(self.tool_name))} · {state}"
 
-    def set_result(self, result: str, is_error: bool) -> None:
-        """The tool finished: show its result (or its readable error)."""
+    def set_result(self, result: str, ending: str) -> None:
+        """The call ended (``ending``: done, error, refused or cancelled; "" when a chat kept before endings were
+        recorded does not say): show its result, or why it failed or did not run."""
         self.result = result
-        self.is_error = is_error
+        self.ending = ending
         self.remove_class("-running")
-        self.add_class("-error" if is_error else "-done")
-        self.title = self._title_for("error" if is_error else "done")
+        self.add_class(f"-{ending}" if ending in ("done", "error", "refused", "cancelled") else "-ended")
+        self.title = self._title_for(escape(one_line(ending)) or "ended")
         self._result_view.update(Content(clean(pretty_json(result))))

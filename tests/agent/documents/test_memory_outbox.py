@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lock_holder import LockHolder
 
-from didactyl_tui.agent.documents.history import MemoryHistory, unified_diff
+from didactyl_tui.agent.documents.history import MemoryHistory
 from didactyl_tui.agent.documents.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox, backoff_delay
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.event import sign_event
@@ -135,12 +135,6 @@ def test_history_keeps_every_version_encrypted_and_newest_first(tmp_path: Path) 
     hist.annotate(v1.id, "lost to a newer version from another device")
     assert hist.get(v1.id).note.startswith("lost")
     assert hist.versions("long_term_memory") == []
-
-
-def test_unified_diff() -> None:
-    assert unified_diff("a\nb\n", "a\nb\n") == ""
-    diff = unified_diff("a\nb\n", "a\nc\n")
-    assert "-b" in diff and "+c" in diff
 
 
 # --- property: whatever order saves and remote versions arrive in --------------------------------
