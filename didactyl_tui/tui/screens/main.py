@@ -7,7 +7,6 @@ the widgets post requests (send, edit, load, dry run...) that this screen turns 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events, on, work
@@ -387,25 +386,11 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             return self.streaming
         return True
 
-    def action_signer_wait_longer(self) -> None:
-        """The person needs more time to approve at the signer's auth_url (no network: the deadline moves)."""
-        service = self.didactyl.service if self.didactyl.service_ready else None
-        waiting = service.wait_longer_for_signer() if service is not None else 0
-        if waiting:
-            self.notify(f"Waiting {self.didactyl.config.signer.auth_timeout_s:g} s more for the signer's approval "
-                        f"({waiting} request{'s' if waiting > 1 else ''}).", title="Remote signer", markup=False)
-        else:
-            self.notify("Nothing waits for the signer's approval.", title="Remote signer", markup=False)
-
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "turn")
 
     async def stop_turn(self) -> None:
         """Cancel the reply being written and wait for its turn to end (its part so far kept in the chat, marked)."""
-        from textual.worker import WorkerCancelled, WorkerFailed
-
         turns = [w for w in self.workers if w.node is self and w.group == "turn" and not w.is_finished]
         self.action_cancel()
-        for worker in turns:
-            with contextlib.suppress(WorkerCancelled, WorkerFailed):
-                await worker.wait()
+        await asyncio.gather(*(w.wait() for w in turns), return_exceptions=True)  # cancelled or failed: ended

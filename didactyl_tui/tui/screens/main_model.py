@@ -1,5 +1,6 @@
-"""The main screen's model and theme: the model dialog (usable before the service has started), switching the
-model (written off the UI loop), the model in the status bar, and the theme picker.
+"""The main screen's model, key and theme: the model dialog (usable before the service has started), switching the
+model (written off the UI loop), the model in the status bar, more time for the signer's approval, and the theme
+picker.
 
 A part of :class:`MainScreen` (it inherits this), kept apart so each file reads in one sitting."""
 
@@ -66,3 +67,13 @@ class ModelActions:
 
     def action_change_theme(self) -> None:
         self.app.search_themes()
+
+    def action_signer_wait_longer(self) -> None:
+        """The person needs more time to approve at the signer's auth_url (no network: the deadline moves)."""
+        service = self.didactyl.service if self.didactyl.service_ready else None
+        waiting = service.wait_longer_for_signer() if service is not None else 0
+        if waiting:
+            self.notify(f"Waiting {self.didactyl.config.signer.auth_timeout_s:g} s more for the signer's approval "
+                        f"({waiting} request{'s' if waiting > 1 else ''}).", title="Remote signer", markup=False)
+        else:
+            self.notify("Nothing waits for the signer's approval.", title="Remote signer", markup=False)
