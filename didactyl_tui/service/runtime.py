@@ -48,6 +48,7 @@ from .events import (
     SignerApprovalAsked,
     SignerStateChanged,
 )
+from .relay_address import address_line, asked_address
 from .relay_keeper import EmbeddedRelayKeeper
 
 log = logging.getLogger("didactyl.service")
@@ -131,8 +132,9 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
     from ..nostr.embedded_relay.shared import ensure_shared_relay
 
     try:
-        # A relay already running with other options (an older [admin] or [dm] allow) is asked to take these.
-        relay = await ensure_shared_relay(data_dir, "127.0.0.1", config.relays.embedded_port,
+        # A relay already running with other options (an older [admin] or [dm] allow), or elsewhere than
+        # [relays] embedded_host and embedded_port ask, is asked to take these options and move (with nobody on it).
+        relay = await ensure_shared_relay(data_dir, *asked_address(config),
                                           idle_exit_s=config.relays.embedded_idle_exit_s,
                                           relay_options=relay_options, reconfigure=True)
     except RelayError as exc:
@@ -146,8 +148,11 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
     elif relay.options_digest != digest(relay_options or {}):
         warn(f"the embedded relay (pid {relay.pid}) did not take this config's options and keeps enforcing "
              f"those it had; see {data_dir / 'relay.log'} (or stop it: it starts again as needed)")
-    if relay.port_fallback and relay.started_by_us:
-        warn(f"port {relay.requested_port} is taken by another program; the embedded relay runs on {relay.url}")
+    if relay.moved:
+        log.info("the embedded relay (pid %d) moved to %s, as the config asks", relay.pid, relay.url)
+    line = address_line(relay, config)
+    if line and relay.news:  # said by the didactyl that learns it; `relay status` says it every time
+        warn(line)
     # The relay process creates its files 0600 (umask 077); an older version's files are made private here.
     await asyncio.to_thread(tighten_sqlite_files, data_dir / RELAY_DB)
     return relay
