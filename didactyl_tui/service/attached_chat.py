@@ -29,13 +29,14 @@ from ..config import Config
 from ..errors import AgentError, DidactylError
 from ..nostr.nip19 import encode_npub
 from ..nostr.paging import PageBounds
-from .attach import SEEN_DB, AttachTarget
+from .attach import AttachTarget
 from .attach_inbox import wrap_opener
 from .attach_link import AttachLink, LinkBounds, LinkMessage
 from .chat import ChatService
 from .events import AttachedMessage, PromptAssembled, ServiceEvent
 from .model import ModelService
 from .runtime import Runtime
+from .sessions import SEEN_DB
 
 log = logging.getLogger("didactyl.attach")
 
@@ -70,12 +71,7 @@ class AttachedChat(ChatService):
         """The conversation with the agent: found (or made), filled with what the relays hold, then followed."""
         self._seen = seen = await asyncio.to_thread(SeenMessages, self._data_dir / SEEN_DB)
         self._rt.closers.callback(seen.close)
-        session = await asyncio.to_thread(seen.session_for, f"agent:{self.target.agent}")
-        if session is None or not await self.has_session(session):
-            session = await asyncio.to_thread(self._rt.conversations.new_session,
-                                              f"Attached: {self.agent_npub[:20]}…")
-            await asyncio.to_thread(seen.bind_session, f"agent:{self.target.agent}", session)
-        self.session_id = session
+        self.session_id = await asyncio.to_thread(self._conversation, seen)
         await self.link.start()
         for message in await self.link.history(self._config.attach.history):
             await self._add(message, announce=False)
@@ -84,6 +80,19 @@ class AttachedChat(ChatService):
             self._warn(f"the conversation with the agent was read from the relays only in part: the read reached "
                        f"[attach] {bound[self.link.history_cut]} before the newest {self._config.attach.history} "
                        "messages were certain (many gift wraps for you: a flood?)")
+
+    def _conversation(self, seen: SeenMessages) -> str:
+        """The conversation with this agent: the one marked with its key, or the one attach.sqlite3 bound to it
+        before conversations knew their agent (then marked), or a new one."""
+        store, agent = self._rt.conversations, self.target.agent
+        session = store.session_with_agent(agent)
+        if session is None:
+            session = seen.session_for(f"agent:{agent}")
+            if session is not None and store.has_session(session) and store.session_agent(session) is None:
+                store.set_session_agent(session, agent)
+            else:
+                session = store.new_session(f"Attached: {self.agent_npub[:20]}…", agent=agent)
+        return session
 
     async def stop(self) -> None:
         await self.link.stop()
@@ -95,6 +104,10 @@ class AttachedChat(ChatService):
     async def new_session(self) -> str:
         """The one conversation with the agent (there is no other here)."""
         return self.session_id or await super().new_session()
+
+    @property
+    def agent_here(self) -> str | None:
+        return self.target.agent
 
     async def dry_run(self, session_id: str, message: str | None = None, *, audience: TurnAudience = ADMIN_TURN,
                       tools: ToolPolicy | None = None) -> PromptAssembly:
@@ -112,6 +125,10 @@ class AttachedChat(ChatService):
         report_wait_s``) for its prompt report. A message that reached no relay of the agent's is kept, marked
         failed; one not answered in time stays sent (a later reply shows when it comes)."""
         attach = self._config.attach
+        refusal = await self.refusal_to_open(session_id)
+        if refusal is not None:  # not the conversation with this agent: nothing is sent, nothing added to it
+            yield TurnFailed(session_id, refusal, title="Another agent's conversation", retryable=False)
+            return
         try:
             rumor_id = await self.link.send(message)
         except DidactylError as exc:

@@ -50,11 +50,11 @@ from .events import (
 )
 from .relay_address import address_line, asked_address
 from .relay_keeper import EmbeddedRelayKeeper
+from .sessions import open_conversations
 
 log = logging.getLogger("didactyl.service")
 
 RELAY_DB = "relay.sqlite3"
-CONVERSATIONS_DB = "conversations.sqlite3"
 MEMORY_FOLDER = "memory"
 OUTBOX_DB = "memory.sqlite3"
 HISTORY_DB = "memory-history.sqlite3"
@@ -289,7 +289,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                                       save_memory=sync.save_coalescing, config=config, data_dir=data_dir,
                                       relays_in_use=tuple(pool.urls),
                                       embedded_relay=relay.url if relay is not None else None)
-    conversations = await asyncio.to_thread(ConversationStore, data_dir / CONVERSATIONS_DB)
+    conversations = await asyncio.to_thread(open_conversations, data_dir)
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
     closers.push_async_callback(_quietly, manager.aclose)

@@ -1,0 +1,106 @@
+"""The saved chats (list, show, rename, delete, export) without the service, and which agent each is with: a
+conversation with an agent that runs elsewhere (``didactyl attach``) opens only attached to that agent, and one with
+this data dir's own agent only where that agent runs (:func:`opening_refusal`)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
+from ..agent.conversations.session_info import SessionInfo
+from ..agent.conversations.store import ConversationStore
+from ..errors import AgentError
+from ..nostr.nip19 import encode_npub
+
+CONVERSATIONS_DB = "conversations.sqlite3"
+SEEN_DB = "attach.sqlite3"  # attach's record of the messages it holds (and, before, of its conversations)
+MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
+
+
+class Sessions:
+    """The saved chats: list, show, rename, delete, export. SQLite, so every call runs on a worker thread.
+    Needs no relay or key: the CLI's ``sessions`` commands use it without starting the service."""
+
+    def __init__(self, store: ConversationStore, *, keep_assemblies: int = 20) -> None:
+        self.store = store
+        self.assembly_log = AssemblyLog(store, keep=keep_assemblies)
+
+    async def list(self, *, include_empty: bool = False) -> list[SessionInfo]:
+        """Newest activity first; chats with no message at all are left out unless asked for."""
+        sessions = await asyncio.to_thread(self.store.list_sessions)
+        return sessions if include_empty else [s for s in sessions if s.message_count > 0]
+
+    async def resolve(self, id_or_prefix: str) -> str:
+        """A full session id from an id or a unique prefix of one; AgentError when none or several match."""
+        wanted = id_or_prefix.strip().lower()
+        if await asyncio.to_thread(self.store.has_session, wanted):
+            return wanted
+        if len(wanted) >= MIN_ID_PREFIX:
+            matches = [s.id for s in await self.list(include_empty=True) if s.id.startswith(wanted)]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                raise AgentError(f"{id_or_prefix!r} matches {len(matches)} conversations: give more of the id",
+                                 "Conversations")
+        raise AgentError(f"no conversation {id_or_prefix!r} (see: didactyl sessions list)", "Conversations")
+
+    async def info(self, session_id: str) -> SessionInfo:
+        return await asyncio.to_thread(self.store.session, session_id)
+
+    async def messages(self, session_id: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.store.messages, session_id)
+
+    async def rename(self, session_id: str, title: str) -> None:
+        if not title.strip():
+            raise AgentError("a chat's title cannot be empty", "Rename")
+        await asyncio.to_thread(self.store.rename_session, session_id, title)
+
+    async def delete(self, session_id: str) -> bool:
+        return await asyncio.to_thread(self.store.delete_session, session_id)
+
+    async def export_markdown(self, session_id: str) -> str:
+        return await asyncio.to_thread(self.store.export_markdown, session_id)
+
+    async def assemblies(self, session_id: str) -> list[SavedAssembly]:
+        """The prompts of the chat's last turns (for a resumed chat's inspector), oldest first."""
+        return await asyncio.to_thread(self.assembly_log.load, session_id)
+
+    async def pop_last_turn(self, session_id: str) -> str | None:
+        """Remove the last turn (to regenerate it, or to edit and resend its message); returns its message."""
+        return await asyncio.to_thread(self.store.pop_last_turn, session_id)
+
+
+def open_sessions(data_dir: Path) -> Sessions:
+    """The saved chats of a data dir, without starting the service (the database opens on first use)."""
+    from ..agent.identity.keystore import ensure_data_dir
+
+    ensure_data_dir(Path(data_dir))
+    return Sessions(open_conversations(Path(data_dir)))
+
+
+def open_conversations(data_dir: Path) -> ConversationStore:
+    """The data dir's conversation database (not opened yet). One made before conversations knew their agent has
+    attach's conversations marked from ``attach.sqlite3`` when it is first opened."""
+    return ConversationStore(data_dir / CONVERSATIONS_DB, attach_bindings=data_dir / SEEN_DB)
+
+
+def agent_npub(agent: str | None) -> str | None:
+    """The agent elsewhere a conversation is with, as an npub (None: this data dir's own agent)."""
+    return encode_npub(agent) if agent else None
+
+
+def opening_refusal(session_id: str, agent: str | None, here: str | None) -> str | None:
+    """Why the conversation ``session_id`` (with ``agent``: an agent elsewhere, or None for this data dir's own)
+    does not open in a window attached to ``here`` (None: this data dir's own agent runs here), and how to open it;
+    None when it does. A conversation never gets an answer from another agent than its own."""
+    if agent == here:
+        return None
+    short = session_id[:8]
+    if agent is None:
+        return (f"this conversation is with this data dir's own agent, not the one attached to: open it without "
+                f"attaching (didactyl --session {short})")
+    npub = encode_npub(agent)
+    return (f"this conversation is with the agent {npub[:20]}…, which runs elsewhere: open it attached (didactyl "
+            f"--session {short}, or didactyl attach {npub})")
