@@ -274,7 +274,10 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                         unsigned=unsigned)
     pool.add_state_listener(lambda url, state: emit(RelayStateChanged(url, state)))
     pool.add_state_listener(sync.relay_state_changed)
-    agent_cache = IdentityCache(me, clock=clock, own_documents=True)
+    readable = not isinstance(agent.signer, KeyElsewhereSigner)
+    # Attached without the agent's key its documents are not loaded: its profile, contacts and relay list are then
+    # read from the relays like anyone's (they are public).
+    agent_cache = IdentityCache(me, clock=clock, own_documents=readable)
     agent_cache.add_listener(lambda: emit(SelfContextChanged("agent")))
     admin_cache = None
     if admin_pubkey is not None:
@@ -308,7 +311,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         pool.add_state_listener(keeper.state_changed)
     runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
                       tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
-                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner), remote_signer=agent.remote,
+                      documents_readable=readable, remote_signer=agent.remote,
                       signer_keys=tuple(plan.writers) if plan is not None and plan.writers else ())
     await pool.start()
     return runtime
