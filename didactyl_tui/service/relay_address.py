@@ -49,7 +49,7 @@ def address_line(relay: SharedRelay, config: Config) -> str | None:
     if asked.refused == AskedAddress.CLIENTS:
         return (f"the embedded relay still runs on {relay.url}, not {_where(host, port)} as [relays] embedded_host "
                 f"and embedded_port ask: {asked.detail}, and a move would cut them off; it moves when a didactyl "
-                "starts with none connected (`didactyl relay status` shows who runs it)")
+                "starts with none connected")
     if asked.refused == AskedAddress.UNAVAILABLE:
         return (f"the embedded relay cannot listen on {_where(host, port)} ({asked.detail}) and still runs on "
                 f"{relay.url}: set [relays] embedded_host to an address of this machine")
