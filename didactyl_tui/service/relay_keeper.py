@@ -110,7 +110,8 @@ class EmbeddedRelayKeeper:
         try:
             relay = await ensure_shared_relay(
                 self._data_dir, *asked_address(self._config),
-                idle_exit_s=self._config.relays.embedded_idle_exit_s, relay_options=self._options, reconfigure=True)
+                idle_exit_s=self._config.relays.embedded_idle_exit_s, relay_options=self._options, reconfigure=True,
+                move=False)  # connected here: a move would be refused, and its last answer (a taken port) kept
         except RelayError as exc:
             self._warn(f"the embedded relay did not take the config's new allow-list: {exc.message}")
             return

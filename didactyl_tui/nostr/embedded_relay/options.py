@@ -122,7 +122,8 @@ def _write_private(path: Path, data: bytes) -> None:
 
 
 def write_address_request(path: Path, host: str, port: int, request: str) -> None:
-    """The address a launcher wants the relay on, and the id its answer in ``relay.lock`` will carry."""
+    """The address a launcher wants the relay on, and the id its answer in ``relay.lock`` will carry. An empty
+    ``host`` asks for no move: the relay only answers (a reload of options while this launcher is connected)."""
     _write_private(path, json.dumps({"host": host, "port": port, "request": request}).encode())
 
 
@@ -141,7 +142,7 @@ def read_address_request(path: Path) -> tuple[str, int, str] | None:
     if not isinstance(value, dict):
         raise RelayError(f"{path.name} is not an address request")
     host, port, request = value.get("host"), value.get("port"), value.get("request")
-    if not isinstance(host, str) or not host or not isinstance(request, str) or isinstance(port, bool) or \
+    if not isinstance(host, str) or not isinstance(request, str) or isinstance(port, bool) or \
             not isinstance(port, int) or not 0 <= port <= 65535:
         raise RelayError(f"{path.name} is not an address request")
     return host, port, request

@@ -29,6 +29,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -201,11 +202,12 @@ class _Serving:
                 wanted, digest, restart = self.options, self.digest, False
         address = self._requested_address()
         old = self.relay
-        if address is not None and not relay_options_file.listens_as_asked(old.host, old.port, *address[:2]):
+        if address is not None and address[0] and not relay_options_file.listens_as_asked(old.host, old.port,
+                                                                                          *address[:2]):
             await self._move(*address, wanted, restart)
         else:
-            if address is not None:
-                self.asked = AskedAddress(*address)
+            if address is not None:  # there already; or (no host) no move asked: answered, the last ask kept
+                self.asked = AskedAddress(*address) if address[0] else replace(self.asked, request=address[2])
             if restart:
                 await old.stop()
                 self.relay, _ = await _start_relay(self.db, old.host, old.port, old.proof_key, self.token, self.stop,

@@ -186,6 +186,7 @@ async def ensure_shared_relay(
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
     relay_options: Mapping[str, Any] | None = None,
     reconfigure: bool = False,
+    move: bool = True,
 ) -> SharedRelay:
     """The data dir's relay: found and its identity proven, or started (detached) and waited for.
 
@@ -193,7 +194,8 @@ async def ensure_shared_relay(
     too, unless ``reconfigure``: then a running relay enforcing other options, or listening elsewhere, is asked to
     take these options and move to ``host:port`` (bounded by ``start_timeout_s``; compare ``options_digest`` with
     :func:`.options.digest` to know whether it took them; it moves only while no client is connected, and
-    :attr:`SharedRelay.not_where_asked` says why it did not).
+    :attr:`SharedRelay.not_where_asked` says why it did not). Without ``move`` only the options are asked for (a
+    launcher that is itself connected to the relay: a move is refused anyway, and the last answer is kept).
     ``relay_options`` are JSON-able keyword arguments for :class:`EmbeddedRelay` (limits, allow-list),
     passed on the relay's command line or in ``relay.options.json`` (so never a secret). Raises
     :class:`RelayError` (one line, for the user) when no relay can be found or started within
@@ -217,7 +219,7 @@ async def ensure_shared_relay(
             search = _Search(data_dir, db, key, port, probe_timeout_s)
             found = await search.find()
             if found is not None and (not reconfigure or (found.options_digest == wanted
-                                                          and found.listens_as_asked(host, port))):
+                                                          and (not move or found.listens_as_asked(host, port)))):
                 return found
             notes = search.notes
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -230,10 +232,10 @@ async def ensure_shared_relay(
             if reconfigure:
                 found = await search.find()
                 if found is not None:
-                    if found.options_digest == wanted and found.listens_as_asked(host, port):
+                    if found.options_digest == wanted and (not move or found.listens_as_asked(host, port)):
                         return found
-                    taken = await _reconfigure(search, found, dict(relay_options or {}), wanted, (host, port),
-                                               time.monotonic() + start_timeout_s)
+                    taken = await _reconfigure(search, found, dict(relay_options or {}), wanted,
+                                               (host, port) if move else ("", 0), time.monotonic() + start_timeout_s)
                     if taken is not None:
                         return taken
             command = relay_command(data_dir, db, host, port, idle_exit_s, options)

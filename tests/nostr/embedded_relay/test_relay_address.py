@@ -138,3 +138,24 @@ async def test_a_changed_host_moves_the_relay_and_an_address_of_no_interface_is_
     refusal = nowhere.not_where_asked
     assert not nowhere.moved and nowhere.url == moved.url
     assert refusal is not None and refusal.refused == AskedAddress.UNAVAILABLE and "192.0.2.1" in refusal.detail
+
+
+async def test_new_options_from_a_connected_launcher_keep_the_relays_answer_about_its_address(data_dir: Path) -> None:
+    """The app's own relay keeper, connected, asks for a new allow-list without asking for a move: the relay takes the
+    options and still says why it is not on the configured port (not "1 client was connected")."""
+    from didactyl_tui.nostr.embedded_relay.options import digest
+
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        taken = blocker.getsockname()[1]
+        started = await launch(data_dir, taken)
+        keys = {started.url: started.proof_key}
+        async with RelayPool([started.url], proof_keys=keys, **fast_client_kwargs()) as pool:
+            assert await pool.wait_connected(5)
+            wider = {**OPTIONS, "allowed_writers": [SK.public_key_hex, "ab" * 32]}
+            again = await ensure_shared_relay(data_dir, "127.0.0.1", taken, relay_options=wider, reconfigure=True,
+                                              move=False)
+    assert again.reloaded and again.options_digest == digest(wider) and not again.news
+    assert again.not_where_asked is not None and again.not_where_asked.refused == AskedAddress.TAKEN
+    assert read_lock(data_dir / LOCK_FILE).asked.refused == AskedAddress.TAKEN
