@@ -26,6 +26,11 @@ def _where(host: str, port: int) -> str:
     return f"{host}:{port}" if port else f"{host} (any port)"
 
 
+def where_asked(config: Config) -> str:
+    """Where the config asks the embedded relay to listen, as a person reads it (``127.0.0.1:7447``)."""
+    return _where(*asked_address(config))
+
+
 def address_line(relay: SharedRelay, config: Config) -> str | None:
     """Why the relay does not listen where the config asks, and the fix, in one line; None when it does."""
     from ..nostr.embedded_relay.lockfile import AskedAddress

@@ -16,7 +16,7 @@ from ..errors import AgentError
 from ..nostr.nip19 import encode_npub
 from .agent_signer import known_agent_pubkey, signer_writers
 from .live_policy import admin_pubkey_of
-from .relay_address import address_line, asked_address
+from .relay_address import address_line, where_asked
 from .runtime import dm_peers
 
 
@@ -105,8 +105,7 @@ async def embedded_relay_status(config: Config, data_dir: Path, env: Mapping[str
             continue
     if admin is not None:
         labels[admin] = "the admin"
-    host, port = asked_address(config)
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    where = where_asked(config)
     found = await find_shared_relay(data_dir)
     if found is None:
         return RelayStatus(data_dir, False, config_digest=config_digest, labels=labels, config_address=where)
