@@ -170,7 +170,15 @@ class RelaysConfig:
     urls: list[str] = setting([], "Relay URLs (ws:// or wss://) besides the embedded one, e.g. [\"wss://relay.damus.io\"].")
     embedded: EmbeddedRelayConfig = field(default_factory=EmbeddedRelayConfig, metadata={
         "doc": "The embedded relay: the [relays.embedded] table below."})
-    embedded_port: int = setting(7447, "Port of the embedded relay on 127.0.0.1 (0: any free port).", min=0, max=65535)
+    embedded_host: str = setting(
+        "127.0.0.1",
+        "Address the embedded relay listens on: 127.0.0.1 (this machine only), or this machine's LAN address so "
+        "another machine can reach it (keep [relays.embedded] allow_list on; docs/attach.md). An IP address. A "
+        "change takes effect when the next didactyl starts with no client connected to the relay (`didactyl relay "
+        "status` says when it does not).")
+    embedded_port: int = setting(7447, "Port of the embedded relay (0: any free port). Taken by another program: the "
+                                 "relay listens on a free port and says so; a change takes effect as embedded_host "
+                                 "does.", min=0, max=65535)
     embedded_idle_exit_s: float = setting(
         300.0,
         "The embedded relay runs as its own process, shared by every didactyl using this data dir; it exits "

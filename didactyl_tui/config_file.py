@@ -233,6 +233,11 @@ def validate(cfg: Config) -> Config:
             raise loader.fail("relays", "urls", f"{u[:200]!r} {problem}")
     if not cfg.run_relay_urls and not cfg.relays.embedded:
         raise loader.fail("relays", "embedded", "is false and no [relays] urls are set: the agent needs a relay")
+    try:
+        ipaddress.ip_address(cfg.relays.embedded_host)
+    except ValueError:
+        raise loader.fail("relays", "embedded_host", f"must be an IP address of this machine (127.0.0.1, or a LAN "
+                          f"address such as 192.168.1.20), not {cfg.relays.embedded_host[:100]!r}") from None
     if cfg.relays.penalty_max_s < cfg.relays.penalty_base_s:
         raise loader.fail("relays", "penalty_max_s", f"must be at least penalty_base_s ({cfg.relays.penalty_base_s:g}),"
                           f" not {cfg.relays.penalty_max_s:g}")

@@ -84,6 +84,11 @@ class AttachConfig:
                                      min=1, max=86_400)
     report_wait_s: float = setting(30.0, "Seconds after a reply to wait for its prompt assembly from the agent before "
                                          "the inspector says \"not available\".", min=0.1, max=3600)
+    report_before_reply_s: float = setting(
+        2.0, "Seconds a reply waits to be shown for its prompt report, whose tool calls then show above it as in "
+             "local mode (the agent sends both at once). Past it the reply shows, and calls that come later show "
+             "below it; an agent that sent no report for its last reply is not waited for. 0: never wait.",
+        min=0, max=60)
     history: int = setting(200, "Most past messages of the conversation with the agent fetched from the relays "
                                 "when attaching. The relays are read back page by page (500 gift wraps per relay "
                                 "a page) until these are certain, so wraps from strangers cannot crowd them out; "

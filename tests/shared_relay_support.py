@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from didactyl_tui.nostr.embedded_relay.lockfile import pid_running
-from didactyl_tui.nostr.embedded_relay.shared import DAEMON_MODULE
+from didactyl_tui.nostr.embedded_relay.spawn import DAEMON_MODULE
 
 
 def relay_pids(under: Path) -> list[int]:

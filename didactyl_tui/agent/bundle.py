@@ -57,10 +57,12 @@ class Bundle:
 
 
 def session_record(session_id: str, title: str, created_at: float, updated_at: float,
-                   messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The portable form of one conversation (OpenAI-format messages, oldest first)."""
-    return {"id": session_id, "title": title, "created_at": created_at, "updated_at": updated_at,
-            "messages": [dict(m) for m in messages]}
+                   messages: Sequence[Mapping[str, Any]], agent: str | None = None) -> dict[str, Any]:
+    """The portable form of one conversation (OpenAI-format messages, oldest first); ``agent``: the agent elsewhere
+    it is with (hex), only when it is not the bundle's own."""
+    record = {"id": session_id, "title": title, "created_at": created_at, "updated_at": updated_at,
+              "messages": [dict(m) for m in messages]}
+    return record if agent is None else {**record, "agent": agent}
 
 
 # --- writing -----------------------------------------------------------------------------------
@@ -268,4 +270,8 @@ def _check_session(record: Any, n: int) -> dict[str, Any]:
     for k, msg in enumerate(messages, 1):
         if not isinstance(msg, Mapping) or msg.get("role") not in _ROLES:
             raise BundleError(f"{name}: message #{k} has no valid role")
-    return session_record(sid, title, record["created_at"], record["updated_at"], messages)
+    agent = record.get("agent")
+    if agent is not None and (not isinstance(agent, str) or len(agent) != 64
+                              or any(c not in "0123456789abcdef" for c in agent)):
+        raise BundleError(f"{name}: agent must be a hex public key")
+    return session_record(sid, title, record["created_at"], record["updated_at"], messages, agent)

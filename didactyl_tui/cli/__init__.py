@@ -165,9 +165,15 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
             raise UsageError("no command given (see: didactyl --help)")
         session = None
         if args.open_last or args.open_session is not None:  # the first frame imports no session code otherwise
+            from ..service.attach import attach_agent_of
+            from ..service.sessions import agent_npub
             from .open_session import session_to_open
 
-            session = session_to_open(data, last=args.open_last, session_id=args.open_session)
+            chosen = session_to_open(data, last=args.open_last, session_id=args.open_session,
+                                     attached_to=attach_agent_of(config))
+            session, agent = chosen if chosen is not None else (None, None)
+            if agent is not None:  # a conversation with an agent elsewhere opens attached to it, never answered here
+                config.attach.agent = agent_npub(agent) or ""
         launch_tui(config, data, env, session)
         return EXIT_OK
     if command == "attach":

@@ -1,7 +1,11 @@
-"""``didactyl --continue`` / ``didactyl --session ID``: which stored conversation the app opens on.
+"""``didactyl --continue`` / ``didactyl --session ID``: which stored conversation the app opens on, and where.
 
 Checked before the app starts, so a bad ID is one line on stderr (exit 2), not an app that opens on an error.
 An ID may be a unique prefix, as for ``didactyl sessions show``.
+
+A conversation is with one agent (#31): one held with an agent that runs elsewhere (``didactyl attach``) opens
+attached to that agent, as ``didactyl attach`` would, never with this data dir's agent answering in it; with
+``[attach] agent`` set, only the conversation with that agent opens (another is one line saying how to open it).
 """
 
 from __future__ import annotations
@@ -13,15 +17,17 @@ from ..errors import AgentError
 from .parser import UsageError
 
 
-def session_to_open(data_dir: Path, *, last: bool, session_id: str | None) -> str | None:
-    """The ID the app should open on, or None (a new chat). Raises :class:`UsageError`."""
+def session_to_open(data_dir: Path, *, last: bool, session_id: str | None,
+                    attached_to: str | None) -> tuple[str, str | None] | None:
+    """The ID the app should open on and the agent elsewhere it is with (None: this data dir's own), or None (a new
+    chat). ``attached_to``: the agent ``[attach] agent`` names (hex), if any. Raises :class:`UsageError`."""
     if not last and session_id is None:
         return None
-    return asyncio.run(_choose(data_dir, session_id))
+    return asyncio.run(_choose(data_dir, session_id, attached_to))
 
 
-async def _choose(data_dir: Path, session_id: str | None) -> str:
-    from ..service.sessions import open_sessions
+async def _choose(data_dir: Path, session_id: str | None, attached_to: str | None) -> tuple[str, str | None]:
+    from ..service.sessions import agent_npub, open_sessions, opening_refusal
 
     sessions = open_sessions(data_dir)
     try:
@@ -29,12 +35,19 @@ async def _choose(data_dir: Path, session_id: str | None) -> str:
             if not session_id.strip():
                 raise UsageError("--session needs a conversation ID")
             try:
-                return await sessions.resolve(session_id)
+                info = await sessions.info(await sessions.resolve(session_id))
             except AgentError as exc:
                 raise UsageError(exc.message) from None
-        newest = await sessions.list()  # newest activity first, chats with messages only
+            if attached_to is not None and info.agent != attached_to:  # [attach] agent names another
+                refusal = opening_refusal(info.id, info.agent, attached_to) or ""
+                raise UsageError(f"{refusal} ([attach] agent makes this app a window onto "
+                                 f"{str(agent_npub(attached_to))[:20]}…)")
+            return info.id, info.agent
+        newest = [s for s in await sessions.list()  # newest activity first, chats with messages only
+                  if attached_to is None or s.agent == attached_to]
         if not newest:
-            raise UsageError("no saved conversation to continue")
-        return newest[0].id
+            with_whom = f" with the agent {str(agent_npub(attached_to))[:20]}…" if attached_to else ""
+            raise UsageError(f"no saved conversation{with_whom} to continue")
+        return newest[0].id, newest[0].agent
     finally:
         sessions.store.close()

@@ -56,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("relay", help="serve this data dir's shared embedded relay in the foreground (exit 3 if one "
                        "already serves it)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=7447, help="port (default 7447; 0 picks a free one)")
+    p.add_argument("--host", help="address to listen on (default [relays] embedded_host: 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default [relays] embedded_port: 7447; 0 picks a free one)")
     p.add_argument("--db", metavar="PATH", help="SQLite file (default <data dir>/relay.sqlite3)")
     rsub = p.add_subparsers(dest="relay_command", metavar="[status]", parser_class=CommandParser)
     rs = rsub.add_parser("status", help="what the running relay enforces (allow-list, limits), and whether that is "

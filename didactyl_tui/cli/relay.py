@@ -25,11 +25,13 @@ def cmd_relay(args: argparse.Namespace, env: Mapping[str, str], out: Output) -> 
     data = data_dir(dict(env))
     if getattr(args, "relay_command", None) == "status":
         return asyncio.run(_relay_status(args, config, data, env, out))
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be 0..65535, not {args.port}")
+    host = config.relays.embedded_host if args.host is None else args.host
+    port = config.relays.embedded_port if args.port is None else args.port
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be 0..65535, not {port}")
     db = Path(args.db).expanduser() if args.db else None
     try:
-        return asyncio.run(run_relay(config, data, env, db_path=db, host=args.host, port=args.port))
+        return asyncio.run(run_relay(config, data, env, db_path=db, host=host, port=port))
     except AgentError as exc:
         raise CommandFailed(exc.message, exc.title) from None
     except KeyboardInterrupt:  # a second Ctrl-C while stopping

@@ -1,4 +1,5 @@
-"""``didactyl sessions list|show|export|rename|delete``: the saved chats, for scripts.
+"""``didactyl sessions list|show|export|rename|delete``: the saved chats, for scripts. Each says which agent it is
+with: ``here`` (this data dir's own) or the npub of an agent that runs elsewhere (``didactyl attach``).
 
 These read the conversation database only: no key, no relay, no model (instant, and they work offline).
 A session id may be shortened to a unique prefix (at least 4 characters), as ``git`` allows for commits.
@@ -18,7 +19,19 @@ from .parser import CommandFailed, UsageError
 
 def _info_json(info: Any) -> dict[str, Any]:
     return {"id": info.id, "title": info.title, "created_at": info.created_at, "updated_at": info.updated_at,
-            "message_count": info.message_count}
+            "message_count": info.message_count, "agent": _npub(info.agent)}
+
+
+def _npub(agent: str | None) -> str | None:
+    from ..service.sessions import agent_npub
+
+    return agent_npub(agent)
+
+
+def _agent_mark(agent: str | None) -> str:
+    """Which agent a conversation is with, in a column: ``here`` (this data dir's) or the attached agent's npub."""
+    npub = _npub(agent)
+    return f"{npub[:12]}…{npub[-6:]}" if npub else "here"
 
 
 def _stamp(seconds: float) -> str:
@@ -64,7 +77,8 @@ async def _run(args: argparse.Namespace, sessions: Any, out: Output) -> int:
             return EXIT_OK
         for s in listed:
             title = _clean(" ".join(s.title.split())) or "(untitled)"
-            out.print(f"{s.id}  {_stamp(s.updated_at)}  {s.message_count:>4} msgs  {title}")
+            out.print(f"{s.id}  {_stamp(s.updated_at)}  {s.message_count:>4} msgs  {_agent_mark(s.agent):<19}  "
+                      f"{title}")
         return EXIT_OK
     session_id = await sessions.resolve(args.session)
     if action == "show":
@@ -72,7 +86,8 @@ async def _run(args: argparse.Namespace, sessions: Any, out: Output) -> int:
         if args.json:
             out.json({**_info_json(info), "messages": messages})
             return EXIT_OK
-        out.print(f"# {_clean(info.title) or '(untitled)'}  ({info.id}, {info.message_count} messages)")
+        with_whom = f", with the agent {_npub(info.agent)}, attached" if info.agent else ""
+        out.print(f"# {_clean(info.title) or '(untitled)'}  ({info.id}, {info.message_count} messages{with_whom})")
         for m in messages:
             status = f" [{m['status']}]" if m.get("status") else ""
             ending = f" ({m['ending']})" if m.get("ending") else ""  # how a tool call ended

@@ -231,7 +231,8 @@ def plan_signer(config: Config, data_dir: Path) -> SignerPlan | None:
 
 def on_embedded_relay(config: Config, relays: Iterable[str]) -> bool:
     """Whether a signer's relays include this app's embedded relay (which runs only while the app does)."""
-    ports = {f"ws://{host}:{config.relays.embedded_port}" for host in ("127.0.0.1", "localhost")}
+    hosts = {"127.0.0.1", "localhost", config.relays.embedded_host}
+    ports = {f"ws://{f'[{h}]' if ':' in h else h}:{config.relays.embedded_port}" for h in hosts}
     return any(r.rstrip("/") in ports for r in relays)
 
 

@@ -33,7 +33,6 @@ from .agent_signer import connect_bunker
 
 ENV_ADMIN_NSEC = "DIDACTYL_ADMIN_NSEC"
 ADMIN_KEY_FILE = "admin.key"
-SEEN_DB = "attach.sqlite3"
 ADMIN_SESSION_FILE = "admin-signer.json"  # the admin's remote signer connection ([attach] admin_bunker)
 
 

@@ -11,6 +11,7 @@ whoever wrote it (a late reply, the admin on another device). A message is added
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -20,22 +21,31 @@ from ..agent.audience import ADMIN_TURN, TurnAudience
 from ..agent.conversations.assembly_log import SavedAssembly
 from ..agent.conversations.seen_messages import SeenMessages
 from ..agent.conversations.session_kind import SessionKind
-from ..agent.dm.prompt_report import ReportError, read_report, unavailable_assembly
+from ..agent.dm.prompt_report import RemoteReport, ReportError, read_report, unavailable_assembly
 from ..agent.llm.usage import Usage
 from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.tools.registry import ToolPolicy, ToolRegistry
-from ..agent.turn.events import AgentEvent, TextDelta, TurnFailed, TurnFinished, TurnStarted
+from ..agent.turn.events import (
+    AgentEvent,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
 from ..config import Config
 from ..errors import AgentError, DidactylError
 from ..nostr.nip19 import encode_npub
 from ..nostr.paging import PageBounds
-from .attach import SEEN_DB, AttachTarget
+from .attach import AttachTarget
 from .attach_inbox import wrap_opener
 from .attach_link import AttachLink, LinkBounds, LinkMessage
 from .chat import ChatService
 from .events import AttachedMessage, PromptAssembled, ServiceEvent
 from .model import ModelService
 from .runtime import Runtime
+from .sessions import SEEN_DB
 
 log = logging.getLogger("didactyl.attach")
 
@@ -59,6 +69,7 @@ class AttachedChat(ChatService):
         self._seen: SeenMessages | None = None
         self.session_id = ""
         self._pending: set[asyncio.Task[None]] = set()
+        self._agent_reports = True  # the agent sent a report for its last reply (or none was asked yet)
         self._adding = asyncio.Lock()  # one message added at a time: the conversation keeps its order
 
     @property
@@ -70,12 +81,7 @@ class AttachedChat(ChatService):
         """The conversation with the agent: found (or made), filled with what the relays hold, then followed."""
         self._seen = seen = await asyncio.to_thread(SeenMessages, self._data_dir / SEEN_DB)
         self._rt.closers.callback(seen.close)
-        session = await asyncio.to_thread(seen.session_for, f"agent:{self.target.agent}")
-        if session is None or not await self.has_session(session):
-            session = await asyncio.to_thread(self._rt.conversations.new_session,
-                                              f"Attached: {self.agent_npub[:20]}…")
-            await asyncio.to_thread(seen.bind_session, f"agent:{self.target.agent}", session)
-        self.session_id = session
+        self.session_id = await asyncio.to_thread(self._conversation, seen)
         await self.link.start()
         for message in await self.link.history(self._config.attach.history):
             await self._add(message, announce=False)
@@ -84,6 +90,19 @@ class AttachedChat(ChatService):
             self._warn(f"the conversation with the agent was read from the relays only in part: the read reached "
                        f"[attach] {bound[self.link.history_cut]} before the newest {self._config.attach.history} "
                        "messages were certain (many gift wraps for you: a flood?)")
+
+    def _conversation(self, seen: SeenMessages) -> str:
+        """The conversation with this agent: the one marked with its key, or the one attach.sqlite3 bound to it
+        before conversations knew their agent (then marked), or a new one."""
+        store, agent = self._rt.conversations, self.target.agent
+        session = store.session_with_agent(agent)
+        if session is None:
+            session = seen.session_for(f"agent:{agent}")
+            if session is not None and store.has_session(session) and store.session_agent(session) is None:
+                store.set_session_agent(session, agent)
+            else:
+                session = store.new_session(f"Attached: {self.agent_npub[:20]}…", agent=agent)
+        return session
 
     async def stop(self) -> None:
         await self.link.stop()
@@ -95,6 +114,10 @@ class AttachedChat(ChatService):
     async def new_session(self) -> str:
         """The one conversation with the agent (there is no other here)."""
         return self.session_id or await super().new_session()
+
+    @property
+    def agent_here(self) -> str | None:
+        return self.target.agent
 
     async def dry_run(self, session_id: str, message: str | None = None, *, audience: TurnAudience = ADMIN_TURN,
                       tools: ToolPolicy | None = None) -> PromptAssembly:
@@ -112,6 +135,10 @@ class AttachedChat(ChatService):
         report_wait_s``) for its prompt report. A message that reached no relay of the agent's is kept, marked
         failed; one not answered in time stays sent (a later reply shows when it comes)."""
         attach = self._config.attach
+        refusal = await self.refusal_to_open(session_id)
+        if refusal is not None:  # not the conversation with this agent: nothing is sent, nothing added to it
+            yield TurnFailed(session_id, refusal, title="Another agent's conversation", retryable=False)
+            return
         try:
             rumor_id = await self.link.send(message)
         except DidactylError as exc:
@@ -124,9 +151,27 @@ class AttachedChat(ChatService):
             yield TurnFailed(session_id, f"the agent has not answered within {attach.reply_timeout_s:g} s; its "
                              "reply shows here when it comes", title="No reply yet", retryable=False)
             return
-        await self._record(session_id, reply.id, reply.created_at, {"role": "assistant", "content": reply.text})
+        # Its prompt report comes with it: waited for a moment, its tool calls show above the reply, as they do here.
+        grace = min(attach.report_before_reply_s, attach.report_wait_s) if self._agent_reports else 0.0
+        report = await self._report(reply, grace) if grace else None
+        calls = report.tool_calls if isinstance(report, RemoteReport) else ()
+        await self._record(session_id, reply.id, reply.created_at, *_call_messages(calls),
+                           {"role": "assistant", "content": reply.text})
+        for call in calls:
+            yield ToolCallStarted(call.call_id, call.name, call.arguments, call.round)
+            yield call
         yield TextDelta(reply.text)
-        assembly, usage = await self._report(reply)
+        if report is None:
+            report = await self._report(reply, attach.report_wait_s - grace)
+            late = report.tool_calls if isinstance(report, RemoteReport) else ()
+            if late and await self._record(session_id, f"calls:{reply.id}", reply.created_at,
+                                           *_call_messages(late)):
+                for call in late:  # they came after the reply was shown: below it
+                    yield ToolCallStarted(call.call_id, call.name, call.arguments, call.round)
+                    yield call
+            calls = late
+        self._agent_reports = report is not None
+        assembly, usage = self._assembly_of(report)
         self._emit(PromptAssembled(assembly))
         if assembly.layers:
             yield TurnStarted(session_id, assembly)
@@ -134,31 +179,38 @@ class AttachedChat(ChatService):
         await self._log_assembly(session_id, kind, SavedAssembly(
             assembly, reply=reply.text, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd))
-        yield TurnFinished(session_id, reply.text, usage=usage)
+        yield TurnFinished(session_id, reply.text, list(calls), usage=usage)
 
-    async def _report(self, reply: LinkMessage) -> tuple[PromptAssembly, Usage | None]:
-        wait = self._config.attach.report_wait_s
+    async def _report(self, reply: LinkMessage, wait: float) -> RemoteReport | str | None:
+        """The agent's prompt report for ``reply`` within ``wait`` seconds (None: none came; a str: why it cannot be
+        read)."""
         rumor = await self.link.report_for(reply.id, wait)
         if rumor is None:
-            return unavailable_assembly(f"the agent sent no prompt assembly for this reply within {wait:g} s (its "
-                                        "[dm] prompt_report may be off)", created_at=self._clock(),
-                                        agent=self.target.agent), None
+            return None
         try:
             return await asyncio.to_thread(read_report, rumor)
         except ReportError as exc:
-            return unavailable_assembly(f"the agent's prompt assembly could not be read: {exc.message}",
-                                        created_at=self._clock(), agent=self.target.agent), None
+            return exc.message
+
+    def _assembly_of(self, report: RemoteReport | str | None) -> tuple[PromptAssembly, Usage | None]:
+        if isinstance(report, RemoteReport):
+            return report.assembly, report.usage
+        why = (f"the agent's prompt assembly could not be read: {report}" if report is not None else
+               f"the agent sent no prompt assembly for this reply within {self._config.attach.report_wait_s:g} s (its "
+               "[dm] prompt_report may be off)")
+        return unavailable_assembly(why, created_at=self._clock(), agent=self.target.agent), None
 
     # --- messages from elsewhere ---------------------------------------------------------------------
-    async def _record(self, session_id: str, rumor_id: str, created_at: int, entry: dict[str, Any]) -> bool:
-        """Save one message of the conversation unless it is already there; whether it was new."""
+    async def _record(self, session_id: str, rumor_id: str, created_at: int, *entries: dict[str, Any]) -> bool:
+        """Save one message of the conversation (with the tool calls that came before it) unless it is already
+        there; whether it was new."""
         assert self._seen is not None
         async with self._adding:
             new = await asyncio.to_thread(self._seen.add_new, session_id, [(rumor_id, created_at)])
             if not new:
                 return False
             try:
-                await asyncio.to_thread(self._rt.conversations.append, session_id, [entry])
+                await asyncio.to_thread(self._rt.conversations.append, session_id, list(entries))
             except DidactylError as exc:
                 self._warn(f"a message with the agent was not saved: {exc.message}")
             return True
@@ -173,3 +225,16 @@ class AttachedChat(ChatService):
         task = asyncio.get_running_loop().create_task(self._add(message), name="attach-message")
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+
+
+def _call_messages(calls: tuple[ToolCallFinished, ...]) -> list[dict[str, Any]]:
+    """The agent's tool calls as the conversation keeps a turn's (an assistant message naming the calls of each
+    round, then each result), so a resumed chat shows them as it shows this app's own."""
+    out: list[dict[str, Any]] = []
+    for round_no in sorted({c.round for c in calls}):
+        these = [c for c in calls if c.round == round_no]
+        out.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c.call_id, "type": "function",
+             "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}} for c in these]})
+        out += [{"role": "tool", "tool_call_id": c.call_id, "content": c.result} for c in these]
+    return out

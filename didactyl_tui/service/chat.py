@@ -34,7 +34,7 @@ from .events import PromptAssembled, ServiceEvent
 from .model import ModelService
 from .notes import current_session_kind
 from .runtime import Runtime
-from .sessions import Sessions
+from .sessions import Sessions, opening_refusal
 
 log = logging.getLogger("didactyl.service")
 
@@ -68,6 +68,17 @@ class ChatService:
 
     async def session_messages(self, session_id: str) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self._rt.conversations.messages, session_id)
+
+    @property
+    def agent_here(self) -> str | None:
+        """The agent elsewhere this window is attached to (hex); None: this data dir's own agent answers here."""
+        return None
+
+    async def refusal_to_open(self, session_id: str) -> str | None:
+        """Why the conversation ``session_id`` is not answered here (it is with another agent), and how to open it;
+        None when it is this window's to continue."""
+        agent = await asyncio.to_thread(self._rt.conversations.session_agent, session_id)
+        return opening_refusal(session_id, agent, self.agent_here)
 
     # --- the prompt ------------------------------------------------------------------------------
     def _backend_tools(self, registry: ToolRegistry | None = None) -> list[Tool]:
@@ -218,6 +229,10 @@ class ChatService:
         async def dispatch(name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
             return await self.dispatch_tool(name, arguments, registry, audience)
 
+        refusal = await self.refusal_to_open(session_id)
+        if refusal is not None:  # another agent's conversation: nothing is added to it, nothing answers in it
+            yield TurnFailed(session_id, refusal, title="Another agent's conversation", retryable=False)
+            return
         if not self._model.name.strip():
             await self._persist_unanswered(session_id, message, "failed", kind)
             yield TurnFailed(session_id, no_model_line(self._config.keys), title="No model configured",

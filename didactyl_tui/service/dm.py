@@ -38,7 +38,6 @@ from ..agent.dm.inbox import DmInbox, Verdict, cut_to_bytes, room_members
 from ..agent.dm.ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
 from ..agent.dm.prompt_report import report_content
 from ..agent.dm.signer import DmSigner, LocalDmSigner, SignerDmSigner
-from ..agent.llm.usage import Usage
 from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.turn.events import TurnFailed, TurnFinished, TurnStarted
 from ..config import Config
@@ -322,9 +321,8 @@ class DmService:
         admin_room = audience.admin
         kind = SessionKind.DM if admin_room else SessionKind.DM_GUEST
         text = dm.text if len(members) == 1 else f"{name}: {dm.text}"  # in a group, who is speaking
-        reply = ""
+        reply, finished = "", None
         assembly: PromptAssembly | None = None
-        usage: Usage | None = None
         self._answering += 1
         try:
             tools = None if admin_room else self._guest_tools.policy(rights.guest_tools)
@@ -332,7 +330,7 @@ class DmService:
                 if isinstance(event, TurnStarted):
                     assembly = event.assembly
                 elif isinstance(event, TurnFinished):
-                    reply, usage = event.reply, event.usage
+                    reply, finished = event.reply, event
                 elif isinstance(event, TurnFailed):
                     self._warn(f"a direct message from {name} was not answered: {event.message}")
         finally:
@@ -341,7 +339,7 @@ class DmService:
             log.info("dm not answered: message %s… from %s (the turn gave no reply); a later run tries again",
                      dm.id[:12], name)
             return False
-        report = self._report(assembly, usage) if admin_room and len(members) == 1 else None
+        report = self._report(assembly, finished) if admin_room and len(members) == 1 else None
         wraps = await inbox.reply(dm, cut_to_bytes(reply), now=int(self._clock()), report=report)
         if not await asyncio.to_thread(inbox.ledger.write_reply, dm.id, inbox.run_id, wraps):
             log.info("dm: message %s… was answered elsewhere meanwhile; this reply is not sent", dm.id[:12])
@@ -351,13 +349,14 @@ class DmService:
         self._emit(DmSessionChanged(session, dm.sender, name))
         return True
 
-    def _report(self, assembly: PromptAssembly | None, usage: Usage | None) -> str | None:
-        """The turn's prompt report for the admin (``[dm] prompt_report``); None when off or it cannot be made
-        (the reply goes without it: ``attach`` then says the assembly is not available)."""
+    def _report(self, assembly: PromptAssembly | None, turn: TurnFinished | None) -> str | None:
+        """The turn's prompt report for the admin (``[dm] prompt_report``): its prompt, usage and tool calls; None
+        when off or it cannot be made (the reply goes without it: ``attach`` then says the assembly is not
+        available)."""
         if assembly is None or not self._config.dm.prompt_report:
             return None
         try:
-            return report_content(assembly, usage)
+            return report_content(assembly, turn.usage if turn else None, tool_calls=turn.tool_calls if turn else ())
         except DidactylError as exc:
             log.warning("dm: the prompt report was not sent: %s", exc.message)
             return None

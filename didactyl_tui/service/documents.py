@@ -24,6 +24,8 @@ from .views import DocumentStatus, DocumentVersionView, PendingPublish, RelayDoc
 log = logging.getLogger("didactyl.service")
 
 SELF_CONTEXT = (DocumentKey.PROFILE, DocumentKey.CONTACTS, DocumentKey.RELAYS)
+# Attached without the agent's signer: its documents are encrypted to a key this window cannot use.
+KEY_ELSEWHERE = "the agent's key is elsewhere: set [signer] bunker to see and edit them (docs/attach.md)"
 
 
 class DocumentService:
@@ -78,6 +80,11 @@ class DocumentService:
         self._emit(OutboxChanged(len(await self.pending_publishes())))
 
     # --- reading and saving ----------------------------------------------------------------------
+    @property
+    def unavailable(self) -> str | None:
+        """Why the agent's memory, soul and tasks cannot be shown or edited here, in one line (None: they can)."""
+        return None if self._rt.documents_readable else KEY_ELSEWHERE
+
     def snapshot(self, key: DocumentKey | str) -> DocumentSnapshot:
         return self._rt.store.snapshot(key)
 

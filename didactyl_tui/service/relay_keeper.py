@@ -26,6 +26,7 @@ from ..config import Config
 from ..errors import RelayError
 from ..nostr.pool import RelayPool
 from ..nostr.results import ConnectionState
+from .relay_address import address_line, asked_address
 
 if TYPE_CHECKING:  # the relay process's code loads only when a relay is wanted
     from ..nostr.embedded_relay.shared import SharedRelay
@@ -83,7 +84,7 @@ class EmbeddedRelayKeeper:
         for attempt in range(self._attempts):
             try:
                 relay = await ensure_shared_relay(
-                    self._data_dir, "127.0.0.1", self._config.relays.embedded_port,
+                    self._data_dir, *asked_address(self._config),
                     idle_exit_s=self._config.relays.embedded_idle_exit_s, relay_options=self._options)
             except RelayError as exc:
                 last_error = exc.message
@@ -108,8 +109,9 @@ class EmbeddedRelayKeeper:
         self._options = dict(options)
         try:
             relay = await ensure_shared_relay(
-                self._data_dir, "127.0.0.1", self._config.relays.embedded_port,
-                idle_exit_s=self._config.relays.embedded_idle_exit_s, relay_options=self._options, reconfigure=True)
+                self._data_dir, *asked_address(self._config),
+                idle_exit_s=self._config.relays.embedded_idle_exit_s, relay_options=self._options, reconfigure=True,
+                move=False)  # connected here: a move would be refused, and its last answer (a taken port) kept
         except RelayError as exc:
             self._warn(f"the embedded relay did not take the config's new allow-list: {exc.message}")
             return
@@ -133,6 +135,6 @@ class EmbeddedRelayKeeper:
             pool.client(old.url).retarget(old.url, proof_key=relay.proof_key)
         else:
             pool.retarget(old.url, relay.url, proof_key=relay.proof_key)
-            if relay.port_fallback and relay.started_by_us:
-                self._warn(f"port {relay.requested_port} is taken by another program; "
-                           f"the embedded relay runs on {relay.url}")
+        line = address_line(relay, self._config)
+        if line and relay.news:
+            self._warn(line)

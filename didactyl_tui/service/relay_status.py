@@ -16,6 +16,7 @@ from ..errors import AgentError
 from ..nostr.nip19 import encode_npub
 from .agent_signer import known_agent_pubkey, signer_writers
 from .live_policy import admin_pubkey_of
+from .relay_address import address_line, where_asked
 from .runtime import dm_peers
 
 
@@ -42,12 +43,15 @@ class RelayStatus:
     enforced: dict[str, Any] = dataclasses.field(default_factory=dict)
     config_digest: str = ""  # "" when the config's options cannot be known (no agent key yet)
     labels: dict[str, str] = dataclasses.field(default_factory=dict)  # hex pubkey -> who it is
+    config_address: str = ""  # where the config asks it to listen (host:port)
+    address_note: str = ""  # why it does not listen there, and the fix ("" when it does)
 
     @property
     def matches_config(self) -> bool | None:
+        """Whether it enforces the config's options and listens where the config asks (None: cannot be known)."""
         if not self.running or not self.config_digest:
             return None
-        return self.enforced_digest == self.config_digest
+        return self.enforced_digest == self.config_digest and not self.address_note
 
     def _who(self, keys: list[str]) -> str:
         return ", ".join(self.labels.get(k, encode_npub(k)[:16] + "…") for k in keys) or "nobody"
@@ -55,7 +59,9 @@ class RelayStatus:
     def lines(self) -> list[str]:
         if not self.running:
             return [f"no embedded relay is running for {self.data_dir} (the next didactyl that needs it starts it)"]
-        out = [f"embedded relay {self.url} (pid {self.pid}) for {self.data_dir}"]
+        out = [f"embedded relay {self.url} (pid {self.pid}) for {self.data_dir}",
+               self.address_note or f"listens where the config asks ([relays] embedded_host and embedded_port: "
+                                    f"{self.config_address})"]
         if not self.enforced_digest:
             return [*out, "it does not say what it enforces (an older version): stop it, it starts again as needed"]
         writers = self.enforced.get("allowed_writers")
@@ -63,8 +69,8 @@ class RelayStatus:
         out.append(f"gift wraps taken for: {self._who(self.enforced.get('gift_wrap_recipients') or [])}")
         limits = self.enforced.get("limits") or {}
         out.append("limits: " + ", ".join(f"{k}={v}" for k, v in sorted(limits.items())))
-        match = self.matches_config
-        if match is None:
+        match = self.config_digest and self.enforced_digest == self.config_digest
+        if not self.config_digest:
             out.append(f"options {self.enforced_digest} (the config's cannot be known: no agent key yet)")
         elif match:
             out.append(f"options {self.enforced_digest}: as the config asks")
@@ -77,6 +83,7 @@ class RelayStatus:
         return {"data_dir": str(self.data_dir), "running": self.running, "url": self.url or None,
                 "pid": self.pid or None, "options_digest": self.enforced_digest or None,
                 "options": self.enforced or None, "config_options_digest": self.config_digest or None,
+                "config_address": self.config_address, "address_note": self.address_note or None,
                 "matches_config": self.matches_config}
 
 
@@ -98,11 +105,12 @@ async def embedded_relay_status(config: Config, data_dir: Path, env: Mapping[str
             continue
     if admin is not None:
         labels[admin] = "the admin"
+    where = where_asked(config)
     found = await find_shared_relay(data_dir)
     if found is None:
-        return RelayStatus(data_dir, False, config_digest=config_digest, labels=labels)
+        return RelayStatus(data_dir, False, config_digest=config_digest, labels=labels, config_address=where)
     return RelayStatus(data_dir, True, found.url, found.pid, found.options_digest, found.options, config_digest,
-                       labels)
+                       labels, where, address_line(found, config) or "")
 
 
 async def run_relay(config: Config, data_dir: Path, env: Mapping[str, str], *, db_path: Path | None, host: str,

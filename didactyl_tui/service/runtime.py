@@ -48,12 +48,13 @@ from .events import (
     SignerApprovalAsked,
     SignerStateChanged,
 )
+from .relay_address import address_line, asked_address
 from .relay_keeper import EmbeddedRelayKeeper
+from .sessions import open_conversations
 
 log = logging.getLogger("didactyl.service")
 
 RELAY_DB = "relay.sqlite3"
-CONVERSATIONS_DB = "conversations.sqlite3"
 MEMORY_FOLDER = "memory"
 OUTBOX_DB = "memory.sqlite3"
 HISTORY_DB = "memory-history.sqlite3"
@@ -131,8 +132,9 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
     from ..nostr.embedded_relay.shared import ensure_shared_relay
 
     try:
-        # A relay already running with other options (an older [admin] or [dm] allow) is asked to take these.
-        relay = await ensure_shared_relay(data_dir, "127.0.0.1", config.relays.embedded_port,
+        # A relay already running with other options (an older [admin] or [dm] allow), or elsewhere than
+        # [relays] embedded_host and embedded_port ask, is asked to take these options and move (with nobody on it).
+        relay = await ensure_shared_relay(data_dir, *asked_address(config),
                                           idle_exit_s=config.relays.embedded_idle_exit_s,
                                           relay_options=relay_options, reconfigure=True)
     except RelayError as exc:
@@ -146,8 +148,11 @@ async def start_embedded_relay(config: Config, data_dir: Path, warn: Callable[[s
     elif relay.options_digest != digest(relay_options or {}):
         warn(f"the embedded relay (pid {relay.pid}) did not take this config's options and keeps enforcing "
              f"those it had; see {data_dir / 'relay.log'} (or stop it: it starts again as needed)")
-    if relay.port_fallback and relay.started_by_us:
-        warn(f"port {relay.requested_port} is taken by another program; the embedded relay runs on {relay.url}")
+    if relay.moved:
+        log.info("the embedded relay (pid %d) moved to %s, as the config asks", relay.pid, relay.url)
+    line = address_line(relay, config)
+    if line and relay.news:  # said by the didactyl that learns it; `relay status` says it every time
+        warn(line)
     # The relay process creates its files 0600 (umask 077); an older version's files are made private here.
     await asyncio.to_thread(tighten_sqlite_files, data_dir / RELAY_DB)
     return relay
@@ -269,7 +274,10 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                         unsigned=unsigned)
     pool.add_state_listener(lambda url, state: emit(RelayStateChanged(url, state)))
     pool.add_state_listener(sync.relay_state_changed)
-    agent_cache = IdentityCache(me, clock=clock, own_documents=True)
+    readable = not isinstance(agent.signer, KeyElsewhereSigner)
+    # Attached without the agent's key its documents are not loaded: its profile, contacts and relay list are then
+    # read from the relays like anyone's (they are public).
+    agent_cache = IdentityCache(me, clock=clock, own_documents=readable)
     agent_cache.add_listener(lambda: emit(SelfContextChanged("agent")))
     admin_cache = None
     if admin_pubkey is not None:
@@ -284,7 +292,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                                       save_memory=sync.save_coalescing, config=config, data_dir=data_dir,
                                       relays_in_use=tuple(pool.urls),
                                       embedded_relay=relay.url if relay is not None else None)
-    conversations = await asyncio.to_thread(ConversationStore, data_dir / CONVERSATIONS_DB)
+    conversations = await asyncio.to_thread(open_conversations, data_dir)
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
     closers.push_async_callback(_quietly, manager.aclose)
@@ -303,7 +311,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         pool.add_state_listener(keeper.state_changed)
     runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
                       tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
-                      documents_readable=not isinstance(agent.signer, KeyElsewhereSigner), remote_signer=agent.remote,
+                      documents_readable=readable, remote_signer=agent.remote,
                       signer_keys=tuple(plan.writers) if plan is not None and plan.writers else ())
     await pool.start()
     return runtime

@@ -1,16 +1,22 @@
-"""The saved chats of a data dir (list, show, rename, delete, export, take back a turn): SQLite, on worker threads.
-Needs no relay or key: the CLI's ``sessions`` commands use it without starting the service."""
+"""The saved chats (list, show, rename, delete, export, take back a turn; SQLite, on worker threads) without the
+service, and which agent each is with: a
+conversation with an agent that runs elsewhere (``didactyl attach``) opens only attached to that agent, and one with
+this data dir's own agent only where that agent runs (:func:`opening_refusal`)."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
 from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.store import ConversationStore
 from ..errors import AgentError
+from ..nostr.nip19 import encode_npub
 
+CONVERSATIONS_DB = "conversations.sqlite3"
+SEEN_DB = "attach.sqlite3"  # attach's record of the messages it holds (and, before, of its conversations)
 MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
 
 
@@ -67,12 +73,35 @@ class Sessions:
         return await asyncio.to_thread(self.store.pop_last_turn, session_id)
 
 
-def open_sessions(data_dir: Any) -> Sessions:
+def open_sessions(data_dir: Path) -> Sessions:
     """The saved chats of a data dir, without starting the service (the database opens on first use)."""
-    from pathlib import Path
-
     from ..agent.identity.keystore import ensure_data_dir
-    from .runtime import CONVERSATIONS_DB
 
     ensure_data_dir(Path(data_dir))
-    return Sessions(ConversationStore(Path(data_dir) / CONVERSATIONS_DB))
+    return Sessions(open_conversations(Path(data_dir)))
+
+
+def open_conversations(data_dir: Path) -> ConversationStore:
+    """The data dir's conversation database (not opened yet). One made before conversations knew their agent has
+    attach's conversations marked from ``attach.sqlite3`` when it is first opened."""
+    return ConversationStore(data_dir / CONVERSATIONS_DB, attach_bindings=data_dir / SEEN_DB)
+
+
+def agent_npub(agent: str | None) -> str | None:
+    """The agent elsewhere a conversation is with, as an npub (None: this data dir's own agent)."""
+    return encode_npub(agent) if agent else None
+
+
+def opening_refusal(session_id: str, agent: str | None, here: str | None) -> str | None:
+    """Why the conversation ``session_id`` (with ``agent``: an agent elsewhere, or None for this data dir's own)
+    does not open in a window attached to ``here`` (None: this data dir's own agent runs here), and how to open it;
+    None when it does. A conversation never gets an answer from another agent than its own."""
+    if agent == here:
+        return None
+    short = session_id[:8]
+    if agent is None:
+        return (f"this conversation is with this data dir's own agent, not the one attached to: open it without "
+                f"attaching (didactyl --session {short})")
+    npub = encode_npub(agent)
+    return (f"this conversation is with the agent {npub[:20]}…, which runs elsewhere: open it attached (didactyl "
+            f"--session {short}, or didactyl attach {npub})")

@@ -108,7 +108,7 @@ async def test_a_guest_gets_only_what_is_for_everyone_and_a_withheld_tool_is_nev
     assert data["backend"]["withheld"] == "withheld: no"
     rumor = report_rumor(ADMIN_KEY.public_key_hex, ADMIN_KEY.public_key_hex, "e" * 64, report_content(guest),
                          created_at=1)
-    told, _ = read_report(rumor)
+    told = read_report(rumor).assembly
     assert told.audience == "guest" and told.audience_who == GUEST.who
     assert [layer.section for layer in told.withheld] == ["secret persona", "feed", "stm", "admin"]
 

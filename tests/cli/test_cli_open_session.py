@@ -12,7 +12,7 @@ from tui_support import make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.cli import run
-from didactyl_tui.service.runtime import CONVERSATIONS_DB
+from didactyl_tui.service.sessions import CONVERSATIONS_DB
 
 
 def store_chats(data: Path) -> tuple[str, str]:

@@ -8,18 +8,19 @@ made in the attached window is in the agent's next prompt."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY
 from dm_support import AGENT_ENV, dm_config, until
-from llm_stub import LlmStub, Reply
+from llm_stub import LlmStub, Reply, ToolCall
 from nip46_bunker import ScriptedBunker
 from relay_servers import fast_client_kwargs
 
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.turn.events import TextDelta, TurnFailed, TurnFinished
+from didactyl_tui.agent.turn.events import TextDelta, ToolCallFinished, TurnFailed, TurnFinished
 from didactyl_tui.config import Config
 from didactyl_tui.errors import AgentError, ConfigError
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
@@ -103,6 +104,29 @@ async def test_the_inspector_says_not_available_when_the_agent_sends_no_assembly
             assert isinstance(events[-1], TurnFinished)
             [assembled] = [e.assembly for e in seen if isinstance(e, PromptAssembled)]
             assert assembled.layers == () and "no prompt assembly" in assembled.extra["remote"]["unavailable"]
+
+
+async def test_the_agents_tool_calls_show_before_its_reply_and_stay_in_the_conversation(tmp_path: Path) -> None:
+    save = json.dumps({"type": "short_term", "content": "The admin drinks green tea."})
+    async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay, LlmStub() as stub:
+        stub.script(Reply.tools(ToolCall("memory_save", save, id="c1")), Reply.text_reply("Noted: green tea."))
+        attached, _ = _attached(_attached_config(relay.url), tmp_path / "laptop")
+        async with _agent(relay.url, stub.base_url, tmp_path / "server") as agent, attached:
+            chat = attached.chat
+            events = [e async for e in chat.run_turn(chat.session_id, "remember: green tea")]
+            assert agent.documents.snapshot(DocumentKey.SHORT_TERM).content == "The admin drinks green tea."
+            kept = await chat.session_messages(chat.session_id)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[:3] == ["ToolCallStarted", "ToolCallFinished", "TextDelta"] and kinds[-1] == "TurnFinished"
+    done = events[1]
+    assert isinstance(done, ToolCallFinished) and (done.name, done.is_error) == ("memory_save", False)
+    assert done.arguments == {"type": "short_term", "content": "The admin drinks green tea."}
+    assert "accepted" in done.result  # the agent's relays took the save: its outcome, as the agent saw it
+    assert events[-1].tool_calls == [done]
+    # Kept as a turn of this app's own is kept: the call, its result, then the reply (a resumed chat shows them).
+    assert [m["role"] for m in kept] == ["user", "assistant", "tool", "assistant"]
+    assert kept[1]["tool_calls"][0]["function"]["name"] == "memory_save" and kept[2]["content"] == done.result
+    assert kept[3]["content"] == "Noted: green tea."
 
 
 async def test_a_late_reply_and_a_message_from_another_client_join_the_conversation(tmp_path: Path) -> None:

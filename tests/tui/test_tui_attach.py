@@ -4,19 +4,26 @@ the inspector holds the agent's prompt assembly, and the status bar names the ag
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY
 from dm_support import AGENT_ENV, dm_config
-from llm_stub import LlmStub, Reply
+from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs
+from textual.widgets import Static
 from tui_support import SIZE, LabelledApp, screen_text, started, wait_for
 
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.service.app import AppService
+from didactyl_tui.service.documents import KEY_ELSEWHERE
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
+from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
+from didactyl_tui.tui.widgets.memory_pane import MemoryPane
+from didactyl_tui.tui.widgets.message_entry import MessageEntry
+from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
 
@@ -51,3 +58,51 @@ async def test_the_attached_app_sends_to_the_agent_and_shows_its_reply_and_assem
             assert f"attached to {AGENT_KEY.npub[:20]}…" in text and "model " not in text
             assert ADMIN_KEY.nsec() not in text
             assert "hello, agent" in str(stub.requests[-1].messages)
+
+
+def pane_text(widget: Static) -> str:
+    return str(widget.content)
+
+
+async def test_the_attached_panes_tell_the_truth_and_the_agents_tool_calls_show(tmp_path: Path) -> None:
+    save = json.dumps({"type": "short_term", "content": "The admin drinks green tea."})
+    async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay, LlmStub() as stub:
+        stub.script(Reply.tools(ToolCall("memory_save", save, id="c1")), Reply.text_reply("Noted: green tea."))
+        served = dm_config(stub.base_url, urls=[relay.url], admin=ADMIN_KEY.npub)
+        served.agent.publish_profile, served.agent.name = True, "Served Agent"  # its kind 0, on the relay
+        agent = AppService(served, data_dir=tmp_path / "srv", env=AGENT_ENV, answer_dms=True,
+                           relay_client_options=fast_client_kwargs())
+        config = Config()
+        config.relays.embedded.enabled, config.relays.urls, config.relays.timeout_s = False, [relay.url], 3.0
+        config.memory.backend, config.attach.agent = "none", AGENT_KEY.npub
+        env = {"DIDACTYL_ADMIN_NSEC": ADMIN_KEY.nsec(), "HOME": "/home/user", "XDG_CONFIG_HOME": "/home/user/.config"}
+        attached = AppService(config, data_dir=tmp_path / "laptop", env=env, relay_client_options=fast_client_kwargs())
+        app = LabelledApp(config, data_dir=tmp_path / "laptop", env=env, service=attached)
+        async with agent, app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+            # At once, the reason: not "(loading…)", not "no relay answered".
+            for pane in (main.query_one("#short-term", MemoryPane), main.query_one("#long-term", MemoryPane)):
+                assert KEY_ELSEWHERE in pane_text(pane.query_one(".memory-content", Static))
+                assert pane.border_subtitle == "not available here"
+            assert KEY_ELSEWHERE in pane_text(main.query_one("#task-lines", Static))
+            await pilot.press("f6")
+            await wait_for(pilot, lambda: any(f"Short-term memory: {KEY_ELSEWHERE}" in str(n.message)
+                                              for n in app._notifications), 10, "the reason F6 gives")
+            assert not any("no relay answered" in str(n.message) for n in app._notifications)
+            assert not isinstance(app.screen, MemoryEditorScreen)
+
+            await pilot.press("f3")  # the self pane: the agent's name, from its kind 0 on the relay
+            await wait_for(pilot, lambda: main.self_panes() and "Served Agent" in pane_text(
+                main.self_panes()[0].query_one("#agent-identity", Static)), 30, "the agent's profile")
+
+            await wait_for(pilot, lambda: main.session_id == attached.attached_session, 30, "the conversation")
+            main.chat_input.focus()
+            await pilot.press(*"remember: green tea")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: main.conversation.last_reply() == "Noted: green tea.", 60, "the reply")
+            entries = [w for w in main.conversation.children if isinstance(w, ToolCallEntry | MessageEntry)]
+            [call] = [w for w in entries if isinstance(w, ToolCallEntry)]
+            assert call.tool_name == "memory_save" and call.result is not None and not call.is_error
+            assert call.arguments["content"] == "The admin drinks green tea."
+            assert entries.index(call) == len(entries) - 2  # above the reply, as in local mode

@@ -325,9 +325,11 @@ async def test_the_sidebar_steps_aside_on_a_narrow_terminal(tmp_path: Path) -> N
         await pilot.press("f2")  # still there on demand
         await pilot.pause()
         assert slot.display and main.sidebar.active == "memory"
-        # The app hands a resize on to the screen in a message of its own: wait for the screen to act on it.
+        # The app hands a resize on to the screen in a message of its own: wait for the screen to act on it (the
+        # sidebar is shown already, by F2; and a resize still waiting is replaced by the next one, so the narrow one
+        # below must not come before the screen has seen this one).
         await pilot.resize_terminal(140, 30)  # wide again: the sidebar comes back by itself
-        await wait_for(pilot, lambda: slot.display, 10, "the sidebar back on a wide terminal")
+        await wait_for(pilot, lambda: slot.display and main._narrow is False, 10, "the sidebar back on a wide terminal")
         await pilot.resize_terminal(90, 30)
         await wait_for(pilot, lambda: not slot.display, 10, "the sidebar aside on a narrow terminal")
 

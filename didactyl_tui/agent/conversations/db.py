@@ -69,6 +69,40 @@ def add_later_columns(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE messages ADD COLUMN {column} TEXT")
 
 
+def add_agent_column(db: sqlite3.Connection) -> bool:
+    """Databases made before sessions knew their agent get the column (NULL: this data dir's own agent); whether it
+    was added now."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
+    if "agent" in columns:
+        return False
+    db.execute("ALTER TABLE sessions ADD COLUMN agent TEXT")
+    return True
+
+
+def adopt_attach_bindings(db: sqlite3.Connection, attach_db: Path) -> int:
+    """Mark the conversations ``attach`` kept before sessions knew their agent: ``attach.sqlite3`` bound each agent
+    (``agent:<hex>``) to its session. Read only; a file that cannot be read marks nothing. How many were marked."""
+    if not attach_db.exists():
+        return 0
+    try:
+        source = sqlite3.connect(f"file:{attach_db}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return 0
+    try:
+        rows = source.execute("SELECT name, session_id FROM sessions WHERE name LIKE 'agent:%' LIMIT 10000").fetchall()
+    except sqlite3.Error:
+        return 0
+    finally:
+        source.close()
+    marked = 0
+    for name, session_id in rows:
+        agent = str(name)[len("agent:"):].lower()
+        if len(agent) == 64 and all(c in "0123456789abcdef" for c in agent):
+            marked += db.execute("UPDATE sessions SET agent = ? WHERE id = ? AND agent IS NULL",
+                                 (agent, str(session_id))).rowcount
+    return marked
+
+
 def bounded_call(call: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
     """A tool call as stored: arguments over ``max_chars`` become a short placeholder (the loop refuses such a
     call before it runs; this keeps any other caller from storing megabytes either)."""

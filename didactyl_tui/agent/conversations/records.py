@@ -1,7 +1,8 @@
 """Conversations as portable records (the backup bundle's ``sessions``), out of and back into the store.
 
 A record is ``{"id", "title", "created_at", "updated_at", "messages"}`` with OpenAI-format messages,
-oldest first. Synchronous like the store: the service calls these through ``asyncio.to_thread``.
+oldest first, and ``"agent"`` (hex) for a conversation with an agent elsewhere (``didactyl attach``).
+Synchronous like the store: the service calls these through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from .store import ConversationStore
 def export_records(store: ConversationStore) -> list[dict[str, Any]]:
     """Every session of ``store`` as a record, newest first (the store's listing order)."""
     return [{"id": i.id, "title": i.title, "created_at": i.created_at, "updated_at": i.updated_at,
-             "messages": store.messages(i.id)} for i in store.list_sessions()]
+             "messages": store.messages(i.id), **({"agent": i.agent} if i.agent else {})}
+            for i in store.list_sessions()]
 
 
 def restore_records(store: ConversationStore, records: Iterable[Mapping[str, Any]]) -> int:
@@ -23,5 +25,6 @@ def restore_records(store: ConversationStore, records: Iterable[Mapping[str, Any
     order); an id already in the store is refused (``AgentError``), so an import never overwrites."""
     items = list(records)
     for r in reversed(items):
-        store.restore_session(r["id"], r["title"], r["created_at"], r["updated_at"], r["messages"])
+        store.restore_session(r["id"], r["title"], r["created_at"], r["updated_at"], r["messages"],
+                              agent=r.get("agent"))
     return len(items)

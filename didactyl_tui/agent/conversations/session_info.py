@@ -12,6 +12,7 @@ class SessionInfo:
     created_at: float
     updated_at: float
     message_count: int
+    agent: str | None = None  # the agent elsewhere it is with (hex, ``didactyl attach``); None: this data dir's own
 
 
 @dataclass(frozen=True, slots=True)

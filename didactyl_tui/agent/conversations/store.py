@@ -21,7 +21,7 @@ from typing import Any
 from ...errors import AgentError
 from ..llm import tokens
 from ..private_files import is_disk_full, open_private_wal
-from .db import Transaction, add_later_columns, bounded_call, row_to_message
+from .db import Transaction, add_agent_column, add_later_columns, adopt_attach_bindings, bounded_call, row_to_message
 from .markdown import render_markdown
 from .session_info import SessionInfo, ToolCallRecord
 from .turns import repair_tool_pairs
@@ -88,11 +88,15 @@ def _check_message(message: Mapping[str, Any]) -> None:
 
 
 class ConversationStore:
-    """Sessions and messages in one SQLite file (created on first use, WAL journal)."""
+    """Sessions and messages in one SQLite file (created on first use, WAL journal). A session knows the agent it is
+    with: this data dir's own (``agent`` NULL), or one that runs elsewhere (``didactyl attach``: its key)."""
 
     def __init__(self, db_path: str | Path, *, clock: Callable[[], float] = time.time,
-                 max_argument_chars: int = MAX_STORED_ARGUMENT_CHARS) -> None:
+                 max_argument_chars: int = MAX_STORED_ARGUMENT_CHARS, attach_bindings: Path | None = None) -> None:
+        """``attach_bindings``: the data dir's ``attach.sqlite3``, whose conversations are marked with their agent
+        when this database is one made before sessions knew it."""
         self.db_path = Path(db_path)
+        self._attach_bindings = attach_bindings
         self._path_text = str(db_path)
         self._clock = clock
         self.max_argument_chars = max_argument_chars
@@ -120,6 +124,8 @@ class ConversationStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
             add_later_columns(db)
+            if add_agent_column(db) and self._attach_bindings is not None:
+                adopt_attach_bindings(db, self._attach_bindings)
         except (sqlite3.Error, OSError) as exc:
             if db is not None:
                 db.close()
@@ -147,13 +153,31 @@ class ConversationStore:
 
     # --- sessions ---------------------------------------------------------------------------------
 
-    def new_session(self, title: str = "") -> str:
+    def new_session(self, title: str = "", *, agent: str | None = None) -> str:
+        """A new conversation; ``agent``: the agent elsewhere it is with (hex), None for this data dir's own."""
         session_id = uuid.uuid4().hex
         now = self._clock()
         with self.transaction() as db:
-            db.execute("INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                       (session_id, _title_from(title) if title else "", now, now))
+            db.execute("INSERT INTO sessions (id, title, created_at, updated_at, agent) VALUES (?, ?, ?, ?, ?)",
+                       (session_id, _title_from(title) if title else "", now, now, agent))
         return session_id
+
+    def session_agent(self, session_id: str) -> str | None:
+        """The agent elsewhere a conversation is with (None: this data dir's own, or no such conversation)."""
+        with self._lock:
+            row = self._conn().execute("SELECT agent FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return None if row is None else row["agent"]
+
+    def set_session_agent(self, session_id: str, agent: str | None) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE sessions SET agent = ? WHERE id = ?", (agent, session_id))
+
+    def session_with_agent(self, agent: str) -> str | None:
+        """The (newest) conversation with the agent elsewhere ``agent``."""
+        with self._lock:
+            row = self._conn().execute("SELECT id FROM sessions WHERE agent = ? ORDER BY updated_at DESC LIMIT 1",
+                                       (agent,)).fetchone()
+        return None if row is None else str(row["id"])
 
     def has_session(self, session_id: str) -> bool:
         with self._lock:
@@ -164,11 +188,11 @@ class ConversationStore:
         """Newest activity first."""
         with self._lock:
             rows = self._conn().execute(
-                "SELECT s.id, s.title, s.created_at, s.updated_at, "
+                "SELECT s.id, s.title, s.created_at, s.updated_at, s.agent, "
                 "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS n "
                 "FROM sessions s ORDER BY s.updated_at DESC, s.rowid DESC"
             ).fetchall()
-        return [SessionInfo(r["id"], r["title"], r["created_at"], r["updated_at"], r["n"]) for r in rows]
+        return [SessionInfo(r["id"], r["title"], r["created_at"], r["updated_at"], r["n"], r["agent"]) for r in rows]
 
     def session(self, session_id: str) -> SessionInfo:
         for info in self.list_sessions():
@@ -189,12 +213,13 @@ class ConversationStore:
         return cur.rowcount > 0
 
     def restore_session(self, session_id: str, title: str, created_at: float, updated_at: float,
-                        messages: Iterable[Mapping[str, Any]]) -> None:
-        """Recreate an exported session as it was (id, title, times, messages); an id in use is refused."""
+                        messages: Iterable[Mapping[str, Any]], *, agent: str | None = None) -> None:
+        """Recreate an exported session as it was (id, title, times, messages, agent); an id in use is refused."""
         with self.transaction() as db:
             if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None:
                 raise AgentError(f"conversation {session_id!r} already exists", "Conversations")
-            db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)", (session_id, title, created_at, updated_at))
+            db.execute("INSERT INTO sessions (id, title, created_at, updated_at, agent) VALUES (?, ?, ?, ?, ?)",
+                       (session_id, title, created_at, updated_at, agent))
         try:
             self.append(session_id, messages)
         except Exception:  # a bad message or a database error: no half session is left behind

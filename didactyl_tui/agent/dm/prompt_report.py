@@ -8,7 +8,12 @@ reply's rumor id and ``p`` = the admin, with an ``alt`` tag (NIP-31) saying what
      "sections": [{"section", "role", "tool", "tokens", "skipped", "skip_reason", "source", "content", "cut",
                    "audience"}],
      "backend": {"id", "tokens", "place", "context", "cut", "withheld"}, "tools": [names], "usage": {...},
-     "sections_left_off": n, "policy": {"audience", "who"}}
+     "sections_left_off": n, "policy": {"audience", "who"},
+     "tool_calls": [{"name", "arguments", "result", "result_cut", "error", "round", "keys_left_off"}],
+     "tool_calls_left_off": n}
+
+``tool_calls`` are the turn's calls, each with short arguments and its outcome (report_tool_calls.py), shown in the
+attached conversation as the terminal shows its own; a reader of an older report finds none.
 
 Bounded both ways: each text is cut to a number of characters (``cut`` says how many were left out) and the whole
 content to :data:`MAX_REPORT_BYTES` (cutting the texts harder, then leaving sections off); a reader refuses what is
@@ -18,6 +23,8 @@ larger or malformed, and strips control characters from every text before a term
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...errors import AgentError
@@ -26,6 +33,8 @@ from ...nostr.nip59 import Rumor
 from ...terminal_text import clean, one_line
 from ..llm.usage import Usage
 from ..soul.prompt_record import PromptAssembly, PromptLayer, SourceEvent
+from ..turn.events import ToolCallFinished
+from .report_tool_calls import MAX_TOOL_CALLS, decode_tool_calls, encode_tool_calls
 
 PROMPT_REPORT_KIND = 7078  # an app kind: inside a gift wrap, never published bare, shown by no chat client
 REPORT_VERSION = 1
@@ -58,12 +67,25 @@ def _section(layer: PromptLayer, limit: int) -> dict[str, Any]:
                                                    "relays": list(source.relays)[:8]}}
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteReport:
+    """What a prompt report tells: the reply's prompt assembly, the model's usage, the turn's tool calls."""
+
+    assembly: PromptAssembly
+    usage: Usage | None
+    tool_calls: tuple[ToolCallFinished, ...] = ()
+    tool_calls_left_off: int = 0
+
+
 def report_content(assembly: PromptAssembly, usage: Usage | None = None, *,
-                   max_bytes: int = MAX_REPORT_BYTES) -> str:
-    """The report of ``assembly`` as JSON text of at most ``max_bytes`` UTF-8 bytes."""
+                   tool_calls: Sequence[ToolCallFinished] = (), max_bytes: int = MAX_REPORT_BYTES) -> str:
+    """The report of ``assembly`` (and the turn's ``tool_calls``) as JSON text of at most ``max_bytes`` UTF-8 bytes.
+    What does not fit is cut, texts first, then sections, then tool calls."""
     layers = list(assembly.layers)
     left_off = max(0, len(layers) - MAX_SECTIONS)
     layers = layers[:MAX_SECTIONS]
+    calls = list(tool_calls)[:MAX_TOOL_CALLS]
+    calls_left_off = len(tool_calls) - len(calls)
     history_tokens = assembly.extra.get("history_tokens") if assembly.extra else None
     while True:
         for limit in SECTION_CHARS:
@@ -78,6 +100,7 @@ def report_content(assembly: PromptAssembly, usage: Usage | None = None, *,
                             "withheld": assembly.backend_withheld},
                 "tools": assembly.tool_names[:MAX_TOOLS], "sections_left_off": left_off,
                 "policy": {"audience": assembly.audience, "who": assembly.audience_who},
+                "tool_calls": encode_tool_calls(calls, limit), "tool_calls_left_off": calls_left_off,
             }
             if usage is not None:
                 body["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
@@ -85,10 +108,14 @@ def report_content(assembly: PromptAssembly, usage: Usage | None = None, *,
             text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
             if len(text.encode("utf-8", "surrogatepass")) <= max_bytes:
                 return text
-        if not layers:  # the metadata alone does not fit: only a bound far too small gets here
+        if layers:  # the texts are gone and it still does not fit: fewer sections
+            left_off += (len(layers) + 1) // 2
+            layers = layers[: len(layers) // 2]
+        elif calls:  # then fewer tool calls
+            calls_left_off += (len(calls) + 1) // 2
+            calls = calls[: len(calls) // 2]
+        else:  # the metadata alone does not fit: only a bound far too small gets here
             raise ReportError(f"a prompt report does not fit in {max_bytes:,} bytes")
-        left_off += (len(layers) + 1) // 2  # the texts are gone and it still does not fit: fewer sections
-        layers = layers[: len(layers) // 2]
 
 
 def report_rumor(agent: str, admin: str, reply_id: str, content: str, *, created_at: int) -> Rumor:
@@ -148,9 +175,10 @@ def _layer(raw: Any) -> PromptLayer:
                        audience=_audience(item.get("audience")))
 
 
-def read_report(rumor: Rumor) -> tuple[PromptAssembly, Usage | None]:
+def read_report(rumor: Rumor) -> RemoteReport:
     """The assembly a report describes, as the inspector shows it (texts cut where the agent cut them; the history
-    as a count: its messages are the conversation itself). Raises :class:`ReportError` on a malformed report."""
+    as a count: its messages are the conversation itself), and the turn's tool calls. Raises :class:`ReportError`
+    on a malformed report."""
     if rumor.kind != PROMPT_REPORT_KIND:
         raise ReportError(f"a kind {rumor.kind} rumor is not a prompt report")
     if len(rumor.content.encode("utf-8", "surrogatepass")) > MAX_REPORT_BYTES:
@@ -198,7 +226,8 @@ def read_report(rumor: Rumor) -> tuple[PromptAssembly, Usage | None]:
         usage = Usage(_int(raw.get("prompt_tokens")) if raw.get("prompt_tokens") is not None else None,
                       _int(raw.get("completion_tokens")) if raw.get("completion_tokens") is not None else None,
                       float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None)
-    return assembly, usage
+    calls = decode_tool_calls(body.get("tool_calls"), rumor.first_tag("e") or rumor.id, ReportError)
+    return RemoteReport(assembly, usage, calls, _int(body.get("tool_calls_left_off")))
 
 
 def unavailable_assembly(reason: str, *, created_at: float, agent: str) -> PromptAssembly:

@@ -6,7 +6,8 @@ In the data dir:
   the data dir's owner can read it: a relay proves with it that it is this data dir's relay (see
   :mod:`didactyl_tui.nostr.relay_proof`). It never leaves the file and the processes of that user.
 * ``relay.lock`` — JSON written by the running relay process (pid, host, port, instance id, database
-  path, and the options it enforces with their digest); replaced atomically (also after a reload),
+  path, the options it enforces with their digest, and the address it was last asked for with why it does not
+  listen there, when it does not); replaced atomically (also after a reload),
   removed when that process exits. It holds no secret and only *points* at a relay: a reader trusts it
   once the server on its port proves, for a fresh nonce, that it is the instance the file names. A lock
   file another user wrote is never read.
@@ -62,6 +63,33 @@ def open_private(path: Path, flags: int = os.O_RDWR | os.O_CREAT) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class AskedAddress:
+    """Where the relay was last asked to listen (by its start, or by a launcher's request) and, when it does not
+    listen there, why not. ``port`` 0 asks for any free port."""
+
+    host: str
+    port: int
+    request: str = ""  # the launcher's request this answers ("": the relay's start)
+    refused: str = ""  # "" (it listens there), or TAKEN, CLIENTS or UNAVAILABLE
+    detail: str = ""  # why not, in one line ("port 7447 is taken by another program", "2 clients were connected")
+
+    TAKEN = "taken"  # another program listens on the port
+    CLIENTS = "clients"  # clients are connected: a move would cut them off
+    UNAVAILABLE = "unavailable"  # the address cannot be listened on (not this machine's, no permission...)
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> AskedAddress:
+        if not isinstance(raw, dict):
+            raise ValueError("bad asked address")
+        values = {k: raw.get(k, "") for k in ("host", "request", "refused", "detail")}
+        port = raw.get("port")
+        if not all(isinstance(v, str) for v in values.values()) or isinstance(port, bool) or \
+                not isinstance(port, int) or not 0 <= port < 65536:
+            raise ValueError("bad asked address")
+        return cls(values["host"], port, values["request"], values["refused"], values["detail"][:300])
+
+
+@dataclass(frozen=True, slots=True)
 class RelayLock:
     """What ``relay.lock`` says: which process serves which database where, and its instance token."""
 
@@ -73,6 +101,7 @@ class RelayLock:
     started_at: float
     options_digest: str = ""  # of the options it enforces (options.digest); "" from an older relay
     options: dict[str, Any] = field(default_factory=dict)  # what it enforces (options.normalized)
+    asked: AskedAddress | None = None  # None from an older relay, which cannot move
 
     @property
     def connect_host(self) -> str:
@@ -102,8 +131,9 @@ class RelayLock:
         digest, options = raw.get("options_digest", ""), raw.get("options", {})
         if not isinstance(digest, str) or not isinstance(options, dict):
             raise ValueError("bad options")
+        asked = AskedAddress.from_dict(raw["asked"]) if raw.get("asked") is not None else None
         return cls(raw["pid"], raw["host"], raw["port"], raw["token"], raw["db"], float(raw["started_at"]),
-                   digest, options)
+                   digest, options, asked)
 
 
 def _read_own(path: Path, max_bytes: int, *, private: bool = False) -> tuple[bytes | None, str]:

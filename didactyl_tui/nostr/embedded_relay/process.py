@@ -8,8 +8,10 @@ connected (no websocket open, no identity question). The lock file goes with it.
 
 SIGUSR1 reloads its options from ``relay.options.json`` (see :mod:`.options`): a change of who may write
 applies at once, with every connection kept; any other change restarts the relay inside this process, on
-the same port, with the same instance id and key (clients reconnect, and check the proof again).
-``relay.lock`` then says what it enforces.
+the same port, with the same instance id and key (clients reconnect, and check the proof again). The same signal
+moves it to the address ``relay.address.json`` asks for, only while no client is connected (a move cuts every
+connection off, and a client cannot follow a port it does not know); otherwise it stays and says why.
+``relay.lock`` then says what it enforces, where it listens, and the answer to the request.
 
 Running apart from the app, a flood against the relay never stalls the app's UI loop, and a CLI command
 needs no relay of its own: it finds this one (see :mod:`.shared`).
@@ -27,6 +29,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,7 @@ from .lockfile import (
     KEY_FILE,
     LOCK_FILE,
     RELAY_DB,
+    AskedAddress,
     FileLock,
     RelayLock,
     ensure_proof_key,
@@ -119,9 +123,14 @@ def _address_in_use(exc: RelayError) -> bool:
     return isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
 
 
+def _taken(port: int) -> str:
+    return f"port {port} is taken by another program"
+
+
 async def _start_relay(db_path: Path, host: str, port: int, key: ProofKey, token: str, stopping: asyncio.Event,
-                       options: Mapping[str, Any]) -> InstanceRelay:
-    """Listen on ``port``; when another program has it, on a free port (recorded in the lock file)."""
+                       options: Mapping[str, Any], *, fallback: bool = True) -> tuple[InstanceRelay, str]:
+    """Listen on ``port``; when another program has it and ``fallback``, on a free port (recorded in the lock
+    file). The relay, and why it is not on ``port`` ("" when it is)."""
     try:
         relay = InstanceRelay(db_path, host, port, proof_key=key, instance_token=token, stopping=stopping, **options)
     except TypeError as exc:  # an option EmbeddedRelay does not take
@@ -129,61 +138,119 @@ async def _start_relay(db_path: Path, host: str, port: int, key: ProofKey, token
     try:
         await relay.start()
     except RelayError as exc:
-        if port == 0 or not _address_in_use(exc):
+        if port == 0 or not fallback or not _address_in_use(exc):
             raise
         relay = InstanceRelay(db_path, host, 0, proof_key=key, instance_token=token, stopping=stopping, **options)
         await relay.start()
-        log.warning("port %d is taken by another program; listening on %s instead", port, relay.url)
-    return relay
+        log.warning("%s; listening on %s instead", _taken(port), relay.url)
+        return relay, _taken(port)
+    return relay, ""
 
 
 class _Serving:
-    """The relay this process serves now (replaced whole when a reload changes more than who may write),
-    and the options it enforces."""
+    """The relay this process serves now (replaced whole when a reload changes more than who may write or moves
+    it), the options it enforces, and the address it was last asked for."""
 
     def __init__(self, relay: InstanceRelay, options: dict[str, Any], db: Path, token: str, stop: asyncio.Event,
-                 lock_path: Path, started_at: float) -> None:
+                 lock_path: Path, started_at: float, asked: AskedAddress) -> None:
         self.relay, self.options, self.db, self.token, self.stop = relay, options, db, token, stop
-        self.lock_path, self.started_at = lock_path, started_at
+        self.lock_path, self.started_at, self.asked = lock_path, started_at, asked
         self.digest = relay_options_file.digest(options)
 
     def announce(self) -> None:
-        """(Re)write relay.lock: where the relay listens and what it enforces."""
+        """(Re)write relay.lock: where the relay listens, what it enforces, the last address asked for."""
         relay = self.relay
         write_lock(self.lock_path, RelayLock(os.getpid(), relay.host, relay.port, self.token, str(self.db),
                                              self.started_at, self.digest,
-                                             relay_options_file.normalized(self.options)))
+                                             relay_options_file.normalized(self.options), self.asked))
 
-    async def reload(self) -> None:
-        """Take the options a launcher wrote to relay.options.json (SIGUSR1). Bad options are logged and the
-        relay keeps what it enforces."""
+    def _requested_options(self) -> dict[str, Any]:
+        """The options a launcher wrote to relay.options.json, or those in force when they are not usable."""
         path = self.lock_path.with_name(relay_options_file.OPTIONS_FILE)
         try:
             wanted = relay_options_file.read_request(path)
-            digest = relay_options_file.digest(wanted)
+            relay_options_file.digest(wanted)
+        except FileNotFoundError:
+            return self.options
         except (OSError, RelayError, TypeError, ValueError) as exc:
             log.warning("reload: %s is not usable (%s); the options stay as they are", path,
                         getattr(exc, "message", None) or exc)
-            return
-        if digest == self.digest:
-            log.info("reload: the options asked for are those in force (%s)", digest)
-            return
-        if relay_options_file.only_access_differs(self.options, wanted):
-            self.relay.set_access(wanted.get("allowed_writers"), wanted.get("gift_wrap_recipients") or ())
-            log.info("reload: who may write changed (options %s -> %s); connections kept", self.digest, digest)
-        else:
+            return self.options
+        return wanted
+
+    def _requested_address(self) -> tuple[str, int, str] | None:
+        path = self.lock_path.with_name(relay_options_file.ADDRESS_FILE)
+        try:
+            return relay_options_file.read_address_request(path)
+        except (OSError, RelayError) as exc:
+            log.warning("reload: %s is not usable (%s); the relay stays where it is", path,
+                        getattr(exc, "message", None) or exc)
+            return None
+
+    async def reload(self) -> None:
+        """Take the options and the address launchers wrote (SIGUSR1). Bad options are logged and the relay keeps
+        what it enforces; a move is made only while no client is connected, else the answer says why not."""
+        wanted = self._requested_options()
+        digest = relay_options_file.digest(wanted)
+        restart = digest != self.digest and not relay_options_file.only_access_differs(self.options, wanted)
+        if restart:
             try:
                 # checks the options; opens nothing
                 InstanceRelay(self.db, proof_key=self.relay.proof_key, instance_token=self.token, **wanted)
             except (TypeError, RelayError) as exc:
                 log.warning("reload: bad relay options (%s); the options stay as they are", exc)
-                return
-            old = self.relay
-            await old.stop()
-            self.relay = await _start_relay(self.db, old.host, old.port, old.proof_key, self.token, self.stop, wanted)
-            log.info("reload: restarted on %s with options %s (were %s)", self.relay.url, digest, self.digest)
+                wanted, digest, restart = self.options, self.digest, False
+        address = self._requested_address()
+        old = self.relay
+        if address is not None and address[0] and not relay_options_file.listens_as_asked(old.host, old.port,
+                                                                                          *address[:2]):
+            await self._move(*address, wanted, restart)
+        else:
+            if address is not None:  # there already; or (no host) no move asked: answered, the last ask kept
+                self.asked = AskedAddress(*address) if address[0] else replace(self.asked, request=address[2])
+            if restart:
+                await old.stop()
+                self.relay, _ = await _start_relay(self.db, old.host, old.port, old.proof_key, self.token, self.stop,
+                                                   wanted)
+                log.info("reload: restarted on %s with options %s (were %s)", self.relay.url, digest, self.digest)
+            elif digest != self.digest:
+                old.set_access(wanted.get("allowed_writers"), wanted.get("gift_wrap_recipients") or ())
+                log.info("reload: who may write changed (options %s -> %s); connections kept", self.digest, digest)
+            else:
+                log.info("reload: the options asked for are those in force (%s)", digest)
         self.options, self.digest = wanted, digest
         self.announce()
+
+    async def _move(self, host: str, port: int, request: str, options: dict[str, Any], restart: bool) -> None:
+        """Listen on ``host:port`` with ``options`` when no client is connected; otherwise (or when that address
+        cannot be listened on) stay where it is, restarted there if ``restart``, and say why in ``asked``."""
+        old = self.relay
+        clients = old.connections
+        if clients:
+            self.asked = AskedAddress(host, port, request, AskedAddress.CLIENTS,
+                                      f"{clients} client{'s were' if clients > 1 else ' was'} connected")
+            log.info("reload: not moving to %s:%d: %s", host, port, self.asked.detail)
+            if restart:
+                await old.stop()
+                self.relay, _ = await _start_relay(self.db, old.host, old.port, old.proof_key, self.token, self.stop,
+                                                   options)
+            else:
+                old.set_access(options.get("allowed_writers"), options.get("gift_wrap_recipients") or ())
+            return
+        await old.stop()
+        try:
+            self.relay, _ = await _start_relay(self.db, host, port, old.proof_key, self.token, self.stop, options,
+                                               fallback=False)
+        except RelayError as exc:
+            taken = _address_in_use(exc)
+            self.asked = AskedAddress(host, port, request, AskedAddress.TAKEN if taken else AskedAddress.UNAVAILABLE,
+                                      _taken(port) if taken else exc.message)
+            log.warning("reload: not moving to %s:%d: %s; staying on %s", host, port, self.asked.detail, old.url)
+            self.relay, _ = await _start_relay(self.db, old.host, old.port, old.proof_key, self.token, self.stop,
+                                               options)
+            return
+        self.asked = AskedAddress(host, port, request)
+        log.info("reload: moved from %s to %s (nobody was connected)", old.url, self.relay.url)
 
 
 async def _watch_idle(serving: _Serving, idle_exit_s: float, stop: asyncio.Event) -> None:
@@ -286,8 +353,9 @@ async def _serve(db: Path, host: str, port: int, idle_exit_s: float, options: di
         installed.append(signal.SIGUSR1)
     try:
         try:
-            relay = await _start_relay(db, host, port, key, token, stop, options)
-            serving = _Serving(relay, options, db, token, stop, lock_path, time.time())
+            relay, why = await _start_relay(db, host, port, key, token, stop, options)
+            asked = AskedAddress(host, port, "", AskedAddress.TAKEN if why else "", why)
+            serving = _Serving(relay, options, db, token, stop, lock_path, time.time(), asked)
         except (RelayError, TypeError, ValueError) as exc:
             print(f"error: {getattr(exc, 'message', None) or exc}", file=sys.stderr, flush=True)
             return EXIT_FAILED

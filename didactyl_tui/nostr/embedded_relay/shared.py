@@ -27,13 +27,8 @@ import json
 import logging
 import math
 import os
-import re
 import secrets
 import signal
-import site
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -49,12 +44,12 @@ from .lockfile import (
     LOCK_FILE,
     LOG_FILE,
     RELAY_DB,
+    AskedAddress,
     FileLock,
     RelayLock,
     ensure_proof_key,
     inspect_lock,
     lock_is_held,
-    open_private,
     owner_lock_path,
     pid_running,
     read_lock,
@@ -62,14 +57,12 @@ from .lockfile import (
     remove_stale_lock,
 )
 from .probe import DEFAULT_PROBE_TIMEOUT_S, ask_identity
+from .spawn import last_line, relay_command, spawn, terminate
 
 log = logging.getLogger(__name__)
 
 DEFAULT_START_TIMEOUT_S = 15.0  # a cold Python start on a loaded 2-core box takes a few seconds
-MAX_LOG_KEEP_BYTES = 1024 * 1024  # the log is rotated (one old copy kept) when bigger at a start
-DAEMON_MODULE = f"{__package__}.daemon"
 _POLL_S = 0.05
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +84,30 @@ class SharedRelay:
     # What was found while looking and not trusted (a lock file of another user, a server on the lock file's port
     # that did not prove it is this data dir's relay): one line each, for the user. Also logged.
     distrusted: tuple[str, ...] = ()
+    listen_host: str = ""  # the address it listens on (``host`` is where a client reaches it: 0.0.0.0 -> 127.0.0.1)
+    asked: AskedAddress | None = None  # the address last asked of it and why it is not there (None: an older relay)
+    moved: bool = False  # this launcher had it move to the address asked for
+    news: bool = False  # this launcher started it, or had an answer about its address that relay.lock did not hold
 
     @property
     def port_fallback(self) -> bool:
         """The requested port was held by another program, so the relay listens elsewhere."""
         return self.requested_port not in (0, self.port)
 
+    def listens_as_asked(self, host: str, port: int) -> bool:
+        """It listens on ``host:port`` (port 0: any), or it cannot be asked to move (a relay of an older version)."""
+        return self.asked is None or relay_options_file.listens_as_asked(self.listen_host, self.port, host, port)
+
+    @property
+    def not_where_asked(self) -> AskedAddress | None:
+        """The address last asked of it, when it does not listen there (with the reason)."""
+        return self.asked if self.asked is not None and self.asked.refused else None
+
 
 def _shared(lock: RelayLock, started_by_us: bool, requested_port: int, key: ProofKey) -> SharedRelay:
     return SharedRelay(lock.url, started_by_us, lock.pid, lock.connect_host, lock.port, lock.token, Path(lock.db),
-                       requested_port, key, lock.options_digest, lock.options)
+                       requested_port, key, lock.options_digest, lock.options, listen_host=lock.host,
+                       asked=lock.asked, news=started_by_us)
 
 
 @dataclass(slots=True)
@@ -179,12 +186,16 @@ async def ensure_shared_relay(
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
     relay_options: Mapping[str, Any] | None = None,
     reconfigure: bool = False,
+    move: bool = True,
 ) -> SharedRelay:
     """The data dir's relay: found and its identity proven, or started (detached) and waited for.
 
-    ``host``/``port``/``idle_exit_s`` apply only when a relay is started here; ``relay_options`` too, unless
-    ``reconfigure``: then a running relay enforcing other options is asked to take these (bounded by
-    ``start_timeout_s``; compare ``options_digest`` with :func:`.options.digest` to know whether it did).
+    ``host``/``port``/``idle_exit_s`` apply only when a relay is started here; ``relay_options`` and the address
+    too, unless ``reconfigure``: then a running relay enforcing other options, or listening elsewhere, is asked to
+    take these options and move to ``host:port`` (bounded by ``start_timeout_s``; compare ``options_digest`` with
+    :func:`.options.digest` to know whether it took them; it moves only while no client is connected, and
+    :attr:`SharedRelay.not_where_asked` says why it did not). Without ``move`` only the options are asked for (a
+    launcher that is itself connected to the relay: a move is refused anyway, and the last answer is kept).
     ``relay_options`` are JSON-able keyword arguments for :class:`EmbeddedRelay` (limits, allow-list),
     passed on the relay's command line or in ``relay.options.json`` (so never a secret). Raises
     :class:`RelayError` (one line, for the user) when no relay can be found or started within
@@ -207,7 +218,8 @@ async def ensure_shared_relay(
         if key is not None:  # else no relay of this data dir ever ran: there is nothing to find
             search = _Search(data_dir, db, key, port, probe_timeout_s)
             found = await search.find()
-            if found is not None and (not reconfigure or found.options_digest == wanted):
+            if found is not None and (not reconfigure or (found.options_digest == wanted
+                                                          and (not move or found.listens_as_asked(host, port)))):
                 return found
             notes = search.notes
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -220,13 +232,13 @@ async def ensure_shared_relay(
             if reconfigure:
                 found = await search.find()
                 if found is not None:
-                    if found.options_digest == wanted:
+                    if found.options_digest == wanted and (not move or found.listens_as_asked(host, port)):
                         return found
                     taken = await _reconfigure(search, found, dict(relay_options or {}), wanted,
-                                               time.monotonic() + start_timeout_s)
+                                               (host, port) if move else ("", 0), time.monotonic() + start_timeout_s)
                     if taken is not None:
                         return taken
-            command = _relay_command(data_dir, db, host, port, idle_exit_s, options)
+            command = relay_command(data_dir, db, host, port, idle_exit_s, options)
             return await _find_or_start(search, command, start_timeout_s)
         finally:
             launch.release()
@@ -236,11 +248,16 @@ async def ensure_shared_relay(
 
 
 async def _reconfigure(search: _Search, relay: SharedRelay, options: dict[str, Any], wanted: str,
-                       deadline: float) -> SharedRelay | None:
-    """Holding the launch lock: ask ``relay`` to take ``options`` and wait until its lock file says it enforces
-    them. The relay as it is then (its old options if it did not take them in time), or None when it went away
-    (then a new one is started with ``options``)."""
+                       address: tuple[str, int], deadline: float) -> SharedRelay | None:
+    """Holding the launch lock: ask ``relay`` to take ``options`` and to listen on ``address``, and wait until its
+    lock file answers. The relay as it is then (its old options and address if it did not take them in time), or
+    None when it went away (then a new one is started with ``options``, there)."""
     relay_options_file.write_request(search.data_dir / relay_options_file.OPTIONS_FILE, options)
+    request = ""
+    if relay.asked is not None:  # an older relay cannot move: it is only asked for options
+        request = secrets.token_hex(8)
+        relay_options_file.write_address_request(search.data_dir / relay_options_file.ADDRESS_FILE, *address,
+                                                 request)
     proven = await search.proves(relay)
     if proven is None or proven.instance != relay.token:
         return None  # gone since it was found: a reused pid is never signalled
@@ -251,9 +268,17 @@ async def _reconfigure(search: _Search, relay: SharedRelay, options: dict[str, A
     lock_path = search.data_dir / LOCK_FILE
     while True:
         lock = read_lock(lock_path)
-        if lock is not None and lock.token == relay.token and lock.options_digest == wanted:
+        if lock is not None and lock.token == relay.token and (
+                (lock.asked.request == request) if request and lock.asked is not None
+                else lock.options_digest == wanted):
             if await search.verified(lock):
-                return replace(search.result(lock, False), reloaded=True)
+                now = search.result(lock, False)
+                before = relay.not_where_asked
+                news = (now.asked is not None and now.asked.refused != "" and (
+                    before is None or (before.host, before.port, before.refused)
+                    != (now.asked.host, now.asked.port, now.asked.refused)))
+                return replace(now, reloaded=now.options_digest == wanted != relay.options_digest,
+                               moved=(lock.host, lock.port) != (relay.listen_host, relay.port), news=news)
         if not pid_running(relay.pid):
             return None  # e.g. an older relay, which SIGUSR1 ends: a new one starts with these options
         if time.monotonic() >= deadline:
@@ -286,47 +311,11 @@ async def _find_or_start(search: _Search, command: list[str], start_timeout_s: f
         await asyncio.sleep(_POLL_S * 2)
 
 
-def _relay_command(data_dir: Path, db: Path, host: str, port: int, idle_exit_s: float, options: str) -> list[str]:
-    return [sys.executable, "-m", DAEMON_MODULE, "--data-dir", str(data_dir), "--db", str(db), "--host", host,
-            "--port", str(port), "--idle-exit", repr(float(idle_exit_s)), "--relay-options", options]
-
-
-def _child_env() -> dict[str, str]:
-    """This process's environment; when our package comes from a source tree (not site-packages), that
-    tree goes first on the path, so the relay runs the same code whatever the working directory."""
-    env = dict(os.environ)
-    root = Path(__file__).resolve().parents[3]
-    installed = {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
-    if root not in installed:
-        env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
-    return env
-
-
-def _open_log(path: Path) -> int:
-    with contextlib.suppress(OSError):
-        if path.stat().st_size > MAX_LOG_KEEP_BYTES:
-            os.replace(path, path.with_name(path.name + ".1"))
-    return open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-
-
-def _spawn(command: list[str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    log_fd = _open_log(log_path)
-    try:
-        # A session of its own: Ctrl-C in the terminal and the app's exit do not reach the relay.
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, cwd=cwd,
-                                env=_child_env(), start_new_session=True, close_fds=True)
-    finally:
-        os.close(log_fd)
-    # The relay outlives its use here; a daemon thread reaps it whenever it exits (no zombie).
-    threading.Thread(target=proc.wait, name=f"reap-relay-{proc.pid}", daemon=True).start()
-    return proc
-
-
 async def _start(search: _Search, command: list[str], deadline: float) -> SharedRelay:
     data_dir = search.data_dir
     log_path = data_dir / LOG_FILE
     try:
-        proc = await asyncio.to_thread(_spawn, command, data_dir, log_path)
+        proc = await asyncio.to_thread(spawn, command, data_dir, log_path)
     except OSError as exc:
         raise RelayError(f"cannot start the embedded relay: {exc.strerror or exc}") from exc
     lock_path = data_dir / LOCK_FILE
@@ -340,33 +329,11 @@ async def _start(search: _Search, command: list[str], deadline: float) -> Shared
             found = await search.find()
             if found is not None:
                 return found
-            raise RelayError(f"the embedded relay exited at start ({_last_line(log_path) or f'code {code}'})")
+            raise RelayError(f"the embedded relay exited at start ({last_line(log_path) or f'code {code}'})")
         if time.monotonic() >= deadline:
-            await asyncio.to_thread(_terminate, proc)
+            await asyncio.to_thread(terminate, proc)
             raise RelayError(f"the embedded relay did not answer within its start time; see {log_path}")
         await asyncio.sleep(_POLL_S)
-
-
-def _terminate(proc: subprocess.Popen[bytes], timeout: float = 3.0) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout)
-
-
-def _last_line(path: Path, tail: int = 2048) -> str:
-    """The log's last line, cleaned of control characters and shortened, for a one-line error."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - tail))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return _CONTROL.sub("", lines[-1]).strip()[:200] if lines else ""
 
 
 async def stop_shared_relay(relay: SharedRelay, timeout: float = 5.0) -> bool:

@@ -26,6 +26,15 @@ def _printable(text: str) -> str:
     return "".join(ch for ch in " ".join(text.split()) if ch.isprintable())
 
 
+def _with_whom(agent: str | None, service: ScreenService) -> str:
+    """A chat's agent in the resume list, when it is not the one answering here."""
+    from ...service.types import encode_npub
+
+    if agent == service.chat.agent_here:
+        return ""
+    return f" · with {encode_npub(agent)[:16]}…, elsewhere" if agent else " · with this data dir's own agent"
+
+
 def palette_line(text: str) -> str:
     """Stored text as a command-palette line: printable, and never read as markup (the palette parses it)."""
     from textual.markup import escape
@@ -198,7 +207,7 @@ class ChatActions:
             SimpleCommand(
                 palette_line(s.title) or "(untitled)",
                 lambda sid=s.id: self.resume(sid),
-                f"{when(s.updated_at, MINUTES)} · {s.message_count} messages",
+                f"{when(s.updated_at, MINUTES)} · {s.message_count} messages{_with_whom(s.agent, service)}",
             )
             for s in sessions
         ]
@@ -207,6 +216,10 @@ class ChatActions:
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def resume(self, session_id: str) -> None:
         service = self.require_service()
+        refusal = await service.chat.refusal_to_open(session_id)
+        if refusal is not None:  # another agent's conversation: never answered here
+            self.notify(refusal, title="Another agent's conversation", severity="warning", timeout=15, markup=False)
+            return
         messages = await service.chat.session_messages(session_id)
         self.session_id = session_id
         self.reset_figures()

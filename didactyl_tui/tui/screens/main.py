@@ -41,7 +41,7 @@ from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
 from .chat_actions import ChatActions
 from .main_model import ModelActions
-from .main_sidebar import LONG, SHORT, SidebarActions
+from .main_sidebar import SHORT, SidebarActions
 
 if TYPE_CHECKING:
     from textual.widgets import TabbedContent
@@ -215,9 +215,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         shadowed = service.model.shadowed()
         if shadowed:  # a model chosen in the app, hidden by the environment: never silently
             self.notify(shadowed, title="Model", severity="warning", timeout=12)
-        for t in (SHORT, LONG):
-            self.memory_pane(t).show_snapshot(service.documents.snapshot(t))
-        self.show_tasks()
+        self.show_documents()
         self.refresh_self()
         self.refresh_relays()
         self.set_interval(POLL_S, self.refresh_relays)
@@ -270,7 +268,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         snapshot = service.identity.snapshot()
         drift = drift_lines(service.identity.drift())
         for pane in self.self_panes():
-            pane.show_identity(snapshot.agent, snapshot.admin, admin_configured=service.admin_pubkey is not None)
+            pane.show_identity(snapshot.agent, snapshot.admin, admin_configured=service.admin_pubkey is not None,
+                               agent_elsewhere=service.attached_to is not None)
             pane.show_drift(drift)
 
     def on_service_event(self, event: ServiceEvent) -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 SHORT, LONG = "short_term", "long_term"
 SOUL, TASKS = "soul", "tasks"  # versioned like memory: the same editor, history and merge view
+DOCUMENT_NAMES = {SHORT: "Short-term memory", LONG: "Long-term memory", SOUL: "The soul", TASKS: "The tasks"}
 
 
 class SidebarActions:
@@ -87,6 +88,26 @@ class SidebarActions:
     def on_memory_pane_history_requested(self, message: MemoryPane.HistoryRequested) -> None:
         self.open_history(message.memory_type)
 
+    def show_documents(self) -> None:
+        """Both memories and the tasks as they stand, or why they cannot be shown here."""
+        service = self.require_service()
+        unavailable = service.documents.unavailable
+        for memory_type in (SHORT, LONG):
+            pane = self.memory_pane(memory_type)
+            if unavailable:
+                pane.show_unavailable(unavailable)
+            else:
+                pane.show_snapshot(service.documents.snapshot(memory_type))
+        self.show_tasks()
+
+    def _unavailable(self, what: str) -> bool:
+        """Attached without the agent's key: say so (not "no relay answered") and do nothing."""
+        service = self._service_or_notify()
+        reason = service.documents.unavailable if service is not None else None
+        if reason:
+            self.notify(f"{what}: {reason}", title="Agent key elsewhere", severity="warning", markup=False)
+        return service is None or reason is not None
+
     def show_document(self, memory_type: str, snapshot: DocumentSnapshot) -> None:
         """A memory's pane, or the tasks pane (the soul has no pane: its editor and history are in the palette)."""
         if memory_type == TASKS:
@@ -101,7 +122,10 @@ class SidebarActions:
         from ..widgets.tasks_pane import TasksPane
 
         for pane in self.query(TasksPane):
-            pane.show_tasks(service.documents.value("tasks"), service.documents.snapshot(TASKS))
+            if service.documents.unavailable:
+                pane.show_unavailable(service.documents.unavailable)
+            else:
+                pane.show_tasks(service.documents.value("tasks"), service.documents.snapshot(TASKS))
 
     def action_edit_soul(self) -> None:
         self.open_editor(SOUL)
@@ -124,9 +148,9 @@ class SidebarActions:
     def open_history(self, memory_type: str) -> None:
         from .memory_history import MemoryHistoryScreen
 
-        service = self._service_or_notify()
-        if service is None:
+        if self._unavailable(DOCUMENT_NAMES.get(memory_type, memory_type)):
             return
+        service = self.require_service()
         self.app.push_screen(MemoryHistoryScreen(memory_type, service.documents))
 
     def action_edit_short_term(self) -> None:
@@ -136,7 +160,8 @@ class SidebarActions:
         self.open_editor(LONG)
 
     def action_load_long_term(self) -> None:
-        self.load_long_term()
+        if not self._unavailable(DOCUMENT_NAMES[LONG]):
+            self.load_long_term()
 
     @work(exclusive=True, group="memory", exit_on_error=False)
     async def load_long_term(self, then_edit: bool = False) -> None:
@@ -156,16 +181,16 @@ class SidebarActions:
     def open_editor(self, memory_type: str) -> None:
         from .memory_editor import MemoryEditorScreen
 
-        service = self._service_or_notify()
-        if service is None:
+        name = DOCUMENT_NAMES.get(memory_type, memory_type)
+        if self._unavailable(name):
             return
+        service = self.require_service()
         snapshot = service.documents.snapshot(memory_type)
         if not snapshot.loaded:
             if memory_type == LONG:
                 self.load_long_term(then_edit=True)
             else:
-                self.notify("Short-term memory is not loaded yet (no relay answered).", title="Memory",
-                            severity="warning")
+                self.notify(f"{name} is not loaded yet (no relay answered).", title="Memory", severity="warning")
             return
         self.app.push_screen(MemoryEditorScreen(snapshot, service.documents, service.model))
 

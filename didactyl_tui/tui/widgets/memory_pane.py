@@ -95,6 +95,16 @@ class MemoryPane(Vertical):
             load.disabled = False
             load.label = "Reload" if snapshot.loaded else "Load"
 
+    def show_unavailable(self, reason: str) -> None:
+        """The memory cannot be shown or edited here (attached without the agent's key): the reason, nothing to
+        press."""
+        self.border_subtitle = "not available here"
+        body = self.query_one(".memory-content", Static)
+        body.update(Content(reason))
+        body.set_class(True, "-placeholder")
+        for button in self.query(Button):
+            button.disabled = True
+
     def show_loading(self) -> None:
         self.border_subtitle = "loading…"
         if self.loadable:

@@ -97,10 +97,12 @@ class SelfPane(VerticalScroll):
         yield Static(Content("no admin configured ([admin] pubkey)"), id="admin-identity", classes="identity")
 
     def show_identity(self, agent: IdentityView | None, admin: IdentityView | None, *,
-                      admin_configured: bool) -> None:
+                      admin_configured: bool, agent_elsewhere: bool = False) -> None:
+        """``agent_elsewhere``: attached to an agent that runs elsewhere, whose own relay list (kind 10002) is then
+        shown with its profile (the live relays below are this window's)."""
         if agent is not None:
             self.filled = True
-            self.query_one("#agent-identity", Static).update(identity_text(agent, with_relays=False))
+            self.query_one("#agent-identity", Static).update(identity_text(agent, with_relays=agent_elsewhere))
         admin_view = self.query_one("#admin-identity", Static)
         if admin is not None:
             admin_view.update(identity_text(admin, with_relays=True))

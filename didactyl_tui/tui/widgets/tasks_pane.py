@@ -68,6 +68,16 @@ class TasksPane(Vertical):
         self.query_one("#edit", Button).disabled = False
         self.query_one("#history", Button).disabled = False
 
+    def show_unavailable(self, reason: str) -> None:
+        """The tasks cannot be shown or edited here (attached without the agent's key): the reason, nothing to
+        press."""
+        self.border_subtitle = "not available here"
+        body = self.query_one("#task-lines", Static)
+        body.update(Content(reason))
+        body.set_class(True, "-placeholder")
+        for button in self.query(Button):
+            button.disabled = True
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         if event.button.id == "edit":

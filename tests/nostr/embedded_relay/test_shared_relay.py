@@ -42,11 +42,11 @@ from didactyl_tui.nostr.embedded_relay.probe import ask_identity, fetch_info_doc
 from didactyl_tui.nostr.embedded_relay.process import EXIT_DATABASE_BUSY, CappedLogHandler, InstanceRelay
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.embedded_relay.shared import (
-    DAEMON_MODULE,
     ensure_shared_relay,
     find_shared_relay,
     stop_shared_relay,
 )
+from didactyl_tui.nostr.embedded_relay.spawn import DAEMON_MODULE
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
@@ -585,5 +585,5 @@ def test_finding_or_starting_the_relay_does_not_load_it() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('didactyl_tui.nostr.embedded_relay.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
                          timeout=PROCESS_TIMEOUT_S, check=True).stdout
-    assert json.loads(out.replace("'", '"')) == [f"didactyl_tui.nostr.embedded_relay.{name}"
-                                                 for name in ("limits", "lockfile", "options", "probe", "shared")]
+    loaded = ("limits", "lockfile", "options", "probe", "shared", "spawn")
+    assert json.loads(out.replace("'", '"')) == [f"didactyl_tui.nostr.embedded_relay.{name}" for name in loaded]
