@@ -156,7 +156,9 @@ def test_a_failed_headless_turn_leaves_no_chat_behind_and_no_model_names_ctrl_l(
     env = cli_env(tmp_path, config, DIDACTYL_NSEC=AGENT_KEY.nsec())
     failed = didactyl(env, "chat", "-m", "hi")
     assert failed.returncode == 1 and "nosuchprovider/bad-name" in one_line(failed.stderr)
-    none = didactyl({**env, "DIDACTYL_MODEL": "", "XDG_CONFIG_HOME": str(tmp_path / "nowhere")}, "chat", "-m", "hi")
+    no_model = tmp_path / "no-model.toml"  # the relay on any free port: 7447 may be another program's here
+    no_model.write_text('[relays]\nembedded_port = 0\n[memory]\nbackend = "none"\n')
+    none = didactyl({**env, "DIDACTYL_MODEL": "", "DIDACTYL_CONFIG": str(no_model)}, "chat", "-m", "hi")
     assert none.returncode == 1 and one_line(none.stderr) == (
         "didactyl: No model configured: choose a model in the app with Ctrl+L, or set [llm] model in config.toml or "
         "$DIDACTYL_MODEL (e.g. openai/gpt-4o-mini)")

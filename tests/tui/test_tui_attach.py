@@ -103,6 +103,6 @@ async def test_the_attached_panes_tell_the_truth_and_the_agents_tool_calls_show(
             await wait_for(pilot, lambda: main.conversation.last_reply() == "Noted: green tea.", 60, "the reply")
             entries = [w for w in main.conversation.children if isinstance(w, ToolCallEntry | MessageEntry)]
             [call] = [w for w in entries if isinstance(w, ToolCallEntry)]
-            assert call.tool_name == "memory_save" and call.result is not None and not call.is_error
+            assert call.tool_name == "memory_save" and call.result is not None and call.ending == "done"
             assert call.arguments["content"] == "The admin drinks green tea."
             assert entries.index(call) == len(entries) - 2  # above the reply, as in local mode

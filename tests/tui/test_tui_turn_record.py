@@ -12,7 +12,7 @@ from llm_stub import LlmStub, Reply, ToolCall
 from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent.conversations.store import ConversationStore
-from didactyl_tui.service.runtime import CONVERSATIONS_DB
+from didactyl_tui.service.sessions import CONVERSATIONS_DB
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
 from didactyl_tui.tui.widgets.tool_call_entry import ToolCallEntry
