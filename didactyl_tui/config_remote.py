@@ -59,6 +59,14 @@ class DmConfig:
     retry_max_interval_s: float = setting(300.0, "Longest pause between two tries of a reply no relay of its "
                                           "recipient has taken yet (the pause doubles from 1 s up to this).",
                                           min=0.1, max=86_400)
+    invitation_ttl_s: float = setting(3600.0, "Seconds an invitation stays valid: the one-use attach line `didactyl "
+                                      "serve` prints while nobody is paired with the agent (and `didactyl invite` "
+                                      "prints). Whoever presents it first becomes the admin. docs/attach.md",
+                                      min=60, max=7 * 86_400)
+    refusals_per_hour: int = setting(30, "Most refusals sent in an hour, in all: a one-line answer to a key the agent "
+                                         "does not answer (not the admin, not on [dm] allow), at most one per key in "
+                                         "six hours, sent once to the agent's own relays. 0: none (such messages are "
+                                         "only counted).", min=0, max=10_000)
     prompt_report: bool = setting(True, "After each reply in the admin's own conversation, send the admin that "
                                         "turn's prompt assembly (sections, tools, tokens, sources; each section's "
                                         "text cut to a bound), in a gift wrap only the admin can open, of a kind chat "
