@@ -236,6 +236,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     if relay is not None:
         urls.append(relay.url)
     urls += [u for u in config.run_relay_urls if u not in urls]
+    if attach is not None:  # where the agent reads: its messages go there, its replies are read there
+        urls += [u for u in attach.relays.urls if u not in urls]
     if not urls:
         warn("no relay is available: memory saves will not be published")
     # NIP-42 as the agent (its key, or through its remote signer); attached, as the admin: DM relays often give gift
