@@ -113,8 +113,8 @@ async def test_a_wrong_or_expired_invitation_grants_nothing_and_says_why(tmp_pat
 
 
 async def test_strangers_get_one_refusal_each_bounded_in_all_and_only_on_the_agents_relays(tmp_path: Path) -> None:
-    async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay, EmbeddedRelay(tmp_path / "theirs.sqlite3") as theirs, \
-            LlmStub() as stub:
+    async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay, \
+            EmbeddedRelay(tmp_path / "theirs.sqlite3") as theirs, LlmStub() as stub:
         config = _config(tmp_path / "config.toml", relay.url, stub.base_url, "[dm]\nrefusals_per_hour = 3\n")
         strangers = [SecretKey.generate() for _ in range(8)]
         async with RelayPool([relay.url, theirs.url], **fast_client_kwargs()) as pool, \
@@ -127,7 +127,7 @@ async def test_strangers_get_one_refusal_each_bounded_in_all_and_only_on_the_age
             for key in [first, first, *strangers[1:]]:  # the first one writes twice
                 assert (await pool.publish(_dm(key, "hello?"), 3)).any_accepted
             await until(lambda: agent.dm.counts.get("stranger", 0) == 9, 60, "every stranger's message judged")
-            await until(lambda: _refusals(pool, strangers, relay.url, total=3), 30, "the refusals the bound lets go")
+            await until(lambda: _refusals(pool, strangers, total=3), 30, "the refusals the bound lets go")
             answered = {key.public_key_hex: await _answers(pool, key) for key in strangers}
             assert len(answered[first.public_key_hex]) == 1  # once per sender, whatever it sends
             refusal = answered[first.public_key_hex][0]
@@ -139,6 +139,6 @@ async def test_strangers_get_one_refusal_each_bounded_in_all_and_only_on_the_age
             assert stub.requests == []
 
 
-async def _refusals(pool: RelayPool, strangers: list[SecretKey], url: str, *, total: int) -> bool:
+async def _refusals(pool: RelayPool, strangers: list[SecretKey], *, total: int) -> bool:
     wraps = [w for key in strangers for w in await wraps_for(pool, key.public_key_hex)]
     return len(wraps) >= total
