@@ -50,10 +50,10 @@ class TurnView:
             await self.reply.finish(note)
             self.reply = None
 
-    def mark_unanswered(self, status: str) -> None:
-        """The user's message stays (and is saved so, marked): this turn got no answer."""
+    def mark_unanswered(self, status: str, mark: str = "") -> None:
+        """The user's message stays (and is saved so, marked): this turn got no answer (``mark``: said otherwise)."""
         self.user_entry.add_class("-failed")
-        self.user_entry.border_subtitle = f"{status}: not answered"
+        self.user_entry.border_subtitle = mark or f"{status}: not answered"
 
     async def show(self, event: AgentEvent) -> None:
         from ...service.types import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
@@ -102,7 +102,7 @@ class TurnView:
     async def _failed(self, event: TurnFailed) -> None:
         screen = self.screen
         await self.end_reply("interrupted")
-        self.mark_unanswered("failed")
+        self.mark_unanswered("failed", event.mark)
         error = await screen.conversation.add_error(event.title, event.message,
                                                     self.text if event.retryable else None)
         screen.turn_failed(error, self.user_entry)
