@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing key (the old identity is lost)")
 
     p = sub.add_parser("whoami", help="print the agent's npub and hex public key (never the secret)")
+    p.add_argument("--admin", action="store_true", help="your admin key's instead (the key `didactyl attach` talks to "
+                   "the agent with; made, 0600, when there is none): what the agent's [admin] pubkey names")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("relay", help="serve this data dir's shared embedded relay in the foreground (exit 3 if one "

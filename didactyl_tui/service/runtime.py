@@ -90,6 +90,7 @@ class Runtime:
     documents_readable: bool = True  # false when attached without the agent's key: its documents are not loaded
     signer_keys: tuple[str, ...] = ()  # a remote signer's keys the embedded relay lets write (its NIP-46 traffic)
     remote_signer: RemoteSigner | None = None  # the agent's key in a NIP-46 signer: its connection
+    key_made: Path | None = None  # the agent's key file, when this start made it
 
     @property
     def embedded_relay_url(self) -> str | None:
@@ -306,7 +307,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
                       tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
                       documents_readable=not isinstance(agent.signer, KeyElsewhereSigner), remote_signer=agent.remote,
-                      signer_keys=tuple(plan.writers) if plan is not None and plan.writers else ())
+                      signer_keys=tuple(plan.writers) if plan is not None and plan.writers else (),
+                      key_made=agent.key_path if agent.created else None)
     await pool.start()
     return runtime
 
