@@ -31,6 +31,7 @@ def configure_logging(debug: bool) -> None:
 
 async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bool = False) -> int:
     from ..service.app import AppService
+    from ..service.invitations import serving_notes
 
     configure_logging(debug)
     stop = asyncio.Event()
@@ -48,6 +49,8 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
                  f"[admin] and [dm] followed in {watched}" if watched else "no config file followed")
         if not service.model.configured:
             log.warning("no model is configured: direct messages will not be answered")
+        for note in serving_notes(service):
+            log.info("%s", note)
         await stop.wait()
         log.info("stopping after the current turn")
         dm = service.dm
@@ -56,3 +59,4 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
         await service.stop()
     log.info("stopped (direct messages: %s)", status.summary() if status is not None else "none")
     return 0
+
