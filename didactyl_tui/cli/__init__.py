@@ -154,9 +154,13 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
         launch_tui(config, data, env, session)
         return EXIT_OK
     if command == "attach":
-        if launch_tui is None:
-            raise UsageError("attach opens the app, which is not available here")
         if args.agent:
+            from ..service.agent_address import parse_agent
+
+            try:
+                parse_agent(args.agent)
+            except ValueError as exc:
+                raise UsageError(f"attach: {exc}") from None
             config.attach.agent = args.agent
         if not config.attach.agent.strip():
             raise UsageError("attach needs the agent's address: didactyl attach NPROFILE (as `didactyl serve` prints "
@@ -170,6 +174,8 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
         config.attach.relays = [*config.attach.relays, *args.relay]
         config.invitation = (args.invite or "").strip()
         attach_agent_of(config)  # a bad address is one line here, before the app opens
+        if launch_tui is None:
+            raise UsageError("attach opens the app, which is not available here")
         launch_tui(config, data, env, None)
         return EXIT_OK
     if command == "invite":
