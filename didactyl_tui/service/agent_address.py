@@ -49,9 +49,9 @@ class AgentRelays:
         """Why nothing can be sent ("" when relays are known)."""
         if self.urls:
             return ""
-        where = f" (asked {', '.join(self.asked)})" if self.asked else ""
-        return ("no relay of the agent's is known: its address names none and its relay list (kind 10050) was not "
-                f"found{where}. Attach with the nprofile `didactyl serve` prints, or add --relay URL")
+        where = f" on {', '.join(self.asked)}" if self.asked else ""
+        return (f"no relay of the agent's is known (its address names none; no relay list of its{where}): attach "
+                "with the nprofile `didactyl serve` prints, or add --relay URL")
 
 
 def parse_agent(text: str, extra: Sequence[str] = ()) -> AgentAddress:

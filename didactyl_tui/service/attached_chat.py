@@ -44,15 +44,16 @@ from .attach import SEEN_DB, AttachTarget
 from .attach_inbox import wrap_opener
 from .attach_link import AttachLink, LinkBounds, LinkMessage
 from .attach_send import AgentPost, Delivery
-from .attached_pairing import PAIRING_WAIT_S, present_invitation
+from .attached_pairing import present_invitation
 from .chat import ChatService
-from .events import AttachedDelivered, AttachedMessage, PromptAssembled, ServiceEvent
+from .events import AttachedDelivered, AttachedMessage, PromptAssembled, ServiceEvent, ServiceWarning
 from .model import ModelService
 from .runtime import Runtime
 
 log = logging.getLogger("didactyl.attach")
 
 UNDELIVERED_DB = "attach-outbox.sqlite3"
+PAIRING_SENDS = 3  # the agent's answer to an invitation is waited for this many [attach] send_timeout_s
 NO_MODEL_HERE = "no model runs here: this window is attached to an agent that runs elsewhere"
 
 
@@ -93,6 +94,10 @@ class AttachedChat(ChatService):
 
     # --- lifecycle -----------------------------------------------------------------------------------
     @property
+    def _pairing_wait_s(self) -> float:
+        return PAIRING_SENDS * self._config.attach.send_timeout_s
+
+    @property
     def agent_relays(self) -> list[str]:
         """Where the agent reads its direct messages (where this window sends, and reads its replies)."""
         return list(self.post.relays)
@@ -126,7 +131,8 @@ class AttachedChat(ChatService):
         self._spawn(self._send_waiting_on_connect(), "attach-undelivered")
         if self.target.invitation and not paired_before:
             self._pairing = self._spawn(present_invitation(self.post, self.link, self.target, add=self._add,
-                                                           warn=self._warn), "attach-pairing")
+                                                           warn=self._tell, wait_s=self._pairing_wait_s),
+                                        "attach-pairing")
         if self.link.history_cut:
             bound = {"pages": "history_max_pages", "bytes": "history_max_bytes", "time": "history_timeout_s"}
             self._warn(f"the conversation with the agent was read from the relays only in part: the read reached "
@@ -165,7 +171,7 @@ class AttachedChat(ChatService):
         failed; one not answered in time stays sent (a later reply shows when it comes)."""
         attach = self._config.attach
         if self._pairing is not None and not self._pairing.done():  # judged as paired: after the agent's answer
-            await asyncio.wait({self._pairing}, timeout=PAIRING_WAIT_S)
+            await asyncio.wait({self._pairing}, timeout=self._pairing_wait_s)
         try:
             rumor_id, sent = await self._send_turn(session_id, message)
         except DidactylError as exc:  # not sent (too many wait), or it went already (a late Retry)
@@ -175,8 +181,8 @@ class AttachedChat(ChatService):
             return
         if not sent.ok:
             self.link.forget_reply(rumor_id)
-            yield TurnFailed(session_id, f"not delivered: {sent.detail}. It waits here and goes, once, as soon as a "
-                             "relay of the agent's takes it (or now: Retry)", title="Not delivered", retryable=True,
+            yield TurnFailed(session_id, f"{sent.detail}. Kept: it goes, once, when a relay of the agent's takes it "
+                             "(or Retry)", title="Not delivered", retryable=True,
                              mark="not delivered: waits for the agent's relays")
             return
         reply = await self.link.reply_to(rumor_id, attach.reply_timeout_s)
@@ -250,7 +256,7 @@ class AttachedChat(ChatService):
         await self._record(session_id, message.rumor_id, message.created_at, {"role": "user", "content": message.text})
         if sent.own_copy_refused and not self._told_blocked:
             self._told_blocked = True
-            self._warn(f"the agent's relays take no messages for your key ({sent.own_copy_refused}): its answers "
+            self._tell(f"the agent's relays take no messages for your key ({sent.own_copy_refused}): its answers "
                        "cannot reach you there. Pair with it: run the attach line `didactyl serve` prints (with "
                        f"--invite), or put [admin] pubkey = \"{encode_npub(self.target.admin_pubkey)}\" in its "
                        "config")
@@ -271,7 +277,7 @@ class AttachedChat(ChatService):
                     self._emit(AttachedDelivered(item.session_id, item.message.text, sent.detail))
         left = len(await asyncio.to_thread(self._undelivered.waiting, self.target.agent))
         if left and not announce:
-            self._warn(f"{left} message{'s' if left > 1 else ''} to the agent wait{'' if left > 1 else 's'} for a "
+            self._tell(f"{left} message{'s' if left > 1 else ''} to the agent wait{'' if left > 1 else 's'} for a "
                        f"relay of its to take them ({waiting[-1].reason or 'not tried yet'}); sent once one does")
 
     async def _send_waiting_on_connect(self) -> None:
@@ -299,7 +305,12 @@ class AttachedChat(ChatService):
         if self.post.relays:
             log.info("attach: messages go to %s (%s)", ", ".join(self.post.relays), relays.source)
         else:
-            self._warn(f"nothing can be sent to the agent: {relays.problem() or self._unreachable()}")
+            self._tell(f"nothing can be sent to the agent: {relays.problem() or self._unreachable()}")
+
+    def _tell(self, message: str) -> None:
+        """What the person must act on (nothing sent, no pairing): shown until dismissed."""
+        log.warning("%s", message)
+        self._emit(ServiceWarning(message, lasting=True))
 
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
