@@ -115,7 +115,7 @@ class AgentPost:
             outcome = await self._pool.publish(wrap, self._timeout, urls=ours)
             if outcome.any_accepted:
                 return True, f"taken by {', '.join(outcome.accepted_by)}"
-            details.append(outcome.summary())
+            details.append(_answers(outcome))
         if theirs:
             try:
                 async with self._open_pool(theirs) as pool:
@@ -123,10 +123,10 @@ class AgentPost:
                     outcome = await pool.publish(wrap, self._timeout)
                 if outcome.any_accepted:
                     return True, f"taken by {', '.join(outcome.accepted_by)}"
-                details.append(outcome.summary())
+                details.append(_answers(outcome))
             except Exception as exc:  # an unusable URL or socket: not sent there
                 details.append(f"{', '.join(theirs)}: {exc}")
-        return False, "; ".join(details) or "no relay to send to"
+        return False, f"no relay of the agent's took it ({'; '.join(details) or 'none to send to'})"
 
 
 def _blocked_by_all(outcome: PublishOutcome, relays: Sequence[str]) -> str:
@@ -136,3 +136,12 @@ def _blocked_by_all(outcome: PublishOutcome, relays: Sequence[str]) -> str:
     if not answers or any(v.verdict is not Verdict.REJECTED or v.prefix is not Prefix.BLOCKED for v in answers):
         return ""
     return "; ".join(f"{v.url}: {one_line(v.message)[:200]}" for v in answers)
+
+
+def _answers(outcome: PublishOutcome) -> str:
+    """Each relay's answer, one line (outside words cleaned)."""
+    parts = []
+    for url, verdict in outcome.results.items():
+        why = one_line(verdict.message)[:200]
+        parts.append(f"{url}: {verdict.verdict.value.replace('_', ' ')}{': ' + why if why else ''}")
+    return "; ".join(parts)
