@@ -124,7 +124,11 @@ async def test_strangers_get_one_refusal_each_bounded_in_all_and_only_on_the_age
                 listed = build_dm_relay_list(key, [theirs.url], created_at=int(time.time()))
                 assert (await pool.publish(listed, 3)).any_accepted
             first = strangers[0]
-            for key in [first, first, *strangers[1:]]:  # the first one writes twice
+            for _ in range(2):  # the first one writes twice: one refusal
+                assert (await pool.publish(_dm(first, "hello?"), 3)).any_accepted
+            await until(lambda: agent.dm.counts.get("stranger", 0) == 2, 60, "the first stranger's messages judged")
+            await until(lambda: _refusals(pool, strangers, total=1), 30, "the first stranger's refusal")
+            for key in strangers[1:]:  # seven more: two refusals left in the hour's bound
                 assert (await pool.publish(_dm(key, "hello?"), 3)).any_accepted
             await until(lambda: agent.dm.counts.get("stranger", 0) == 9, 60, "every stranger's message judged")
             await until(lambda: _refusals(pool, strangers, total=3), 30, "the refusals the bound lets go")
