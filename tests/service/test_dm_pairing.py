@@ -79,6 +79,10 @@ async def test_an_invitation_makes_its_presenter_the_admin_once_and_the_config_k
             assert f'pubkey = "{ADMIN_KEY.npub}"' in text and text.startswith("# the agent's config")
             assert load_config(config, AGENT_ENV).relays.urls == [relay.url]
 
+            # The admin presents it again (the same line run twice): "already paired", nothing taken.
+            assert (await pool.publish(_dm(ADMIN_KEY, "pairing again", secret), 3)).any_accepted
+            await until(lambda: _answered(pool, ADMIN_KEY, 2), 30, "the answer to the second presentation")
+            assert [r.first_tag(PAIRING_TAG) for r in await _answers(pool, ADMIN_KEY)].count("already-paired") == 1
             # The same invitation again, from another key: used, refused; the admin stays.
             assert (await pool.publish(_dm(OTHER_KEY, "me too", secret), 3)).any_accepted
             [refused] = await until(lambda: _answers(pool, OTHER_KEY), 30, "the refusal of a used invitation")
@@ -90,9 +94,13 @@ async def test_an_invitation_makes_its_presenter_the_admin_once_and_the_config_k
             assert secret not in str(stub.requests[0].messages) and "pairing" not in str(stub.requests[0].messages)
         # A restart sees the invitation's wrap again (a replay): answered before, nothing is taken or sent twice.
         async with RelayPool([relay.url], **fast_client_kwargs()) as pool, _agent(config, data) as again:
-            await until(lambda: again.dm.counts.get("duplicate", 0) >= 2, 30, "the old messages judged duplicates")
-            assert len([r for r in await _answers(pool, ADMIN_KEY) if r.first_tag(PAIRING_TAG)]) == 1
+            await until(lambda: again.dm.counts.get("duplicate", 0) >= 3, 30, "the old messages judged duplicates")
+            assert len([r for r in await _answers(pool, ADMIN_KEY) if r.first_tag(PAIRING_TAG)]) == 2
             assert again.policy.rights.dm.admin == ADMIN
+
+
+async def _answered(pool: RelayPool, key: SecretKey, count: int) -> bool:
+    return len(await _answers(pool, key)) >= count
 
 
 async def test_a_wrong_or_expired_invitation_grants_nothing_and_says_why(tmp_path: Path) -> None:

@@ -40,7 +40,6 @@ from ..streaming import ScreenHooks, choose_path, turn_running
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
-from .attached_view import show_attached
 from .chat_actions import ChatActions
 from .main_model import ModelActions
 from .main_sidebar import LONG, SHORT, SidebarActions
@@ -308,6 +307,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     @work(group="attached", exit_on_error=False)
     async def show_attached(self, event: AttachedMessage | AttachedDelivered) -> None:
+        from .attached_view import show_attached  # not before the first frame
+
         await show_attached(self.conversation, self._failed, event)
 
     # --- sending a message --------------------------------------------------------------------------
