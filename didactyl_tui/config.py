@@ -356,6 +356,10 @@ class Config:
     """$DIDACTYL_RELAYS: this run's relays instead of ``[relays] urls`` (not a config key). ``relays.urls`` stays
     the file's, the intent published as the agent's relay list; an override is never published (docs/sync.md)."""
 
+    invitation: str = field(default="", repr=False)
+    """``didactyl attach --invite``: the invitation this run presents to the agent (not a config key, never
+    written anywhere: it is used once)."""
+
     @property
     def run_relay_urls(self) -> list[str]:
         """The relays this run uses besides the embedded one: ``$DIDACTYL_RELAYS`` when set, else ``[relays] urls``."""

@@ -59,6 +59,14 @@ class DmConfig:
     retry_max_interval_s: float = setting(300.0, "Longest pause between two tries of a reply no relay of its "
                                           "recipient has taken yet (the pause doubles from 1 s up to this).",
                                           min=0.1, max=86_400)
+    invitation_ttl_s: float = setting(3600.0, "Seconds an invitation stays valid: the one-use attach line `didactyl "
+                                      "serve` prints while nobody is paired with the agent (and `didactyl invite` "
+                                      "prints). Whoever presents it first becomes the admin. docs/attach.md",
+                                      min=60, max=7 * 86_400)
+    refusals_per_hour: int = setting(30, "Most refusals sent in an hour, in all: a one-line answer to a key the agent "
+                                         "does not answer (not the admin, not on [dm] allow), at most one per key in "
+                                         "six hours, sent once to the agent's own relays. 0: none (such messages are "
+                                         "only counted).", min=0, max=10_000)
     prompt_report: bool = setting(True, "After each reply in the admin's own conversation, send the admin that "
                                         "turn's prompt assembly (sections, tools, tokens, sources; each section's "
                                         "text cut to a bound), in a gift wrap only the admin can open, of a kind chat "
@@ -71,14 +79,26 @@ class AttachConfig:
     """This app as a window onto an agent that runs elsewhere (``didactyl serve`` on another machine): no model runs
     here; what you type goes to the agent as NIP-17 direct messages from the admin's key. docs/attach.md"""
 
-    agent: str = setting("", "The agent to attach to (npub or hex); `didactyl attach <npub>` sets it for one run. "
-                              "Empty: the agent runs in this app (the default).")
+    agent: str = setting("", "The agent to attach to: its address (nprofile, as `didactyl serve` prints it), npub or "
+                              "hex; `didactyl attach <address>` sets it for one run. Empty: the agent runs in this app "
+                              "(the default).")
+    relays: list[str] = setting([], "Relays where the agent reads its direct messages, besides those its address "
+                                    "names (`--relay` adds one for a run): its relay list (kind 10050, else 10002) is "
+                                    "looked up there, and without one the messages go there. Messages go only to the "
+                                    "relays the agent reads, never elsewhere.")
     admin_key_file: str = setting("", "The admin's key file (your key, the one the agent's [admin] pubkey names) "
                                       "for attach; relative to the data dir. Empty: admin.key in the data dir, "
                                       "created on the first attach (its npub is shown to put in the agent's "
                                       "config). $DIDACTYL_ADMIN_NSEC wins.")
     admin_bunker: str = setting("", "Your admin key in a NIP-46 remote signer instead: its bunker:// URI (the "
                                     "connection is kept in admin-signer.json, 0600). Wins over the admin key file.")
+    send_timeout_s: float = setting(10.0, "Seconds a message may take to reach a relay the agent reads (connecting "
+                                          "included); past it the message is marked not delivered, with the "
+                                          "relays' reasons, kept here, and sent (once) when one of them takes it.",
+                                    min=1, max=600)
+    max_undelivered: int = setting(64, "Most messages kept here waiting for a relay of the agent's to take them; "
+                                       "past it a new message is refused until they are delivered.",
+                                   min=1, max=10_000)
     reply_timeout_s: float = setting(900.0, "Seconds to wait for the agent's reply to a message before the turn is "
                                             "shown as unanswered (a later reply still shows when it comes).",
                                      min=1, max=86_400)

@@ -71,6 +71,8 @@ def _no_memory_published(env: dict[str, str]) -> None:
 
 CLI_ROWS = [
     row("cli-unknown-command", ["frobnicate"], 2),
+    row("cli-attach-bad-address", ["attach", "nprofile1qqqqqqqq"], 2),
+    row("cli-attach-bad-relay", ["attach", KEY.npub, "--relay", "http://relay.example"], 2),
     row("cli-bad-type", ["memory", "show", "--type", "mid_term"], 2),
     row("cli-history-no-type", ["memory", "history"], 2),
     row("cli-status-bad-type", ["memory", "status", "--type", "mid_term"], 2),

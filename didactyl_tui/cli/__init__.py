@@ -177,17 +177,34 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
         launch_tui(config, data, env, session)
         return EXIT_OK
     if command == "attach":
-        if launch_tui is None:
-            raise UsageError("attach opens the app, which is not available here")
         if args.agent:
+            from ..service.agent_address import parse_agent
+
+            try:
+                parse_agent(args.agent)
+            except ValueError as exc:
+                raise UsageError(f"attach: {exc}") from None
             config.attach.agent = args.agent
         if not config.attach.agent.strip():
-            raise UsageError("attach needs the agent's npub: didactyl attach NPUB (or [attach] agent)")
+            raise UsageError("attach needs the agent's address: didactyl attach NPROFILE (as `didactyl serve` prints "
+                             "it), or NPUB --relay URL (or [attach] agent)")
+        from ..config_file import relay_url_problem
         from ..service.attach import attach_agent_of
 
-        attach_agent_of(config)  # a bad npub is one line here, before the app opens
+        for url in args.relay:
+            if relay_url_problem(url) is not None:
+                raise UsageError(f"--relay {url[:100]!r} {relay_url_problem(url)}")
+        config.attach.relays = [*config.attach.relays, *args.relay]
+        config.invitation = (args.invite or "").strip()
+        attach_agent_of(config)  # a bad address is one line here, before the app opens
+        if launch_tui is None:
+            raise UsageError("attach opens the app, which is not available here")
         launch_tui(config, data, env, None)
         return EXIT_OK
+    if command == "invite":
+        from .invite import invite
+
+        return asyncio.run(invite(args, config, data, env, out))
     if command == "chat":
         message = read_text(args.message, stdin)
         if not message.strip():

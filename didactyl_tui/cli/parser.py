@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing key (the old identity is lost)")
 
     p = sub.add_parser("whoami", help="print the agent's npub and hex public key (never the secret)")
+    p.add_argument("--admin", action="store_true", help="your admin key's instead (the key `didactyl attach` talks to "
+                   "the agent with; made, 0600, when there is none): what the agent's [admin] pubkey names")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("relay", help="serve this data dir's shared embedded relay in the foreground (exit 3 if one "
@@ -96,7 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "[dm] allow; logs to stderr; SIGTERM stops it after the current turn")
     p = sub.add_parser("attach", help="open the app as a window onto an agent that runs elsewhere (didactyl serve): "
                        "messages go to it as NIP-17 DMs from your admin key (docs/attach.md)")
-    p.add_argument("agent", nargs="?", metavar="NPUB", help="the agent's npub (default: [attach] agent)")
+    p.add_argument("agent", nargs="?", metavar="ADDRESS", help="the agent's address: the nprofile `didactyl serve` "
+                   "prints, or its npub (default: [attach] agent)")
+    p.add_argument("--relay", action="append", default=[], metavar="URL", help="a relay where the agent reads its "
+                   "direct messages (besides those its address names; repeatable)")
+    p.add_argument("--invite", metavar="SECRET", help="the one-use invitation `didactyl serve` (or `didactyl invite`) "
+                   "printed: presented once, it makes your admin key the agent's admin")
+    p = sub.add_parser("invite", help="make a new one-use invitation to pair an admin with the agent of this data dir "
+                       "and print the attach line (replaces any open one; its presenter becomes the admin, replacing "
+                       "the one set now); `didactyl serve` takes it while it runs")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
     soul = sub.add_parser("soul", help="the agent's soul (kind 31120): show, save, edit, publish, status, history, "
                           "diff, rollback")

@@ -32,6 +32,7 @@ def configure_logging(debug: bool) -> None:
 
 async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bool = False) -> int:
     from ..service.app import AppService
+    from ..service.invitations import serving_notes
 
     configure_logging(debug)
     stop = asyncio.Event()
@@ -50,6 +51,8 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
         if not service.model.configured:
             log.warning("no model configured: direct messages are not answered until there is one (%s)",
                         no_model_line(config.keys))
+        for note in serving_notes(service):
+            log.info("%s", note)
         await stop.wait()
         log.info("stopping after the current turn")
         dm = service.dm
@@ -58,3 +61,4 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
         await service.stop()
     log.info("stopped (direct messages: %s)", status.summary() if status is not None else "none")
     return 0
+

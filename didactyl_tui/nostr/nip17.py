@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +57,10 @@ class DirectMessage:
 
 
 def make_message(sender_pubkey: str, recipients: Iterable[str], text: str, *, created_at: int,
-                 reply_to: str | None = None, subject: str | None = None) -> Rumor:
-    """A kind 14 rumor from ``sender_pubkey`` to ``recipients`` (hex pubkeys)."""
+                 reply_to: str | None = None, subject: str | None = None,
+                 extra_tags: Iterable[Sequence[str]] = ()) -> Rumor:
+    """A kind 14 rumor from ``sender_pubkey`` to ``recipients`` (hex pubkeys); ``extra_tags`` after NIP-17's own
+    (an application's, e.g. a pairing invitation: inside the seal, read by the recipient only)."""
     if not isinstance(text, str) or not text.strip():
         raise NostrError("a direct message needs some text")
     size = len(text.encode("utf-8", "surrogatepass"))
@@ -76,6 +78,7 @@ def make_message(sender_pubkey: str, recipients: Iterable[str], text: str, *, cr
         tags.append(("e", reply_to.lower()))
     if subject:
         tags.append(("subject", subject))
+    tags += [tuple(tag) for tag in extra_tags]
     return Rumor.build(sender_pubkey, kind=DIRECT_MESSAGE, content=text, created_at=created_at, tags=tags)
 
 

@@ -11,7 +11,11 @@ the TUI's first frame loads only the light ones (``events``, ``state``, ``labels
 - ``identity``: the agent's and admin's public identity, fetched, followed and published (``startup``: the
   config's startup events); ``relays``: the relays in use as the views show them; ``relay_keeper``: the embedded
   relay kept reachable; ``relay_status``: what the shared embedded relay enforces (``didactyl relay status``)
-- ``dm``: NIP-17 direct messages answered in DM sessions (``dm_answerer``: which process answers; ``dm_status``)
+- ``dm``: NIP-17 direct messages answered in DM sessions (``dm_answerer``: which process answers; ``dm_status``;
+  ``dm_pairing``: invitations and refusals, answered without the model; ``invitations``: serve's attach line and
+  ``didactyl invite``)
+- ``attach``: this app as a window onto an agent elsewhere (``agent_address``: where it reads, found first;
+  ``attached_chat``, ``attach_send``, ``attach_link``, ``attach_inbox``, ``attached_pairing``)
 - ``notes``: who may confirm a ``post_note``; ``key_file``: the agent's key for the commands that start nothing
 - ``agent_signer``: the agent's key as the service holds it (in hand, or a NIP-46 remote signer); ``signer_setup``:
   the TUI's first-run choice of where it lives (a pasted ``bunker://`` URI, a phone signer's ``nostrconnect://``)

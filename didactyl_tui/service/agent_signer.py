@@ -53,6 +53,7 @@ class AgentSigner:
     cache: SignerCache | None = None  # with a remote signer: what it decrypted for the agent, kept here
     watch: WatchedSigner | None = None  # with a remote signer: whether it answers
     stored: bool = False  # with a remote signer: started from signer.json (its key is checked once it answers)
+    created: bool = False  # the key file was made on this start (the person is told where, and how to back it up)
 
     @property
     def public_key(self) -> str:
@@ -75,7 +76,7 @@ async def open_agent_signer(config: Config, data_dir: Path, env: Mapping[str, st
     bunker = config.signer.bunker.strip()
     if not bunker:
         loaded = await asyncio.to_thread(load_agent_key, data_dir, env)
-        return AgentSigner(LocalSigner(loaded.key), loaded.key, loaded.path, None)
+        return AgentSigner(LocalSigner(loaded.key), loaded.key, loaded.path, None, created=loaded.source == "created")
     if env.get(ENV_NSEC, "").strip():
         raise ConfigError(f"${ENV_NSEC} and a remote signer ([signer] bunker or ${ENV_BUNKER}) are both set: the "
                           "agent's key is in one place; unset one", "Remote signer")

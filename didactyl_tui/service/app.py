@@ -174,6 +174,12 @@ class AppService:
         return chat.session_id if isinstance(chat, AttachedChat) else None
 
     @property
+    def attached_relays(self) -> list[str] | None:
+        """Attached: the relays the agent reads (where messages go, and replies are read); None otherwise."""
+        chat = self._parts.chat if self._parts is not None else None
+        return chat.agent_relays if isinstance(chat, AttachedChat) else None
+
+    @property
     def dm(self) -> DmService | None:
         """The direct-message inbox (None when this service does not answer them, or has not started)."""
         return self._parts.dm if self._parts is not None else None
@@ -198,7 +204,7 @@ class AppService:
         if self._key_file_problem:
             self._warn(self._key_file_problem)
         read_only = self.read_only if read_only is None else read_only
-        attach = await open_attach_target(self.config, self.data_dir, self.env)
+        attach = await open_attach_target(self.config, self.data_dir, self.env, client_options=self._client_options)
         if attach is not None:  # a window onto an agent elsewhere: publishes nothing of the agent's, answers no DM
             self.admin_pubkey, read_only, publish_identity = attach.admin_pubkey, True, False
             notice = attach.first_attach_notice()

@@ -1,9 +1,8 @@
 """The admin's line to an agent that runs elsewhere (``didactyl attach``): NIP-17 direct messages from the admin's key
 to the agent, and what comes back.
 
-- :meth:`AttachLink.send` wraps a message for the agent (and the admin's own copy, so other devices see it) and
-  publishes the agent's wrap where the agent reads (its kind 10050, else the relays in use); it counts as sent only
-  once one of those relays took it.
+- Sending is attach_send.py's (the relays the agent reads, bounded; never elsewhere); :meth:`AttachLink.expect_reply`
+  waits, from before a message is sent, for the reply that names it.
 - Every gift wrap for the admin is judged here by who sealed it (attach_inbox.py): the agent's and the admin's own
   are opened, anyone else's is dropped after its outer layer. A kind 14 between the admin and the agent is a message
   of the conversation (the agent's reply, or the admin writing from another device); a prompt report from the agent
@@ -29,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.dm.inbox import DropTally
+from ..agent.dm.invitation import Outcome, outcome_of
 from ..agent.dm.prompt_report import PROMPT_REPORT_KIND
-from ..errors import AgentError, DidactylError
 from ..nostr.event import Event
 from ..nostr.kinds import DIRECT_MESSAGE
-from ..nostr.nip17 import delivery_relays, dm_relay_list_filter, gift_wrap_filter, make_message, wrap_message_with
+from ..nostr.nip17 import gift_wrap_filter
 from ..nostr.nip59 import MAX_BACKDATE_SECONDS, Rumor
 from ..nostr.paging import BYTES, PAGES, TIME, PageBounds, PagedRead
 from ..nostr.pool import PoolSubscription, RelayPool
@@ -59,6 +58,7 @@ class LinkMessage:
     text: str
     created_at: int
     reply_to: str | None
+    pairing: Outcome | None = None  # the agent's answer to an invitation (or a refusal): agent/dm/invitation.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +73,9 @@ class LinkBounds:
 class AttachLink:
     def __init__(self, pool: RelayPool, admin: Signer, agent: str, *, timeout_s: float,
                  on_message: Callable[[LinkMessage], None], clock: Callable[[], float] = time.time,
-                 open_pool: Callable[[list[str]], contextlib.AbstractAsyncContextManager[RelayPool]] | None = None,
                  opener: WrapOpener | None = None, bounds: LinkBounds = LinkBounds()) -> None:
         self._pool, self._admin, self.agent, self._timeout = pool, admin, agent, timeout_s
         self._on_message, self._clock = on_message, clock
-        self._open_pool = open_pool or (lambda urls: RelayPool(urls[:8]))
         self._opener = opener or SignerWrapOpener(admin, agent)
         self._bounds = bounds
         self._intake = WrapIntake(bounds.max_waiting, bounds.max_waiting_bytes)
@@ -94,7 +92,6 @@ class AttachLink:
         self.strangers = 0  # wraps sealed by someone other than the agent or the admin: dropped unopened
         self.unreadable = 0
         self.history_cut = ""  # the bound that ended the last history read before it was complete ("": none)
-        self._agent_relays: list[str] = []
 
     @property
     def admin(self) -> str:
@@ -110,8 +107,6 @@ class AttachLink:
         since = int(self._clock()) - LOOKBACK_S
         self._sub = self._pool.subscribe([gift_wrap_filter(self.admin, since=since)], self._arrived,
                                          on_eose=self._live_from.add)
-        with contextlib.suppress(DidactylError, TimeoutError):
-            await self.refresh_agent_relays()
 
     async def stop(self) -> None:
         sub, self._sub = self._sub, None
@@ -133,60 +128,22 @@ class AttachLink:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def refresh_agent_relays(self) -> list[str]:
-        """The agent's kind 10050 relays (where it reads its direct messages), as the relays in use know them."""
-        lists = [ev for ev in await self._pool.query([dm_relay_list_filter([self.agent])], timeout=self._timeout)
-                 if ev.pubkey == self.agent]
-        self._agent_relays = delivery_relays(lists[0] if lists else None, self._pool.urls)
-        return self._agent_relays
-
-    # --- sending -------------------------------------------------------------------------------------
-    async def send(self, text: str) -> str:
-        """Send ``text`` to the agent; its rumor id (what the reply's ``e`` tag names). AgentError when no relay
-        the agent reads took it (nothing is half sent: the admin's own copy goes only after)."""
-        now = int(self._clock())
-        try:
-            rumor = make_message(self.admin, [self.agent], text, created_at=now)
-            wraps = await wrap_message_with(rumor, self._admin, now=now)
-        except DidactylError as exc:
-            raise AgentError(f"the message was not sent: {exc.message}", "Not sent") from None
-        targets = self._agent_relays or self._pool.urls
-        # Waited for from now: an agent that answers before this returns still finds its reply taken.
-        self._waiters[f"reply:{rumor.id}"] = asyncio.get_running_loop().create_future()
-        accepted, detail = await self._publish(wraps[self.agent], targets)
-        if not accepted:
-            self._waiters.pop(f"reply:{rumor.id}", None)
-            raise AgentError(f"the message did not reach the agent: no relay it reads took it ({detail})", "Not sent")
-        self._handled[wraps[self.admin].id] = None  # our own copy, when it comes back, is already in the chat
-        with contextlib.suppress(DidactylError):
-            await self._pool.publish(wraps[self.admin], self._timeout)
-        return rumor.id
-
-    async def _publish(self, wrap: Event, targets: list[str]) -> tuple[bool, str]:
-        ours = [u for u in targets if u in self._pool.urls]
-        theirs = [u for u in targets if u not in self._pool.urls]
-        details: list[str] = []
-        if ours:
-            outcome = await self._pool.publish(wrap, self._timeout, urls=ours)
-            if outcome.any_accepted:
-                return True, outcome.summary()
-            details.append(outcome.summary())
-        if theirs:
-            try:
-                async with self._open_pool(theirs) as pool:
-                    await pool.wait_connected(self._timeout, all_relays=False)
-                    outcome = await pool.publish(wrap, self._timeout)
-                if outcome.any_accepted:
-                    return True, outcome.summary()
-                details.append(outcome.summary())
-            except Exception as exc:  # an unusable URL or socket: not sent there
-                details.append(f"{', '.join(theirs)}: {exc}")
-        return False, "; ".join(details) or "no relay to send to"
-
     # --- waiting -------------------------------------------------------------------------------------
+    def expect_reply(self, message_id: str) -> None:
+        """Wait for the reply to ``message_id`` from now on (before it is sent: an agent that answers before the send
+        returns still finds its reply taken)."""
+        self._waiters.setdefault(f"reply:{message_id}", asyncio.get_running_loop().create_future())
+
+    def forget_reply(self, message_id: str) -> None:
+        self._waiters.pop(f"reply:{message_id}", None)
+
+    def already_shown(self, wrap: Event) -> None:
+        """``wrap`` (the admin's own copy of a message sent from this window) is not shown again on its way back."""
+        self._claim(wrap)
+
     async def reply_to(self, message_id: str, timeout: float) -> LinkMessage | None:
-        """The agent's reply to ``message_id`` sent by :meth:`send` (None when none came within ``timeout``: a
-        later one goes to ``on_message``)."""
+        """The agent's reply to ``message_id`` (None when none came within ``timeout``: a later one goes to
+        ``on_message``)."""
         return await self._wait({}, f"reply:{message_id}", message_id, timeout)
 
     async def report_for(self, reply_id: str, timeout: float) -> Rumor | None:
@@ -318,7 +275,9 @@ class AttachLink:
             return None
         if rumor.kind != DIRECT_MESSAGE or {rumor.pubkey, *rumor.tag_values("p")} != {self.admin, self.agent}:
             return None  # another conversation of the admin's: not this window's
-        return LinkMessage(rumor.id, rumor.pubkey == self.agent, rumor.content, rumor.created_at, rumor.first_tag("e"))
+        from_agent = rumor.pubkey == self.agent
+        return LinkMessage(rumor.id, from_agent, rumor.content, rumor.created_at, rumor.first_tag("e"),
+                           outcome_of(rumor) if from_agent else None)
 
     def _opened(self, rumor: Rumor) -> None:
         message = self._read(rumor)

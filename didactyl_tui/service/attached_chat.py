@@ -6,12 +6,18 @@ start, up to ``[attach] history`` past messages between the admin and the agent;
 whoever wrote it (a late reply, the admin on another device). A message is added once (its rumor id is kept in
 ``attach.sqlite3``). The methods the views use are :class:`~.chat.ChatService`'s; those that need the model here
 (a dry run, the merge view's model draft) say why they cannot.
+
+Never into the void: a message goes only to the relays the agent reads (attach_send.py). One none of them took within
+``[attach] send_timeout_s`` ends its turn "not delivered" with their answers, and waits in ``attach-outbox.sqlite3``
+(agent/dm/undelivered.py): sent as written whenever a relay of the agent's connects (at start too), or when the same
+words are sent again (Retry), so the agent gets it, and answers it, once. With ``--invite`` the invitation is
+presented at start (attached_pairing.py) and the first message waits for the agent's answer to it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -21,14 +27,16 @@ from ..agent.audience import ADMIN_TURN, TurnAudience
 from ..agent.conversations.assembly_log import SavedAssembly
 from ..agent.conversations.seen_messages import SeenMessages
 from ..agent.conversations.session_kind import SessionKind
+from ..agent.dm.invitation import Outcome
 from ..agent.dm.prompt_report import RemoteReport, ReportError, read_report, unavailable_assembly
+from ..agent.dm.report_tool_calls import conversation_messages
+from ..agent.dm.undelivered import Outgoing, Undelivered
 from ..agent.llm.usage import Usage
 from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.tools.registry import ToolPolicy, ToolRegistry
 from ..agent.turn.events import (
     AgentEvent,
     TextDelta,
-    ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
     TurnFinished,
@@ -38,17 +46,23 @@ from ..config import Config
 from ..errors import AgentError, DidactylError
 from ..nostr.nip19 import encode_npub
 from ..nostr.paging import PageBounds
+from ..nostr.pool import PoolSubscription
+from ..nostr.results import ConnectionState
 from .attach import AttachTarget
 from .attach_inbox import wrap_opener
 from .attach_link import AttachLink, LinkBounds, LinkMessage
+from .attach_send import AgentPost, AlreadyDelivered, Delivery
+from .attached_pairing import present_invitation
 from .chat import ChatService
-from .events import AttachedMessage, PromptAssembled, ServiceEvent
+from .events import AttachedDelivered, AttachedMessage, PromptAssembled, ServiceEvent, ServiceWarning
 from .model import ModelService
 from .runtime import Runtime
 from .sessions import SEEN_DB
 
 log = logging.getLogger("didactyl.attach")
 
+UNDELIVERED_DB = "attach-outbox.sqlite3"
+PAIRING_SENDS = 3  # the agent's answer to an invitation is waited for this many [attach] send_timeout_s
 NO_MODEL_HERE = "no model runs here: this window is attached to an agent that runs elsewhere"
 
 
@@ -66,25 +80,64 @@ class AttachedChat(ChatService):
         self.link = AttachLink(runtime.pool, target.admin, target.agent, timeout_s=config.relays.timeout_s,
                                on_message=self._arrived, clock=clock, bounds=bounds,
                                opener=wrap_opener(target.admin, target.agent, target.admin_key))
+        # This app's own relay is never the agent's: a loopback address in the agent's list names another machine's.
+        self._own_relay = runtime.embedded_relay_url
+        self.post = AgentPost(runtime.pool, target.admin, target.agent, target.relays.urls,
+                              timeout_s=config.relays.timeout_s, send_timeout_s=attach.send_timeout_s, clock=clock,
+                              never=[self._own_relay] if self._own_relay else [])
         self._seen: SeenMessages | None = None
+        self._undelivered: Undelivered | None = None
         self.session_id = ""
         self._pending: set[asyncio.Task[None]] = set()
         self._agent_reports = True  # the agent sent a report for its last reply (or none was asked yet)
         self._adding = asyncio.Lock()  # one message added at a time: the conversation keeps its order
+        self._wake = asyncio.Event()  # a relay of the agent's connected: what waits is sent
+        self._pairing: asyncio.Task[None] | None = None
+        self._lists: PoolSubscription | None = None
+        self._sending = asyncio.Lock()  # a retry and the redelivery never race: each message goes once
+        self._late: dict[tuple[str, str], str] = {}  # (session, words) delivered late, no reply yet -> rumor id
+        self._told_blocked = False
 
     @property
     def agent_npub(self) -> str:
         return encode_npub(self.target.agent)
 
     # --- lifecycle -----------------------------------------------------------------------------------
+    @property
+    def _pairing_wait_s(self) -> float:
+        return PAIRING_SENDS * self._config.attach.send_timeout_s
+
+    @property
+    def agent_relays(self) -> list[str]:
+        """Where the agent reads its direct messages (where this window sends, and reads its replies)."""
+        return list(self.post.relays)
+
     async def start(self) -> None:
-        """The conversation with the agent: found (or made), filled with what the relays hold, then followed."""
+        """The conversation with the agent: found (or made), filled with what the relays hold, then followed; what an
+        earlier run could not deliver is sent; an invitation is presented."""
         self._seen = seen = await asyncio.to_thread(SeenMessages, self._data_dir / SEEN_DB)
         self._rt.closers.callback(seen.close)
+        self._undelivered = waiting = await asyncio.to_thread(
+            Undelivered, self._data_dir / UNDELIVERED_DB, max_waiting=self._config.attach.max_undelivered)
+        self._rt.closers.callback(waiting.close)
         self.session_id = await asyncio.to_thread(self._conversation, seen)
         await self.link.start()
+        if not self.post.relays:  # none found before the relays were up: once more, through them
+            with contextlib.suppress(DidactylError):
+                await self.post.refresh()
+        self._say_where()
+        paired_before = False
         for message in await self.link.history(self._config.attach.history):
             await self._add(message, announce=False)
+            paired_before |= message.pairing in (Outcome.PAIRED, Outcome.ALREADY_PAIRED)
+        await self._send_waiting(announce=False)  # before the view shows the conversation: in it, in order
+        self._rt.pool.add_state_listener(self._relay_state)
+        self._lists = self.post.follow(self._wake.set)  # the agent's list, published or changed while attached
+        self._spawn(self._send_waiting_on_connect(), "attach-undelivered")
+        if self.target.invitation and not paired_before:
+            self._pairing = self._spawn(present_invitation(self.post, self.link, self.target, add=self._add,
+                                                           warn=self._tell, wait_s=self._pairing_wait_s),
+                                        "attach-pairing")
         if self.link.history_cut:
             bound = {"pages": "history_max_pages", "bytes": "history_max_bytes", "time": "history_timeout_s"}
             self._warn(f"the conversation with the agent was read from the relays only in part: the read reached "
@@ -105,6 +158,10 @@ class AttachedChat(ChatService):
         return session
 
     async def stop(self) -> None:
+        self._rt.pool.remove_state_listener(self._relay_state)
+        if self._lists is not None:
+            with contextlib.suppress(Exception):
+                await self._lists.close()
         await self.link.stop()
         for task in list(self._pending):
             task.cancel()
@@ -139,13 +196,21 @@ class AttachedChat(ChatService):
         if refusal is not None:  # not the conversation with this agent: nothing is sent, nothing added to it
             yield TurnFailed(session_id, refusal, title="Another agent's conversation", retryable=False)
             return
+        if self._pairing is not None and not self._pairing.done():  # judged as paired: after the agent's answer
+            await asyncio.wait({self._pairing}, timeout=self._pairing_wait_s)
         try:
-            rumor_id = await self.link.send(message)
-        except DidactylError as exc:
-            await self._persist_unanswered(session_id, message, "failed", kind)
-            yield TurnFailed(session_id, exc.message, title=exc.title, retryable=True)
+            rumor_id, sent = await self._send_turn(session_id, message)
+        except DidactylError as exc:  # not sent (too many wait), or it went already (a late Retry)
+            late = isinstance(exc, AlreadyDelivered)
+            yield TurnFailed(session_id, exc.message, title=exc.title, retryable=False,
+                             mark="delivered late" if late else "")
             return
-        await self._record(session_id, rumor_id, int(self._clock()), {"role": "user", "content": message})
+        if not sent.ok:
+            self.link.forget_reply(rumor_id)
+            yield TurnFailed(session_id, f"{sent.detail}. Kept: it goes, once, when a relay of the agent's takes it "
+                             "(or Retry)", title="Not delivered", retryable=True,
+                             mark="not delivered: waits for the agent's relays")
+            return
         reply = await self.link.reply_to(rumor_id, attach.reply_timeout_s)
         if reply is None:
             yield TurnFailed(session_id, f"the agent has not answered within {attach.reply_timeout_s:g} s; its "
@@ -155,7 +220,7 @@ class AttachedChat(ChatService):
         grace = min(attach.report_before_reply_s, attach.report_wait_s) if self._agent_reports else 0.0
         report = await self._report(reply, grace) if grace else None
         calls = report.tool_calls if isinstance(report, RemoteReport) else ()
-        await self._record(session_id, reply.id, reply.created_at, *_call_messages(calls),
+        await self._record(session_id, reply.id, reply.created_at, *conversation_messages(calls),
                            {"role": "assistant", "content": reply.text})
         for call in calls:
             yield ToolCallStarted(call.call_id, call.name, call.arguments, call.round)
@@ -165,7 +230,7 @@ class AttachedChat(ChatService):
             report = await self._report(reply, attach.report_wait_s - grace)
             late = report.tool_calls if isinstance(report, RemoteReport) else ()
             if late and await self._record(session_id, f"calls:{reply.id}", reply.created_at,
-                                           *_call_messages(late)):
+                                           *conversation_messages(late)):
                 for call in late:  # they came after the reply was shown: below it
                     yield ToolCallStarted(call.call_id, call.name, call.arguments, call.round)
                     yield call
@@ -200,6 +265,109 @@ class AttachedChat(ChatService):
                "[dm] prompt_report may be off)")
         return unavailable_assembly(why, created_at=self._clock(), agent=self.target.agent), None
 
+    # --- sending, never into the void ----------------------------------------------------------------
+    async def _send_turn(self, session_id: str, text: str) -> tuple[str, Delivery]:
+        """A typed message (or its Retry) sent: its rumor id, its reply awaited from now on, and the delivery."""
+        async with self._sending:
+            if self._late.pop((session_id, text), None) is not None:  # Retry, after it went by itself
+                raise AlreadyDelivered()
+            outgoing = await self._outgoing(session_id, text)
+            self.link.expect_reply(outgoing.rumor_id)
+            return outgoing.rumor_id, await self.send(outgoing, session_id)
+
+    async def _outgoing(self, session_id: str, text: str) -> Outgoing:
+        """The message to send: the one waiting with these words (a retry is the same message), else a new one, kept
+        until a relay of the agent's takes it."""
+        assert self._undelivered is not None
+        waiting = await asyncio.to_thread(self._undelivered.find, self.target.agent, session_id, text)
+        if waiting is not None:
+            return waiting.message
+        message = await self.post.prepare(text)
+        await asyncio.to_thread(self._undelivered.add, self.target.agent, session_id, message)
+        return message
+
+    async def send(self, message: Outgoing, session_id: str) -> Delivery:
+        """Deliver ``message`` (bounded); once a relay of the agent's took it, it is in the conversation."""
+        assert self._undelivered is not None
+        if not self.post.relays:  # none known at start: the agent may have published its list since
+            with contextlib.suppress(DidactylError):
+                await self.post.refresh()
+        if not self.post.relays:
+            why = self.target.relays.problem() or self._unreachable()
+            await asyncio.to_thread(self._undelivered.tried, message.rumor_id, why)
+            return Delivery(False, why)
+        if message.own_copy is not None:
+            self.link.already_shown(message.own_copy)
+        sent = await self.post.deliver(message)
+        if not sent.ok:
+            await asyncio.to_thread(self._undelivered.tried, message.rumor_id, sent.detail)
+            return sent
+        await asyncio.to_thread(self._undelivered.delivered, message.rumor_id)
+        await self._record(session_id, message.rumor_id, message.created_at, {"role": "user", "content": message.text})
+        if sent.own_copy_refused and not self._told_blocked:
+            self._told_blocked = True
+            self._tell(f"the agent's relays take no messages for your key ({sent.own_copy_refused}): its answers "
+                       "cannot reach you there. Pair with it: run the attach line `didactyl serve` prints (with "
+                       f"--invite), or put [admin] pubkey = \"{encode_npub(self.target.admin_pubkey)}\" in its "
+                       "config")
+        return sent
+
+    async def _send_waiting(self, *, announce: bool) -> None:
+        """Every message waiting for the agent's relays, oldest first, each as written."""
+        assert self._undelivered is not None
+        waiting = await asyncio.to_thread(self._undelivered.waiting, self.target.agent)
+        for item in waiting:
+            async with self._sending:
+                if not await asyncio.to_thread(self._undelivered.find, self.target.agent, item.session_id,
+                                               item.message.text):
+                    continue  # a retry sent it meanwhile
+                sent = await self.send(item.message, item.session_id)
+                if sent.ok and announce:
+                    self._late[(item.session_id, item.message.text)] = item.message.rumor_id
+                    self._emit(AttachedDelivered(item.session_id, item.message.text, sent.detail))
+        left = len(await asyncio.to_thread(self._undelivered.waiting, self.target.agent))
+        if left and not announce:
+            self._tell(f"{left} message{'s' if left > 1 else ''} to the agent wait{'' if left > 1 else 's'} for a "
+                       f"relay of its to take them ({waiting[-1].reason or 'not tried yet'}); sent once one does")
+
+    async def _send_waiting_on_connect(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._send_waiting(announce=True)
+            except DidactylError as exc:
+                log.warning("attach: waiting messages were not sent: %s", exc.message)
+
+    def _relay_state(self, url: str, state: ConnectionState) -> None:
+        if state is ConnectionState.CONNECTED and url in self.post.relays:
+            self._wake.set()
+
+    def _unreachable(self) -> str:
+        named = self.target.relays.urls
+        return (f"the agent's relays ({', '.join(named)}) are this app's own relay here: a loopback address names the "
+                "machine it is used on, so an agent on another machine is not reached there. Give a relay both "
+                "machines reach (docs/attach.md)")
+
+    def _say_where(self) -> None:
+        """Once at start: where messages go, or why nowhere."""
+        relays = self.target.relays
+        if self.post.relays:
+            log.info("attach: messages go to %s (%s)", ", ".join(self.post.relays), relays.source)
+        else:
+            self._tell(f"nothing can be sent to the agent: {relays.problem() or self._unreachable()}")
+
+    def _tell(self, message: str) -> None:
+        """What the person must act on (nothing sent, no pairing): shown until dismissed."""
+        log.warning("%s", message)
+        self._emit(ServiceWarning(message, lasting=True))
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return task
+
     # --- messages from elsewhere ---------------------------------------------------------------------
     async def _record(self, session_id: str, rumor_id: str, created_at: int, *entries: dict[str, Any]) -> bool:
         """Save one message of the conversation (with the tool calls that came before it) unless it is already
@@ -217,24 +385,11 @@ class AttachedChat(ChatService):
 
     async def _add(self, message: LinkMessage, *, announce: bool = True) -> None:
         role = "assistant" if message.from_agent else "user"
+        if message.from_agent and message.reply_to in self._late.values():  # answered: its words may be sent anew
+            self._late = {k: v for k, v in self._late.items() if v != message.reply_to}
         if await self._record(self.session_id, message.id, message.created_at, {"role": role, "content": message.text}):
             if announce:
                 self._emit(AttachedMessage(self.session_id, role, message.text))
 
     def _arrived(self, message: LinkMessage) -> None:
-        task = asyncio.get_running_loop().create_task(self._add(message), name="attach-message")
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-
-def _call_messages(calls: tuple[ToolCallFinished, ...]) -> list[dict[str, Any]]:
-    """The agent's tool calls as the conversation keeps a turn's (an assistant message naming the calls of each
-    round, then each result), so a resumed chat shows them as it shows this app's own."""
-    out: list[dict[str, Any]] = []
-    for round_no in sorted({c.round for c in calls}):
-        these = [c for c in calls if c.round == round_no]
-        out.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": c.call_id, "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}} for c in these]})
-        out += [{"role": "tool", "tool_call_id": c.call_id, "content": c.result} for c in these]
-    return out
+        self._spawn(self._add(message), "attach-message")

@@ -49,6 +49,7 @@ from ..nostr.pool import PoolSubscription, RelayPool
 from ..terminal_text import one_line
 from .chat import ChatService
 from .dm_answerer import AnswererLock
+from .dm_pairing import DmPairing
 from .dm_relay_list import publish_dm_relay_list
 from .dm_status import DmStatus, DropLog, ParticipantNames
 from .events import DmSessionChanged, ServiceEvent
@@ -91,6 +92,7 @@ class DmService:
         self._answering = 0
         self._inbox: DmInbox | None = None
         self._delivery: DmDelivery | None = None
+        self._pairing: DmPairing | None = None  # invitations and refusals: answered without the model
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._sub: PoolSubscription | None = None
         self._answerer = AnswererLock(data_dir)
@@ -158,6 +160,8 @@ class DmService:
         self._delivery = DmDelivery(rt.pool, ledger, open_pool=self._open_pool, timeout=rt.timeout_s,
                                     give_up_after_s=dm.give_up_after_s, retry_max_s=dm.retry_max_interval_s,
                                     on_outcome=self._delivered, clock=time.time)
+        self._pairing = DmPairing(self._inbox, self._delivery, rt.pool, self._policy, self._config, self._data_dir,
+                                  self._clock, rt.daemons.spawn)
         rt.pool.add_state_listener(self._delivery.relay_state_changed)
         self._tasks["delivery"] = asyncio.create_task(self._delivery.run(), name="dm-delivery")
         self._tasks["receive"] = asyncio.create_task(self._receive(), name="dm-inbox")
@@ -241,6 +245,8 @@ class DmService:
                     del self._handled[next(iter(self._handled))]
                 rights = await self._policy.refresh(max_age_s=INBOX_RECHECK_S)
                 decision = await self._inbox.receive(wrap, rights.dm)
+                if self._pairing is not None and await self._pairing.take(decision):  # an invitation: not the model's
+                    continue
                 if decision.verdict is Verdict.ANSWER and decision.message is not None:
                     await self._room_for_messages.acquire()
                     self._queue_answer(decision.message, decision.room)
@@ -376,7 +382,6 @@ class DmService:
 
     def _open_pool(self, urls: list[str]) -> contextlib.AbstractAsyncContextManager[Any]:
         return RelayPool(urls[:8], auth_key=self._signer.relay_auth_key)
-
 
 
 async def _cancel(task: asyncio.Task[Any] | None) -> None:

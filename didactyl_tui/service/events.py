@@ -102,6 +102,16 @@ class AttachedMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class AttachedDelivered:
+    """A message of this window's that was not delivered (the turn said so) reached a relay of the agent's later, as
+    written: saved in ``session_id`` now; the agent's reply comes as an :class:`AttachedMessage`."""
+
+    session_id: str
+    text: str
+    detail: str  # the relays that took it
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceWarning:
     message: str
     lasting: bool = False  # something the person must act on (copy a key's npub): shown until dismissed
@@ -119,7 +129,8 @@ class SignerApprovalAsked(ServiceWarning):
 
 
 ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
-                | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged | AttachedMessage)
+                | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged | AttachedMessage
+                | AttachedDelivered)
 
 
 class Listeners(Generic[T]):

@@ -1,14 +1,16 @@
 """The agent's key for the commands that start nothing (``didactyl keygen``, ``didactyl whoami``): a new key written
-to the key file (0600), or the key in use and where it comes from. The secret never leaves this module."""
+to the key file (0600), or the key in use and where it comes from — asking a remote signer only when this data dir
+has never connected to it (:func:`agent_key_connecting`). The secret never leaves this module."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..agent.identity.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
 from ..agent.identity.signer_session import read_session, session_path
+from ..config import Config
 from ..errors import AgentError, ConfigError
 from ..nostr.keys import SecretKey
 from ..nostr.nip19 import encode_npub
@@ -60,3 +62,24 @@ def agent_key(data_dir: Path, env: Mapping[str, str], *, bunker: str = "") -> Ag
 def key_file_of(data_dir: Path) -> Path:
     """Where the data dir's key file is (whether or not it exists)."""
     return key_file_path(data_dir)
+
+
+async def agent_key_connecting(config: Config, data_dir: Path, env: Mapping[str, str],
+                               warn: Callable[[str], None]) -> AgentKeyInfo:
+    """:func:`agent_key`; with a remote signer this data dir has not connected to yet, connected to first as any
+    command that signs does (the bunker:// URI's secret, the key it names checked, the connection kept in
+    signer.json). AgentError (or the signer's ConfigError) naming what is missing otherwise."""
+    bunker = config.signer.bunker
+    if not bunker.strip() or session_path(data_dir).exists():
+        return agent_key(data_dir, env, bunker=bunker)
+    from .app import AppService
+    from .events import ServiceWarning
+
+    service = AppService(config, data_dir=data_dir, env=env, read_only=True)
+    service.add_listener(lambda ev: warn(ev.message) if isinstance(ev, ServiceWarning) else None)
+    await service.start(publish_identity=False)
+    try:
+        pubkey = service.identity.agent_pubkey
+    finally:
+        await service.stop()
+    return AgentKeyInfo(encode_npub(pubkey), pubkey, "remote signer", session_path(data_dir))

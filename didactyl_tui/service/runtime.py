@@ -91,6 +91,7 @@ class Runtime:
     documents_readable: bool = True  # false when attached without the agent's key: its documents are not loaded
     signer_keys: tuple[str, ...] = ()  # a remote signer's keys the embedded relay lets write (its NIP-46 traffic)
     remote_signer: RemoteSigner | None = None  # the agent's key in a NIP-46 signer: its connection
+    key_made: Path | None = None  # the agent's key file, when this start made it
 
     @property
     def embedded_relay_url(self) -> str | None:
@@ -241,6 +242,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     if relay is not None:
         urls.append(relay.url)
     urls += [u for u in config.run_relay_urls if u not in urls]
+    if attach is not None:  # where the agent reads: its messages go there, its replies are read there
+        urls += [u for u in attach.relays.urls if u not in urls]
     if not urls:
         warn("no relay is available: memory saves will not be published")
     # NIP-42 as the agent (its key, or through its remote signer); attached, as the admin: DM relays often give gift
@@ -312,7 +315,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
                       tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
                       documents_readable=readable, remote_signer=agent.remote,
-                      signer_keys=tuple(plan.writers) if plan is not None and plan.writers else ())
+                      signer_keys=tuple(plan.writers) if plan is not None and plan.writers else (),
+                      key_made=agent.key_path if agent.created else None)
     await pool.start()
     return runtime
 

@@ -131,10 +131,12 @@ async def test_the_agents_tool_calls_show_before_its_reply_and_stay_in_the_conve
 
 async def test_a_late_reply_and_a_message_from_another_client_join_the_conversation(tmp_path: Path) -> None:
     async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay, LlmStub() as stub:
-        attached, seen = _attached(_attached_config(relay.url, reply_timeout_s=0.5), tmp_path / "laptop")
+        attached, seen = _attached(_attached_config(relay.url, reply_timeout_s=0.5, relays=[relay.url]),
+                                   tmp_path / "laptop")
         async with attached:
             chat = attached.chat
-            # No agent runs yet: the message reaches its relay, the reply does not come in time.
+            # No agent runs yet (nor has it said where it reads: its relay is given): the message reaches that relay,
+            # the reply does not come in time.
             events = [e async for e in chat.run_turn(chat.session_id, "are you up?")]
             assert isinstance(events[-1], TurnFailed) and "has not answered" in events[-1].message
             # The admin writes from another device with the same key (the message to the agent, and its own copy).

@@ -73,6 +73,7 @@ def _attached_config(url: str, **attach: object) -> Config:
     cfg.relays.embedded.enabled, cfg.relays.urls, cfg.relays.timeout_s = False, [url], 5.0
     cfg.memory.backend = "none"
     cfg.attach.agent = AGENT_KEY.npub
+    cfg.attach.relays = [url]  # where the agent (a client here, with no kind 10050) reads
     for key, value in attach.items():
         setattr(cfg.attach, key, value)
     return cfg

@@ -22,7 +22,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -167,14 +167,15 @@ class DmInbox:
             return Decision(Verdict.DUPLICATE, dm, f"message {dm.id[:12]}… received before", "duplicate")
         return Decision(Verdict.ANSWER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…", room=room)
 
-    async def reply(self, dm: DirectMessage, text: str, *, now: int,
-                    report: str | None = None) -> list[tuple[str, Event, bool]]:
+    async def reply(self, dm: DirectMessage, text: str, *, now: int, report: str | None = None,
+                    extra_tags: Iterable[Sequence[str]] = ()) -> list[tuple[str, Event, bool]]:
         """The answer's gift wraps as ``(recipient, wrap, for_sender)``: one per participant of the conversation
         (the sender's decides delivery) and our own copy. The rumor tags every participant but us, answers
-        ``dm`` (``e`` tag) and carries its ``subject``. ``report`` (a prompt report's content): one more wrap, to
-        the sender only, carrying it as a prompt report answering the reply (prompt_report.py)."""
+        ``dm`` (``e`` tag) and carries its ``subject`` and ``extra_tags``. ``report`` (a prompt report's content): one
+        more wrap, to the sender only, carrying it as a prompt report answering the reply (prompt_report.py)."""
         others = sorted(dm.room - {self.me})
-        rumor = make_message(self.me, others, text, created_at=now, reply_to=dm.id, subject=dm.subject)
+        rumor = make_message(self.me, others, text, created_at=now, reply_to=dm.id, subject=dm.subject,
+                             extra_tags=extra_tags)
         wraps = await self.signer.wrap(rumor, now=now)
         out = [(pk, wrap, pk == dm.sender) for pk, wrap in wraps.items()]
         if report is not None:

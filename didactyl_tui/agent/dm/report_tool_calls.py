@@ -87,3 +87,16 @@ def decode_tool_calls(raw: Any, reply_id: str, error: type[AgentError]) -> tuple
         calls.append(ToolCallFinished(f"{reply_id[:16]}-{n}", one_line(name[:NAME_CHARS]) or "?", shown, text,
                                       bool(item.get("error")), max(1, rnd)))
     return tuple(calls)
+
+
+def conversation_messages(calls: tuple[ToolCallFinished, ...]) -> list[dict[str, Any]]:
+    """The agent's tool calls as the conversation keeps a turn's (an assistant message naming the calls of each
+    round, then each result), so a resumed chat shows them as it shows this app's own."""
+    out: list[dict[str, Any]] = []
+    for round_no in sorted({c.round for c in calls}):
+        these = [c for c in calls if c.round == round_no]
+        out.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c.call_id, "type": "function",
+             "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}} for c in these]})
+        out += [{"role": "tool", "tool_call_id": c.call_id, "content": c.result} for c in these]
+    return out

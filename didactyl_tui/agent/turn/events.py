@@ -71,6 +71,7 @@ class TurnFailed:
     message: str  # one readable line
     title: str = "LLM error"
     retryable: bool = True
+    mark: str = ""  # how the user's message is marked ("": failed, not answered), e.g. "not delivered"
 
 
 AgentEvent = TurnStarted | TextDelta | ToolCallStarted | ToolCallFinished | TurnFinished | TurnFailed

@@ -20,6 +20,7 @@ from textual.widgets import Footer
 from ...config import Config
 from ...errors import AgentError
 from ...service.events import (
+    AttachedDelivered,
     AttachedMessage,
     DmSessionChanged,
     MemoryChanged,
@@ -233,16 +234,13 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         service = self.didactyl.service
         if service is None or not self.didactyl.service_ready:
             return
-        from ...service.types import ConnectionState
-
         states = service.relays.states()
         for self_pane in self.self_panes():
             self_pane.show_relays(states, service.relays.dropped_counts(), self._relay_labels(states))
             self_pane.show_refused(service.relays.filtered_counts())
             if not self_pane.filled:
                 self.refresh_self()
-        self.status.relays_total = len(states)
-        self.status.relays_connected = sum(1 for s in states.values() if s is ConnectionState.CONNECTED)
+        self.status.show_relays(states, service.attached_relays)  # attached: the agent's relays, not ours
         self.count_pending()
         self.show_dm_status()
 
@@ -301,14 +299,16 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
                 self.status.pending_publishes = pending
             case SignerStateChanged(reachable=reachable):
                 self.status.signer_away = not reachable
-            case AttachedMessage(session_id=session_id) if session_id == self.session_id:
-                self.show_attached_message(event.role, event.text)  # a late reply, or the admin elsewhere
+            case AttachedMessage(session_id=sid) | AttachedDelivered(session_id=sid) if sid == self.session_id:
+                self.show_attached(event)  # a late reply, the admin elsewhere, a message delivered late
             case SoulChanged():  # published elsewhere (the CLI, another device)
                 self.notify(event.notice, title="Soul", markup=False)
 
     @work(group="attached", exit_on_error=False)
-    async def show_attached_message(self, role: str, text: str) -> None:
-        await (self.conversation.add_reply(text) if role == "assistant" else self.conversation.add_user(text))
+    async def show_attached(self, event: AttachedMessage | AttachedDelivered) -> None:
+        from .attached_view import show_attached  # not before the first frame
+
+        await show_attached(self.conversation, self._failed, event)
 
     # --- sending a message --------------------------------------------------------------------------
 

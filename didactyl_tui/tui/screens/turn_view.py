@@ -86,9 +86,10 @@ class TurnView:
             await self.reply.finish(note)
             self.reply = None
 
-    def mark_unanswered(self, status: str) -> None:
-        """The user's message stays (and is saved so, marked): this turn got no whole answer."""
-        self.user_entry.mark_unanswered(status, in_part=self.said_something)
+    def mark_unanswered(self, status: str, mark: str = "") -> None:
+        """The user's message stays (and is saved so, marked): this turn got no whole answer (``mark``: said
+        otherwise, e.g. "not delivered")."""
+        self.user_entry.mark_unanswered(status, in_part=self.said_something, mark=mark)
 
     async def cancelled(self) -> None:
         """Esc (or quitting) ended the turn: the reply so far and any call still running show so, as kept."""
@@ -154,7 +155,7 @@ class TurnView:
     async def _failed(self, event: TurnFailed) -> None:
         screen = self.screen
         await self.end_reply("interrupted")
-        self.mark_unanswered("failed")
+        self.mark_unanswered("failed", event.mark)
         error = await screen.conversation.add_error(event.title, event.message,
                                                     self.text if event.retryable else None)
         screen.turn_failed(error, self.user_entry)

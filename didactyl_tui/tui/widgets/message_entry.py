@@ -40,13 +40,15 @@ class MessageEntry(Vertical):
                               parser_factory=_user_parser if role == "user" else None)
         self.border_title = "you" if role == "user" else "agent"
 
-    def mark_unanswered(self, status: str, *, in_part: bool) -> None:
+    def mark_unanswered(self, status: str, *, in_part: bool, mark: str = "") -> None:
         """A user message whose turn failed or was cancelled (``status``): kept, marked, never sent again;
-        ``in_part``: the turn had said or done something first (kept too, marked)."""
+        ``in_part``: the turn had said or done something first (kept too, marked); ``mark``: said otherwise (a
+        message attach could not deliver: "not delivered: …")."""
         from ...service.types import unanswered_note
 
         self.add_class("-failed")
-        self.border_subtitle = Content(unanswered_note(status, in_part=in_part))  # a stored status: never markup
+        # A stored status, or the service's words: never markup.
+        self.border_subtitle = Content(mark or unanswered_note(status, in_part=in_part))
 
     @property
     def text(self) -> str:

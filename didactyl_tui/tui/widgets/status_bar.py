@@ -1,8 +1,10 @@
-"""The status bar: model, relays connected N/M, the last request's prompt tokens against the model's context
-window (a gauge when the window is known), the session's cost so far when known, publishes pending, and "signer
-away" while the agent's remote signer does not answer."""
+"""The status bar: model (attached: the agent), relays connected N/M (attached: those the agent reads), the last
+request's prompt tokens against the model's context window (a gauge when the window is known), the session's cost so
+far when known, publishes pending, and "signer away" while the agent's remote signer does not answer."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 from textual.content import Content
 from textual.reactive import reactive
@@ -40,7 +42,8 @@ class StatusBar(Widget):
             parts.append((f" ({self.model_note})", "$text-warning" if self.model_warning else "$text-muted"))
         relay_style = ("$text-success" if self.relays_total and self.relays_connected == self.relays_total
                        else "$text-warning" if self.relays_connected else "$text-error")
-        parts += [sep, ("relays ", "$text-muted"), (f"{self.relays_connected}/{self.relays_total}", relay_style)]
+        label = "agent's relays " if self.attached_to else "relays "  # attached: those the agent reads, not ours
+        parts += [sep, (label, "$text-muted"), (f"{self.relays_connected}/{self.relays_total}", relay_style)]
         if self.prompt_tokens is not None:
             parts += [sep, *self._prompt_parts()]
         if self.session_cost_usd is not None:
@@ -53,6 +56,14 @@ class StatusBar(Widget):
         if self.activity:
             parts += [sep, (one_line(self.activity), "$text-accent")]  # may name a tool the model made up
         return Content.assemble(*parts)
+
+    def show_relays(self, states: Mapping[str, object], watched: Sequence[str] | None = None) -> None:
+        """How many of the relays (``watched`` ones only, when given: an attached window's agent's) are connected."""
+        from ...service.types import ConnectionState
+
+        urls = list(states) if watched is None else list(watched)
+        self.relays_total = len(urls)
+        self.relays_connected = sum(1 for url in urls if states.get(url) is ConnectionState.CONNECTED)
 
     def _prompt_parts(self) -> list[str | tuple[str, str]]:
         """``last prompt 1,600/128,000 tok ▰▱▱▱▱▱▱▱▱▱``; without a known window, just the tokens."""
