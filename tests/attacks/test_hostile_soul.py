@@ -54,9 +54,14 @@ class SoulPusher:
                 await conn.send(["EOSE", msg[1]])
             elif msg and msg[0] == "EVENT":
                 await conn.send(["OK", msg[1]["id"], True, ""])
+            elif msg and msg[0] == "CLOSE":  # a one-shot query (a check of which version a relay holds) is over
+                self.soul_subs = [(c, s) for c, s in self.soul_subs if not (c is conn and s == str(msg[1]))]
 
     async def push(self, events: list[dict]) -> None:
-        conn, sub = self.soul_subs[-1]
+        # The oldest subscription still open: the live one (the start's loads are closed before it opens; a later
+        # check's query, closed once answered, would drop what is pushed on it: the newest was taken before, and a
+        # check asked between two pushes lost the last one under load).
+        conn, sub = self.soul_subs[0]
         for ev in events:
             await conn.send(["EVENT", sub, ev])
 

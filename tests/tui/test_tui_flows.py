@@ -334,6 +334,9 @@ async def test_dry_run_shows_in_the_inspector_without_calling_the_model(tmp_path
         # Open it full-screen, then the dry run from there adds a second entry; diff the two.
         await pilot.press("f5")
         await wait_for(pilot, lambda: len(main.inspector.entries) == 2, 10, "second dry run")
+        # The newest entry takes the cursor once the tree has laid it out (after a refresh): "o" opens that one.
+        tree_of = main.inspector.assembly_tree
+        await wait_for(pilot, lambda: tree_of.entry_at_cursor() is main.inspector.entries[-1], 10, "the cursor on it")
         main.inspector.assembly_tree.focus()
         await pilot.press("o")
         detail = await wait_for(pilot, lambda: type(app.screen).__name__ == "InspectorDetailScreen" and app.screen)
