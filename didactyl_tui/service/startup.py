@@ -1,6 +1,6 @@
 """``[[agent.startup_events]]``: the events the config says the agent should have, published once at start.
 
-:func:`plan_startup_events` (agent/startup_events.py) compares the declarations with what the relays hold
+:func:`plan_startup_events` (agent/identity/startup_events.py) compares the declarations with what the relays hold
 (each published event carries its declaration's digest), so nothing is posted twice across restarts; a
 declared replaceable kind (0, 3, 10002) replaces the one the identity service builds from ``[agent]``.
 """
