@@ -1,7 +1,8 @@
 """The one door to the language model: litellm, imported lazily, with our own retry policy.
 
-This is the only module that imports litellm, and only inside functions: the import costs ~8 s and
-~200 MiB (measured on the 2-core box; bench/idle_rss_bench.py), so the UI paints first and ``preload()`` runs in a background thread.
+This is the only module that imports litellm, and only inside functions: the import costs ~8 s and ~200 MiB
+(measured on the 2-core box; bench/idle_rss_bench.py), so the UI paints first and ``preload()`` runs in a background
+thread.
 
 ``stream_chat`` yields :class:`LlmChunk` objects (text deltas, tool-call deltas, the finish reason, usage).
 litellm's own retries are off (``max_retries=0``: one failing call would otherwise become three requests);

@@ -5,8 +5,8 @@ the caller appends to the conversation). Cancelling the consuming task (the UI's
 and any running tools and propagates ``CancelledError``; nothing is half-written because nothing is written.
 
 Text deltas are coalesced: one :class:`TextDelta` per ``flush_interval_s`` (litellm spends ~0.9 ms per chunk;
-a UI refresh per token would cost far more — measured on the 2-core box), flushed by a timer too so a pause in the stream
-never holds text back.
+a UI refresh per token would cost far more — measured on the 2-core box), flushed by a timer too so a pause in the
+stream never holds text back.
 """
 
 from __future__ import annotations
