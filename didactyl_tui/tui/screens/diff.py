@@ -11,6 +11,7 @@ from textual.widgets import Footer, Static
 
 from ...terminal_text import clean
 from ..actions import dialog_bindings
+from ..widgets.diff_lines import diff_lines_content
 from .dialog import Dialog
 
 
@@ -20,20 +21,7 @@ def diff_content(old: str, new: str, old_label: str, new_label: str) -> Content:
     lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm=""))
     if not lines:
         return Content("No difference.")
-    parts: list[Content] = []
-    for line in lines:
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("@@"):
-            style = "$text-accent"
-        elif line.startswith("+"):
-            style = "$text-success"
-        elif line.startswith("-"):
-            style = "$text-error"
-        else:
-            style = ""
-        parts.append(Content.styled(line or " ", style) if style else Content(line))
-    return Content("\n").join(parts)
+    return diff_lines_content(lines)
 
 
 class DiffScreen(Dialog[None]):
