@@ -1,7 +1,8 @@
 """``didactyl --continue`` / ``didactyl --session ID``: which stored conversation the app opens on.
 
 Checked before the app starts, so a bad ID is one line on stderr (exit 2), not an app that opens on an error.
-An ID may be a unique prefix, as for ``didactyl sessions show``.
+An ID may be a unique prefix, as for ``didactyl sessions show``. The chat's last messages are read here too (a few
+milliseconds, whatever its length): the app shows them in its first frame, before its service has started.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def session_to_open(data_dir: Path, *, last: bool, session_id: str | None) -> st
 
 
 async def _choose(data_dir: Path, session_id: str | None) -> str:
-    from ..service.chat import open_sessions
+    from ..service.sessions import open_sessions
 
     sessions = open_sessions(data_dir)
     try:
@@ -29,12 +30,12 @@ async def _choose(data_dir: Path, session_id: str | None) -> str:
             if not session_id.strip():
                 raise UsageError("--session needs a conversation ID")
             try:
-                return await sessions.resolve(session_id)
+                return await sessions.tail(await sessions.resolve(session_id))
             except AgentError as exc:
                 raise UsageError(exc.message) from None
         newest = await sessions.list()  # newest activity first, chats with messages only
         if not newest:
             raise UsageError("no saved conversation to continue")
-        return newest[0].id
+        return await sessions.tail(newest[0].id)
     finally:
         sessions.store.close()

@@ -43,7 +43,7 @@ def _message_text(message: dict[str, Any]) -> str:
 
 
 async def run(args: argparse.Namespace, data: Path, out: Output) -> int:
-    from ..service.chat import open_sessions
+    from ..service.sessions import open_sessions
 
     sessions = open_sessions(data)
     try:

@@ -17,10 +17,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..agent.audience import ADMIN_TURN, TurnAudience
-from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
+from ..agent.conversations.assembly_log import SavedAssembly
 from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
-from ..agent.conversations.store import ConversationStore
 from ..agent.documents.keys import DocumentKey
 from ..agent.soul.assembly import assemble
 from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
@@ -34,6 +33,7 @@ from .events import PromptAssembled, ServiceEvent
 from .model import ModelService
 from .notes import current_session_kind
 from .runtime import Runtime
+from .sessions import Sessions
 
 log = logging.getLogger("didactyl.service")
 
@@ -46,73 +46,8 @@ DOCUMENT_TOOLS: dict[DocumentKey, tuple[str, ...]] = {
     DocumentKey.TASKS: ("tasks_open_read", "task_list"),
 }
 
-MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
 # A prompt waits this long at most for the model helper to finish importing litellm (it counts the tokens).
 HELPER_WAIT_S = 120.0
-
-
-class Sessions:
-    """The saved chats: list, show, rename, delete, export. SQLite, so every call runs on a worker thread.
-    Needs no relay or key: the CLI's ``sessions`` commands use it without starting the service."""
-
-    def __init__(self, store: ConversationStore, *, keep_assemblies: int = 20) -> None:
-        self.store = store
-        self.assembly_log = AssemblyLog(store, keep=keep_assemblies)
-
-    async def list(self, *, include_empty: bool = False) -> list[SessionInfo]:
-        """Newest activity first; chats with no message at all are left out unless asked for."""
-        sessions = await asyncio.to_thread(self.store.list_sessions)
-        return sessions if include_empty else [s for s in sessions if s.message_count > 0]
-
-    async def resolve(self, id_or_prefix: str) -> str:
-        """A full session id from an id or a unique prefix of one; AgentError when none or several match."""
-        wanted = id_or_prefix.strip().lower()
-        if await asyncio.to_thread(self.store.has_session, wanted):
-            return wanted
-        if len(wanted) >= MIN_ID_PREFIX:
-            matches = [s.id for s in await self.list(include_empty=True) if s.id.startswith(wanted)]
-            if len(matches) == 1:
-                return matches[0]
-            if matches:
-                raise AgentError(f"{id_or_prefix!r} matches {len(matches)} conversations: give more of the id",
-                                 "Conversations")
-        raise AgentError(f"no conversation {id_or_prefix!r} (see: didactyl sessions list)", "Conversations")
-
-    async def info(self, session_id: str) -> SessionInfo:
-        return await asyncio.to_thread(self.store.session, session_id)
-
-    async def messages(self, session_id: str) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.store.messages, session_id)
-
-    async def rename(self, session_id: str, title: str) -> None:
-        if not title.strip():
-            raise AgentError("a chat's title cannot be empty", "Rename")
-        await asyncio.to_thread(self.store.rename_session, session_id, title)
-
-    async def delete(self, session_id: str) -> bool:
-        return await asyncio.to_thread(self.store.delete_session, session_id)
-
-    async def export_markdown(self, session_id: str) -> str:
-        return await asyncio.to_thread(self.store.export_markdown, session_id)
-
-    async def assemblies(self, session_id: str) -> list[SavedAssembly]:
-        """The prompts of the chat's last turns (for a resumed chat's inspector), oldest first."""
-        return await asyncio.to_thread(self.assembly_log.load, session_id)
-
-    async def pop_last_turn(self, session_id: str) -> str | None:
-        """Remove the last turn (to regenerate it, or to edit and resend its message); returns its message."""
-        return await asyncio.to_thread(self.store.pop_last_turn, session_id)
-
-
-def open_sessions(data_dir: Any) -> Sessions:
-    """The saved chats of a data dir, without starting the service (the database opens on first use)."""
-    from pathlib import Path
-
-    from ..agent.identity.keystore import ensure_data_dir
-    from .runtime import CONVERSATIONS_DB
-
-    ensure_data_dir(Path(data_dir))
-    return Sessions(ConversationStore(Path(data_dir) / CONVERSATIONS_DB))
 
 
 class ChatService:

@@ -42,11 +42,11 @@ from .agent_signer import AgentSigner, open_agent_signer, plan_signer
 from .attach import AttachTarget, KeyElsewhereSigner, check_attached_signer
 from .events import RelayStateChanged, SelfContextChanged, ServiceEvent, SignerStateChanged
 from .relay_keeper import EmbeddedRelayKeeper
+from .sessions import CONVERSATIONS_DB
 
 log = logging.getLogger("didactyl.service")
 
 RELAY_DB = "relay.sqlite3"
-CONVERSATIONS_DB = "conversations.sqlite3"
 MEMORY_FOLDER = "memory"
 OUTBOX_DB = "memory.sqlite3"
 HISTORY_DB = "memory-history.sqlite3"

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from textual.worker import Worker
 
     from ...service.screen_api import ScreenService
+    from ...service.sessions import StoredTail
     from ..host import DidactylHost
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.memory_pane import MemoryPane
@@ -64,10 +65,11 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     streaming: reactive[bool] = reactive(False, bindings=True)
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, opened: StoredTail | None = None) -> None:
         super().__init__()
         self.config = config
         self.session_id: str | None = None
+        self._opened = opened  # `didactyl --continue`: a stored chat's last messages, shown in the first frame
         self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
         self._queued: list[str] = []  # sent before the agent was ready: sent, in order, once it is
         self._start_failed: str | None = None
@@ -108,10 +110,12 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         self.screen_layout_refresh_signal.unsubscribe(self.sidebar)
         tabs.post_message(events.Resize(tabs.size, tabs.virtual_size, tabs.container_size))
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self.fit_sidebar(self.app.size.width)
         self.status.model = self.config.llm.model
         self.chat_input.focus()
+        if self._opened is not None:  # before the first frame: the chat is in it (the rest is read after it)
+            await self.show_tail(self._opened, first_frame=True)
         self.call_after_refresh(self.didactyl.first_painted)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -224,6 +228,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         if attached is not None and self.session_id is None:  # the conversation with the agent, as it stands
             self.session_id = attached
             self.resume(attached)
+        elif self.session_id is not None:  # a chat opened while the service started (`--continue`)
+            self.restore_shown_assemblies()
         self._send_queued()
 
     def _send_queued(self) -> None:
