@@ -74,6 +74,10 @@ class LlmConfig:
                                    "~0.3 ms of CPU on every streamed piece, which would otherwise be taken from the "
                                    "screen and the keyboard. false: in the app's process (one process, ~200 MiB less "
                                    "while a model is configured).")
+    helper_idle_exit_s: float = setting(
+        300.0, "Seconds the model helper process (litellm, ~200 MiB) stays after the model was last used; it starts "
+        "again when a model is next needed (the first key typed in the message box, a dry run, a direct-message "
+        "turn). 0: once started, it stays.", min=0, max=86_400)
 
 
 MiB = 1024 * 1024

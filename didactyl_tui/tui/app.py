@@ -227,8 +227,10 @@ class DidactylApp(App[None]):
             raise
         self.service_ready = True
         main.service_started()
-        model_client = service.preload_llm()  # the model helper process (or litellm here, worker_process = false)
-        if model_client is not None:  # None: no model configured; it starts at the first turn
+        # The model's helper process starts when a model is first needed (a key typed, a dry run, a DM turn); with
+        # worker_process = false litellm's import starts here now, in a thread.
+        model_client = service.preload_llm()
+        if model_client is not None:
             await asyncio.to_thread(model_client.join)
         # What starting (and litellm, when it runs here) loaded is in memory for good now: keep it out of every
         # later full garbage collection, which would otherwise rescan it on the UI loop (~250 ms each, measured).

@@ -194,6 +194,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         self.didactyl.follow_service(self, self.on_service_event)
         self.show_model(service)
         self.status.activity = "connecting…"
+        if self._model_wanted:  # typed into the box already: the model helper starts now
+            self.model_needed()
         if not service.model.configured and service.attached_to is None:  # attached: the model runs elsewhere
             from .first_run import FirstRunScreen
 
@@ -318,6 +320,10 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
     def _submitted(self, message: ChatInput.Submitted) -> None:
         self.send(message.text)
 
+    @on(ChatInput.Changed, "#chat-input")
+    def _typed(self) -> None:
+        self.model_needed()  # a message is on its way: the model's helper starts unless it runs
+
     def send(self, text: str) -> None:
         if self._start_failed is not None:
             self.notify(self._start_failed, title="Not started", severity="error")
@@ -350,6 +356,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         except AgentError:
             self.chat_input.restore(text)
             raise
+        self.model_needed()  # (a regenerated reply comes with no key typed)
         if self.session_id is None:
             self.session_id = await service.chat.new_session()
         turn = TurnView(self, text, await self.conversation.add_user(text))

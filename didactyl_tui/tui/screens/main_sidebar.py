@@ -24,7 +24,7 @@ SOUL, TASKS = "soul", "tasks"  # versioned like memory: the same editor, history
 
 class SidebarActions:
     """Needs what MainScreen has: query_one, app, notify, memory_pane, inspector(s), sidebar, chat_input,
-    conversation, status, require_service, _service_or_notify, session_id, didactyl."""
+    conversation, status, require_service, _service_or_notify, session_id, didactyl, model_needed."""
 
     # --- panes ----------------------------------------------------------------------------------------------
 
@@ -201,6 +201,7 @@ class SidebarActions:
     @work(exclusive=True, group="dry_run", exit_on_error=False)
     async def run_dry_run(self) -> None:
         service = self.require_service()
+        self.model_needed()  # its tokenizer counts the prompt: the status bar says while the helper loads
         if self.session_id is None:
             self.session_id = await service.chat.new_session()
         text = self.chat_input.text.strip() or None
