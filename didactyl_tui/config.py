@@ -49,7 +49,8 @@ class LlmConfig:
     history_tokens: int = setting(8000, "Token budget for past conversation turns carried in each prompt.",
                                   min=0, max=2_000_000)
     saved_assemblies: int = setting(20, "Prompt assemblies kept per chat (compressed, in the conversation database), "
-                                    "so a resumed chat's prompt inspector shows its last turns. 0: none kept.",
+                                    "so a resumed chat's prompt inspector shows its last turns; the inspector holds "
+                                    "as many of the chat on screen (at least its last). 0: none kept.",
                                     min=0, max=1000)
     max_tokens: int = setting(0, "Most tokens the model may generate per reply, sent to the provider as max_tokens. "
                               "0: not sent (the provider's default). A value above the model's own ceiling makes "

@@ -178,6 +178,8 @@ class ChatActions:
         self.workers.cancel_group(self, "turn")
         self.session_id = None
         self.reset_figures()
+        for inspector in self.inspectors():  # the prompts shown are the chat's (a resumed one brings its own)
+            inspector.clear()
         await self.conversation.clear()
         self.chat_input.focus()
 

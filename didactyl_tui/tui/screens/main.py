@@ -15,7 +15,6 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer
 
 from ...config import Config
 from ...errors import AgentError
@@ -35,6 +34,7 @@ from ...service.events import (
 from ...service.labels import drift_lines
 from ..actions import bindings
 from ..streaming import ScreenHooks, choose_path, turn_running
+from ..widgets.app_footer import AppFooter
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
@@ -85,7 +85,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             # The sidebar's place is kept; its panes mount right after the first frame (mount_sidebar).
             yield Vertical(id="sidebar-slot")
         yield StatusBar(id="status")
-        yield Footer()
+        yield AppFooter()
 
     async def mount_sidebar(self) -> None:
         """Mount the memory / self / inspector tabs (after the first frame: fewer widgets to style before it)."""

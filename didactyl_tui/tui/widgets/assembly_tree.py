@@ -141,6 +141,12 @@ class AssemblyTree(Tree[NodeInfo]):
         self.root.expand()
         return node
 
+    def remove_entry(self, number: int) -> None:
+        self.entries.pop(number, None)
+        node = self._entry_nodes.pop(number, None)
+        if node is not None:
+            node.remove()
+
     def clear_entries(self) -> None:
         self.entries.clear()
         self._entry_nodes.clear()

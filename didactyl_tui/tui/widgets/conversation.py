@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from ..streaming import choose_path
+from ..streaming import chat_cleared, choose_path
 from ..streaming.reply import ReplyPath
 
 if TYPE_CHECKING:
@@ -106,7 +106,14 @@ class Conversation(VerticalScroll):
 
     async def _clear(self) -> None:
         self._tool_calls.clear()
-        await self.remove_children(".message, .tool-call, .error-entry, .history-stub, .history-pending, .fold-spacer")
+        shown = self.query_children(".message, .tool-call, .error-entry, .history-stub, .history-pending, .fold-spacer")
+        if shown:
+            await shown.remove()
+            # Textual's child list caches its displayed children until they are next read, and the conversation's
+            # are not read in its layout: the chat just removed (a long reply: ~2,600 widgets, ~25 MiB) stayed
+            # alive until the next reply's frames read them. Read now, the cache lets go of it (#34, found with gc).
+            self.displayed_children  # noqa: B018
+            chat_cleared()  # and its garbage is collected (its memory handed back) once the keyboard is quiet
         self.query_one("#conversation-empty", Static).display = True
 
     async def load_history(self, messages: list[dict[str, Any]], *, earlier: int = 0, chat: str = "",
