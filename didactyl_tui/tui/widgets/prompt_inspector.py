@@ -111,7 +111,8 @@ class PromptInspector(Vertical):
         entry.reply = finished.reply
         entry.tool_calls = list(finished.tool_calls)
         entry.usage = finished.usage
-        self.assembly_tree.refresh_entry(entry)
+        # Its tree after the frame that ends the reply (~10 ms of nodes, not between the last words and the screen).
+        self.call_after_refresh(self.assembly_tree.refresh_entry, entry)
 
     def fail_turn(self, message: str) -> None:
         entry = self.last_turn_entry()
