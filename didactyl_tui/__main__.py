@@ -9,15 +9,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cli import run
 from .config import Config
 
+if TYPE_CHECKING:
+    from .service.sessions import StoredTail
 
-def launch_tui(config: Config, data_dir: Path, env: Mapping[str, str], session_id: str | None = None) -> None:
+
+def launch_tui(config: Config, data_dir: Path, env: Mapping[str, str], opened: StoredTail | None = None) -> None:
     from .tui.app import run_app
 
-    run_app(config, data_dir=data_dir, env=env, session_id=session_id)
+    run_app(config, data_dir=data_dir, env=env, opened=opened)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,7 +49,8 @@ class LlmConfig:
     history_tokens: int = setting(8000, "Token budget for past conversation turns carried in each prompt.",
                                   min=0, max=2_000_000)
     saved_assemblies: int = setting(20, "Prompt assemblies kept per chat (compressed, in the conversation database), "
-                                    "so a resumed chat's prompt inspector shows its last turns. 0: none kept.",
+                                    "so a resumed chat's prompt inspector shows its last turns; the inspector holds "
+                                    "as many of the chat on screen (at least its last). 0: none kept.",
                                     min=0, max=1000)
     max_tokens: int = setting(0, "Most tokens the model may generate per reply, sent to the provider as max_tokens. "
                               "0: not sent (the provider's default). A value above the model's own ceiling makes "
@@ -74,6 +75,10 @@ class LlmConfig:
                                    "~0.3 ms of CPU on every streamed piece, which would otherwise be taken from the "
                                    "screen and the keyboard. false: in the app's process (one process, ~200 MiB less "
                                    "while a model is configured).")
+    helper_idle_exit_s: float = setting(
+        300.0, "Seconds the model helper process (litellm, ~200 MiB) stays after the model was last used; it starts "
+        "again when a model is next needed (the first key typed in the message box, a dry run, a direct-message "
+        "turn). 0: once started, it stays.", min=0, max=86_400)
 
 
 MiB = 1024 * 1024

@@ -7,7 +7,9 @@ the TUI's first frame loads only the light ones (``events``, ``state``, ``labels
 - ``documents``: the agent's documents (memories, soul, tasks, profile, contacts, relays): snapshots, the one save
   path, rollback, history, relay status, the outbox; ``merge``: a concurrent edit's draft; ``soul``: the soul in
   use and publishing one; ``bundle``: backup export/import
-- ``chat``: sessions, prompt assembly, turns; ``model``: the model in use (before start too), its check, tokens
+- ``chat``: prompt assembly, turns; ``sessions``: the saved chats, without the service (light: the CLI's
+  ``sessions`` commands, and a chat read tail first for ``--continue``); ``model``: the model in use (before start
+  too), its check, tokens
 - ``identity``: the agent's and admin's public identity, fetched, followed and published (``startup``: the
   config's startup events); ``relays``: the relays in use as the views show them; ``relay_keeper``: the embedded
   relay kept reachable; ``relay_status``: what the shared embedded relay enforces (``didactyl relay status``)

@@ -278,8 +278,9 @@ class AppService:
             await parts.runtime.stop()
 
     def preload_llm(self) -> threading.Thread | None:
-        """Start importing litellm in the background when the service runs and a model is configured; None
-        otherwise (no turn to win time for, and idle RSS stays ~200 MiB lower)."""
+        """The model client for the turns to come, once the service runs and a model is configured: the helper
+        process is set up to start when a model is first needed (nothing starts now: an app at rest keeps ~200 MiB
+        less); with ``[llm] worker_process = false`` litellm's import starts here, in a thread (returned)."""
         if self._parts is None or self.attached_to is not None or not self.model.should_preload():
             return None
-        return preload_llm(self.config.llm.worker_process)
+        return preload_llm(self.config.llm.worker_process, self.config.llm.helper_idle_exit_s)

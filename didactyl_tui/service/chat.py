@@ -34,7 +34,7 @@ from .events import PromptAssembled, ServiceEvent
 from .model import ModelService
 from .notes import current_session_kind
 from .runtime import Runtime
-from .sessions import Sessions, opening_refusal
+from .sessions import Sessions
 
 log = logging.getLogger("didactyl.service")
 
@@ -77,8 +77,7 @@ class ChatService:
     async def refusal_to_open(self, session_id: str) -> str | None:
         """Why the conversation ``session_id`` is not answered here (it is with another agent), and how to open it;
         None when it is this window's to continue."""
-        agent = await asyncio.to_thread(self._rt.conversations.session_agent, session_id)
-        return opening_refusal(session_id, agent, self.agent_here)
+        return await self.sessions.refusal_to_open(session_id, self.agent_here)
 
     # --- the prompt ------------------------------------------------------------------------------
     def _backend_tools(self, registry: ToolRegistry | None = None) -> list[Tool]:
@@ -145,7 +144,9 @@ class ChatService:
         from ..agent.llm.client import helper_ready
 
         registry = registry or self._registry
-        await helper_ready(HELPER_WAIT_S)  # its litellm counts the prompt (the turn waits for it anyway)
+        # The model is needed now: its helper starts unless it runs (its tokenizer counts the prompt; the turn waits
+        # for its litellm anyway).
+        await helper_ready(HELPER_WAIT_S, start=self._config.llm.worker_process and self._model.configured)
         history, dropped = await asyncio.to_thread(self._rt.conversations.history_for_prompt, session_id,
                                                    self._model.name, self._config.llm.history_tokens)
         backend_id, context, withheld = await self._backend_context(session_id, message, audience)
@@ -332,11 +333,17 @@ class ChatService:
 _preload: list[threading.Thread] = []  # the one litellm import of this process
 
 
-def preload_llm(worker: bool = True) -> threading.Thread:
-    """Get the model client ready ahead of the first turn (the TUI calls this after its first paint); once. With
-    ``worker`` the helper process that streams replies starts (it imports litellm, on the other core; this
-    process never does); without, litellm is imported here in a background thread. Returns the thread, so a
-    caller can tell when it is done (e.g. to freeze what it loaded out of the GC)."""
+def preload_llm(worker: bool = True, idle_exit_s: float = 0.0) -> threading.Thread | None:
+    """Get the model client ready for its first turn (the TUI calls this once its service has started). With
+    ``worker`` the client is the helper process (it imports litellm, on the other core; this process never does),
+    which starts when a model is first needed and stops after ``idle_exit_s`` unused: nothing starts now (None).
+    Without, litellm is imported here in a background thread, once; the thread is returned, so a caller can tell
+    when it is done (e.g. to freeze what it loaded out of the GC)."""
+    if worker:
+        from ..agent.llm import client as llm
+
+        llm.use_helper(idle_exit_s)
+        return None
     if _preload:
         return _preload[0]
 
@@ -344,10 +351,7 @@ def preload_llm(worker: bool = True) -> threading.Thread:
         try:
             from ..agent.llm import client as llm
 
-            if worker:  # litellm is imported in the helper only: this process never needs it
-                llm.start_worker()
-            else:
-                llm.preload()
+            llm.preload()
         except Exception:
             log.exception("preloading litellm failed")
 

@@ -175,17 +175,38 @@ class ModelService:
         return await check_model(LlmSettings.from_config(self._config.llm, self._env), chosen, self._env)
 
     def warm_client(self) -> None:
-        """Start the model helper now (the model dialog is open: a test or a turn is coming). Blocking (it starts a
-        process): call it from a thread. Nothing without the helper ([llm] worker_process = false)."""
+        """Start the model helper now unless it runs (a model is about to be needed: the first key typed, the model
+        dialog open); it stops again after ``[llm] helper_idle_exit_s`` unused. Blocking (it starts a process): call
+        it from a thread. Nothing without the helper ([llm] worker_process = false)."""
         if self._config.llm.worker_process:
-            warm_model_client()
+            from ..agent.llm.client import start_worker
 
-    def count_tokens(self, text: str) -> int:
+            start_worker(self._config.llm.helper_idle_exit_s)
+
+    def client_warm(self) -> bool:
+        """Whether the model client is there (the helper runs, or litellm is loaded here): cheap, for a UI."""
+        from ..agent.llm.client import is_loaded
+        from ..agent.llm.worker_client import worker
+
+        return worker().running if self._config.llm.worker_process else is_loaded()
+
+    def wait_client(self, timeout: float) -> bool:
+        """Wait (blocking: from a thread) until the helper has loaded litellm, failed to, or stopped; at most
+        ``timeout``. Whether it is ready."""
+        from ..agent.llm.worker_client import worker
+
+        helper = worker()
+        if helper.running:
+            helper.settled.wait(timeout)
+        return helper.ready.is_set()
+
+    def count_tokens(self, text: str) -> tuple[int, bool]:
         """Tokens in ``text`` for the model in use, counted as prompt assembly counts them (CPU work for a long
-        text: call it from a thread in a UI)."""
-        from ..agent.llm.tokens import count_tokens
+        text: call it from a thread in a UI), and whether the count is an estimate (no helper runs to count it)."""
+        from ..agent.llm.tokens import count_tokens, counts_estimated
 
-        return count_tokens(self.name, text)
+        estimated = counts_estimated()
+        return count_tokens(self.name, text), estimated
 
     def context_window(self) -> int | None:
         """Prompt tokens the model accepts: ``[llm] context_window``, else litellm's table (None: unknown)."""
@@ -259,7 +280,7 @@ async def check_model(base: Any, chosen: ModelSettings, env: Mapping[str, str]) 
         line = f"{len(models)} models offered by the server: pick one" if models else "type a model name first"
         return ModelCheck(bool(models), line, models)
     if settings.worker_process:
-        await asyncio.to_thread(warm_model_client, HELPER_READY_S)
+        await asyncio.to_thread(warm_model_client, HELPER_READY_S, settings.helper_idle_exit_s)
     started = time.monotonic()
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_S + 1.0):
@@ -272,12 +293,12 @@ async def check_model(base: Any, chosen: ModelSettings, env: Mapping[str, str]) 
     return ModelCheck(True, f"{chosen.model} answered in {time.monotonic() - started:.1f} s", models)
 
 
-def warm_model_client(wait_s: float = 0.0) -> None:
-    """Start the model helper process (it imports litellm as it starts); wait up to ``wait_s`` for it to be
-    ready. Blocking: call it from a thread."""
+def warm_model_client(wait_s: float = 0.0, idle_exit_s: float | None = None) -> None:
+    """Start the model helper process unless it runs (it imports litellm as it starts); wait up to ``wait_s`` for it
+    to be ready. Blocking: call it from a thread."""
+    from ..agent.llm.client import start_worker
     from ..agent.llm.worker_client import worker
 
-    helper = worker()
-    helper.start()
+    start_worker(idle_exit_s)
     if wait_s > 0:
-        helper.ready.wait(wait_s)
+        worker().ready.wait(wait_s)

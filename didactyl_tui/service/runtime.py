@@ -9,6 +9,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -292,8 +293,9 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     notes = NotePoster(signer, lambda ev: pool.publish(ev, config.relays.timeout_s), confirm_note, clock)
     tool_context = ServiceToolContext(memory=store, agent=agent_cache, admin=admin_cache,
                                       files_root=data_dir / MEMORY_FOLDER, tasks=tasks, notes=notes,
-                                      save_memory=sync.save_coalescing, config=config, data_dir=data_dir,
-                                      relays_in_use=tuple(pool.urls),
+                                      save_memory=sync.save_coalescing,
+                                      change_memory=partial(sync.update, wait=False), config=config,
+                                      data_dir=data_dir, relays_in_use=tuple(pool.urls),
                                       embedded_relay=relay.url if relay is not None else None)
     conversations = await asyncio.to_thread(open_conversations, data_dir)
     closers.callback(_quietly_sync, conversations.close)

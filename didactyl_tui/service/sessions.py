@@ -1,11 +1,17 @@
-"""The saved chats (list, show, rename, delete, export, take back a turn; SQLite, on worker threads) without the
-service, and which agent each is with: a
-conversation with an agent that runs elsewhere (``didactyl attach``) opens only attached to that agent, and one with
-this data dir's own agent only where that agent runs (:func:`opening_refusal`)."""
+"""The saved chats, without the service: listed, shown, renamed, deleted, exported, read tail first, and which
+agent each is with.
+
+Light on purpose (SQLite and the conversation store, no relay, key, model or tool): the CLI's ``sessions``
+commands and ``--continue`` use it before anything else starts, and the TUI shows a stored chat with it while the
+service is still starting (``didactyl --continue``). Every call runs on a worker thread. A conversation with an agent
+that runs elsewhere (``didactyl attach``) opens only attached to that agent, and one with this data dir's own agent
+only where that agent runs (:func:`opening_refusal`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +24,17 @@ from ..nostr.nip19 import encode_npub
 CONVERSATIONS_DB = "conversations.sqlite3"
 SEEN_DB = "attach.sqlite3"  # attach's record of the messages it holds (and, before, of its conversations)
 MIN_ID_PREFIX = 4  # a session id may be shortened to a unique prefix this long or longer
+TAIL_MESSAGES = 200  # read first when a chat opens: more than two screens of it, in a few milliseconds
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTail:
+    """A chat's last messages, and how many come before them."""
+
+    session_id: str
+    earlier: int  # how many messages come before these
+    before: int  # where these start (the store's position)
+    messages: list[dict[str, Any]]
 
 
 class Sessions:
@@ -63,6 +80,22 @@ class Sessions:
 
     async def export_markdown(self, session_id: str) -> str:
         return await asyncio.to_thread(self.store.export_markdown, session_id)
+
+    async def refusal_to_open(self, session_id: str, here: str | None) -> str | None:
+        """Why the conversation ``session_id`` is not answered in a window where ``here`` answers (an agent
+        elsewhere, hex; None: this data dir's own), and how to open it; None when it is that window's to continue."""
+        agent = await asyncio.to_thread(self.store.session_agent, session_id)
+        return opening_refusal(session_id, agent, here)
+
+    async def tail(self, session_id: str, limit: int = TAIL_MESSAGES) -> StoredTail:
+        """The chat's last messages (about ``limit``, from a message of the user's on: a tool call stays with its
+        result), and how many come before them: a long chat is on screen before the rest is read."""
+        earlier, before, messages = await asyncio.to_thread(self.store.messages_tail, session_id, limit)
+        return StoredTail(session_id, earlier, before, messages)
+
+    async def earlier(self, tail: StoredTail) -> list[dict[str, Any]]:
+        """The messages before ``tail`` (what it left out), oldest first."""
+        return await asyncio.to_thread(self.store.messages, tail.session_id, tail.before)
 
     async def assemblies(self, session_id: str) -> list[SavedAssembly]:
         """The prompts of the chat's last turns (for a resumed chat's inspector), oldest first."""

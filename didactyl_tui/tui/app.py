@@ -38,6 +38,7 @@ from .widgets.chat_input import ChatInput
 
 if TYPE_CHECKING:  # the service loads after the first frame (_service_class)
     from ..service.app import AppService
+    from ..service.sessions import StoredTail
 
 FIRST_PAINT_ENV = "DIDACTYL_FIRST_PAINT_FILE"
 """Benchmark hook: when set, the app writes the wall-clock time of its first painted frame there and exits."""
@@ -62,9 +63,13 @@ class DidactylApp(App[None]):
         service: AppService | None = None,
         relay_labels: Mapping[str, str] | None = None,
         session_id: str | None = None,
+        opened: StoredTail | None = None,
     ) -> None:
         super().__init__()
-        self.open_session_id = session_id  # `didactyl --continue` / `--session ID`: resumed once started
+        # `didactyl --continue` / `--session ID`: the chat's last messages (read by the command) are in the first
+        # frame, the rest is read after it; a chat named by its ID alone is read once the screen is up.
+        self.opened = opened
+        self.open_session_id = opened.session_id if opened is not None else session_id
         self.config = config
         self.data_dir = Path(data_dir)
         self.env = dict(os.environ) if env is None else dict(env)
@@ -151,7 +156,7 @@ class DidactylApp(App[None]):
         return next(s for s in self.screen_stack if isinstance(s, MainScreen))
 
     def get_default_screen(self) -> MainScreen:
-        return MainScreen(self.config)
+        return MainScreen(self.config, opened=self.opened)
 
     def on_mount(self) -> None:
         self._ui_thread = threading.get_ident()
@@ -222,6 +227,8 @@ class DidactylApp(App[None]):
             self.exit(message=NO_KEY_MADE)
             return
         main = self.main_screen
+        if self.opened is None and self.open_session_id is not None:  # on screen while the service starts
+            main.resume(self.open_session_id)
         await main.mount_sidebar()
         try:
             if self.service is None:
@@ -238,10 +245,10 @@ class DidactylApp(App[None]):
             raise
         self.service_ready = True
         main.service_started()
-        if self.open_session_id is not None:
-            main.resume(self.open_session_id)
-        model_client = service.preload_llm()  # the model helper process (or litellm here, worker_process = false)
-        if model_client is not None:  # None: no model configured; it starts at the first turn
+        # The model's helper process starts when a model is first needed (a key typed, a dry run, a DM turn); with
+        # worker_process = false litellm's import starts here now, in a thread.
+        model_client = service.preload_llm()
+        if model_client is not None:
             await asyncio.to_thread(model_client.join)
         # What starting (and litellm, when it runs here) loaded is in memory for good now: keep it out of every
         # later full garbage collection, which would otherwise rescan it on the UI loop (~250 ms each, measured).
@@ -350,9 +357,9 @@ def _service_class() -> type[AppService]:
 
 
 def run_app(config: Config, *, data_dir: Path, env: Mapping[str, str] | None = None,
-            session_id: str | None = None) -> None:
-    """Open the TUI (``didactyl`` with no arguments; ``session_id``: open on that stored conversation)."""
+            opened: StoredTail | None = None) -> None:
+    """Open the TUI (``didactyl`` with no arguments; ``opened``: on that stored conversation)."""
     # What is loaded by now (Textual, our modules, the config) lives as long as the process: keep it out of
     # every later full garbage collection, which otherwise rescans it (one landed in the first frame, ~12 ms).
     gc.freeze()
-    DidactylApp(config, data_dir=data_dir, env=env, session_id=session_id).run()
+    DidactylApp(config, data_dir=data_dir, env=env, opened=opened).run()

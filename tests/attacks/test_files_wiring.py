@@ -71,6 +71,10 @@ async def test_litellm_is_preloaded_only_when_a_model_is_configured(tmp_path: Pa
         assert service.preload_llm() is None  # no model: nothing to win time for
     config.llm.model = "openai/some-model"
     async with AppService(config, data_dir=tmp_path / "data2", env=env) as service:
-        loading = service.preload_llm()
+        # With the model helper (the default) nothing loads until a model is needed (#34): the helper starts then.
+        assert service.preload_llm() is None
+    config.llm.worker_process = False
+    async with AppService(config, data_dir=tmp_path / "data3", env=env) as service:
+        loading = service.preload_llm()  # litellm in this process: its import starts at once, in a thread
         assert loading is not None
         loading.join(60)

@@ -3,6 +3,7 @@ is one line on stderr (exit 2) and the app does not start."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from tui_support import make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.cli import run
+from didactyl_tui.cli.open_session import session_to_open
 from didactyl_tui.service.sessions import CONVERSATIONS_DB
 
 
@@ -37,8 +39,8 @@ def store_chats(data: Path) -> tuple[str, str]:
 def open_with(argv: list[str], env: dict[str, str]) -> tuple[int, list[Any], str]:
     launched: list[Any] = []
 
-    def launch(config: Any, data: Path, env: Any, session_id: str | None) -> None:
-        launched.append(session_id)
+    def launch(config: Any, data: Path, env: Any, opened: Any) -> None:
+        launched.append(opened.session_id if opened is not None else None)
 
     err = io.StringIO()
     code = run(argv, env=env, launch_tui=launch, stdout=io.StringIO(), stderr=err)
@@ -81,3 +83,55 @@ async def test_the_app_opens_on_the_chosen_conversation(tmp_path: Path) -> None:
                        "the conversation to show")
         text = screen_text(app)
         assert "which relay?" in text and "green or black?" not in text
+
+
+def painted_first(app: Any) -> dict[str, Any]:
+    """What the app's first frame showed, noted when it is on the terminal (before the service is built)."""
+    seen: dict[str, Any] = {}
+    first_painted = app.first_painted
+
+    def noting() -> None:
+        seen.update(text=screen_text(app), service=app.service_ready)
+        first_painted()
+
+    app.first_painted = noting
+    return seen
+
+
+async def test_continue_shows_the_chat_in_the_first_frame_before_the_service_starts(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    data = Path(env["DIDACTYL_DATA_DIR"])
+    _, newer = store_chats(data)
+    tail, _ = await asyncio.to_thread(session_to_open, data, last=True, session_id=None, attached_to=None)
+    app = make_app(data, make_config())
+    app.opened, app.open_session_id = tail, tail.session_id
+    first = painted_first(app)
+    async with app.run_test(size=(110, 32)) as pilot:
+        await started(pilot)
+        assert "Yours, then." in first["text"] and "which relay?" in first["text"] and not first["service"]
+        assert app.main_screen.session_id == newer
+
+
+async def test_a_long_chat_opens_on_its_end_and_the_rest_follows(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    store = ConversationStore(data / CONVERSATIONS_DB)
+    session = store.new_session()
+    store.append(session, [m for n in range(400) for m in ({"role": "user", "content": f"question {n}"},
+                                                            {"role": "assistant", "content": f"answer {n}"})])
+    store.close()
+    tail, _ = await asyncio.to_thread(session_to_open, data, last=True, session_id=None, attached_to=None)
+    assert tail.earlier == 800 - len(tail.messages) > 0 and tail.messages[-1]["content"] == "answer 399"
+    app = make_app(data, make_config())
+    app.opened, app.open_session_id = tail, tail.session_id
+    first = painted_first(app)
+    async with app.run_test(size=(110, 32)) as pilot:
+        await started(pilot)
+        assert "answer 399" in first["text"] and not first["service"]
+        main = app.main_screen
+        conversation = main.conversation
+        await wait_for(pilot, lambda: not conversation.query(".history-pending"), 15, "the earlier messages")
+        exported = conversation.as_markdown()
+        assert exported.count("## You") == 400 and exported.index("question 0") < exported.index("answer 399")
+        conversation.scroll_home(animate=False)
+        await wait_for(pilot, lambda: "question 0" in screen_text(app), 15, "the first message, scrolled to")

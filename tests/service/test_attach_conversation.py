@@ -22,6 +22,7 @@ from didactyl_tui.cli import run
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.service.app import AppService
+from didactyl_tui.service.sessions import StoredTail
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
 
@@ -30,8 +31,8 @@ def open_app(argv: list[str], env: dict[str, str]) -> tuple[int, list[tuple[str,
     """``didactyl`` with ``argv``, the app replaced by a record of how it would open: ([attach] agent, session)."""
     opened: list[tuple[str, str | None]] = []
 
-    def launch(config: Config, data: Path, env: Any, session_id: str | None) -> None:
-        opened.append((config.attach.agent, session_id))
+    def launch(config: Config, data: Path, env: Any, tail: StoredTail | None) -> None:
+        opened.append((config.attach.agent, tail.session_id if tail is not None else None))
 
     err = io.StringIO()
     code = run(argv, env=env, launch_tui=launch, stdout=io.StringIO(), stderr=err)

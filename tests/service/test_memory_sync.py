@@ -6,6 +6,7 @@ blanks the memory, and a relay that acknowledges without storing."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -310,3 +311,26 @@ async def test_a_burst_still_waiting_at_stop_is_sent_before_the_service_ends(
     # Stopped right after the burst: the newest text went out, dated at most 5 s ahead.
     [on_relay] = await held(relay)
     assert text_of(on_relay) == "burst 19" and on_relay.created_at <= time.time() + 5
+
+
+async def test_partial_edits_in_a_burst_lose_no_line_and_never_wait_for_the_clock(
+        tmp_path: Path, relay: EmbeddedRelayUnderTest) -> None:
+    want = "plan 9\n" + "\n".join(f"line {n}" for n in range(20))
+    async with service_for(tmp_path / "a", relay.url) as a:
+        for n in range(10):  # a burst: past the first few, the newest text waits for the clock
+            await a.chat.dispatch_tool("memory_save", {"type": "short_term", "content": f"plan {n}"})
+        deferred = []
+        for n in range(20):
+            outcome = await a.chat.dispatch_tool("memory_insert", {"type": "short_term", "new_str": f"line {n}"})
+            assert not outcome.is_error, outcome.content
+            assert f"+line {n}" in outcome.content  # the change, as a diff
+            deferred.append(json.loads(outcome.content)["deferred"])
+        assert deferred[0]  # made to the burst's text waiting, at once (not after the clock)
+        assert a.documents.snapshot(ST).content == want  # the agent sees every line at once
+
+        async def on_the_relay() -> bool:  # signed once the clock allows, and delivered (retried if need be)
+            return [text_of(ev) for ev in await held(relay)] == [want]
+
+        await wait_for(on_the_relay, timeout=30)
+    [on_relay] = await held(relay)
+    assert text_of(on_relay) == want and on_relay.created_at <= time.time() + 5

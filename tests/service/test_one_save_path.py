@@ -148,3 +148,21 @@ async def test_the_cli_takes_the_one_path(tmp_path: Path, saves: list[str]) -> N
     async with AppService(make_config(), data_dir=data, env=env) as svc:
         notes = await history_notes(svc)
         assert notes["CLI, too late"] == REFUSED_NOTE and notes["by the CLI"] == ""
+
+
+async def test_partial_edits_take_the_one_path(tmp_path: Path) -> None:
+    async with AppService(make_config(), data_dir=tmp_path / "data", env=make_env()) as svc:
+        await svc.chat.dispatch_tool("memory_save", {"type": "short_term", "content": "tea"})
+        added = await svc.chat.dispatch_tool("memory_insert", {"type": "short_term", "new_str": "go"})
+        assert not added.is_error, added.content
+        assert svc.documents.snapshot(ST).content == "tea\ngo"
+        assert {"tea", "tea\ngo"} <= set(await history_notes(svc))  # each change kept in the history
+
+        # Another device's newer version becomes known: the change is refused as a whole save is.
+        await svc.parts.runtime.publisher.note_remote(newer_elsewhere())
+        refused = await svc.chat.dispatch_tool("memory_replace", {"type": "short_term", "old_str": "go",
+                                                                  "new_str": "chess"})
+        assert refused.is_error and "was not saved" in refused.content and "memory history" in refused.content
+        assert (await history_notes(svc))["tea\nchess"] == REFUSED_NOTE
+        assert svc.documents.snapshot(ST).content == "tea\ngo"
+        assert await relay_texts(svc) == ["tea\ngo"]

@@ -93,7 +93,7 @@ def test_inspector_opened(snap_compare, tmp_path: Path) -> None:
         main.inspector.assembly_tree.focus()
         await pilot.press("o")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "InspectorDetailScreen", 5)
-        await showing(pilot, "Tools offered: 20", "my_pubkey")
+        await showing(pilot, "Tools offered: 22", "my_notes")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 

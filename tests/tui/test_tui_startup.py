@@ -46,6 +46,7 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.tui.streaming.full_map",  # that policy paints an echo against the compositor map as it stands
     "didactyl_tui.tui.theme_files",
     "didactyl_tui.tui.widgets",
+    "didactyl_tui.tui.widgets.app_footer",  # the footer the first frame shows (Textual's, without its leak)
     "didactyl_tui.tui.widgets.chat_input",
     "didactyl_tui.tui.widgets.conversation",
     "didactyl_tui.tui.widgets.status_bar",

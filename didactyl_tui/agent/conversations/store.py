@@ -27,6 +27,7 @@ from .session_info import SessionInfo, ToolCallRecord
 from .turns import repair_tool_pairs
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
+_MESSAGE_COLUMNS = "role, content, content_is_json, tool_calls, tool_call_id, name, status, ending"
 # Tool-call arguments longer than this are stored as a placeholder (above [llm] max_tool_argument_chars's cap).
 MAX_STORED_ARGUMENT_CHARS = 1_000_000
 HISTORY_PAGE_ROWS = 64  # rows read per step when history_for_prompt walks back from the newest message
@@ -281,15 +282,30 @@ class ConversationStore:
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
         return len(batch)
 
-    def messages(self, session_id: str) -> list[dict[str, Any]]:
-        """The whole conversation in OpenAI format, oldest first."""
+    def messages(self, session_id: str, before: int | None = None) -> list[dict[str, Any]]:
+        """The whole conversation in OpenAI format, oldest first (``before``: only the messages before that
+        position, one :meth:`messages_tail` gave)."""
         with self._lock:
             rows = self._conn().execute(
-                "SELECT role, content, content_is_json, tool_calls, tool_call_id, name, status, ending FROM messages "
-                "WHERE session_id = ? "
-                "ORDER BY ordinal", (session_id,)
-            ).fetchall()
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND ordinal < ? ORDER BY ordinal",
+                (session_id, 2**62 if before is None else before)).fetchall()
         return [row_to_message(r, with_status=True) for r in rows]
+
+    def messages_tail(self, session_id: str, limit: int) -> tuple[int, int, list[dict[str, Any]]]:
+        """The last messages, at most ``limit``, from a message of the user's on (no tool result parted from its
+        call); how many come before them, and the position they start at (for :meth:`messages` ``before``).
+        All of a chat with no message of the user's in its last ``limit``."""
+        with self._lock:
+            db = self._conn()
+            rows = db.execute(f"SELECT ordinal, {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? "
+                              "ORDER BY ordinal DESC LIMIT ?", (session_id, limit)).fetchall()[::-1]
+            start = next((n for n, r in enumerate(rows) if r["role"] == "user"), None)
+            if start is None or not rows:
+                return 0, 0, self.messages(session_id)
+            rows = rows[start:]
+            (earlier,) = db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ? AND ordinal < ?",
+                                    (session_id, rows[0]["ordinal"])).fetchone()
+        return earlier, rows[0]["ordinal"], [row_to_message(r, with_status=True) for r in rows]
 
     def pop_last_turn(self, session_id: str) -> str | None:
         """Delete the last turn (the newest user message and everything after it); returns that message's

@@ -98,6 +98,13 @@ class DeferredSaves:
         if task is None or task.done():
             self._tasks[key] = self._spawn(self._sign_when_possible(key))
 
+    async def change(self, key: DocumentKey, value: Any) -> None:
+        """``value`` replaces the text waiting (shown, so the one a change was made to): it waits as that one did."""
+        if key in self.for_signer:
+            await self.wait_for_signer(key, value, None)
+        else:
+            self.keep(key, value)
+
     async def wait_for_signer(self, key: DocumentKey, value: Any, base: str | None,
                               exc: SignerUnreachableError | None = None) -> None:
         """The signer does not answer (``exc``; None: known away, not asked): keep the edit (on disk too) and sign

@@ -57,8 +57,9 @@ RESTORE_CANDIDATES = 8  # versions from the history tried at start when the rela
 R = TypeVar("R")
 
 
-def _kept(key: DocumentKey) -> str:
-    return f"your text is kept in the memory history (`didactyl memory history --type {key.value}`)"
+def _not_saved(key: DocumentKey, why: str) -> NewerVersionKnown:
+    return NewerVersionKnown(f"the {key.title.lower()} was not saved: {why}; your text is kept in the memory history "
+                             f"(`didactyl memory history --type {key.value}`)", key.title)
 
 
 class DocumentSync:
@@ -236,15 +237,16 @@ class DocumentSync:
         await self.deferred.discard(key)
         return await self._save_now(key, value, encrypt=encrypt, adopted=adopted)
 
-    async def update(self, key: DocumentKey | str, derive: Callable[[Any], Any]) -> SaveResult:
+    async def update(self, key: DocumentKey | str, derive: Callable[[Any], Any], *, wait: bool = True) -> SaveResult:
         """Publish ``derive(the value in use)``, computed under the document's save lock (a task added to the list as
-        it is now). Refused when the newest version does not read and no earlier one is known (see
-        :meth:`DocumentStore.save`). With the signer away the new value waits for it as an edit does (shown, kept
-        on disk, signed once it answers: ``SaveResult.deferred``); a change while one waits is added to it untried."""
+        it is now, a line inserted into a memory). Refused when the newest version does not read and no earlier one
+        is known (see :meth:`DocumentStore.save`). With the signer away the new value waits for it as an edit does
+        (``SaveResult.deferred``); a change while a text waits (for the signer or the clock) is made to that text.
+        Without ``wait`` (the agent's partial edits) a burst is coalesced as :meth:`save` does."""
         key = DocumentKey.parse(key)
-        if key in self.deferred.for_signer:  # away already: this change waits with the one before it
-            self.store.snapshot(key).check_changeable()
-            await self.deferred.wait_for_signer(key, derive(self.store.value(key)), None)
+        if key in self.deferred or (not wait and 0 < self.store.sign_delay(key) <= BURST_WAIT_MAX_S):
+            self.store.snapshot(key).check_changeable()  # the text waiting is the one in use: the change is made to it
+            await self.deferred.change(key, derive(self.store.value(key)))
             return self._deferred_result(key)
         derived: list[Any] = []
 
@@ -269,8 +271,7 @@ class DocumentSync:
         except DatedAheadError as exc:
             if exc.kept_event_id:
                 await self.annotate(exc.kept_event_id, f"not published: {exc.message}")
-            raise NewerVersionKnown(f"the {key.title.lower()} was not saved: {exc.message}; {_kept(key)}",
-                                    key.title) from None
+            raise _not_saved(key, exc.message) from None
         except DocumentError:
             raise  # bad input, or a derived change of a document that does not read: nothing was signed
         except SignerUnreachableError as exc:  # the key is in a remote signer that does not answer
@@ -285,8 +286,7 @@ class DocumentSync:
             if refused is not None and refused != before:
                 await self.annotate(refused, REFUSED_NOTE)
             self._tasks.spawn(self.store.load([key]))  # fetch the newer version the publisher knows of
-            raise NewerVersionKnown(f"the {key.title.lower()} was not saved: {exc.message}; {_kept(key)}",
-                                    key.title) from None
+            raise _not_saved(key, exc.message) from None
         if result.any_accepted:
             await self._history(self.history.mark_delivered, result.event_id)
         return result

@@ -17,11 +17,12 @@ def _lines(text: str) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-def diff_lines(old: str, new: str, *, old_label: str = "older", new_label: str = "newer") -> list[str]:
-    """The unified diff as lines without their ends (empty when the texts are equal); after a line that had no
-    newline, :data:`NO_NEWLINE`."""
+def diff_lines(old: str, new: str, *, old_label: str = "older", new_label: str = "newer",
+               context: int = 3) -> list[str]:
+    """The unified diff as lines without their ends (empty when the texts are equal), ``context`` unchanged lines
+    around each change; after a line that had no newline, :data:`NO_NEWLINE`."""
     out: list[str] = []
-    for line in difflib.unified_diff(_lines(old), _lines(new), old_label, new_label):
+    for line in difflib.unified_diff(_lines(old), _lines(new), old_label, new_label, n=context):
         if line.endswith("\n"):
             out.append(line[:-1])
         else:

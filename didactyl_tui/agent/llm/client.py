@@ -45,23 +45,37 @@ def preload() -> None:
     _load()
 
 
-def start_worker() -> None:
-    """Start the helper process that streams model replies (``llm.worker``), so the first turn finds it warm.
-    Token counts are made there from now on (``llm.tokens``: this process loads no tokenizer for them)."""
+def use_helper(idle_exit_s: float | None = None) -> None:
+    """The model client runs in the helper process (``llm.worker``), started when a model is first needed
+    (:func:`start_worker`) and stopped after ``idle_exit_s`` unused (None: as set before). Token counts are made
+    there from now on (``llm.tokens``: this process loads no tokenizer; while no helper runs they are estimates).
+    Starts nothing."""
     from .worker_client import worker
 
     helper = worker()
-    helper.start()
+    if idle_exit_s is not None:
+        helper.idle_exit_s = idle_exit_s
     tokens.use_remote_counter(helper.count_tokens)
 
 
-async def helper_ready(timeout: float) -> None:
-    """When the helper has been started and is still importing litellm, wait until it is done (or failed, or
-    died; at most ``timeout``): a turn's prompt is counted there, and the turn waits for the import anyway.
-    Returns at once otherwise."""
+def start_worker(idle_exit_s: float | None = None) -> None:
+    """Start the helper process that streams model replies (``llm.worker``) unless it runs: it imports litellm at
+    once, so the turn on its way finds it warm (:func:`use_helper`). Blocking (a process starts): from a thread."""
+    from .worker_client import worker
+
+    use_helper(idle_exit_s)
+    worker().start()
+
+
+async def helper_ready(timeout: float, *, start: bool = False) -> None:
+    """When the helper is still importing litellm, wait until it is done (or failed, or died; at most ``timeout``):
+    a turn's prompt is counted there, and the turn waits for the import anyway. With ``start`` (a turn or a dry run
+    needs the model) it is started first when it does not run. Returns at once otherwise."""
     from .worker_client import worker
 
     helper = worker()
+    if start and _litellm is None and not helper.running:
+        await asyncio.to_thread(start_worker)
     if _litellm is None and helper.running and not helper.settled.is_set():
         await asyncio.to_thread(helper.settled.wait, timeout)
 

@@ -5,10 +5,11 @@ the tokenizer files litellm bundles — found without importing litellm, so no n
 four characters. One tokenizer, whatever the model and wherever litellm runs, so the same text always counts the
 same (``litellm.token_counter`` loads a second, native copy of the tokenizer and more: ~110 MiB, measured).
 
-With the model helper process running (``[llm] worker_process``, the default), the counting happens there
-(``agent.llm.start_worker`` installs its counter): the app loads no tokenizer at all (~40 MiB), and in the helper
-the encoding is the one object litellm's own default encoding would be (tiktoken keeps one per name). When the
-helper cannot answer (not ready yet, gone), the count is made here, the same way.
+With the model helper process (``[llm] worker_process``, the default), the counting happens there
+(``agent.llm.use_helper`` installs its counter): the app loads no tokenizer at all (~40 MiB), and in the helper
+the encoding is the one object litellm's own default encoding would be (tiktoken keeps one per name). While no
+helper runs (it starts when a model is needed, and stops when unused) a count is an estimate (~4 characters a token),
+never memoized: prompts are counted after their turn has started the helper (:func:`counts_estimated` says which).
 
 Counts of identical strings are memoized (prompt sections repeat across turns), so assembling a full
 prompt again costs dictionary lookups.
@@ -145,17 +146,26 @@ def count_tokens(model: str, text: str) -> int:
     cached = _memo.get(key)
     if cached is not None:
         return cached
-    value: int | None = None
     counter = _remote_counter
     if counter is not None:
         try:
             value = int(counter(text))
-        except Exception as exc:  # the helper is not ready, or gone: counted here (the same count)
+        except Exception as exc:  # no helper runs now (it starts when a model is needed): an estimate, not kept
             log.debug("the model helper did not count: %s", exc)
-    if value is None:
+            return approx_tokens(text)
+    else:
         value = count_here(text)
     _memo.put(key, value)
     return value
+
+
+def counts_estimated() -> bool:
+    """Whether :func:`count_tokens` gives estimates now: counts belong to the model helper and none runs."""
+    if _remote_counter is None:
+        return False
+    from .worker_client import worker
+
+    return not worker().running
 
 
 def count_here(text: str) -> int:

@@ -27,6 +27,7 @@ class LlmSettings:
     max_tokens: int | None = None  # sent to the provider when set ([llm] max_tokens; 0 in config = not sent)
     limits: TurnLimits = field(default_factory=TurnLimits)  # what one turn may cost (agent.limits)
     worker_process: bool = True  # stream through the helper process (llm.worker), not on this process's loop
+    helper_idle_exit_s: float = 300.0  # the helper exits after this long unused (0: never); it starts when needed
 
     @property
     def configured(self) -> bool:
@@ -48,6 +49,7 @@ class LlmSettings:
             max_tokens=int(getattr(llm, "max_tokens", 0) or 0) or None,
             limits=TurnLimits.from_config(llm),
             worker_process=bool(getattr(llm, "worker_process", True)),
+            helper_idle_exit_s=float(getattr(llm, "helper_idle_exit_s", 300.0)),
         )
 
 

@@ -1,10 +1,12 @@
 """The app's side of the model client's process (``llm.worker``): one process shared by every model call.
 
-It is started by ``llm.start_worker()`` (a model is configured) or by the first call, and lives as long as the app;
-when it dies (killed, crashed), the calls it was serving fail with one readable line and the next call starts
-a new one. The pipe is read by one thread, which hands each read's lines to the event loop that asked for them
-(one wake-up per read, not per chunk); requests are written by one thread, so a large prompt never blocks a
-loop. Any event loop may call: the TUI's, ``didactyl serve``'s, a test's.
+It is started when a model is first needed (``llm.start_worker()``: the first key typed, a dry run, a turn) or by
+the first call, and stops after :attr:`LlmWorker.idle_exit_s` with no call (``[llm] helper_idle_exit_s``: litellm's
+~200 MiB are not kept for an app at rest); the next need starts a new one. When it dies (killed, crashed), the calls
+it was serving fail with one readable line and the next call starts a new one. The pipe is read by one thread,
+which hands each read's lines to the event loop that asked for them (one wake-up per read, not per chunk); requests
+are written by one thread, so a large prompt never blocks a loop. Any event loop may call: the TUI's, ``didactyl
+serve``'s, a test's.
 
 Token counts and the model table's context window are asked of the helper too (:meth:`LlmWorker.count_tokens`,
 :meth:`LlmWorker.context_window`: a short blocking round trip, from any thread), so the app never imports litellm
@@ -90,11 +92,17 @@ class LlmWorker:
         self._writer: threading.Thread | None = None
         self.ready = threading.Event()  # the current helper has imported litellm
         self.settled = threading.Event()  # ... or failed to, or died: waiting for it is over
+        self.idle_exit_s = 0.0  # a helper unused this long is stopped (0: kept); each call brings its setting
+        self._last_used = time.monotonic()
 
-    def start(self) -> None:
-        """Start the helper unless it runs (idempotent, thread-safe)."""
+    def start(self, idle_exit_s: float | None = None) -> None:
+        """Start the helper unless it runs (idempotent, thread-safe); it counts as used now. ``idle_exit_s``: how
+        long it may then stay unused (None: as set before)."""
         with self._lock:
+            if idle_exit_s is not None:
+                self.idle_exit_s = idle_exit_s
             self._ensure()
+            self._last_used = time.monotonic()
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         proc = self._proc
@@ -120,6 +128,8 @@ class LlmWorker:
         if self._writer is None:
             self._writer = threading.Thread(target=self._write, name="llm-worker-writer", daemon=True)
             self._writer.start()
+        self._last_used = time.monotonic()
+        threading.Thread(target=self._stop_when_idle, args=(proc,), name="llm-worker-idle", daemon=True).start()
         log.info("model helper process %d started", proc.pid)
         return proc
 
@@ -131,9 +141,31 @@ class LlmWorker:
             proc, data = item
             try:
                 assert proc.stdin is not None
-                proc.stdin.write(data)
+                if data:
+                    proc.stdin.write(data)
+                else:  # the helper is done with: it exits when its stdin closes (after what was sent before)
+                    proc.stdin.close()
             except (OSError, ValueError):
                 pass  # it died: its reader fails the calls it served
+
+    def _stop_when_idle(self, proc: subprocess.Popen[bytes]) -> None:
+        """(Its own thread, one per helper.) Stop ``proc`` once no call has used it for :attr:`idle_exit_s`. Decided
+        under the lock that starts calls: a call either finds it running and is served, or starts a new one."""
+        while True:
+            with self._lock:
+                if self._proc is not proc or proc.poll() is not None:
+                    return
+                busy = any(served_by is proc for _, served_by in self._calls.values())
+                limit = self.idle_exit_s
+                left = limit - (time.monotonic() - self._last_used)
+                if limit > 0 and not busy and left <= 0:
+                    self._proc = None
+                    self.ready.clear()
+                    self.settled.clear()
+                    self._outbox.put((proc, b""))
+                    log.info("model helper process %d stopped: unused for %g s", proc.pid, limit)
+                    return
+            time.sleep(min(max(left, 0.05), 5.0) if limit > 0 and not busy else 1.0)
 
     def _read(self, proc: subprocess.Popen[bytes], tail: collections.deque[str], errors: threading.Thread) -> None:
         assert proc.stdout is not None
@@ -209,6 +241,7 @@ class LlmWorker:
                 raise LlmError("The model's helper process is not ready.", "connection")
             call_id = next(self._ids)
             self._calls[call_id] = (answer, proc)
+            self._last_used = time.monotonic()
         try:
             self._send(proc, {**request, "id": call_id})
             if not answer.arrived.wait(timeout):
@@ -216,6 +249,7 @@ class LlmWorker:
         finally:
             with self._lock:
                 self._calls.pop(call_id, None)
+                self._last_used = time.monotonic()
         message = answer.message
         if "error" in message or "gone" in message:
             raise LlmError("The model's helper process could not answer.", "connection")
@@ -249,6 +283,7 @@ class LlmWorker:
         call = _Call(asyncio.get_running_loop())
         call_id = next(self._ids)
         with self._lock:
+            self.idle_exit_s = settings.helper_idle_exit_s
             try:
                 proc = self._ensure()
             except OSError as exc:  # e.g. out of processes or descriptors
@@ -278,6 +313,7 @@ class LlmWorker:
         finally:
             with self._lock:
                 self._calls.pop(call_id, None)
+                self._last_used = time.monotonic()
             if not finished:
                 self._send(proc, {"op": "cancel", "id": call_id})
 

@@ -32,11 +32,13 @@ terminal and you remember across conversations by writing your own memory.
 Your memory:
 - Short-term memory is shown to you below in every prompt (under "## Short-Term Memory", with its size \
 against its limit). Keep there what you need in every conversation: current tasks, commitments, \
-key facts about your admin. Update it with memory_save(type="short_term", content=...).
+key facts about your admin (type="short_term").
 - Long-term memory is larger and not shown automatically: read it with my_memory() when the \
-conversation may need older knowledge, and update it with memory_save(type="long_term", content=...).
-- A save replaces the whole memory: read it, edit it, save the complete new text. Both memories are \
-encrypted to your own key and published to your relays; keep them concise and current.
+conversation may need older knowledge (type="long_term").
+- Change a memory with memory_insert(type, new_str) to add lines (at the end, or after insert_line) and \
+memory_replace(type, old_str, new_str) to change or delete one passage, copied exactly: the rest stays \
+as it is. memory_save(type, content) replaces the whole memory: use it to rewrite or reorganise one. \
+Both memories are encrypted to your own key and published to your relays; keep them concise and current.
 - File memory: read_file(path) and write_file(path, content) keep longer markdown notes in your \
 memory folder.
 - Tasks: your open tasks are shown below (under "## Tasks (open)"); keep them with task_add, \

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..audience import ADMIN_TURN, TurnAudience
 from ..documents.keys import DocumentKey
@@ -33,9 +34,15 @@ class AgentToolContext(ToolContext):
     # The app's one save path (DocumentSync.save_coalescing: refusals noted, newer versions fetched); a bare
     # context (unit tests, the bench) saves straight through the store.
     save_memory: Callable[[DocumentKey, str], Awaitable[SaveResult]] | None = None
+    # The same path for a change of part of a document (memory_insert, memory_replace): ``derive(value in use)``
+    # under the document's save lock (DocumentSync.update without waiting for the clock).
+    change_memory: Callable[[DocumentKey, Callable[[Any], Any]], Awaitable[SaveResult]] | None = None
     # Whom the turn is for (a guest's copy of the context is made per turn): what a tool shows may depend on it.
     audience: TurnAudience = ADMIN_TURN
 
     def __post_init__(self) -> None:
         if self.save_memory is None:
             self.save_memory = self.memory.save_text
+        if self.change_memory is None:
+            store = self.memory
+            self.change_memory = lambda key, derive: store.save(key, None, derive=derive)

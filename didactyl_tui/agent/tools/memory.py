@@ -1,17 +1,22 @@
-"""Memory tools: save and read the agent's Nostr memories (kind 30078, NIP-44 encrypted to itself).
+"""Memory tools: save, change and read the agent's Nostr memories (kind 30078, NIP-44 encrypted to itself).
 
-``memory_save`` goes through the context's ``save_memory`` (in the app: ``MemorySync.save``), the one path the
-editor, the CLI and rollback take too.
+``memory_save`` (the whole text) goes through the context's ``save_memory`` (in the app: ``DocumentSync.save``), the
+one path the editor, the CLI and rollback take too; ``memory_insert`` and ``memory_replace`` (part of it: a memory
+grows by one line without the model writing it all again) through ``change_memory``, the same path with the change
+made to the text in use under the document's save lock (``DocumentSync.update``). Their results show the change as a
+diff.
 ``memory_short_term_read`` is internal: it feeds the ``short_term_memory`` soul section and is never
 offered to the model (the short-term memory is already in every prompt).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from ..documents.keys import DocumentKey
-from ..documents.versions import DocumentSnapshot
+from ..documents.text_edit import change_diff, insert_lines, replace_once
+from ..documents.versions import DocumentSnapshot, SaveResult
 from .context import AgentToolContext
 from .registry import Tool, build_tool
 
@@ -28,24 +33,14 @@ def render_memory_section(snap: DocumentSnapshot) -> str:
     return f"## {snap.type.title}\n\n{snap.content.rstrip()}\n\n{usage_line(snap)}"
 
 
-async def memory_save(type: Literal["short_term", "long_term"], content: str, ctx: AgentToolContext) -> dict[str, Any]:
-    """Replace one of your memories with new text, encrypted to yourself and published to your relays.
+MemoryType = Literal["short_term", "long_term"]
 
-    The short-term memory is shown to you in every prompt: keep there what you need in every
-    conversation (current tasks, facts about the user you must not forget). The long-term memory is
-    larger and read on demand with my_memory: keep there what you may need later. A save replaces the
-    whole memory, so include everything you want to keep.
 
-    Args:
-        type: Which memory to replace: "short_term" or "long_term".
-        content: The complete new text of that memory (markdown); it replaces the old text entirely.
-    """
-    t = DocumentKey.parse_memory(type)
-    assert ctx.save_memory is not None  # set by AgentToolContext.__post_init__
-    result = await ctx.save_memory(t, content)
-    out = result.to_json_dict()
-    out["chars"] = len(content)
-    out["limit_chars"] = ctx.memory.limit(t)
+def _outcome(result: SaveResult, chars: int, limit: int) -> dict[str, Any]:
+    """A save's result as the model reads it: each relay's verdict, the size against the limit, what to know."""
+    out: dict[str, Any] = result.to_json_dict()
+    out["chars"] = chars
+    out["limit_chars"] = limit
     if result.deferred:
         out["note"] = ("saved here and in use; it is published as soon as it can be signed (many saves in a row: "
                        "only the newest, within seconds; a remote signer that does not answer: once it does)")
@@ -54,6 +49,78 @@ async def memory_save(type: Literal["short_term", "long_term"], content: str, ct
     elif not result.any_accepted:
         out["warning"] = "no relay accepted the save yet; it is kept locally and will show as not published"
     return out
+
+
+async def memory_save(type: MemoryType, content: str, ctx: AgentToolContext) -> dict[str, Any]:
+    """Replace one of your memories with new text, encrypted to yourself and published to your relays.
+
+    The short-term memory is shown to you in every prompt: keep there what you need in every
+    conversation (current tasks, facts about the user you must not forget). The long-term memory is
+    larger and read on demand with my_memory: keep there what you may need later. A save replaces the
+    whole memory, so include everything you want to keep; to add a line or change a passage, memory_insert and
+    memory_replace leave the rest as it is.
+
+    Args:
+        type: Which memory to replace: "short_term" or "long_term".
+        content: The complete new text of that memory (markdown); it replaces the old text entirely.
+    """
+    t = DocumentKey.parse_memory(type)
+    assert ctx.save_memory is not None  # set by AgentToolContext.__post_init__
+    result = await ctx.save_memory(t, content)
+    return _outcome(result, len(content), ctx.memory.limit(t))
+
+
+async def _change(ctx: AgentToolContext, t: DocumentKey, edit: Callable[[str], str]) -> dict[str, Any]:
+    """Save ``edit(the text in use)`` through the one save path; the result shows the change as a diff."""
+    if not ctx.memory.snapshot(t).loaded:
+        await ctx.memory.load([t])
+    codec = ctx.memory.codec(t)
+    made: list[tuple[str, str]] = []
+
+    def derive(value: Any) -> Any:  # under the document's save lock: the text is the one in use
+        old = codec.to_text(value)
+        new = edit(old)
+        checked = ctx.memory.from_text(t, new)  # the limits: refused before anything is signed
+        made.append((old, new))
+        return checked
+
+    assert ctx.change_memory is not None  # set by AgentToolContext.__post_init__
+    result = await ctx.change_memory(t, derive)
+    old, new = made[-1]
+    out = _outcome(result, len(new), codec.limit_chars)
+    out["diff"] = change_diff(old, new, t.value)
+    return out
+
+
+async def memory_insert(type: MemoryType, new_str: str, ctx: AgentToolContext, insert_line: int = -1) -> dict[str, Any]:
+    """Add text to one of your memories on lines of its own, without rewriting the rest (the rest stays as it is).
+
+    Use it to add a fact or a note; the result shows the change as a diff.
+
+    Args:
+        type: Which memory: "short_term" or "long_term".
+        new_str: The text to add (one line or several).
+        insert_line: The line after which it goes: 0 at the top, 1 after the first line, and so on; -1 (the
+            default) at the end.
+    """
+    t = DocumentKey.parse_memory(type)
+    return await _change(ctx, t, lambda text: insert_lines(text, new_str, insert_line, t.title))
+
+
+async def memory_replace(type: MemoryType, old_str: str, new_str: str, ctx: AgentToolContext) -> dict[str, Any]:
+    """Replace one exact passage of one of your memories (or delete it), without rewriting the rest.
+
+    old_str must occur exactly once in that memory as it is now (copy it exactly, line breaks included; read the
+    long-term memory with my_memory first); otherwise nothing changes and the error says why. The result shows the
+    change as a diff.
+
+    Args:
+        type: Which memory: "short_term" or "long_term".
+        old_str: The exact passage to replace, as it is in the memory now.
+        new_str: The text to put in its place; empty to delete the passage.
+    """
+    t = DocumentKey.parse_memory(type)
+    return await _change(ctx, t, lambda text: replace_once(text, old_str, new_str, t.title))
 
 
 async def my_memory(ctx: AgentToolContext) -> dict[str, Any]:
@@ -78,6 +145,8 @@ def memory_short_term_read(ctx: AgentToolContext) -> dict[str, str]:
 
 MEMORY_TOOLS: tuple[Tool, ...] = (
     build_tool(memory_save, family="memory"),
+    build_tool(memory_insert, family="memory"),
+    build_tool(memory_replace, family="memory"),
     build_tool(my_memory, family="memory"),
     build_tool(memory_short_term_read, visible=False, family="memory"),
 )

@@ -7,6 +7,9 @@ call goes through the service on a worker (SQLite never runs on the UI loop).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from textual import work
@@ -16,6 +19,7 @@ from ...service.labels import MINUTES, when
 
 if TYPE_CHECKING:
     from ...service.screen_api import ScreenService
+    from ...service.sessions import Sessions, StoredTail
     from ...service.types import SessionInfo
 
 PREVIEW_CHARS = 70  # a message's line in the "copy a message" list
@@ -183,6 +187,8 @@ class ChatActions:
         self.workers.cancel_group(self, "turn")
         self.session_id = None
         self.reset_figures()
+        for inspector in self.inspectors():  # the prompts shown are the chat's (a resumed one brings its own)
+            inspector.clear()
         await self.conversation.clear()
         self.chat_input.focus()
 
@@ -215,13 +221,68 @@ class ChatActions:
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def resume(self, session_id: str) -> None:
-        service = self.require_service()
-        refusal = await service.chat.refusal_to_open(session_id)
-        if refusal is not None:  # another agent's conversation: never answered here
-            self.notify(refusal, title="Another agent's conversation", severity="warning", timeout=15, markup=False)
+        """Open a stored chat: its end on screen at once, the rest read behind it (:meth:`read_earlier`). It needs
+        no service: before the service has started the chat is shown read-only (a message sent meanwhile waits for
+        the service, as at any start), and its prompts come back to the inspector once the service is there
+        (:meth:`restore_shown_assemblies`). Another agent's conversation is never answered here: it stays closed."""
+        async with self._stored_chats() as sessions:
+            refusal = await sessions.refusal_to_open(session_id, self._agent_here())
+            tail = await sessions.tail(session_id) if refusal is None else None
+        if tail is None:
+            self.notify(refusal or "", title="Another agent's conversation", severity="warning", timeout=15,
+                        markup=False)
             return
-        messages = await service.chat.session_messages(session_id)
-        self.session_id = session_id
+        await self.show_tail(tail)
+        service = self.didactyl.service
+        if service is not None and self.didactyl.service_ready:
+            await self.restore_assemblies(service, session_id)
+
+    def _agent_here(self) -> str | None:
+        """The agent that answers in this window: one elsewhere (hex) when attached, None for this data dir's own."""
+        service = self.didactyl.service
+        if service is not None and self.didactyl.service_ready:
+            return service.chat.agent_here
+        from ...service.attach import attach_agent_of
+
+        return attach_agent_of(self.didactyl.config)  # checked when the app was launched
+
+    async def show_tail(self, tail: StoredTail, *, first_frame: bool = False) -> None:
+        """A stored chat's last messages on screen (``didactyl --continue``: in the first frame, one screen of
+        them); the rest after."""
+        from ..widgets.conversation import FIRST_FRAME_SCREENS, TAIL_SCREENS
+
+        self.session_id = tail.session_id
         self.reset_figures()
-        await self.conversation.load_history(messages)
-        await self.restore_assemblies(service, session_id)
+        await self.conversation.load_history(tail.messages, earlier=tail.earlier, chat=tail.session_id,
+                                             screens=FIRST_FRAME_SCREENS if first_frame else TAIL_SCREENS)
+        if tail.earlier:
+            self.read_earlier(tail)
+
+    @work(exclusive=True, group="earlier", exit_on_error=False)
+    async def read_earlier(self, tail: StoredTail) -> None:
+        """The messages before a shown tail (SQLite and their entries on worker threads; a turn started meanwhile
+        does not stop it)."""
+        async with self._stored_chats() as sessions:
+            messages = await sessions.earlier(tail)
+        await self.conversation.load_earlier(messages, chat=tail.session_id)
+
+    @contextlib.asynccontextmanager
+    async def _stored_chats(self) -> AsyncIterator[Sessions]:
+        """The service's saved chats once it has started; before, the data dir's, opened for this read alone."""
+        service = self.didactyl.service
+        if service is not None and self.didactyl.service_ready:
+            yield service.chat.sessions
+            return
+        from ...service.sessions import open_sessions
+
+        sessions = await asyncio.to_thread(open_sessions, self.didactyl.data_dir)
+        try:
+            yield sessions
+        finally:
+            await asyncio.to_thread(sessions.store.close)
+
+    @work(group="assemblies", exit_on_error=False)
+    async def restore_shown_assemblies(self) -> None:
+        """The service has started: the prompts of a chat opened before it come back to the inspector."""
+        if self.session_id is not None:
+            await self.restore_assemblies(self.require_service(), self.session_id)

@@ -9,33 +9,19 @@ from textual.widgets import Footer, Static
 
 from ...terminal_text import clean
 from ..actions import dialog_bindings
+from ..widgets.diff_lines import diff_lines_content
 from .dialog import Dialog
 
 
 def diff_content(old: str, new: str, old_label: str, new_label: str) -> Content:
     """Coloured unified diff (theme variables only); says so when nothing differs."""
-    from ...service.types import NO_NEWLINE, diff_lines  # the CLI's diff too
+    from ...service.types import diff_lines  # the CLI's diff too
 
     old, new = clean(old), clean(new)  # memory versions come from relays
     lines = diff_lines(old, new, old_label=old_label, new_label=new_label)
     if not lines:
         return Content("No difference.")
-    parts: list[Content] = []
-    for line in lines:
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line == NO_NEWLINE:
-            style = "$text-muted"
-        elif line.startswith("@@"):
-            style = "$text-accent"
-        elif line.startswith("+"):
-            style = "$text-success"
-        elif line.startswith("-"):
-            style = "$text-error"
-        else:
-            style = ""
-        parts.append(Content.styled(line or " ", style) if style else Content(line))
-    return Content("\n").join(parts)
+    return diff_lines_content(lines)
 
 
 class DiffScreen(Dialog[None]):

@@ -15,7 +15,6 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer
 
 from ...config import Config
 from ...errors import AgentError
@@ -37,6 +36,7 @@ from ...service.events import (
 from ...service.labels import drift_lines
 from ..actions import bindings
 from ..streaming import ScreenHooks, choose_path, turn_running
+from ..widgets.app_footer import AppFooter
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from textual.worker import Worker
 
     from ...service.screen_api import ScreenService
+    from ...service.sessions import StoredTail
     from ..host import DidactylHost
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.memory_pane import MemoryPane
@@ -66,10 +67,11 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     streaming: reactive[bool] = reactive(False, bindings=True)
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, opened: StoredTail | None = None) -> None:
         super().__init__()
         self.config = config
         self.session_id: str | None = None
+        self._opened = opened  # `didactyl --continue`: a stored chat's last messages, shown in the first frame
         self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
         self._queued: list[str] = []  # sent before the agent was ready: sent, in order, once it is
         self._start_failed: str | None = None
@@ -85,7 +87,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
             # The sidebar's place is kept; its panes mount right after the first frame (mount_sidebar).
             yield Vertical(id="sidebar-slot")
         yield StatusBar(id="status")
-        yield Footer()
+        yield AppFooter()
 
     async def mount_sidebar(self) -> None:
         """Mount the memory / self / inspector tabs (after the first frame: fewer widgets to style before it)."""
@@ -110,10 +112,12 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         self.screen_layout_refresh_signal.unsubscribe(self.sidebar)
         tabs.post_message(events.Resize(tabs.size, tabs.virtual_size, tabs.container_size))
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self.fit_sidebar(self.app.size.width)
         self.status.model = self.config.llm.model
         self.chat_input.focus()
+        if self._opened is not None:  # before the first frame: the chat is in it (the rest is read after it)
+            await self.show_tail(self._opened, first_frame=True)
         self.call_after_refresh(self.didactyl.first_painted)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -192,6 +196,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         self.didactyl.follow_service(self, self.on_service_event)
         self.show_model(service)
         self.status.activity = "connecting…"
+        if self._model_wanted:  # typed into the box already: the model helper starts now
+            self.model_needed()
         if not service.model.configured and service.attached_to is None:  # attached: the model runs elsewhere
             from .first_run import FirstRunScreen
 
@@ -224,6 +230,8 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         if attached is not None and self.session_id is None:  # the conversation with the agent, as it stands
             self.session_id = attached
             self.resume(attached)
+        elif self.session_id is not None:  # a chat opened while the service started (`--continue`)
+            self.restore_shown_assemblies()
         self._send_queued()
 
     def _send_queued(self) -> None:
@@ -243,20 +251,6 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         self.status.show_relays(states, service.attached_relays)  # attached: the agent's relays, not ours
         self.count_pending()
         self.show_dm_status()
-
-    @work(exclusive=True, group="dm-status", exit_on_error=False)
-    async def show_dm_status(self) -> None:
-        """The DM ledger is SQLite: read on a worker thread by the service, never on the UI loop."""
-        dm = self.require_service().dm
-        status = await dm.status() if dm is not None else None
-        for self_pane in self.self_panes():
-            self_pane.show_dm_status(status.summary() if status is not None else None,
-                                     status.given_up if status is not None else [])
-
-    @work(exclusive=True, group="pending", exit_on_error=False)
-    async def count_pending(self) -> None:
-        """The outbox is SQLite: counted on a worker thread, never on the UI loop."""
-        self.status.pending_publishes = len(await self.require_service().documents.pending_publishes())
 
     def _relay_labels(self, states: dict[str, Any]) -> dict[str, str]:
         return {url: self.didactyl.relay_label(url) for url in states}
@@ -316,6 +310,10 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
     def _submitted(self, message: ChatInput.Submitted) -> None:
         self.send(message.text)
 
+    @on(ChatInput.Changed, "#chat-input")
+    def _typed(self) -> None:
+        self.model_needed()  # a message is on its way: the model's helper starts unless it runs
+
     def send(self, text: str) -> None:
         if self._start_failed is not None:
             self.notify(self._start_failed, title="Not started", severity="error")
@@ -348,6 +346,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         except AgentError:
             self.chat_input.restore(text)
             raise
+        self.model_needed()  # (a regenerated reply comes with no key typed)
         if self.session_id is None:
             self.session_id = await service.chat.new_session()
         turn = TurnView(self, text, await self.conversation.add_user(text))

@@ -15,9 +15,40 @@ if TYPE_CHECKING:
     from ...service.screen_api import ScreenService
 
 
+HELPER_READY_S = 120.0  # the longest the status bar says the model loads (litellm's import: ~8 s, more under load)
+
+
 class ModelActions:
     """Needs what MainScreen has: app, config, didactyl, notify, status, run_worker, require_service,
     _service_or_notify."""
+
+    _model_wanted = False  # a model was needed before the service object existed: warmed once it does
+    _model_warming = False
+
+    def model_needed(self) -> None:
+        """A model is about to be needed (a key typed in the message box, a message sent, a dry run): its helper
+        process starts unless it runs (it stops again when unused: ``[llm] helper_idle_exit_s``), and the status
+        bar says so while it loads. Cheap when it runs (called on every edit of the message box)."""
+        service = self.didactyl.service
+        if service is None:
+            self._model_wanted = True
+            return
+        self._model_wanted = False
+        if self._model_warming or service.attached_to is not None or not service.model.configured:
+            return
+        if not service.model.client_warm():
+            self._model_warming = True
+            self._warm_model(service)
+
+    @work(group="warm-model", exit_on_error=False)
+    async def _warm_model(self, service: ScreenService) -> None:
+        self.status.model_loading = True
+        try:
+            await asyncio.to_thread(service.model.warm_client)
+            await asyncio.to_thread(service.model.wait_client, HELPER_READY_S)
+        finally:
+            self._model_warming = False
+            self.status.model_loading = False
 
     async def action_switch_model(self) -> None:
         from .model_switch import KeyPlace, ModelSwitchScreen

@@ -25,7 +25,23 @@ DOCUMENT_NAMES = {SHORT: "Short-term memory", LONG: "Long-term memory", SOUL: "T
 
 class SidebarActions:
     """Needs what MainScreen has: query_one, app, notify, memory_pane, inspector(s), sidebar, chat_input,
-    conversation, status, require_service, _service_or_notify, session_id, didactyl."""
+    conversation, status, require_service, _service_or_notify, session_id, didactyl, model_needed."""
+
+    # --- the status the panes show, read off the UI loop ---------------------------------------------------
+
+    @work(exclusive=True, group="dm-status", exit_on_error=False)
+    async def show_dm_status(self) -> None:
+        """The DM ledger is SQLite: read on a worker thread by the service, never on the UI loop."""
+        dm = self.require_service().dm
+        status = await dm.status() if dm is not None else None
+        for self_pane in self.self_panes():
+            self_pane.show_dm_status(status.summary() if status is not None else None,
+                                     status.given_up if status is not None else [])
+
+    @work(exclusive=True, group="pending", exit_on_error=False)
+    async def count_pending(self) -> None:
+        """The outbox is SQLite: counted on a worker thread, never on the UI loop."""
+        self.status.pending_publishes = len(await self.require_service().documents.pending_publishes())
 
     # --- panes ----------------------------------------------------------------------------------------------
 
@@ -226,6 +242,7 @@ class SidebarActions:
     @work(exclusive=True, group="dry_run", exit_on_error=False)
     async def run_dry_run(self) -> None:
         service = self.require_service()
+        self.model_needed()  # its tokenizer counts the prompt: the status bar says while the helper loads
         if self.session_id is None:
             self.session_id = await service.chat.new_session()
         text = self.chat_input.text.strip() or None

@@ -27,7 +27,8 @@ def build_sidebar(config: Config) -> TabbedContent:
                 id="memory"),
         # Hidden tabs mount once the sidebar is on screen.
         TabPane("Self", Lazy(SelfPane(id="self-pane")), id="self"),
-        TabPane("Inspector", Lazy(PromptInspector(id="inspector-pane")), id="inspector"),
+        TabPane("Inspector", Lazy(PromptInspector(id="inspector-pane", keep=config.llm.saved_assemblies)),
+                id="inspector"),
     ):
         sidebar.compose_add_child(pane)
     return sidebar

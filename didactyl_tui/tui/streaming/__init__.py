@@ -98,6 +98,14 @@ def note_input() -> None:
     note()
 
 
+def chat_cleared() -> None:
+    """A chat's widgets were removed: their garbage is collected (and its memory handed back) when the keyboard is
+    next quiet, on either path (``gc_pause.collect_when_quiet``)."""
+    from .gc_pause import collect_when_quiet
+
+    collect_when_quiet()
+
+
 def app_stopped() -> None:
     """The app is stopping: a collection still put off restores the collector without running."""
     from .gc_pause import resume_now
@@ -105,5 +113,5 @@ def app_stopped() -> None:
     resume_now(collect=False)
 
 
-__all__ = ["ScreenHooks", "app_stopped", "choose_path",
+__all__ = ["ScreenHooks", "app_stopped", "chat_cleared", "choose_path",
            "fast_path_supported", "hooks_for", "new_body", "note_input", "turn_running"]

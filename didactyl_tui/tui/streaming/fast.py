@@ -42,6 +42,7 @@ PAINT_SHARE = 0.5  # while streaming, painting may take this share of the time; 
 # unbounded catch-up paint after a burst would freeze the screen (and the echo of keys) for its whole length.
 MAX_PAINT_CHARS = 2_000
 PART_BLOCKS = 6  # a streaming reply's live Markdown hands over to a new part beyond this many blocks
+FINISH_PAINT_CHARS = 8_000  # what is left when a reply ends, in one paint when no key waits (~40 ms of mounting)
 
 
 class FastBody:
@@ -132,13 +133,13 @@ class FastBody:
 
         return echo_pending(self.host.screen, self.host.parent)
 
-    async def _append_unpainted(self) -> bool:
-        """Paint at most ``MAX_PAINT_CHARS`` more: finished blocks go to the Markdown, the unfinished last
+    async def _append_unpainted(self, most: int = MAX_PAINT_CHARS) -> bool:
+        """Paint at most ``most`` characters more: finished blocks go to the Markdown, the unfinished last
         block to the plain tail (all of it to the Markdown once the reply has ended)."""
         text = self.host.text
         async with self._paint_lock:
             with self._steps_held():
-                return await self._append_locked(text)
+                return await self._append_locked(text, most)
 
     def _steps_held(self) -> AbstractContextManager[object]:
         """A paint's steps (its blocks mounted one by one, a part handed over, the tail, the parts folded) each
@@ -148,24 +149,26 @@ class FastBody:
         paint_steps = getattr(self.host.screen, "paint_steps", None) if self.host.is_attached else None
         return paint_steps() if paint_steps is not None else nullcontext()
 
-    async def _append_locked(self, text: str) -> bool:
+    async def _append_locked(self, text: str, most: int) -> bool:
         fold_far_parts = getattr(self.host.parent, "fold_streaming_parts", None)  # the conversation's
         if self._streaming and fold_far_parts is not None:
             fold_far_parts(self.host)
-        end = min(len(text), self._painted + MAX_PAINT_CHARS)
+        end = min(len(text), self._painted + most)
+        # A streamed reply's whole blocks go to the Markdown as such; so does its rest once it has ended.
+        whole = self._tail is not None and not self._streaming and self._handed + most >= len(text)
         if self._streaming and self._tail is not None:
             from .live_tail import finished_length
 
-            cut = self._handed + finished_length(text[self._handed:min(end, self._handed + MAX_PAINT_CHARS)])
+            cut = self._handed + finished_length(text[self._handed:min(end, self._handed + most)])
         else:
-            cut = min(end, self._handed + MAX_PAINT_CHARS)
+            cut = min(end, self._handed + most)
         if end <= self._painted and cut <= self._handed:
             return False
         self._painted = max(self._painted, end)
         if cut > self._handed:
             markdown = self.markdown
             new = text[self._handed:cut]
-            if self._streaming and self._tail is not None:
+            if self._tail is not None and (self._streaming or whole):
                 await markdown.append_blocks(new)  # type: ignore[attr-defined]  # whole blocks: none re-parsed
             else:
                 await markdown.append(new)
@@ -229,5 +232,11 @@ class FastBody:
             self._timer.stop()
             self._timer = None
         self._streaming = False
-        while await self._append_unpainted():
-            await self._keys_through()  # between bounded paints, a key typed meanwhile is echoed first
+        # What the throttle had not painted yet goes in one paint when nobody is typing (the reply's end reaches the
+        # screen sooner: most replies are short), else in bounded paints with the keys echoed between them.
+        from .typing_clock import typing_now
+
+        most = MAX_PAINT_CHARS if typing_now() else FINISH_PAINT_CHARS
+        while await self._append_unpainted(most):
+            await self._keys_through()
+            most = MAX_PAINT_CHARS

@@ -9,6 +9,11 @@ milliseconds). When the turn ends, the collection put off is done once no key ha
 ``RESUME_IDLE_S`` (at most ``RESUME_MAX_S`` later), so it does not land on the keystrokes that follow a reply.
 Textual pauses the collector the same way for smooth scrolling (``App.PAUSE_GC_ON_SCROLL``). A pause lasts one
 turn and a turn is bounded in time and size (``[llm] turn_timeout_s``, ``max_reply_chars``).
+
+A chat cleared (a new chat, another resumed) leaves its widgets as cyclic garbage: :func:`collect_when_quiet` collects
+it the same way, when the keyboard is quiet (or at the end of a turn that starts first), instead of keeping it beside
+the next reply's widgets. After each such collection the memory freed goes back to the system (``malloc_trim``:
+Python returns its own arenas, not what the C library keeps), so the app does not stay at its highest (#34).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 NEVER = 1 << 30  # a generation-2 threshold no count of generation-1 collections reaches
@@ -53,12 +58,42 @@ def full_collections_paused() -> Iterator[None]:
 def _resume_when_quiet(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
     if _depth > 0 or _saved_threshold is None:
         return  # another turn paused again (it resumes when it ends), or already resumed
+    if _typing(loop, deadline, _resume_when_quiet):
+        return
+    resume_now()
+
+
+def _typing(loop: asyncio.AbstractEventLoop, deadline: float, again: Callable[..., None]) -> bool:
+    """Whether keys came in the last ``RESUME_IDLE_S`` (then ``again`` is asked for once more, until ``deadline``)."""
     from .typing_clock import seconds_since_input
 
     if seconds_since_input() < RESUME_IDLE_S and time.monotonic() < deadline:
-        loop.call_later(CHECK_S, _resume_when_quiet, loop, deadline)
-        return
-    resume_now()
+        loop.call_later(CHECK_S, again, loop, deadline)
+        return True
+    return False
+
+
+def collect_when_quiet() -> None:
+    """Much garbage was just made (a chat cleared): one full collection when the keyboard is next quiet (at most
+    ``RESUME_MAX_S`` later), its memory handed back; a turn that starts first does it when it ends. In a running
+    event loop."""
+    if _saved_threshold is not None:
+        return  # a turn holds full collections: its end collects
+    loop = asyncio.get_running_loop()
+    loop.call_later(CHECK_S, _collect_when_quiet, loop, time.monotonic() + RESUME_MAX_S)
+
+
+def _collect_when_quiet(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    if _saved_threshold is not None or _typing(loop, deadline, _collect_when_quiet):
+        return  # a turn started (it collects when it ends), or keys are coming
+    _collect()
+
+
+def _collect() -> None:
+    from ...freed_memory import release_freed_memory
+
+    gc.collect()
+    release_freed_memory()
 
 
 def resume_now(*, collect: bool = True) -> None:
@@ -70,4 +105,4 @@ def resume_now(*, collect: bool = True) -> None:
     gc.set_threshold(*_saved_threshold)
     _saved_threshold = None
     if collect:
-        gc.collect()
+        _collect()

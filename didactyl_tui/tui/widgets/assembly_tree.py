@@ -15,6 +15,7 @@ from textual.widgets.tree import TreeNode
 
 from ...service.labels import CLOCK, when
 from ...terminal_text import clean
+from .diff_lines import tool_result_diff
 
 if TYPE_CHECKING:
     from ...service.types import PromptAssembly, ToolCallFinished, Usage
@@ -88,6 +89,12 @@ def _message_text(message: dict[str, Any]) -> str:
     return text.strip()
 
 
+def _diff_style(line: str) -> str | None:
+    if line.startswith(("+++", "---")):
+        return "heading"
+    return "added" if line.startswith("+") else "removed" if line.startswith("-") else None
+
+
 def _label(text: str) -> Text:
     """A node's label: prompts quote memories, the model and relays, so control characters go."""
     return Text(clean(text, newlines=False, tabs=False))
@@ -101,6 +108,8 @@ class AssemblyTree(Tree[NodeInfo]):
         "assembly-tree--meta",
         "assembly-tree--heading",
         "assembly-tree--error",
+        "assembly-tree--added",
+        "assembly-tree--removed",
     }
 
     def __init__(self, *, preview_lines: int | None = PREVIEW_LINES, cut_hint: str | None = None,
@@ -157,6 +166,12 @@ class AssemblyTree(Tree[NodeInfo]):
         self.root.expand()
         return node
 
+    def remove_entry(self, number: int) -> None:
+        self.entries.pop(number, None)
+        node = self._entry_nodes.pop(number, None)
+        if node is not None:
+            node.remove()
+
     def clear_entries(self) -> None:
         self.entries.clear()
         self._entry_nodes.clear()
@@ -185,10 +200,12 @@ class AssemblyTree(Tree[NodeInfo]):
             return None
         return self.entries.get(node.data.entry_number)
 
-    def _text_leaves(self, parent: TreeNode[NodeInfo], number: int, text: str, style: str | None = None) -> None:
+    def _text_leaves(self, parent: TreeNode[NodeInfo], number: int, text: str, style: str | None = None, *,
+                     diff: bool = False) -> None:
+        """``text``'s lines as leaves (``diff``: a unified diff, its added and removed lines coloured)."""
         lines, more = _lines(text, self.preview_lines)
         for line in lines:
-            parent.add_leaf(_label(line or " "), data=NodeInfo(number, "line", style))
+            parent.add_leaf(_label(line or " "), data=NodeInfo(number, "line", _diff_style(line) if diff else style))
         if more:
             parent.add_leaf(_label(f"… {more} more lines (open the entry to see all)"),
                             data=NodeInfo(number, "meta", "meta"))
@@ -285,6 +302,9 @@ class AssemblyTree(Tree[NodeInfo]):
                 child.add_leaf(_label("arguments: " + json.dumps(call.arguments, ensure_ascii=False)[:300]),
                                data=NodeInfo(n, "line"))
                 self._text_leaves(child, n, "result: " + call.result)
+                change = None if call.is_error else tool_result_diff(call.result)
+                if change is not None:  # a document's change (memory_insert, memory_replace), as a diff
+                    self._text_leaves(child.add(_label("change"), data=NodeInfo(n, "change")), n, change[1], diff=True)
         if entry.reply is not None:
             reply = node.add(_label("Reply"), data=NodeInfo(n, "reply"))
             self._text_leaves(reply, n, entry.reply or "(empty)")

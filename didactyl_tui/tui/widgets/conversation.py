@@ -6,9 +6,10 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from textual.containers import VerticalScroll
+from textual.content import Content
 from textual.widgets import Static
 
-from ..streaming import choose_path
+from ..streaming import chat_cleared, choose_path
 from ..streaming.reply import ReplyPath
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 # Entries are imported when first shown: the first frame only needs an empty column.
 
 TAIL_SCREENS = 2  # a resumed chat mounts full entries for this many screens above its end
+FIRST_FRAME_SCREENS = 1  # in the app's first frame (`didactyl --continue`): one screen, the next after that frame
 TAIL_MIN_ENTRIES = 4
 MATERIALIZE_BATCH = 12  # older entries rendered per step while scrolling up
 STREAMING_FOLD_MARGIN_SCREENS = 0.25  # the parts of a reply that is streaming, which the view follows
@@ -110,37 +112,70 @@ class Conversation(VerticalScroll):
 
     async def _clear(self) -> None:
         self._tool_calls.clear()
-        await self.remove_children(".message, .tool-call, .error-entry, .history-stub, .fold-spacer")
+        shown = self.query_children(".message, .tool-call, .error-entry, .history-stub, .history-pending, .fold-spacer")
+        if shown:
+            await shown.remove()
+            # Textual's child list caches its displayed children until they are next read, and the conversation's
+            # are not read in its layout: the chat just removed (a long reply: ~2,600 widgets, ~25 MiB) stayed
+            # alive until the next reply's frames read them. Read now, the cache lets go of it (#34, found with gc).
+            self.displayed_children  # noqa: B018
+            chat_cleared()  # and its garbage is collected (its memory handed back) once the keyboard is quiet
         self.query_one("#conversation-empty", Static).display = True
 
-    async def load_history(self, messages: list[dict[str, Any]]) -> None:
+    async def load_history(self, messages: list[dict[str, Any]], *, earlier: int = 0, chat: str = "",
+                           screens: float = TAIL_SCREENS) -> None:
         """Render stored OpenAI-format messages (a resumed chat) in one batch, whatever their number.
 
         Only the last screens become full entries; everything older waits in a :class:`HistoryStub` at its
         estimated height and is rendered when scrolled to. One ``mount_all``: one layout pass, not one per
-        message.
+        message. ``earlier``: how many older messages of chat ``chat`` are still being read (a chat opens on its
+        end): a line above says so until :meth:`load_earlier` brings them. ``screens``: how many screens above the end
+        are full entries now (the rest follow near the viewport after the next frame).
         """
         from .history_stub import specs_from_messages
 
         async with self._rebuilding:
             await self._clear()
-            await self._mount_history(specs_from_messages(messages))
+            pending = [Static(Content(f"⋯ {earlier:,} earlier messages, being read…"), name=chat,
+                              classes="history-pending")] if earlier else []
+            await self._mount_history(specs_from_messages(messages), pending, screens)
         self.anchor()
         self.call_after_refresh(self.materialize_near_viewport)
 
-    async def _mount_history(self, specs: list[EntrySpec]) -> None:
+    async def load_earlier(self, messages: list[dict[str, Any]], *, chat: str = "") -> None:
+        """The messages of chat ``chat`` before those :meth:`load_history` showed: one stub in place of the line that
+        said they were being read (their entries made and measured on a worker thread), the view left where it is.
+        Nothing when that line is gone (another chat is shown)."""
+        from .history_stub import HistoryStub, stub_data
+
+        specs, heights = await asyncio.to_thread(stub_data, messages, self._entry_width())
+        async with self._rebuilding:
+            pending = [line for line in self.query(".history-pending") if line.name == chat]
+            if not pending:
+                return  # cleared meanwhile (a new chat, another resumed)
+            line = pending[0]
+            pinned, shown = self._pinned_to_end(), line.outer_size.height + line.styles.margin.top
+            stub = HistoryStub(specs, heights)
+            await self.mount(stub, before=line)
+            await line.remove()
+        if not pinned:  # scrolled up meanwhile: what is read stays in place
+            self.call_after_refresh(self._keep_view, [stub], shown)
+        self.call_after_refresh(self.materialize_near_viewport)
+
+    async def _mount_history(self, specs: list[EntrySpec], before: list[Any] | None = None,
+                             screens: float = TAIL_SCREENS) -> None:
         from .history_stub import HistoryStub, estimate_height
 
-        if not specs:
+        if not specs and not before:
             return
         width = self._entry_width()
         heights = [estimate_height(spec, width) for spec in specs]
-        wanted = max(self.size.height, self.app.size.height) * TAIL_SCREENS
+        wanted = max(self.size.height, self.app.size.height) * screens
         first, rows = len(specs), 0
         while first > 0 and (rows < wanted or len(specs) - first < TAIL_MIN_ENTRIES):
             first -= 1
             rows += heights[first]
-        widgets: list[Any] = []
+        widgets: list[Any] = list(before or [])
         if first > 0:
             widgets.append(HistoryStub(specs[:first], heights[:first]))
         widgets += [self._entry_for(spec) for spec in specs[first:]]

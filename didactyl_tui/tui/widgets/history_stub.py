@@ -74,6 +74,12 @@ def specs_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[EntrySpec
     return specs
 
 
+def stub_data(messages: Iterable[Mapping[str, Any]], width: int) -> tuple[list[EntrySpec], list[int]]:
+    """(Pure: on a worker thread for a long chat.) Stored messages as entries, and their heights at ``width``."""
+    specs = specs_from_messages(messages)
+    return specs, [estimate_height(spec, width) for spec in specs]
+
+
 def estimate_height(spec: EntrySpec, width: int) -> int:
     """Rows the entry will take at ``width`` columns (a guess: wrapped lines, no markdown layout)."""
     if spec.role == "tool":

@@ -57,9 +57,9 @@ class MemoryGauge(Widget):
         self.show(*measure(text), limit, max_bytes)
         self.tokens_stale = self.tokens is not None
 
-    def show_tokens(self, tokens: int, cap: int | None) -> None:
-        """The count of the text now shown (counted off the UI loop by the editor)."""
-        self.tokens, self.token_cap, self.tokens_stale = tokens, cap, False
+    def show_tokens(self, tokens: int, cap: int | None, *, estimated: bool = False) -> None:
+        """The count of the text now shown (counted off the UI loop by the editor; ``estimated``: marked ~)."""
+        self.tokens, self.token_cap, self.tokens_stale = tokens, cap, estimated
 
     def _token_label(self) -> str:
         if self.tokens is None:

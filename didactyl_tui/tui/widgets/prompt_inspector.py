@@ -1,4 +1,8 @@
-"""The prompt inspector pane: one entry per assembly (every turn, every dry run), newest last."""
+"""The prompt inspector pane: one entry per assembly (every turn, every dry run) of the chat on screen, newest last.
+
+It holds the chat's last ``keep`` (``[llm] saved_assemblies``, as many as the chat keeps on disk): each entry holds its
+whole prompt, its reply and hundreds of tree nodes, so an app used all day would otherwise keep every prompt it ever
+sent (#34). A new chat starts it empty; a resumed one brings its own back."""
 
 from __future__ import annotations
 
@@ -39,10 +43,12 @@ class PromptInspector(Vertical):
         entry: InspectorEntry
         previous: InspectorEntry | None
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, keep: int = 20) -> None:
         super().__init__(id=id, classes="prompt-inspector")
         self.border_title = "Prompt inspector"
         self.entries: list[InspectorEntry] = []
+        self.keep = max(1, keep)
+        self._numbers = 0  # the last entry's number (numbers go on as the oldest entries leave)
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="pane-actions"):
@@ -63,9 +69,12 @@ class PromptInspector(Vertical):
 
     def add_assembly(self, assembly: PromptAssembly) -> InspectorEntry:
         """Add an entry (each assembly arrives once, as the service's PromptAssembled); the newest one opens."""
-        entry = InspectorEntry(number=len(self.entries) + 1, assembly=assembly)
+        self._numbers += 1
+        entry = InspectorEntry(number=self._numbers, assembly=assembly)
         self.entries.append(entry)
         tree = self.assembly_tree
+        while len(self.entries) > self.keep:
+            tree.remove_entry(self.entries.pop(0).number)
         for older in self.entries[:-1]:
             node = tree.node_for(older.number)
             if node is not None:
@@ -79,14 +88,19 @@ class PromptInspector(Vertical):
         """A resumed chat's kept assemblies replace what is shown (each with its reply or why it failed)."""
         from ...service.types import Usage
 
-        self.entries.clear()
-        self.assembly_tree.clear_entries()
+        self.clear()
         for item in saved:
             entry = self.add_assembly(item.assembly)
             entry.reply, entry.failure = item.reply, item.failure
             if item.prompt_tokens is not None or item.cost_usd is not None:
                 entry.usage = Usage(item.prompt_tokens, item.completion_tokens, item.cost_usd)
             self.assembly_tree.refresh_entry(entry)
+
+    def clear(self) -> None:
+        """No entry: a new chat (its first prompt is #1)."""
+        self.entries.clear()
+        self._numbers = 0
+        self.assembly_tree.clear_entries()
 
     def last_turn_entry(self) -> InspectorEntry | None:
         for entry in reversed(self.entries):
@@ -101,7 +115,8 @@ class PromptInspector(Vertical):
         entry.reply = finished.reply
         entry.tool_calls = list(finished.tool_calls)
         entry.usage = finished.usage
-        self.assembly_tree.refresh_entry(entry)
+        # Its tree after the frame that ends the reply (~10 ms of nodes, not between the last words and the screen).
+        self.call_after_refresh(self.assembly_tree.refresh_entry, entry)
 
     def fail_turn(self, message: str) -> None:
         entry = self.last_turn_entry()

@@ -21,6 +21,7 @@ class StatusBar(Widget):
     model: reactive[str] = reactive("")
     model_note: reactive[str] = reactive("")  # where the model comes from, when that matters ($DIDACTYL_MODEL)
     model_warning: reactive[bool] = reactive(False)  # the environment hides a model chosen in the app
+    model_loading: reactive[bool] = reactive(False)  # the model's helper process is starting (litellm's import)
     relays_connected: reactive[int] = reactive(0)
     relays_total: reactive[int] = reactive(0)
     prompt_tokens: reactive[int | None] = reactive(None)  # one request's, never a turn's rounds added up
@@ -40,6 +41,8 @@ class StatusBar(Widget):
             parts = [("attached to ", "$text-muted"), f"{self.attached_to[:20]}…"]
         elif self.model_note:
             parts.append((f" ({self.model_note})", "$text-warning" if self.model_warning else "$text-muted"))
+        if self.model_loading and not self.attached_to:
+            parts.append((" loading…", "$text-accent"))
         relay_style = ("$text-success" if self.relays_total and self.relays_connected == self.relays_total
                        else "$text-warning" if self.relays_connected else "$text-error")
         label = "agent's relays " if self.attached_to else "relays "  # attached: those the agent reads, not ours

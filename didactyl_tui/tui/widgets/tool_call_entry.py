@@ -10,6 +10,7 @@ from textual.markup import escape
 from textual.widgets import Collapsible, Static
 
 from ...terminal_text import clean, one_line
+from .diff_lines import diff_lines_content, tool_result_diff
 
 
 def pretty_json(value: Any) -> str:
@@ -36,11 +37,15 @@ class ToolCallEntry(Collapsible):
         self.result: str | None = None
         self.ending = ""  # how the call ended (done, error, refused, cancelled); "" while it runs
         self._result_view = Static(Content("…"), classes="tool-call-result")
+        self._change_heading = Static("change", classes="tool-call-heading -hidden")
+        self._change_view = Static(Content(""), classes="tool-call-change -hidden")
         super().__init__(
             Static("arguments", classes="tool-call-heading"),
             Static(Content(clean(pretty_json(arguments))), classes="tool-call-args"),
             Static("result", classes="tool-call-heading"),
             self._result_view,
+            self._change_heading,
+            self._change_view,
             title=self._title_for("running…"),
             collapsed=True,
             classes="tool-call -running",
@@ -58,4 +63,12 @@ class ToolCallEntry(Collapsible):
         self.remove_class("-running")
         self.add_class(f"-{ending}" if ending in ("done", "error", "refused", "cancelled") else "-ended")
         self.title = self._title_for(escape(one_line(ending)) or "ended")
-        self._result_view.update(Content(clean(pretty_json(result))))
+        change = tool_result_diff(result) if ending in ("done", "") else None
+        if change is None:
+            self._result_view.update(Content(clean(pretty_json(result))))
+            return
+        rest, diff = change  # a change of a document (memory_insert, memory_replace): shown as a diff
+        self._result_view.update(Content(clean(pretty_json(rest))))
+        self._change_view.update(diff_lines_content(diff.split("\n")))
+        for part in (self._change_heading, self._change_view):
+            part.remove_class("-hidden")

@@ -287,3 +287,23 @@ def test_export_markdown(store: ConversationStore) -> None:
     assert md.rstrip().endswith("It is **3**.")
     with pytest.raises(AgentError):
         store.export_markdown("missing")
+
+
+def test_the_tail_starts_at_a_message_of_the_users_and_the_rest_reads_before_it(store: ConversationStore) -> None:
+    sid = store.new_session()
+    messages = [m for n in range(10) for m in tool_turn(n, f"q{n}", f"a{n}")]  # 5 messages a turn
+    store.append(sid, messages)
+    earlier, before, tail = store.messages_tail(sid, 12)  # 12 back lands inside a turn: it starts at the next one
+    assert tail == messages[40:] and earlier == 40
+    assert store.messages(sid, before) == messages[:40]  # and the rest is exactly what came before
+    store.append(sid, [{"role": "user", "content": "later"}])  # written meanwhile: not in "before" it
+    assert store.messages(sid, before) == messages[:40]
+    assert store.messages_tail(sid, 1000) == (0, 0, [*messages, {"role": "user", "content": "later"}])
+
+
+def test_a_tail_with_no_message_of_the_users_is_the_whole_chat(store: ConversationStore) -> None:
+    sid = store.new_session()
+    answers = [{"role": "user", "content": "q"}] + [{"role": "assistant", "content": f"part {n}"} for n in range(9)]
+    store.append(sid, answers)
+    assert store.messages_tail(sid, 4) == (0, 0, answers)
+    assert store.messages_tail(store.new_session(), 4) == (0, 0, [])

@@ -8,8 +8,10 @@ import asyncio
 import dataclasses
 import os
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -224,15 +226,101 @@ import json, sys
 from didactyl_tui.agent.llm import client as llm, tokens
 from didactyl_tui.agent.llm.worker_client import worker
 from didactyl_tui.service.chat import preload_llm
-preload_llm(worker=True).join(60)
+assert preload_llm(worker=True) is None and not worker().running  # nothing starts until a model is needed
+llm.start_worker()
 assert worker().settled.wait(120)
 print(json.dumps({"count": llm.count_tokens("gpt-4o-mini", "hello world"), "backend": tokens.counter_backend(),
                   "window": llm.context_window("gpt-4o-mini"),
                   "loaded": sorted(m for m in ("litellm", "tiktoken", "openai") if m in sys.modules)}))
 """
     import json
-    import subprocess
 
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {
         "count": 2, "backend": "helper", "window": 128_000, "loaded": []}
+
+
+# --- started when needed, stopped when unused ([llm] helper_idle_exit_s) ---------------------------------------
+
+
+async def test_an_unused_helper_stops_and_the_next_call_starts_another(stub: LlmStub) -> None:
+    stub.script(Reply.text_reply("first"), Reply.text_reply("second"))
+    helper = llm_worker_client.LlmWorker()  # not the app's shared one
+    settings = settings_for(stub, helper_idle_exit_s=0.5)
+    try:
+        got = [c.text async for c in helper.stream(settings, [{"role": "user", "content": "hi"}], None)]
+        assert "".join(got) == "first"
+        proc = helper._proc
+        assert proc is not None
+        await asyncio.to_thread(proc.wait, 30)  # it exits by itself once unused for half a second
+        assert not helper.running and not helper.ready.is_set()
+        got = [c.text async for c in helper.stream(settings, [{"role": "user", "content": "hi"}], None)]
+        assert "".join(got) == "second" and helper._proc is not None and helper._proc is not proc
+    finally:
+        if helper.running:
+            await asyncio.to_thread(close_helper, helper)
+
+
+async def test_a_helper_in_use_is_not_stopped_however_long_the_call(stub: LlmStub) -> None:
+    # A reply that streams for longer than the idle time: the helper serving it stays until it ends.
+    stub.script(Reply.endless("word ", 60, chunk_delay_s=0.05))
+    helper = llm_worker_client.LlmWorker()
+    settings = settings_for(stub, helper_idle_exit_s=0.2)
+    try:
+        words = 0
+        async for chunk in helper.stream(settings, [{"role": "user", "content": "go"}], None):
+            words += chunk.text.count("word")
+        assert words == 60
+    finally:
+        if helper.running:
+            await asyncio.to_thread(close_helper, helper)
+
+
+async def test_without_an_idle_time_a_started_helper_stays(stub: LlmStub) -> None:
+    stub.script(Reply.text_reply("kept"))
+    helper = llm_worker_client.LlmWorker()
+    try:
+        settings = settings_for(stub, helper_idle_exit_s=0)
+        async for _ in helper.stream(settings, [{"role": "user", "content": "x"}], None):
+            pass
+        proc = helper._proc
+        assert proc is not None
+        with pytest.raises(subprocess.TimeoutExpired):
+            await asyncio.to_thread(proc.wait, 1.5)  # long past a short idle time: still there
+        assert helper.running
+    finally:
+        await asyncio.to_thread(close_helper, helper)
+
+
+def test_a_service_starts_no_helper_until_a_model_is_needed(tmp_path: Any) -> None:
+    # In a process of its own: the helper is one per process, and this test process shares one.
+    script = """
+import asyncio, json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from tui_support import make_config, make_env
+from didactyl_tui.agent.llm.worker_client import worker
+from didactyl_tui.service.app import AppService
+
+async def main():
+    config = make_config(llm_base_url="http://127.0.0.1:9/v1")
+    async with AppService(config, data_dir=Path(sys.argv[1]), env=make_env()) as service:
+        at_start = worker().running
+        preloading = service.preload_llm()
+        if preloading is not None:
+            preloading.join(60)
+        after_preload = worker().running
+        session = await service.chat.new_session()
+        await service.chat.dry_run(session, "what do you see?")  # a dry run needs the model's tokenizer
+        print(json.dumps({"start": at_start, "preload": after_preload, "dry run": worker().running,
+                          "ready": worker().settled.is_set()}))
+
+asyncio.run(main())
+"""
+    import json
+
+    tests = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data"), tests], capture_output=True,
+                         text=True, timeout=240, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"start": False, "preload": False, "dry run": True,
+                                                              "ready": True}

@@ -32,7 +32,7 @@ def test_base_tool_schemas_match_the_pin() -> None:
 
 def test_the_offered_list_has_memory_and_context_tools_but_not_the_internal_reader() -> None:
     names = [t["function"]["name"] for t in build_base_registry(admin=True).openai_schemas()]
-    assert names[:2] == ["memory_save", "my_memory"]
+    assert names[:4] == ["memory_save", "memory_insert", "memory_replace", "my_memory"]
     assert "memory_short_term_read" not in names
     for expected in ("agent_identity", "nostr_agent_profile", "nostr_agent_contacts", "nostr_agent_relays",
                      "nostr_agent_notes", "my_npub", "my_pubkey", "admin_identity", "nostr_admin_profile",

@@ -45,10 +45,10 @@ async def test_a_paints_steps_run_no_layout_pass_and_one_follows_them(monkeypatc
     inside: list[bool] = [False]
     original_steps, original_layout = FastBody._append_locked, ChatScreen._refresh_layout
 
-    async def steps(self: FastBody, text: str) -> Any:
+    async def steps(self: FastBody, *args: Any) -> Any:
         inside[0] = True
         try:
-            return await original_steps(self, text)
+            return await original_steps(self, *args)
         finally:
             inside[0] = False
 
