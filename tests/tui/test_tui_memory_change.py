@@ -37,7 +37,7 @@ async def test_a_memory_insert_shows_its_change_as_a_diff_inline_and_in_the_insp
         assert app.service.documents.snapshot(DocumentKey.SHORT_TERM).content == "# Ada\n- likes tea\n- plays go"
 
         (call,) = main.conversation.query(ToolCallEntry)
-        assert not call.is_error, call.result
+        assert call.ending == "done", call.result
         call.collapsed = False
         await wait_for(pilot, lambda: all(t in screen_text(app) for t in ("change", " - likes tea", "+- plays go")),
                        10, lambda: f"the change as a diff in:\n{screen_text(app)}")

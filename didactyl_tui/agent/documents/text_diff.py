@@ -18,9 +18,14 @@ def _lines(text: str) -> list[str]:
 
 
 def diff_lines(old: str, new: str, *, old_label: str = "older", new_label: str = "newer",
-               context: int = 3) -> list[str]:
+               context: int = 3, line_ends: bool = True) -> list[str]:
     """The unified diff as lines without their ends (empty when the texts are equal), ``context`` unchanged lines
-    around each change; after a line that had no newline, :data:`NO_NEWLINE`."""
+    around each change; after a line that had no newline, :data:`NO_NEWLINE`. ``line_ends=False`` compares the lines
+    as a person counts them (a missing final newline is no change): a line added after a last line that had none
+    is one added line, not that line replaced (a change the agent made, shown to the model and the person)."""
+    if not line_ends:
+        return list(difflib.unified_diff(old.split("\n"), new.split("\n"), old_label, new_label, n=context,
+                                         lineterm=""))
     out: list[str] = []
     for line in difflib.unified_diff(_lines(old), _lines(new), old_label, new_label, n=context):
         if line.endswith("\n"):

@@ -63,7 +63,7 @@ def change_diff(old: str, new: str, label: str, max_chars: int = DIFF_MAX_CHARS)
     """The change from ``old`` to ``new`` as a unified diff (``--- label`` / ``+++ label``, one line of context), cut
     at ``max_chars`` with a line saying how much was left out."""
     lines = diff_lines(old, new, old_label=f"{label} (before)", new_label=f"{label} (after)",
-                       context=DIFF_CONTEXT_LINES)  # the one diff (text_diff.py), as the diff screens and CLI show
+                       context=DIFF_CONTEXT_LINES, line_ends=False)  # the one diff (text_diff.py)
     out: list[str] = []
     size = 0
     for n, line in enumerate(lines):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from didactyl_tui.agent.documents.codec import DocumentError
-from didactyl_tui.agent.documents.text_diff import NO_NEWLINE
 from didactyl_tui.agent.documents.text_edit import change_diff, insert_lines, lines_of, replace_once
 
 T = "Long-Term Memory"
@@ -46,7 +45,8 @@ def test_replace_needs_exactly_one_occurrence() -> None:
 def test_the_diff_shows_the_change_with_one_line_around_it_and_is_cut_when_long() -> None:
     diff = change_diff("a\nb\nc\nd", "a\nb\nX\nd", "long_term")
     assert diff.splitlines() == ["--- long_term (before)", "+++ long_term (after)", "@@ -2,3 +2,3 @@", " b", "-c",
-                                 "+X", " d", NO_NEWLINE]  # the one diff (text_diff.py): a last line with no newline
-    assert change_diff("a\nb\n", "a\nb\nc\n", "long_term").splitlines()[-1] == "+c"  # one that has one: no mark
+                                 "+X", " d"]
+    # Lines as a person counts them: a line added after a last line with no newline is one line added.
+    assert change_diff("a\nb", "a\nb\nc", "long_term").splitlines()[2:] == ["@@ -2 +2,2 @@", " b", "+c"]
     big = change_diff("", "\n".join(f"line {n}" for n in range(2000)), "long_term", max_chars=500)
     assert len(big) <= 560 and big.endswith("more diff lines not shown)")
