@@ -79,6 +79,9 @@ class LlmConfig:
         300.0, "Seconds the model helper process (litellm, ~200 MiB) stays after the model was last used; it starts "
         "again when a model is next needed (the first key typed in the message box, a dry run, a direct-message "
         "turn). 0: once started, it stays.", min=0, max=86_400)
+    stall_notice_s: float = setting(5.0, "Seconds without a word from the model (no tool running) before the app's "
+                                    "status bar and reply frame, and `didactyl chat` on stderr, say it is silent and "
+                                    "how to stop it.", min=1, max=3600)
 
 
 MiB = 1024 * 1024

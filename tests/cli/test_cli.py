@@ -236,3 +236,22 @@ def test_version_is_the_installed_packages(tmp_path: Path) -> None:
     # "memory show --version EVENT_ID" is that command's own option, not this one.
     args = build_parser().parse_args(["memory", "show", "--type", "short_term", "--version", "ab12"])
     assert args.version == "ab12" and not args.print_version
+
+
+async def test_a_stalled_headless_reply_says_so_on_stderr_and_the_reply_stays_whole(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        stub.script(Reply.text_reply("one two", chunks=["one", " two"], pauses={0: 4.0}))
+        config = (f'[llm]\nmodel = "openai/stub-model"\napi_base = "{stub.base_url}"\napi_key_env = "STUB_KEY"\n'
+                  'stall_notice_s = 1\n[relays]\nembedded_port = 0\n[memory]\nbackend = "none"\n')
+        env = cli_env(tmp_path, config, DIDACTYL_NSEC=AGENT_KEY.nsec(), STUB_KEY="sk-stub")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "didactyl_tui", "chat", "-m", "go", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode() == "one two\n"  # stdout carries the reply alone
+    notices = [line for line in err.decode().splitlines() if "no word from the model" in line]
+    # Once a silence (never each second of it): the 4 s pause, and the wait for the model's first word if that took
+    # over a second too (the model helper starting on a loaded machine).
+    assert 1 <= len(notices) <= 2, err.decode()
+    assert notices[0].startswith("didactyl: no word from the model for ") and notices[0].endswith("(Ctrl+C stops)")

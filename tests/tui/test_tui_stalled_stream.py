@@ -10,19 +10,21 @@ import pytest
 from llm_stub import LlmStub, Reply
 from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
 
-from didactyl_tui.tui.screens.turn_view import SILENCE_NOTICE_S
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
+
+STALL_S = 2.0  # [llm] stall_notice_s here (5 by default)
 
 
 async def test_a_stalled_reply_says_how_long_it_waited_and_that_esc_cancels(tmp_path: Path) -> None:
     async with LlmStub() as stub:
         # A word, a pause longer than the notice, a word, then a stall that only Esc ends.
         stub.script(Reply.text_reply("one two three", chunks=["one", " two", " three"],
-                                     pauses={0: SILENCE_NOTICE_S + 2, 1: 120.0}))
+                                     pauses={0: STALL_S + 4, 1: 120.0}))
         config = make_config(llm_base_url=stub.base_url)
         config.llm.timeout_s = 300.0  # the model's own silence limit is not what is tested here
+        config.llm.stall_notice_s = STALL_S
         app = make_app(tmp_path, config)
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot)
@@ -36,7 +38,7 @@ async def test_a_stalled_reply_says_how_long_it_waited_and_that_esc_cancels(tmp_
             # Said whole on the reply's frame too (the status bar may be cut on a narrow terminal).
             notice = str(reply.border_subtitle)
             assert notice.startswith("no word from the model for ") and notice.endswith(" s · Esc cancels"), notice
-            assert int(notice.split(" for ")[1].split(" s")[0]) >= SILENCE_NOTICE_S
+            assert int(notice.split(" for ")[1].split(" s")[0]) >= STALL_S
             shown = re.compile(r"no word from the model for \d+ s · Esc cancels")  # it counts on as we look
             await wait_for(pilot, lambda: shown.search(screen_text(app)), 10, "the notice on screen")
             # The next word ends the silence: the notice goes.
@@ -50,9 +52,9 @@ async def test_a_stalled_reply_says_how_long_it_waited_and_that_esc_cancels(tmp_
 
 async def test_a_reply_that_stalled_and_then_finished_ends_as_any_other(tmp_path: Path) -> None:
     async with LlmStub() as stub:
-        stub.script(Reply.text_reply("one two", chunks=["one", " two"], pauses={0: SILENCE_NOTICE_S + 2}))
+        stub.script(Reply.text_reply("one two", chunks=["one", " two"], pauses={0: STALL_S + 2}))
         config = make_config(llm_base_url=stub.base_url)
-        config.llm.timeout_s = 300.0
+        config.llm.timeout_s, config.llm.stall_notice_s = 300.0, STALL_S
         app = make_app(tmp_path, config)
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot)

@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from ..widgets.status_bar import StatusBar
 
 
-# After this long with no word from the model (and no tool running), the status bar says so, counting.
-SILENCE_NOTICE_S = 5.0
-
 
 class TurnScreen(Protocol):
     """What a turn draws into (the main screen is one)."""
@@ -65,10 +62,10 @@ class TurnView:
         self.activity = self.screen.status.activity = activity
 
     def tell_silence(self) -> None:
-        """(A timer, every second.) Waiting on the model for SILENCE_NOTICE_S or more: how long, and how to stop,
+        """(A timer, every second.) Waiting on the model ``[llm] stall_notice_s`` or more: how long, and how to stop,
         on the frame of the reply being written (or of the message waiting for one) and in the status bar."""
         quiet = time.monotonic() - self.heard_at
-        if self.running_tools or quiet < SILENCE_NOTICE_S:
+        if self.running_tools or quiet < self.screen.config.llm.stall_notice_s:
             return
         notice = f"no word from the model for {quiet:.0f} s · {keys_for('cancel', self.screen.config.keys)} cancels"
         self.screen.status.activity = f"{self.activity} {notice}"
