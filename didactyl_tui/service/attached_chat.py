@@ -24,14 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.audience import ADMIN_TURN, TurnAudience
-from ..agent.conversations.assembly_log import SavedAssembly
 from ..agent.conversations.seen_messages import SeenMessages
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.dm.invitation import Outcome
-from ..agent.dm.prompt_report import RemoteReport, ReportError, read_report, unavailable_assembly
+from ..agent.dm.prompt_report import RemoteReport
 from ..agent.dm.report_tool_calls import conversation_messages
 from ..agent.dm.undelivered import Outgoing, Undelivered
-from ..agent.llm.usage import Usage
 from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.tools.registry import ToolPolicy, ToolRegistry
 from ..agent.turn.events import (
@@ -51,10 +49,11 @@ from ..nostr.results import ConnectionState
 from .attach import AttachTarget
 from .attach_inbox import wrap_opener
 from .attach_link import AttachLink, LinkBounds, LinkMessage
+from .attach_reports import ReplyPrompts
 from .attach_send import AgentPost, AlreadyDelivered, Delivery
 from .attached_pairing import present_invitation
 from .chat import ChatService
-from .events import AttachedDelivered, AttachedMessage, PromptAssembled, ServiceEvent, ServiceWarning
+from .events import AttachedDelivered, AttachedMessage, ServiceEvent, ServiceWarning
 from .model import ModelService
 from .runtime import Runtime
 from .sessions import SEEN_DB
@@ -80,6 +79,8 @@ class AttachedChat(ChatService):
         self.link = AttachLink(runtime.pool, target.admin, target.agent, timeout_s=config.relays.timeout_s,
                                on_message=self._arrived, clock=clock, bounds=bounds,
                                opener=wrap_opener(target.admin, target.agent, target.admin_key))
+        self.prompts = ReplyPrompts(self.link, target.agent, report_wait_s=attach.report_wait_s, clock=clock,
+                                    emit=emit, keep=self._log_assembly)
         # This app's own relay is never the agent's: a loopback address in the agent's list names another machine's.
         self._own_relay = runtime.embedded_relay_url
         self.post = AgentPost(runtime.pool, target.admin, target.agent, target.relays.urls,
@@ -218,7 +219,7 @@ class AttachedChat(ChatService):
             return
         # Its prompt report comes with it: waited for a moment, its tool calls show above the reply, as they do here.
         grace = min(attach.report_before_reply_s, attach.report_wait_s) if self._agent_reports else 0.0
-        report = await self._report(reply, grace) if grace else None
+        report = await self.prompts.report(reply, grace) if grace else None
         calls = report.tool_calls if isinstance(report, RemoteReport) else ()
         await self._record(session_id, reply.id, reply.created_at, *conversation_messages(calls),
                            {"role": "assistant", "content": reply.text})
@@ -227,7 +228,7 @@ class AttachedChat(ChatService):
             yield call
         yield TextDelta(reply.text)
         if report is None:
-            report = await self._report(reply, attach.report_wait_s - grace)
+            report = await self.prompts.report(reply, attach.report_wait_s - grace)
             late = report.tool_calls if isinstance(report, RemoteReport) else ()
             if late and await self._record(session_id, f"calls:{reply.id}", reply.created_at,
                                            *conversation_messages(late)):
@@ -236,34 +237,10 @@ class AttachedChat(ChatService):
                     yield call
             calls = late
         self._agent_reports = report is not None
-        assembly, usage = self._assembly_of(report)
-        self._emit(PromptAssembled(assembly))
+        assembly, usage = await self.prompts.show(session_id, kind, report, reply.text)
         if assembly.layers:
             yield TurnStarted(session_id, assembly)
-        usage = usage or Usage()
-        await self._log_assembly(session_id, kind, SavedAssembly(
-            assembly, reply=reply.text, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd))
         yield TurnFinished(session_id, reply.text, list(calls), usage=usage)
-
-    async def _report(self, reply: LinkMessage, wait: float) -> RemoteReport | str | None:
-        """The agent's prompt report for ``reply`` within ``wait`` seconds (None: none came; a str: why it cannot be
-        read)."""
-        rumor = await self.link.report_for(reply.id, wait)
-        if rumor is None:
-            return None
-        try:
-            return await asyncio.to_thread(read_report, rumor)
-        except ReportError as exc:
-            return exc.message
-
-    def _assembly_of(self, report: RemoteReport | str | None) -> tuple[PromptAssembly, Usage | None]:
-        if isinstance(report, RemoteReport):
-            return report.assembly, report.usage
-        why = (f"the agent's prompt assembly could not be read: {report}" if report is not None else
-               f"the agent sent no prompt assembly for this reply within {self._config.attach.report_wait_s:g} s (its "
-               "[dm] prompt_report may be off)")
-        return unavailable_assembly(why, created_at=self._clock(), agent=self.target.agent), None
 
     # --- sending, never into the void ----------------------------------------------------------------
     async def _send_turn(self, session_id: str, text: str) -> tuple[str, Delivery]:
@@ -390,6 +367,8 @@ class AttachedChat(ChatService):
         if await self._record(self.session_id, message.id, message.created_at, {"role": role, "content": message.text}):
             if announce:
                 self._emit(AttachedMessage(self.session_id, role, message.text))
+                if message.from_agent and message.reply_to:  # a reply no turn waited for: its prompt too
+                    self._spawn(self.prompts.show_late(self.session_id, message), "attach-late-report")
 
     def _arrived(self, message: LinkMessage) -> None:
         self._spawn(self._add(message), "attach-message")

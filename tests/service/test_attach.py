@@ -155,6 +155,13 @@ async def test_a_late_reply_and_a_message_from_another_client_join_the_conversat
             assert {text for role, text in shown() if role == "assistant"} == {"Up now.", "Phone message read."}
             texts = [m["content"] for m in await chat.session_messages(chat.session_id)]
             assert texts[0] == "are you up?" and texts.count("Up now.") == 1
+            # Each reply that came with no turn waiting brings its prompt to the inspector, and to the saved chat.
+            await until(lambda: len([e for e in seen if isinstance(e, PromptAssembled)]) >= 2, 30, "their prompts")
+            prompts = [e.assembly for e in seen if isinstance(e, PromptAssembled)]
+            assert len({a.extra["remote"]["reply_id"] for a in prompts}) == 2  # the agent's reports, one a reply
+            assert all(a.layers for a in prompts)  # each the agent's own assembly, not "not available"
+            saved = {s.reply for s in await chat.sessions.assemblies(chat.session_id)}
+            assert {"Up now.", "Phone message read."} <= saved
 
 
 async def test_a_memory_edit_in_the_attached_window_is_in_the_agents_next_prompt(tmp_path: Path) -> None:
