@@ -46,10 +46,6 @@ class ReplyPrompts:
             cost_usd=usage.cost_usd))
         return assembly, usage
 
-    async def show_late(self, session_id: str, reply: LinkMessage) -> None:
-        """A reply no turn waited for: its report waited for as a turn waits, then shown and kept like any turn's."""
-        await self.show(session_id, SessionKind.TERMINAL, await self.report(reply, self._wait_s), reply.text)
-
     def _assembly_of(self, report: RemoteReport | str | None) -> tuple[PromptAssembly, Usage | None]:
         if isinstance(report, RemoteReport):
             return report.assembly, report.usage

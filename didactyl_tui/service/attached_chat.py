@@ -368,7 +368,16 @@ class AttachedChat(ChatService):
             if announce:
                 self._emit(AttachedMessage(self.session_id, role, message.text))
                 if message.from_agent and message.reply_to:  # a reply no turn waited for: its prompt too
-                    self._spawn(self.prompts.show_late(self.session_id, message), "attach-late-report")
+                    self._spawn(self._late_reply(message), "attach-late-report")
+
+    async def _late_reply(self, reply: LinkMessage) -> None:
+        """A reply no turn waited for: its report waited for as a turn waits; its tool calls kept with the chat (after
+        the reply, as a late report's), its prompt shown and kept like any turn's."""
+        report = await self.prompts.report(reply, self._config.attach.report_wait_s)
+        calls = report.tool_calls if isinstance(report, RemoteReport) else ()
+        if calls:
+            await self._record(self.session_id, f"calls:{reply.id}", reply.created_at, *conversation_messages(calls))
+        await self.prompts.show(self.session_id, SessionKind.TERMINAL, report, reply.text)
 
     def _arrived(self, message: LinkMessage) -> None:
         self._spawn(self._add(message), "attach-message")

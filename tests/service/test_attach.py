@@ -145,7 +145,8 @@ async def test_a_late_reply_and_a_message_from_another_client_join_the_conversat
             async with RelayPool([relay.url], **fast_client_kwargs()) as client:
                 for wrap in wrap_message(rumor, ADMIN_KEY, now=int(time.time())).values():
                     assert (await client.publish(wrap, timeout=3)).any_accepted
-            stub.script(Reply.text_reply("Up now."), Reply.text_reply("Phone message read."))
+            stub.script(Reply.tools(ToolCall("my_npub", "{}")), Reply.text_reply("Up now."),
+                        Reply.text_reply("Phone message read."))
             async with _agent(relay.url, stub.base_url, tmp_path / "server"):
                 def shown() -> list[tuple[str, str]]:
                     return [(e.role, e.text) for e in seen if isinstance(e, AttachedMessage)]
@@ -162,6 +163,11 @@ async def test_a_late_reply_and_a_message_from_another_client_join_the_conversat
             assert all(a.layers for a in prompts)  # each the agent's own assembly, not "not available"
             saved = {s.reply for s in await chat.sessions.assemblies(chat.session_id)}
             assert {"Up now.", "Phone message read."} <= saved
+            # The first answer's tool call came in its report: kept with the chat, after the reply (a late report's place).
+            kept = await chat.session_messages(chat.session_id)
+            calls = [m for m in kept if m["role"] == "assistant" and m.get("tool_calls")]
+            assert [c["tool_calls"][0]["function"]["name"] for c in calls] == ["my_npub"]
+            assert any(m["role"] == "tool" and AGENT_KEY.npub in m["content"] for m in kept)
 
 
 async def test_a_memory_edit_in_the_attached_window_is_in_the_agents_next_prompt(tmp_path: Path) -> None:
