@@ -163,7 +163,7 @@ async def test_a_late_reply_and_a_message_from_another_client_join_the_conversat
             assert all(a.layers for a in prompts)  # each the agent's own assembly, not "not available"
             saved = {s.reply for s in await chat.sessions.assemblies(chat.session_id)}
             assert {"Up now.", "Phone message read."} <= saved
-            # The first answer's tool call came in its report: kept with the chat, after the reply (a late report's place).
+            # The first answer's tool call came in its report: kept with the chat, after the reply.
             kept = await chat.session_messages(chat.session_id)
             calls = [m for m in kept if m["role"] == "assistant" and m.get("tool_calls")]
             assert [c["tool_calls"][0]["function"]["name"] for c in calls] == ["my_npub"]
