@@ -178,3 +178,15 @@ def test_no_module_of_the_package_is_over_400_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "didactyl_tui").rglob("*.py")
             if (n := len(p.read_text("utf-8").splitlines())) > 400}
     assert not long, f"split these by what their parts own: {long}"
+
+
+def test_tests_click_only_where_the_click_is_checked() -> None:
+    """Textual's ``Pilot.click`` reads the target's place before the app runs and only says in a return value that it
+    missed (a widget not laid out yet: a test waited 30 s for a retry that was never clicked). The tests click with
+    ``tui_support.click``, which waits for the target to be on screen in one place and fails unless it landed."""
+    import re
+
+    direct = re.compile(r"\bpilot\.(?:click|double_click|triple_click)\(")
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "tests").rglob("*.py")) if p.name != "tui_support.py"
+             for n, line in enumerate(p.read_text("utf-8").splitlines(), 1) if direct.search(line)]
+    assert not found, f"click with tui_support.click: {found}"

@@ -34,7 +34,7 @@ from bad_inputs_support import (
     secret_windows,
 )
 from llm_stub import LlmStub, Reply, ToolCall
-from tui_support import TEST_KEY, make_config, make_env, screen_text, started, wait_for
+from tui_support import TEST_KEY, click, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.identity.keystore import LoadedKey, load_agent_key, read_key_file
@@ -412,10 +412,10 @@ async def test_tui_screens_notifications_and_files_hold_no_secret(tmp_path: Path
             await wait_for(pilot, lambda: "Not saved" in screen_text(app), 10, "the refusal")
             await pilot.wait_for_scheduled_animations()
             snap("memory editor refusing")
-            await pilot.click("#close")  # the refused text is unsaved: the editor asks first
+            await click(pilot, "#close")  # the refused text is unsaved: the editor asks first
             await wait_for(pilot, lambda: type(app.screen).__name__ == "UnsavedChangesScreen")
             snap("unsaved changes question")
-            await pilot.click("#discard")
+            await click(pilot, "#discard")
             await wait_for(pilot, lambda: app.screen is main)
 
             app.theme = "didactyl-light"  # remembered in state.toml

@@ -109,6 +109,41 @@ async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10
         await asyncio.sleep(0.05)
 
 
+async def click(pilot: Any, target: Any, timeout: float = 10.0) -> None:
+    """Click ``target`` (a widget, or a selector on the screen on top) as a person would: once it is on screen,
+    where it stays; and fail unless the click landed on it.
+
+    ``Pilot.click`` reads the target's place before it lets the app run, and when nothing is there it clicks the
+    screen's corner and returns False. Right after a widget is mounted or a screen pushed (an error entry at the end
+    of a turn, a dialog's buttons) the layout may not have run yet (under load the screen's refresh comes later:
+    ``pilot.press`` and a ``wait_for`` whose fact already held do not wait for it), or a scroll to the end is still
+    to move it. So first: its region is the same at two looks with the app running between them, and the widget
+    hit there is the target itself (not a toast over it)."""
+    from textual.css.query import NoMatches
+    from textual.errors import NoWidget
+
+    app = pilot.app
+    seen: list[Any] = [None, None]  # the target and its region at the previous look
+
+    def placed() -> Any:
+        try:
+            widget = app.screen.query_one(target) if isinstance(target, str) else target
+        except NoMatches:
+            return None
+        region = widget.region
+        try:
+            hit = app.get_widget_at(*region.offset)[0] if region else None
+        except NoWidget:
+            hit = None
+        look = [widget, region if hit is widget else None]
+        steady = look[1] is not None and look == seen
+        seen[:] = look
+        return widget if steady else None
+
+    widget = await wait_for(pilot, placed, timeout, lambda: f"{target!r} on screen, in one place ({seen[1]})")
+    assert await pilot.click(widget), f"the click on {widget!r} at {widget.region} landed elsewhere"
+
+
 async def save_followed(pilot: Any, key: str) -> None:
     """Wait for what follows a save in the editor: its version recorded in the history (on a worker thread) and
     the messages that came of it handled."""

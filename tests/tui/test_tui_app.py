@@ -13,7 +13,7 @@ from llm_stub import LlmStub, Reply
 from textual.color import Color
 from textual.message import Message
 from textual.worker import Worker, WorkerState
-from tui_support import EMBEDDED_LABEL, TEST_KEY, make_app, make_config, screen_text, started, wait_for
+from tui_support import EMBEDDED_LABEL, TEST_KEY, click, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.actions import KEY_ACTIONS
 from didactyl_tui.nostr.event import sign_event
@@ -47,7 +47,7 @@ async def test_first_run_without_a_model_explains_and_everything_else_works(tmp_
         assert "No model configured yet" in text and "DIDACTYL_MODEL" in text
         assert "/home/user/.config/didactyl/config.toml" in text  # where the config goes, from the env given
         # Continue without a model: memory, profile and relays work.
-        await pilot.click("#continue")
+        await click(pilot, "#continue")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         assert screen is not app.screen
         main = app.main_screen
@@ -94,7 +94,7 @@ async def test_set_model_now_is_remembered_in_state_toml(tmp_path: Path) -> None
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, FirstRunScreen), 10, "help")
         await started(pilot)
-        await pilot.click("#set-model")
+        await click(pilot, "#set-model")
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, ModelSwitchScreen) and app.screen)
         dialog.query_one("#model-name").value = ""
         await pilot.press(*"openai/gpt-4o-mini", "enter")

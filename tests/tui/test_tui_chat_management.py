@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from llm_stub import LlmStub, Reply
-from tui_support import SIZE, make_app, make_config, started, wait_for
+from tui_support import SIZE, click, make_app, make_config, started, wait_for
 
 from didactyl_tui.tui.screens.confirm import ConfirmScreen
 from didactyl_tui.tui.screens.rename import RenameScreen
@@ -83,7 +83,7 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
 
             await main.action_delete_chat()
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-            await pilot.click("#confirm")
+            await click(pilot, "#confirm")
             await wait_for(pilot, lambda: main.session_id is None, 10, "the chat to go")
             assert await app.service.chat.sessions.list() == [] and texts(main) == []
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from llm_stub import LlmStub, Reply, ToolCall
-from tui_support import NOW, TEST_KEY, make_app, make_config, screen_text, started, wait_for
+from tui_support import NOW, TEST_KEY, click, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.nostr import nip44
@@ -131,7 +131,7 @@ async def test_llm_error_is_inline_input_restored_and_retry_works(tmp_path: Path
 
         # Retry re-sends the same text; the error and the failed attempt go away.
         stub.script(Reply.text_reply("Hi!"))
-        await pilot.click(error.query_one("#retry"))
+        await click(pilot, error.query_one("#retry"))
         await wait_for(pilot, lambda: main.conversation.last_reply() == "Hi!" and not main.streaming, 30, "retry")
         assert not list(main.conversation.query(ErrorEntry))
         assert [e.text for e in main.conversation.query(MessageEntry)] == ["hello there", "Hi!"]
@@ -275,7 +275,7 @@ async def test_editor_conflict_never_overwrites_silently(tmp_path: Path) -> None
         assert [ev.id for ev in await relay_memory(url)] == [theirs_id]
 
         # The difference can be viewed.
-        await pilot.click("#view-diff")
+        await click(pilot, "#view-diff")
         diff = await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen)
         text = screen_text(app)
         assert "-theirs" in text and "+mine" in text
@@ -284,7 +284,7 @@ async def test_editor_conflict_never_overwrites_silently(tmp_path: Path) -> None
         assert diff is not None
 
         # Overwrite is an explicit choice: it publishes mine as the newest version.
-        await pilot.click("#overwrite")
+        await click(pilot, "#overwrite")
         await wait_for(pilot, lambda: "accepted by 1/1" in screen_text(app), 10, "the overwrite")
         events = await relay_memory(url)
         assert [decrypt_own(ev.content) for ev in events] == ["mine"]
@@ -302,7 +302,7 @@ async def test_editor_conflict_keep_theirs(tmp_path: Path) -> None:
         theirs_id = await _publish_from_other_device(url, "theirs", int(NOW) + 10)
         await wait_for(pilot, lambda: editor.theirs is not None, 10, "the conflict to show")
         await pilot.pause()
-        await pilot.click("#keep-theirs")
+        await click(pilot, "#keep-theirs")
         await pilot.pause()
         assert editor.text_area.text == "theirs" and editor.theirs is None
         assert editor.base.event_id == theirs_id

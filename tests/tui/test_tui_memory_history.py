@@ -8,7 +8,7 @@ from pathlib import Path
 from agent_support import memory_event
 from memory_support import held, put, text_of
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
-from tui_support import NOW, TEST_KEY, Clock, LabelledApp, make_config, make_env, screen_text, started, wait_for
+from tui_support import NOW, TEST_KEY, Clock, LabelledApp, click, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.service.app import AppService
@@ -54,7 +54,7 @@ async def test_history_screen_lists_versions_diffs_two_and_rolls_back(tmp_path: 
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is not merge, 10, "the merge view closed")
 
-        await pilot.click("#short-term #history")
+        await click(pilot, "#short-term #history")
         screen = await wait_for(pilot, lambda: history_screen(app), 5, "the history screen")
         await wait_for(pilot, lambda: len(screen.rows) == 3, 5, "three versions")
         assert [(r.event_id, r.origin, r.current) for r in screen.rows] == [

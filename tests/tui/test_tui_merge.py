@@ -11,7 +11,7 @@ from agent_support import Clock, memory_event
 from llm_stub import LlmStub, Reply
 from memory_support import held, put, text_of
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
-from tui_support import TEST_KEY, make_config, make_env, screen_text, started, wait_for
+from tui_support import TEST_KEY, click, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.lineage import base_of
@@ -114,7 +114,7 @@ async def test_the_draft_keeps_a_deletion_and_the_model_may_resolve_the_conflict
                 proposal = await wait_for(pilot, lambda: isinstance(app.screen, ProposalScreen) and app.screen,
                                           20, "the model's proposal")
                 await wait_for(pilot, lambda: "-strawberry jam" in screen_text(app), 5, "its diff")
-                await pilot.click("#discard-proposal")
+                await click(pilot, "#discard-proposal")
                 await wait_for(pilot, lambda: app.screen is merge, 5, "back to the merge view")
                 assert merge.text_area.text == draft and "discarded" in screen_text(app)
                 [request] = stub.requests
@@ -122,11 +122,11 @@ async def test_the_draft_keeps_a_deletion_and_the_model_may_resolve_the_conflict
 
                 # The second is accepted: it replaces the draft in the editor, and is saved only when the person saves.
                 stub.script(Reply.text_reply(RESOLVED))
-                await pilot.click("#model-draft")
+                await click(pilot, "#model-draft")
                 proposal = await wait_for(pilot, lambda: isinstance(app.screen, ProposalScreen) and app.screen,
                                           20, "the second proposal")
                 assert proposal.proposed == RESOLVED
-                await pilot.click("#accept-proposal")
+                await click(pilot, "#accept-proposal")
                 await wait_for(pilot, lambda: merge.text_area.text == RESOLVED, 5, "the accepted draft")
                 await wait_for(pilot, lambda: "No conflict marked" in screen_text(app), 5, "no conflict left")
                 [still] = await held(relay, key=TEST_KEY)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from llm_stub import LlmStub, Reply
-from tui_support import SIZE, make_app, make_config, make_env, screen_text, started, wait_for
+from tui_support import SIZE, click, make_app, make_config, make_env, screen_text, started, wait_for
 
 from didactyl_tui.service.state import write_state
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
@@ -34,7 +34,7 @@ async def test_first_run_dialog_sets_server_key_variable_and_picks_from_the_mode
         stub.script(Reply.text_reply("OK"))
         await wait_for(pilot, lambda: isinstance(app.screen, FirstRunScreen), 10, "the first-run help")
         await started(pilot)
-        await pilot.click("#set-model")
+        await click(pilot, "#set-model")
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, ModelSwitchScreen) and app.screen)
         assert "no model" in screen_text(app)  # which source decides, even when there is none
         dialog.query_one("#model-api-base").value = stub.base_url

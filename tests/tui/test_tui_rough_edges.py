@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from llm_stub import LlmStub, Reply, ToolCall
 from textual import events
-from tui_support import SIZE, make_app, make_config, screen_text, started, wait_for
+from tui_support import SIZE, click, make_app, make_config, screen_text, started, wait_for
 
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.llm import client as llm
@@ -165,13 +165,13 @@ async def test_editor_esc_asks_before_discarding_and_keeps_a_draft(tmp_path: Pat
         await pilot.press("escape")  # ONE press: the question, not a silent close
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen) and app.screen)
         assert "not saved" in screen_text(app)
-        await pilot.click("#keep")
+        await click(pilot, "#keep")
         await wait_for(pilot, lambda: app.screen is editor)
         assert editor.text_area.text == "unsaved thought"
 
         await pilot.press("escape")
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen) and app.screen)
-        await pilot.click("#discard")
+        await click(pilot, "#discard")
         await wait_for(pilot, lambda: app.screen is app.main_screen and not draft.exists(), 10, "the discard")
         assert app.service.documents.snapshot(DocumentKey.SHORT_TERM).content == ""  # nothing published
         assert dialog is not None
@@ -190,7 +190,7 @@ async def test_editor_save_from_the_question_publishes_and_closes(tmp_path: Path
         editor.text_area.load_text("keep this")
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, UnsavedChangesScreen))
-        await pilot.click("#save")
+        await click(pilot, "#save")
         await wait_for(pilot, lambda: app.screen is app.main_screen, 10, "save and close")
         assert app.service.documents.snapshot(DocumentKey.SHORT_TERM).content == "keep this"
         await wait_for(pilot, lambda: not draft_path(tmp_path, "short_term").exists(), 5, "the draft removed")

@@ -18,6 +18,7 @@ from tui_support import (
     Clock,
     LabelledApp,
     LoopIoWatch,
+    click,
     make_app,
     make_config,
     make_env,
@@ -163,13 +164,13 @@ async def test_a_second_writer_while_editing_the_tasks_is_shown_with_both_texts(
         assert editor.text_area.text == ours  # ours kept
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "Not saved: a newer version arrived" in flat(app), 5, "not overwritten")
-        await pilot.click("#view-diff")
+        await click(pilot, "#view-diff")
         diff = await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen, 5, "the diff")
         assert "their task" in diff.old and "our note" in diff.new and "their task" not in diff.new
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is editor, 5, "back to the editor")
         clock.t += 5
-        await pilot.click("#overwrite")
+        await click(pilot, "#overwrite")
         await wait_for(pilot, lambda: "accepted by 1/1 relays" in flat(app), 10, "ours saved over theirs")
         assert [t.note for t in app.service.documents.value("tasks").tasks] == ["our note"]
         versions = await app.service.documents.history("tasks")
