@@ -138,6 +138,33 @@ async def test_llm_error_is_inline_input_restored_and_retry_works(tmp_path: Path
         assert main.chat_input.text == ""  # the restored copy was consumed by the retry
 
 
+
+async def test_retry_while_another_reply_streams_keeps_the_failed_turn_and_works_after(tmp_path: Path,
+                                                                                       stub: LlmStub) -> None:
+    words = [f"word{i} " for i in range(40)]
+    stub.script(Reply.server_error(), Reply.text_reply("".join(words), chunks=words, chunk_delay_s=0.1))
+    app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        main = main_of(app)
+        await type_and_send(pilot, "first")
+        error = await wait_for(pilot, lambda: next(iter(main.conversation.query(ErrorEntry)), None), 30, "error")
+        await wait_for(pilot, lambda: not main.streaming, 10, "the turn to end")
+        main.chat_input.clear()
+        await type_and_send(pilot, "second")
+        await wait_for(pilot, lambda: "word2" in (main.conversation.last_reply() or ""), 30, "streaming")
+        # Retry while a reply is written: refused as busy, and the failed turn stays with its Retry.
+        await click(pilot, error.query_one("#retry"))
+        assert error.is_attached and [e.text for e in main.conversation.query(MessageEntry)][0] == "first"
+        assert any("still being written" in str(n.message) for n in app._notifications)
+        await wait_for(pilot, lambda: not main.streaming, 30, "the second reply")
+        stub.script(Reply.text_reply("Hi!"))
+        await click(pilot, error.query_one("#retry"))
+        await wait_for(pilot, lambda: main.conversation.last_reply() == "Hi!" and not main.streaming, 30, "retry")
+        assert not list(main.conversation.query(ErrorEntry))
+        assert [e.text for e in main.conversation.query(MessageEntry)][-2:] == ["first", "Hi!"]
+
+
 @BOTH_PATHS
 async def test_escape_cancels_a_streaming_reply(tmp_path: Path, stub: LlmStub, fast: bool) -> None:
     words = [f"word{i} " for i in range(200)]

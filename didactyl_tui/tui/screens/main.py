@@ -371,6 +371,9 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         self._failed[error] = user_entry
 
     async def on_error_entry_retry_requested(self, message: ErrorEntry.RetryRequested) -> None:
+        if self.streaming:  # the failed turn stays as it is, its Retry with it, until this reply ends
+            self.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
+            return
         user_entry = self._failed.pop(message.entry, None)
         await message.entry.remove()
         if user_entry is not None:
