@@ -93,7 +93,7 @@ def warm_litellm() -> None:
                                    timeout_s=60.0, max_retries=0)
             async for _ in llm.stream_chat(settings, [{"role": "user", "content": "warm up"}]):
                 pass
-        llm.count_tokens("openai/stub-model", "warm up")
+        await asyncio.to_thread(llm.count_tokens, "openai/stub-model", "warm up")  # never on a loop's thread
 
     asyncio.run(one_call())
 

@@ -246,16 +246,20 @@ class ThreadedLlmStub:
 
 
 class LoopIoWatch:
-    """Which SQLite calls and NIP-44 decryptions run on the UI loop's thread while it watches.
+    """Which SQLite calls, NIP-44 decryptions and model helper round trips run on the UI loop's thread while it watches.
 
-    A profile hook on the main thread only (worker threads are not watched): every C call into ``sqlite3``
-    and every NIP-44 encryption or decryption and Schnorr signature is noted with the caller that made
+    A profile hook on the main thread only (worker threads are not watched): every C call into ``sqlite3``,
+    every NIP-44 encryption or decryption and Schnorr signature, and every blocking request to the model helper
+    (``LlmWorker.ask``: a token count or the model table, a wait of up to 2 s) is noted with the caller that made
     it. Unlike a time budget this does not depend on how busy the machine is: the call is there or it is not.
     """
 
     # (file, function): NIP-44 both ways and Schnorr signing (verification of incoming events is the relay
-    # client's, rate-limited at the pool's edge, and not watched here).
-    WATCHED = {("nip44.py", "encrypt"), ("nip44.py", "decrypt"), ("keys.py", "sign")}
+    # client's, rate-limited at the pool's edge, and not watched here); the model helper's blocking round trip (noted
+    # when it is entered: the client refuses it on a loop's thread, which a user would not see), and the two doors
+    # to it, which block whenever their answer is not memoized yet: a batch of counts, the model's context window.
+    WATCHED = {("nip44.py", "encrypt"), ("nip44.py", "decrypt"), ("keys.py", "sign"), ("worker_client.py", "ask"),
+               ("tokens.py", "count_texts"), ("client.py", "context_window")}
     WATCHED_NAMES = {name for _, name in WATCHED}
 
     def __init__(self) -> None:

@@ -22,7 +22,7 @@ from ..agent.conversations.assembly_log import SavedAssembly
 from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.documents.keys import DocumentKey
-from ..agent.soul.assembly import assemble
+from ..agent.soul.assembly import assemble, count_assembly, countable_texts
 from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
 from ..agent.soul.template import SoulTemplate
 from ..agent.tools.context import AgentToolContext
@@ -150,16 +150,28 @@ class ChatService:
         history, dropped = await asyncio.to_thread(self._rt.conversations.history_for_prompt, session_id,
                                                    self._model.name, self._config.llm.history_tokens)
         backend_id, context, withheld = await self._backend_context(session_id, message, audience)
-        assembly = assemble(
+        # Assembled here, from the caches as they are now, uncounted: a count may be a round trip to the model
+        # helper, so the texts are counted on a worker thread (one batch) and the numbers filled in.
+        draft = assemble(
             self.soul, model=self._model.name, registry=registry, ctx=self._tool_context(audience),
             created_at=self._clock(), history=list(history), history_dropped=int(dropped), user_message=message,
             backend_id=backend_id, backend_context=context, backend_tools=self._backend_tools(registry),
             backend_place=self._config.memory.backend_context,
             source_events=self._source_events(), soul_source=self._document_source(DocumentKey.SOUL),
-            dry_run=dry_run, audience=audience, backend_withheld=withheld,
+            dry_run=dry_run, audience=audience, backend_withheld=withheld, count=None,
         )
+        counts = await asyncio.to_thread(self._count, list(countable_texts(draft)))
+        assembly = count_assembly(draft, counts.__getitem__)
         self._emit(PromptAssembled(assembly))
         return assembly
+
+    def _count(self, texts: list[str]) -> dict[str, int]:
+        """(A worker thread.) The tokens of ``texts`` for the model in use, and its context window learned on the way
+        (the status bar shows the prompt against it: views read it without waiting, ModelService.context_window)."""
+        from ..agent.llm.tokens import count_texts
+
+        self._model.ask_context_window()
+        return count_texts(self._model.name, texts)
 
     async def dry_run(self, session_id: str, message: str | None = None, *, audience: TurnAudience = ADMIN_TURN,
                       tools: ToolPolicy | None = None) -> PromptAssembly:

@@ -209,7 +209,15 @@ class ModelService:
         return count_tokens(self.name, text), estimated
 
     def context_window(self) -> int | None:
-        """Prompt tokens the model accepts: ``[llm] context_window``, else litellm's table (None: unknown)."""
+        """Prompt tokens the model accepts: ``[llm] context_window``, else litellm's table as :meth:`ask_context_window`
+        last learned it (None: unknown, or not asked yet). Never waits: what a view reads on the UI loop."""
+        from ..agent.llm.client import known_context_window
+
+        return self._config.llm.context_window or known_context_window(self.name)
+
+    def ask_context_window(self) -> int | None:
+        """:meth:`context_window`, asking litellm's table when it is not known yet (a round trip to the model helper
+        when it runs there: call it from a thread, as a prompt's assembly and the memory editor do)."""
         from ..agent.llm.client import context_window  # litellm itself only when loaded already
 
         return self._config.llm.context_window or context_window(self.name)

@@ -1,8 +1,10 @@
 """The UI loop never blocks on the service's I/O while the user saves a memory with a long history behind it,
-opens that history, and resumes a long chat. Checked two ways, in two passes over the same actions:
+opens that history, and resumes a long chat; nor on the model helper while a prompt of long texts never counted
+before is assembled, for a dry run and a turn. Checked two ways, in two passes over the same actions:
 
-- structurally (tui_support.LoopIoWatch): no SQLite call, NIP-44 encryption/decryption or signature runs on the
-  loop's thread at all — exact, whatever the machine's load;
+- structurally (tui_support.LoopIoWatch): no SQLite call, NIP-44 encryption/decryption, signature or model helper
+  round trip (a token count, the model's context window) runs on the loop's thread at all — exact, whatever the
+  machine's load;
 - by time (tui_support.LoopLagProbe): no stretch of the loop's CPU time over a gross budget, which catches work
   held on the loop that is not I/O (parsing a thousand versions, say). The fine figures are bench/'s
   (memory_lag_bench.py): a time budget tight enough to be a benchmark fails on a loaded machine.
@@ -12,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from agent_support import memory_event
+from llm_stub import LlmStub, Reply
 from tui_support import (
     NOW,
     SIZE,
@@ -33,6 +37,8 @@ from tui_support import (
 
 from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.llm import tokens
+from didactyl_tui.config import SoulSection
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.screens.memory_history import MemoryHistoryScreen
 from didactyl_tui.tui.widgets.message_entry import MessageEntry
@@ -179,3 +185,44 @@ async def test_the_ui_loop_never_blocks_on_a_save_a_history_view_or_a_resume(tmp
 
     assert watched.calls == {"save": [], "history": [], "resume": []}
     assert all(lag < BUDGET_S for lag in timed.lags.values()), {k: f"{v * 1000:.0f} ms" for k, v in timed.lags.items()}
+
+
+async def test_a_prompt_of_long_new_texts_is_counted_off_the_ui_loop(tmp_path: Path, stub: LlmStub) -> None:
+    """A dry run and a turn whose soul sections and memory no count has seen (a token count is a round trip to the
+    model helper, up to 2 s each), for a model whose context window nobody has asked (the status bar shows the prompt
+    against it): the helper counts them all, never from the loop's thread."""
+    salt = secrets.token_hex(8)  # texts and a model this test process has never counted or asked about
+    persona = f"You are the keeper of the {salt} archive. " + "Answer briefly, cite the notes you used. " * 300
+    rules = f"Rules of {salt}: " + "never invent a source; say when a note is missing; " * 300
+    memory = f"Notes {salt}: " + "the river floods each spring, the mill keeps the records. " * 150
+    config = make_config(llm_base_url=stub.base_url, model=f"openai/stub-{salt}", short_limit=50_000,
+                         publish_profile=False)
+    config.soul.sections = [SoulSection("persona", content=persona),
+                            SoulSection("short_term_memory", tool="memory_short_term_read"),
+                            SoulSection("rules", content=rules)]
+    stub.script(Reply.text_reply("Noted."))
+    app = make_app(tmp_path / "data", config)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await app.service.documents.save("short_term", memory)
+        main = app.main_screen
+        with LoopIoWatch() as watch:
+            await pilot.press("f5")  # a dry run: the helper starts, the prompt is assembled and counted
+            await wait_for(pilot, lambda: main.inspectors() and main.inspector.entries, 60, "the dry run")
+            main.chat_input.focus()
+            await pilot.press(*"what floods?", "enter")
+            await wait_for(pilot, lambda: main.conversation.last_reply() == "Noted." and not main.streaming, 60,
+                           "the reply")
+        entries = list(main.inspector.entries)
+
+    assert watch.calls == []
+    # Counted, not estimated: the helper's tokenizer counted every long text (the test is not vacuous: with no
+    # helper to ask there would be no round trip to catch, and the counts would be estimates).
+    assert tokens.counter_backend() == "helper"
+    for entry in entries:
+        layers = {layer.section: layer for layer in entry.assembly.layers}
+        for name, text in (("persona", persona), ("short_term_memory", memory), ("rules", rules)):
+            assert text.strip() in layers[name].content, name
+            want = tokens.count_here(layers[name].content)
+            assert layers[name].tokens == want != tokens.approx_tokens(layers[name].content), name
+    assert len(entries) == 2 and entries[1].assembly.user_message == "what floods?"

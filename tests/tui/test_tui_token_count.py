@@ -4,6 +4,7 @@ text's tokens for the model in use, counted off the UI loop."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ async def test_the_editor_shows_tokens_against_the_models_window(tmp_path: Path)
         gauge = editor.query_one(MemoryGauge)
         await wait_for(pilot, lambda: gauge.tokens == 0, 10, "the empty memory's count")
         editor.text_area.load_text("hello " * 100)
-        want, _ = app.service.model.count_tokens("hello " * 100)
+        want, _ = await asyncio.to_thread(app.service.model.count_tokens, "hello " * 100)
         await wait_for(pilot, lambda: gauge.tokens == want and not gauge.tokens_stale, 10,
                        lambda: f"the count {gauge.tokens} (want {want})")
         assert f"{want:,}/128,000 tok" in str(gauge.render())

@@ -38,6 +38,7 @@ log = logging.getLogger("didactyl.llm")
 
 _import_lock = threading.Lock()
 _litellm: Any = None
+_windows: dict[str, int | None] = {}  # the model table's context window of each model asked about (litellm here)
 
 
 def preload() -> None:
@@ -55,7 +56,7 @@ def use_helper(idle_exit_s: float | None = None) -> None:
     helper = worker()
     if idle_exit_s is not None:
         helper.idle_exit_s = idle_exit_s
-    tokens.use_remote_counter(helper.count_tokens)
+    tokens.use_remote_counter(helper.count_texts)
 
 
 def start_worker(idle_exit_s: float | None = None) -> None:
@@ -136,7 +137,8 @@ def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | Non
 
 def context_window(model: str) -> int | None:
     """How many prompt tokens ``model`` takes, by litellm's model table (here, or in the helper process when
-    litellm runs there); None when unknown, or not loaded yet."""
+    litellm runs there); None when unknown, or not loaded yet. Blocking (a round trip to the helper): from a worker
+    thread; the answer is kept for :func:`known_context_window`."""
     if not model:
         return None
     if _litellm is None:
@@ -144,12 +146,26 @@ def context_window(model: str) -> int | None:
 
         helper = worker()
         return helper.context_window(model) if helper.running else None
-    try:
-        info = _litellm.get_model_info(model)
-    except Exception:  # unknown model: no window, not an error
+    if model not in _windows:
+        try:
+            info = _litellm.get_model_info(model)
+        except Exception:  # unknown model: no window, not an error
+            info = {}
+        window = info.get("max_input_tokens") or info.get("max_tokens")
+        _windows[model] = int(window) if isinstance(window, int | float) and window > 0 else None
+    return _windows[model]
+
+
+def known_context_window(model: str) -> int | None:
+    """What :func:`context_window` answered for ``model`` before, never waiting (for a view on the event loop);
+    None when unknown or not asked yet."""
+    if not model:
         return None
-    window = info.get("max_input_tokens") or info.get("max_tokens")
-    return int(window) if isinstance(window, int | float) and window > 0 else None
+    if model in _windows:
+        return _windows[model]
+    from .worker_client import worker
+
+    return worker().known_context_window(model)
 
 
 def map_error(exc: BaseException, settings: LlmSettings) -> LlmError:

@@ -11,8 +11,11 @@ the encoding is the one object litellm's own default encoding would be (tiktoken
 helper runs (it starts when a model is needed, and stops when unused) a count is an estimate (~4 characters a token),
 never memoized: prompts are counted after their turn has started the helper (:func:`counts_estimated` says which).
 
-Counts of identical strings are memoized (prompt sections repeat across turns), so assembling a full
-prompt again costs dictionary lookups.
+A count may be a round trip to the helper (or, here, a long text's tokenization): never on an event loop's thread.
+The service counts a prompt's texts in one batch on a worker thread (:func:`count_texts`) and assembles with the
+numbers (agent/soul/assembly.py); the helper's client refuses a wait on a loop's thread (the count is then estimated).
+Counts of identical strings are memoized (prompt sections repeat across turns), so counting a full prompt again
+costs dictionary lookups.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ _CL100K_CACHE_KEY = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"  # sha1 of the UR
 
 _lock = threading.Lock()
 _encoder: Any = None  # tiktoken Encoding, None = not tried yet, False = unavailable
-_remote_counter: Callable[[str], int] | None = None  # the model helper's count of a text (it raises when it cannot)
+# The model helper's counts of some texts, in one round trip (it raises when it cannot).
+_remote_counter: Callable[[list[str]], list[int]] | None = None
 
 
 class _Memo:
@@ -120,8 +124,9 @@ def _load_encoder() -> Any:
         return _encoder
 
 
-def use_remote_counter(counter: Callable[[str], int] | None) -> None:
-    """Count in another process from now on (``agent.llm.start_worker``: the model helper's); None: here."""
+def use_remote_counter(counter: Callable[[list[str]], list[int]] | None) -> None:
+    """Count in another process from now on (``agent.llm.start_worker``: the model helper's, given a list of texts,
+    their counts in order); None: here."""
     global _remote_counter
     _remote_counter = counter
 
@@ -139,24 +144,43 @@ def approx_tokens(text: str) -> int:
 
 def count_tokens(model: str, text: str) -> int:
     """Tokens in ``text`` (memoized; never raises, never touches the network). ``model`` does not change the
-    count (one tokenizer for all: see the module's docstring); it is the callers' context."""
-    if not text:
-        return 0
-    key = ("cl100k", "", text)
-    cached = _memo.get(key)
-    if cached is not None:
-        return cached
+    count (one tokenizer for all: see the module's docstring); it is the callers' context. Blocking (a round trip
+    to the helper, or a tokenization here): from a worker thread in an app."""
+    return count_texts(model, (text,))[text]
+
+
+def count_texts(model: str, texts: Iterable[str]) -> dict[str, int]:
+    """Each text's tokens (as :func:`count_tokens`), those not memoized counted together: one round trip to the
+    helper for a whole prompt. Blocking: from a worker thread in an app."""
+    counts: dict[str, int] = {}
+    missing: list[str] = []
+    for text in texts:
+        if text in counts:
+            continue
+        cached = _memo.get(("cl100k", "", text)) if text else 0
+        if cached is None:
+            missing.append(text)
+            counts[text] = 0  # a place kept; filled below
+        else:
+            counts[text] = cached
+    if not missing:
+        return counts
     counter = _remote_counter
     if counter is not None:
         try:
-            value = int(counter(text))
-        except Exception as exc:  # no helper runs now (it starts when a model is needed): an estimate, not kept
+            values = [int(v) for v in counter(missing)]
+            if len(values) != len(missing):
+                raise ValueError(f"{len(values)} counts for {len(missing)} texts")
+        except Exception as exc:  # no helper runs now (it starts when a model is needed): estimates, not kept
             log.debug("the model helper did not count: %s", exc)
-            return approx_tokens(text)
+            counts.update((text, approx_tokens(text)) for text in missing)
+            return counts
     else:
-        value = count_here(text)
-    _memo.put(key, value)
-    return value
+        values = [count_here(text) for text in missing]
+    for text, value in zip(missing, values, strict=True):
+        counts[text] = value
+        _memo.put(("cl100k", "", text), value)
+    return counts
 
 
 def counts_estimated() -> bool:

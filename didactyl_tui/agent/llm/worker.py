@@ -25,25 +25,11 @@ import sys
 from typing import Any
 
 
-def _settings(data: dict[str, Any]) -> Any:
-    from .limits import TurnLimits
-    from .types import LlmSettings
-
-    limits = TurnLimits(**data.pop("limits", {}))
-    return LlmSettings(**data, limits=limits)
-
-
-def _chunk_row(chunk: Any) -> list[Any]:
-    calls = [[c.index, c.id, c.name, c.arguments] for c in chunk.tool_calls] or None
-    usage = chunk.usage
-    return [chunk.text, calls, chunk.finish_reason,
-            None if usage is None else [usage.prompt_tokens, usage.completion_tokens, usage.cost_usd]]
-
-
 async def _serve(out: Any) -> None:
     from . import client as llm
     from . import tokens
     from .errors import LlmError
+    from .worker_wire import chunk_row, settings_from_data
 
     loop = asyncio.get_running_loop()
 
@@ -66,9 +52,9 @@ async def _serve(out: Any) -> None:
             os.environ.clear()  # the app's environment as it is now (a key set or removed since we started)
             os.environ.update(env)
         try:
-            async for chunk in llm.stream_in_process(_settings(request["settings"]), request["messages"],
+            async for chunk in llm.stream_in_process(settings_from_data(request["settings"]), request["messages"],
                                                      request.get("tools")):
-                send({"id": request_id, "c": _chunk_row(chunk)})
+                send({"id": request_id, "c": chunk_row(chunk)})
             send({"id": request_id, "end": True})
         except LlmError as err:
             send({"id": request_id, "error": {"message": err.message, "kind": err.kind,

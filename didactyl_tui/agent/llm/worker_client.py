@@ -8,16 +8,18 @@ which hands each read's lines to the event loop that asked for them (one wake-up
 are written by one thread, so a large prompt never blocks a loop. Any event loop may call: the TUI's, ``didactyl
 serve``'s, a test's.
 
-Token counts and the model table's context window are asked of the helper too (:meth:`LlmWorker.count_tokens`,
-:meth:`LlmWorker.context_window`: a short blocking round trip, from any thread), so the app never imports litellm
-or a tokenizer of its own: litellm's import costs ~200 MiB, and it would be loaded twice.
+Token counts and the model table's context window are asked of the helper too (:meth:`LlmWorker.count_texts`,
+:meth:`LlmWorker.context_window`: a short blocking round trip), so the app never imports litellm or a tokenizer of its
+own: litellm's import costs ~200 MiB, and it would be loaded twice. Such a round trip is asked from a worker thread,
+never on an event loop's thread: there :meth:`LlmWorker.ask` refuses at once (the caller falls back to an estimate,
+or to no window) rather than freeze the loop for up to :data:`ASK_TIMEOUT_S`. What views read on the loop is what
+was asked before (:meth:`LlmWorker.known_context_window`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import itertools
 import json
 import logging
@@ -27,13 +29,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...terminal_text import one_line
-from .errors import ERROR_KINDS, LlmError
-from .usage import Usage
+from .errors import LlmError
+from .worker_wire import chunks, settings_data
 
 if TYPE_CHECKING:
     from .types import LlmChunk, LlmSettings
@@ -46,8 +48,10 @@ HELPER_COMMAND = [sys.executable, "-m", "didactyl_tui.agent.llm.worker"]
 TEST_HELPER_ENV = "DIDACTYL_TEST_MODEL_HELPER"
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one chunk from the helper; a longer line means it is broken: it is stopped
 ASK_TIMEOUT_S = 2.0  # a count or the model table's answer (milliseconds once the helper is ready)
+COUNT_CHARS_PER_S = 500_000  # beyond ASK_TIMEOUT_S, a batch of counts may take 1 s per this many characters
 FIRST_ANSWER_GRACE_S = 120.0  # the helper's first call imports litellm (~8 s here, more under load)
 ANSWER_GRACE_S = 10.0  # beyond the call's own timeouts, which the helper enforces
+_refusals = 0  # blocking requests refused on an event loop's thread (the first is logged as a warning)
 STDERR_TAIL_LINES = 20  # what is kept of the helper's stderr (the last line names why it died)
 MAX_STDERR_LINE_BYTES = 4096
 
@@ -67,7 +71,7 @@ class _Call:
 
 
 class _Answer:
-    """The one answer to a count or info request, waited for by a thread (any thread, the UI loop's too)."""
+    """The one answer to a count or info request, waited for by a thread (a worker thread: never a loop's)."""
 
     def __init__(self) -> None:
         self.arrived = threading.Event()
@@ -231,9 +235,18 @@ class LlmWorker:
         return proc.pid if proc is not None and proc.poll() is None else None
 
     def ask(self, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S, *, litellm: bool = True) -> dict[str, Any]:
-        """One request and its answer (blocks up to ``timeout``). Raises :class:`LlmError` when the helper is not
-        running (or, for a request that needs ``litellm``, has not imported it), or does not answer in time, or
-        answers with an error."""
+        """One request and its answer (blocks up to ``timeout``: from a worker thread). Raises :class:`LlmError` when
+        called on a thread that runs an event loop (it would freeze it), when the helper is not running (or, for a
+        request that needs ``litellm``, has not imported it), or does not answer in time, or answers with an
+        error."""
+        if _on_event_loop():
+            global _refusals
+            _refusals += 1
+            (log.warning if _refusals == 1 else log.debug)(
+                "a %s request to the model helper was refused: it was asked on an event loop's thread (%d so far)",
+                request.get("op"), _refusals)
+            raise LlmError("The model's helper process is asked from a worker thread, not an event loop.",
+                           "connection")
         answer = _Answer()
         with self._lock:
             proc = self._proc
@@ -257,11 +270,22 @@ class LlmWorker:
 
     def count_tokens(self, text: str) -> int:
         """The count of ``text`` made in the helper (``llm.tokens``: there, the encoding litellm shares)."""
-        return int(self.ask({"op": "count", "texts": [text]}, litellm=False)["counts"][0])
+        return self.count_texts([text])[0]
+
+    def count_texts(self, texts: list[str]) -> list[int]:
+        """The counts of ``texts``, in order, made in the helper in one round trip (blocking: from a worker
+        thread)."""
+        timeout = ASK_TIMEOUT_S + sum(map(len, texts)) / COUNT_CHARS_PER_S
+        counts = self.ask({"op": "count", "texts": list(texts)}, timeout, litellm=False)["counts"]
+        return [int(n) for n in counts]
+
+    def known_context_window(self, model: str) -> int | None:
+        """What :meth:`context_window` answered for ``model`` before (None: unknown, or not asked yet); never waits."""
+        return self._windows.get(model)
 
     def context_window(self, model: str) -> int | None:
-        """The context window litellm's model table gives ``model`` (asked once per model); None when unknown,
-        or when the helper cannot say yet (not started, still importing litellm)."""
+        """The context window litellm's model table gives ``model`` (asked once per model; blocking: from a worker
+        thread); None when unknown, or when the helper cannot say yet (not started, still importing litellm)."""
         if model in self._windows:
             return self._windows[model]
         try:
@@ -293,7 +317,7 @@ class LlmWorker:
         finished = False
         try:
             self._send(proc, {
-                "op": "stream", "id": call_id, "settings": _settings_data(settings),
+                "op": "stream", "id": call_id, "settings": settings_data(settings),
                 "messages": [dict(m) for m in messages], "tools": [dict(t) for t in tools] if tools else None,
                 "env": dict(os.environ),
             })
@@ -305,7 +329,7 @@ class LlmWorker:
                 except TimeoutError:
                     raise LlmError(f"The model did not answer within {settings.timeout_s:g} s.", "timeout") from None
                 grace = ANSWER_GRACE_S
-                for chunk in _chunks(batch):
+                for chunk in chunks(batch):
                     if chunk is None:
                         finished = True
                         return
@@ -316,6 +340,15 @@ class LlmWorker:
                 self._last_used = time.monotonic()
             if not finished:
                 self._send(proc, {"op": "cancel", "id": call_id})
+
+
+def _on_event_loop() -> bool:
+    """Whether this thread runs an event loop (the UI's, serve's, a test's): no place for a blocking wait."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _helper_command() -> list[str]:
@@ -331,45 +364,6 @@ def _helper_command() -> list[str]:
             pass
         log.warning("$%s is not a JSON list of strings: the helper starts as usual", TEST_HELPER_ENV)
     return HELPER_COMMAND
-
-
-def _settings_data(settings: LlmSettings) -> dict[str, Any]:
-    data = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
-    data["limits"] = dataclasses.asdict(settings.limits)
-    return data
-
-
-def _chunks(batch: list[dict[str, Any]]) -> Iterator[LlmChunk | None]:
-    """The chunks of one read, in order (consecutive text-only ones joined); None ends the call, an error is
-    raised where it came (after the chunks before it)."""
-    from .types import LlmChunk, ToolCallDelta
-
-    text: list[str] = []
-    for message in batch:
-        row = message.get("c")
-        if row is not None:
-            piece, calls, finish, usage = row
-            if not calls and finish is None and usage is None:
-                text.append(piece)
-                continue
-        if text:
-            yield LlmChunk("".join(text))
-            text.clear()
-        if row is not None:
-            yield LlmChunk(piece, tuple(ToolCallDelta(*c) for c in calls or ()), finish,
-                           Usage(*usage) if usage is not None else None)
-        elif "error" in message:
-            e = message["error"]
-            kind = e.get("kind") if e.get("kind") in ERROR_KINDS else "server"  # never a ValueError instead
-            raise LlmError(str(e.get("message", "")), kind, retry_after=e.get("retry_after"), status=e.get("status"))
-        elif "gone" in message:
-            why = f" ({message['gone']})" if message["gone"] else ""
-            raise LlmError(f"The model's helper process stopped{why}; try again.", "connection")
-        else:
-            yield None
-            return
-    if text:
-        yield LlmChunk("".join(text))
 
 
 def _read_stderr(proc: subprocess.Popen[bytes], tail: collections.deque[str]) -> None:

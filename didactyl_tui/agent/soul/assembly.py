@@ -4,6 +4,10 @@ Assembly is pure: it reads caches through the context tools' handlers (which nev
 and returns every section with its role, source tool, content, token count and skip reason, then the
 history, the memory backend's context and the user's message.
 
+Token counts are an input too: ``count`` gives them. Counting may be a round trip to the model helper, so an app
+assembles uncounted on its loop (``count=None``), counts :func:`countable_texts` on a worker thread
+(``llm.tokens.count_texts``) and fills the numbers in with :func:`count_assembly` (service/chat.py).
+
 A tool-fed section shows what the tool returns: its ``content`` when it gives one, else its whole result as
 the model would read it (JSON); its ``note`` — a remark for the model's own call when there is nothing, such
 as "No contacts yet" — is never text that defeats ``skip_if_empty``: an empty section with ``skip_if_empty``
@@ -25,9 +29,10 @@ after the history: the dynamic tail, so providers' prefix caching keeps working 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ...errors import DidactylError
@@ -115,6 +120,7 @@ def assemble(
     dry_run: bool = False,
     audience: TurnAudience = ADMIN_TURN,
     backend_withheld: str | None = None,
+    count: Callable[[str, str], int] | None = count_tokens,
 ) -> PromptAssembly:
     """Build the prompt record and exactly the messages to send. Pure: no network, no clock.
 
@@ -122,6 +128,8 @@ def assemble(
     ``soul_source`` is the soul's own version: the source of every literal-text section.
     Backend tools are offered after the registry's visible tools. ``backend_place``: see the module docstring.
     ``audience``: whom the turn is for; ``backend_withheld``: why the backend's context is left out (None: it is not).
+    ``count(model, text)``: a text's tokens (the default counts here, or asks the model helper: blocking); None
+    leaves every count at 0, for :func:`count_assembly` to fill in.
     """
     if backend_place not in BACKEND_PLACES:
         raise ValueError(f"backend_place must be one of {', '.join(BACKEND_PLACES)}, not {backend_place!r}")
@@ -154,12 +162,11 @@ def assemble(
             layers.append(PromptLayer(sec.section, sec.role, sec.tool, "", 0, True, "empty (skip_if_empty)", source,
                                       audience=who))
             continue
-        layers.append(PromptLayer(sec.section, sec.role, sec.tool, text, count_tokens(model, text), False, None,
+        layers.append(PromptLayer(sec.section, sec.role, sec.tool, text, 0, False, None,
                                   source if text.strip() else None, audience=who))
 
     messages = _merge_messages(layers)
     context = backend_context if backend_context and backend_context.strip() and backend_withheld is None else None
-    backend_tokens = count_tokens(model, context) if context else 0
     if context and backend_place == "system":
         if messages and messages[0]["role"] == "system":
             messages[0]["content"] = f"{messages[0]['content']}\n\n{context}"
@@ -167,19 +174,13 @@ def assemble(
             messages.insert(0, {"role": "system", "content": context})
     history_msgs = tuple(dict(m) for m in history)
     messages.extend(history_msgs)
-    history_tokens = sum(count_tokens(model, message_text(m)) for m in history_msgs)
     if context and backend_place == "after_history":
         messages.append({"role": "system", "content": context})
-    user_tokens = 0
     if user_message is not None:
         messages.append({"role": "user", "content": user_message})
-        user_tokens = count_tokens(model, user_message)
 
     tools = [*registry.openai_schemas(), *(t.openai_schema() for t in backend_tools if t.visible)]
-    tools_tokens = count_tokens(model, json.dumps(tools, separators=(",", ":"))) if tools else 0
-    section_tokens = sum(layer.tokens for layer in layers)
-    total = section_tokens + history_tokens + backend_tokens + user_tokens + tools_tokens
-    return PromptAssembly(
+    assembly = PromptAssembly(
         model=model,
         created_at=created_at,
         layers=tuple(layers),
@@ -187,21 +188,57 @@ def assemble(
         history_dropped=history_dropped,
         backend_id=backend_id,
         backend_context=context,
-        backend_tokens=backend_tokens,
+        backend_tokens=0,
         backend_place=backend_place,
         user_message=user_message,
         tools=tuple(tools),
         messages=tuple(messages),
-        total_tokens=total,
+        total_tokens=0,
         dry_run=dry_run,
         audience=audience.name,
         audience_who=audience.who,
         backend_withheld=backend_withheld,
-        extra={
-            "soul_source": template.source,
-            "section_tokens": section_tokens,
-            "history_tokens": history_tokens,
-            "user_tokens": user_tokens,
-            "tools_tokens": tools_tokens,
-        },
+        extra={"soul_source": template.source, "section_tokens": 0, "history_tokens": 0, "user_tokens": 0,
+               "tools_tokens": 0},
+    )
+    if count is None:
+        return assembly
+    return count_assembly(assembly, lambda text: count(model, text))
+
+
+def _tools_text(tools: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(list(tools), separators=(",", ":")) if tools else ""
+
+
+def countable_texts(assembly: PromptAssembly) -> Iterator[str]:
+    """Every text whose tokens :func:`count_assembly` asks for (repeats included)."""
+    for layer in assembly.layers:
+        if not layer.skipped:
+            yield layer.content
+    if assembly.backend_context:
+        yield assembly.backend_context
+    for message in assembly.history:
+        yield message_text(message)
+    if assembly.user_message is not None:
+        yield assembly.user_message
+    if assembly.tools:
+        yield _tools_text(assembly.tools)
+
+
+def count_assembly(assembly: PromptAssembly, count: Callable[[str], int]) -> PromptAssembly:
+    """``assembly`` with every token count from ``count`` (a text's tokens): each section's, the backend's, the
+    history's, the message's, the tool schemas' and the total. Pure when ``count`` is (a lookup in counts made
+    before: service/chat.py)."""
+    layers = tuple(dataclasses.replace(layer, tokens=0 if layer.skipped else count(layer.content))
+                   for layer in assembly.layers)
+    backend_tokens = count(assembly.backend_context) if assembly.backend_context else 0
+    history_tokens = sum(count(message_text(m)) for m in assembly.history)
+    user_tokens = count(assembly.user_message) if assembly.user_message is not None else 0
+    tools_tokens = count(_tools_text(assembly.tools)) if assembly.tools else 0
+    section_tokens = sum(layer.tokens for layer in layers)
+    return dataclasses.replace(
+        assembly, layers=layers, backend_tokens=backend_tokens,
+        total_tokens=section_tokens + history_tokens + backend_tokens + user_tokens + tools_tokens,
+        extra={**assembly.extra, "section_tokens": section_tokens, "history_tokens": history_tokens,
+               "user_tokens": user_tokens, "tools_tokens": tools_tokens},
     )

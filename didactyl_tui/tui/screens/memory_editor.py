@@ -125,9 +125,14 @@ class MemoryEditorScreen(Screen[None]):
         """The text's tokens for the model in use, against its context window: counted on a worker thread (a
         long memory takes milliseconds to tokenize), as the prompt inspector counts the memory in a prompt."""
         text = self.text_area.text
-        tokens, estimated = await asyncio.to_thread(self._model.count_tokens, text)
+        model = self._model
+
+        def measure() -> tuple[tuple[int, bool], int | None]:  # both may be a round trip to the model helper
+            return model.count_tokens(text), model.ask_context_window()
+
+        (tokens, estimated), window = await asyncio.to_thread(measure)
         if text == self.text_area.text:  # else a later count is on its way
-            self.query_one(MemoryGauge).show_tokens(tokens, self._model.context_window(), estimated=estimated)
+            self.query_one(MemoryGauge).show_tokens(tokens, window, estimated=estimated)
 
     @property
     def unsaved(self) -> bool:

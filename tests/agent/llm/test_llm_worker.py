@@ -21,6 +21,8 @@ from didactyl_tui.agent.llm import worker_client as llm_worker_client
 from didactyl_tui.agent.llm.client import stream_chat
 from didactyl_tui.agent.llm.errors import LlmError
 from didactyl_tui.agent.llm.types import LlmSettings
+from didactyl_tui.agent.llm.worker_wire import chunks as wire_chunks
+from didactyl_tui.agent.llm.worker_wire import settings_data, settings_from_data
 from didactyl_tui.config import LlmConfig
 
 TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look up.",
@@ -130,10 +132,8 @@ async def test_the_helper_sees_the_environment_as_it_is_now(stub: LlmStub, monke
 
 def test_settings_cross_the_pipe_whole() -> None:
     settings = LlmSettings(model="openai/m", api_base="http://127.0.0.1:9/v1", api_key="sk-x", max_tokens=5)
-    data = llm_worker_client._settings_data(settings)
-    from didactyl_tui.agent.llm.worker import _settings
-
-    assert _settings(dict(data)) == settings
+    data = settings_data(settings)
+    assert settings_from_data(dict(data)) == settings
     assert dataclasses.asdict(settings.limits) == data["limits"]
 
 
@@ -170,7 +170,7 @@ async def test_a_started_helper_imports_litellm_before_any_call(started_as_in_th
 def test_an_error_of_a_kind_this_app_does_not_know_is_still_one_line() -> None:
     batch = [{"id": 1, "c": ["partial", None, None, None]},
              {"id": 1, "error": {"message": "The model call failed: OddError", "kind": "mystery"}}]
-    chunks = llm_worker_client._chunks(batch)
+    chunks = wire_chunks(batch)
     assert next(chunks).text == "partial"  # what came before the error is kept
     with pytest.raises(LlmError) as info:
         next(chunks)
@@ -191,15 +191,36 @@ async def test_counts_and_the_context_window_come_from_the_helper() -> None:
 
     helper = llm_worker_client.LlmWorker()
     with pytest.raises(LlmError):  # not started: nothing to ask
-        helper.count_tokens("hello world")
-    assert helper.context_window("gpt-4o-mini") is None
+        await asyncio.to_thread(helper.count_tokens, "hello world")
+    assert await asyncio.to_thread(helper.context_window, "gpt-4o-mini") is None
     helper.start()
     try:
         assert await asyncio.to_thread(helper.settled.wait, 120) and helper.ready.is_set()
         text = "The agent remembers what matters. " * 50
-        assert helper.count_tokens(text) == tokens.count_here(text) > 300  # the same tokenizer as here
-        assert helper.context_window("gpt-4o-mini") == 128_000  # litellm's model table, read there
-        assert helper.context_window("openai/no-such-model") is None
+        # The same tokenizer as here; a batch is one round trip, its counts in order.
+        assert await asyncio.to_thread(helper.count_tokens, text) == tokens.count_here(text) > 300
+        assert await asyncio.to_thread(helper.count_texts, [text, "", "hello world"]) == [
+            tokens.count_here(text), 0, tokens.count_here("hello world")]
+        assert helper.known_context_window("gpt-4o-mini") is None  # not asked yet: a view reads no number
+        assert await asyncio.to_thread(helper.context_window, "gpt-4o-mini") == 128_000  # litellm's table, there
+        assert helper.known_context_window("gpt-4o-mini") == 128_000  # kept: read without a wait
+        assert await asyncio.to_thread(helper.context_window, "openai/no-such-model") is None
+    finally:
+        await asyncio.to_thread(close_helper, helper)
+
+
+async def test_a_blocking_request_on_an_event_loops_thread_is_refused_at_once() -> None:
+    """A count or the model table asked on a loop's thread would freeze it for up to ASK_TIMEOUT_S: refused, so the
+    caller falls back to an estimate (or to no window), and nothing is sent."""
+    helper = llm_worker_client.LlmWorker()
+    helper.start()
+    try:
+        assert await asyncio.to_thread(helper.settled.wait, 120) and helper.ready.is_set()
+        with pytest.raises(LlmError, match="worker thread"):
+            helper.count_texts(["hello world"])  # here, on the test's event loop
+        assert helper.context_window("gpt-4o-mini") is None  # refused too: no number, and none kept
+        assert helper.known_context_window("gpt-4o-mini") is None
+        assert await asyncio.to_thread(helper.count_texts, ["hello world"]) == [2]  # the same from a thread
     finally:
         await asyncio.to_thread(close_helper, helper)
 
@@ -214,8 +235,8 @@ async def test_a_helper_whose_litellm_import_fails_is_settled_not_ready(tmp_path
     try:
         assert await asyncio.to_thread(helper.settled.wait, 60), "never settled"
         assert not helper.ready.is_set() and helper.running
-        assert helper.context_window("gpt-4o-mini") is None
-        assert helper.count_tokens("hello world") > 0  # counting needs no litellm
+        assert await asyncio.to_thread(helper.context_window, "gpt-4o-mini") is None
+        assert await asyncio.to_thread(helper.count_tokens, "hello world") > 0  # counting needs no litellm
     finally:
         await asyncio.to_thread(close_helper, helper)
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from didactyl_tui.agent.llm import tokens
 
 
@@ -78,3 +80,31 @@ def test_memo_is_bounded() -> None:
     for i in range(5):
         memo.put(("b", "m", str(i)), i)
     assert len(memo) == 3 and memo.get(("b", "m", "0")) is None and memo.get(("b", "m", "4")) == 4
+
+
+def test_a_prompts_texts_are_counted_in_one_round_trip_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """count_texts (what the service calls on a worker thread for a whole prompt): the texts not memoized go to the
+    counter together, once each; its counts are kept; when it cannot count (no helper runs) each is estimated,
+    and nothing is kept, so the next prompt asks again."""
+    asked: list[list[str]] = []
+    works = True
+
+    def helper(texts: list[str]) -> list[int]:
+        asked.append(list(texts))
+        if not works:
+            raise RuntimeError("no helper runs")
+        return [1000 + len(t) for t in texts]
+
+    monkeypatch.setattr(tokens, "_remote_counter", tokens._remote_counter)  # as it was, after the test
+    tokens.use_remote_counter(helper)
+    salt = os.urandom(8).hex()
+    a, b = f"first {salt}", f"second {salt}"
+    assert tokens.count_texts("m", [a, b, a, ""]) == {a: 1000 + len(a), b: 1000 + len(b), "": 0}
+    assert asked == [[a, b]]
+    assert tokens.count_texts("m", [b, a]) == {a: 1000 + len(a), b: 1000 + len(b)} and len(asked) == 1  # memoized
+    c = f"third {salt}"
+    works = False
+    assert tokens.count_texts("m", [a, c]) == {a: 1000 + len(a), c: tokens.approx_tokens(c)}
+    works = True
+    assert tokens.count_tokens("m", c) == 1000 + len(c)  # the estimate was not kept: asked again
+    assert asked[1:] == [[c], [c]]

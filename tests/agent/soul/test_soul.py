@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_support import (
@@ -13,7 +14,7 @@ from agent_support import (
 )
 
 from didactyl_tui.agent.llm.tokens import count_tokens
-from didactyl_tui.agent.soul.assembly import assemble
+from didactyl_tui.agent.soul.assembly import assemble, count_assembly, countable_texts
 from didactyl_tui.agent.soul.prompt_record import SourceEvent
 from didactyl_tui.agent.soul.template import (
     DEFAULT_PERSONA,
@@ -179,6 +180,29 @@ async def test_assembly_layers_messages_and_totals(tmp_path: Path) -> None:
                                    {"role": "system", "content": recall},
                                    {"role": "user", "content": "What do you remember?"}]
     assert tail.total_tokens == asm.total_tokens
+
+
+async def test_an_assembly_counted_apart_has_the_numbers_of_one_counted_as_it_goes(tmp_path: Path) -> None:
+    """What the service does (service/chat.py): assembled uncounted on the loop, its texts counted elsewhere, the
+    numbers filled in — the same record as counting during the assembly, every count from the texts listed."""
+    ctx = offline_context(tmp_path, admin=True)
+    await fill_caches(ctx)
+    history = [{"role": "user", "content": "earlier question"}, {"role": "assistant", "content": "earlier answer"}]
+
+    def words(model: str, text: str) -> int:  # any pure counter: the numbers are the counter's, not assembly's
+        return len(text.split())
+
+    def made(count: Any) -> Any:
+        return assemble(default_template(), model="m", registry=build_base_registry(admin=True), ctx=ctx,
+                        created_at=1.0, history=history, user_message="What do you remember?", backend_id="recall",
+                        backend_context="## Recall\n\n- Ada likes tea", count=count)
+
+    uncounted = made(None)
+    assert uncounted.total_tokens == 0 and all(layer.tokens == 0 for layer in uncounted.layers)
+    counts = {text: words("m", text) for text in countable_texts(uncounted)}  # a KeyError below: a text left out
+    counted = count_assembly(uncounted, counts.__getitem__)
+    assert counted == made(words)
+    assert counted.total_tokens > counted.extra["section_tokens"] > 0 and counted.backend_tokens == 6
 
 
 def test_empty_caches_skip_sections_and_no_admin_says_why(tmp_path: Path) -> None:
