@@ -155,7 +155,7 @@ async def test_retry_while_another_reply_streams_keeps_the_failed_turn_and_works
         await wait_for(pilot, lambda: "word2" in (main.conversation.last_reply() or ""), 30, "streaming")
         # Retry while a reply is written: refused as busy, and the failed turn stays with its Retry.
         await click(pilot, error.query_one("#retry"))
-        assert error.is_attached and [e.text for e in main.conversation.query(MessageEntry)][0] == "first"
+        assert error.is_attached and main.conversation.query(MessageEntry).first().text == "first"
         assert any("still being written" in str(n.message) for n in app._notifications)
         await wait_for(pilot, lambda: not main.streaming, 30, "the second reply")
         stub.script(Reply.text_reply("Hi!"))
