@@ -55,7 +55,7 @@ def _describe(exc: BaseException, timeout: float) -> str:
 
 
 class ConnectionMixin(RelayState):
-    """The connection half of :class:`~.relay.RelayClient` (state lives there)."""
+    """The connection half of :class:`~.relay.RelayClient` (state lives there, declared in relay_state.py)."""
 
     def _backoff_delay(self, attempt: int) -> float:
         delay = min(self.backoff_max, self.backoff_base * 2 ** min(attempt, 30))

@@ -51,7 +51,7 @@ DROP_FUTURE = "future_created_at"
 
 
 class IncomingMixin(RelayState):
-    """The incoming half of :class:`~.relay.RelayClient` (state lives there)."""
+    """The incoming half of :class:`~.relay.RelayClient` (state lives there, declared in relay_state.py)."""
 
     # --- incoming -----------------------------------------------------------------------------
     def _on_frame(self, data: bytes) -> str | None:

@@ -25,7 +25,7 @@ else:
 
 
 class RequestsMixin(RelayState):
-    """The requests half of :class:`~.relay.RelayClient` (state and the connection live there)."""
+    """The requests half of :class:`~.relay.RelayClient` (state lives there, declared in relay_state.py)."""
 
     # --- NIP-42 -------------------------------------------------------------------------------
     async def _authenticate(self, deadline: float) -> tuple[bool, str]:

@@ -52,8 +52,7 @@ def palette_line(text: str) -> str:
 
 
 class ChatActions(MainScreenState):
-    """Needs what MainScreen has: app, notify, conversation, chat_input, inspectors, status, streaming,
-    session_id, require_service, _service_or_notify, send."""
+    """A part of MainScreen: what it uses of the screen is declared in main_state.py."""
 
     def _chat_or_notify(self, what: str) -> tuple[ScreenService, str] | None:
         service = self._service_or_notify()

@@ -24,8 +24,7 @@ HELPER_READY_S = 120.0  # the longest the status bar says the model loads (litel
 
 
 class ModelActions(MainScreenState):
-    """Needs what MainScreen has: app, config, didactyl, notify, status, run_worker, require_service,
-    _service_or_notify."""
+    """A part of MainScreen: what it uses of the screen is declared in main_state.py."""
 
     _model_wanted = False  # a model was needed before the service object existed: warmed once it does
     _model_warming = False

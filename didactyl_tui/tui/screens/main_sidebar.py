@@ -29,8 +29,7 @@ DOCUMENT_NAMES = {SHORT: "Short-term memory", LONG: "Long-term memory", SOUL: "T
 
 
 class SidebarActions(MainScreenState):
-    """Needs what MainScreen has: query_one, app, notify, memory_pane, inspector(s), sidebar, chat_input,
-    conversation, status, require_service, _service_or_notify, session_id, didactyl, model_needed."""
+    """A part of MainScreen: what it uses of the screen is declared in main_state.py."""
 
     # --- the status the panes show, read off the UI loop ---------------------------------------------------
 
