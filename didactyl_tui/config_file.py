@@ -16,6 +16,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
@@ -82,9 +83,10 @@ class _Loader:
 
     def coerce(self, section: str, key: str, value: Any, hint: Any, meta: dict[str, Any]) -> Any:
         origin = get_origin(hint)
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             if isinstance(value, bool) and "enabled" in {f.name for f in dataclasses.fields(hint)}:
-                return hint(enabled=value)  # the older `embedded = true/false`
+                make: Callable[..., Any] = hint  # the section's dataclass
+                return make(enabled=value)  # the older `embedded = true/false`
             return self.build(f"{section}.{key}", hint, value)
         if hint is bool:
             if not isinstance(value, bool):
@@ -108,7 +110,7 @@ class _Loader:
             if item is str:
                 if not all(isinstance(v, str) for v in value):
                     raise self.fail(section, key, "must be a list of strings")
-            elif dataclasses.is_dataclass(item):
+            elif isinstance(item, type) and dataclasses.is_dataclass(item):
                 value = [self.build(f"{section}.{key}", item, v) for v in value]
             elif get_origin(item) is list and not all(
                     isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value):

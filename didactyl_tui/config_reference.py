@@ -92,10 +92,10 @@ def _render_table(dotted: str, cls: type, array: bool = False) -> list[str]:
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
         item = (get_args(hint) or (None,))[0] if get_origin(hint) is list else None
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             nested.append((f"{dotted}.{f.name}", hint, False))
             continue
-        if item is not None and dataclasses.is_dataclass(item):
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
             nested.append((f"{dotted}.{f.name}", item, True))
             count = len(_default_of(f) or [])
             default = "`[]`" if not count else f"{count} tables"

@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..config import Config
 from ..config_file import data_dir, load_config
@@ -27,9 +27,12 @@ from ..terminal_text import clean
 from .command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Output, read_file, read_text
 from .parser import UsageError, build_parser
 
+if TYPE_CHECKING:
+    from ..service.sessions import StoredTail
+
 DEBUG_ENV = "DIDACTYL_DEBUG"
 
-LaunchTui = Callable[[Config, Path, Mapping[str, str], "str | None"], None]  # ..., the session to open
+LaunchTui = Callable[[Config, Path, Mapping[str, str], "StoredTail | None"], None]  # ..., the chat to open
 
 
 # --- commands -----------------------------------------------------------------------------------
@@ -213,10 +216,10 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
 
         return asyncio.run(chat(args, config, data, env, out, message))
     if command == "prompt":
-        message = read_text(args.message, stdin) if args.message is not None else None
+        typed = read_text(args.message, stdin) if args.message is not None else None
         from .prompt import prompt
 
-        return asyncio.run(prompt(args, config, data, env, out, message))
+        return asyncio.run(prompt(args, config, data, env, out, typed))
     if command == "sessions":
         from . import sessions
 

@@ -55,7 +55,7 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
         snap = service.documents.snapshot(key)
         pending = await service.documents.pending_publishes(key)
         unconfirmed = [p for p in pending if p.event_id == snap.event_id and not p.accepted_by]
-        if unconfirmed and not args.json:
+        if unconfirmed and snap.event_id and not args.json:
             out.warn(f"this version (event {snap.event_id[:8]}) is not on any relay yet: it is pending in the outbox")
         if args.json:
             out.json(_snapshot_json(snap, service, pending))

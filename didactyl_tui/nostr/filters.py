@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import NostrError
@@ -71,5 +71,5 @@ def matches(f: Mapping[str, Any], ev: Event) -> bool:
     return True
 
 
-def matches_any(filters: list[Mapping[str, Any]], ev: Event) -> bool:
+def matches_any(filters: Sequence[Mapping[str, Any]], ev: Event) -> bool:
     return any(matches(f, ev) for f in filters)

@@ -187,7 +187,8 @@ class SignerChannel:
         publish.add_done_callback(_retrieved)  # once the reply is in, nobody reads the publish outcome
         try:
             async with asyncio.timeout_at(pending.sent_at + wait) as pending.timeout:
-                await asyncio.wait({pending.reply, publish}, return_when=asyncio.FIRST_COMPLETED)
+                waiting: set[asyncio.Future[Any]] = {pending.reply, publish}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if not pending.reply.done():
                     outcome = publish.result()
                     if not outcome.any_accepted:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import RelayError
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 class PoolSubscription:
     """One live subscription on every relay of a pool; each event is delivered once (by id)."""
 
-    def __init__(self, on_event: Callable[[str, Event], None]) -> None:
+    def __init__(self, on_event: Callable[[str, Event], object]) -> None:  # what it returns is not used
         self._on_event = on_event
         self._seen = RecentIds()
         self.subscriptions: dict[str, Subscription] = {}
@@ -160,7 +161,7 @@ class RelayPool:
 
     # --- queries ----------------------------------------------------------------------------
     async def query_results(
-        self, filters: list[Mapping[str, Any]], timeout: float = 5.0, *, urls: Iterable[str] | None = None,
+        self, filters: Sequence[Mapping[str, Any]], timeout: float = 5.0, *, urls: Iterable[str] | None = None,
         max_bytes: int | None = None,
     ) -> dict[str, QueryResult]:
         """Each relay's raw answer (events as the relay sent them, verified, not resolved); ``max_bytes`` bounds
@@ -169,13 +170,13 @@ class RelayPool:
         return await _each(self._pick(urls), lambda client: _guarded_query(client, filters, timeout, max_bytes))
 
     async def query_by_relay(
-        self, filters: list[Mapping[str, Any]], timeout: float = 5.0
+        self, filters: Sequence[Mapping[str, Any]], timeout: float = 5.0
     ) -> dict[str, list[Event] | None]:
         """Per relay, its events for ``filters``; ``None`` when it failed or did not finish in time."""
         results = await self.query_results(filters, timeout)
         return {url: (r.events if r.complete else None) for url, r in results.items()}
 
-    async def query(self, filters: list[Mapping[str, Any]], timeout: float = 5.0) -> list[Event]:
+    async def query(self, filters: Sequence[Mapping[str, Any]], timeout: float = 5.0) -> list[Event]:
         """Events from all relays, deduped by id, replaceable/addressable resolved, newest first.
 
         Partial answers (a relay that timed out before EOSE) are still used: every event
@@ -186,8 +187,8 @@ class RelayPool:
 
     def subscribe(
         self,
-        filters: list[Mapping[str, Any]],
-        on_event: Callable[[str, Event], None],
+        filters: Sequence[Mapping[str, Any]],
+        on_event: Callable[[str, Event], object],
         *,
         on_eose: Callable[[str], None] | None = None,
         on_closed: Callable[[str, str], None] | None = None,
@@ -199,10 +200,10 @@ class RelayPool:
         for url, client in self._clients.items():
             pool_sub.subscriptions[url] = client.subscribe(
                 filters,
-                lambda ev, url=url: pool_sub._deliver(url, ev),
-                on_eose=(lambda url=url: on_eose(url)) if on_eose else None,
-                on_closed=(lambda reason, url=url: on_closed(url, reason)) if on_closed else None,
-                on_dropped=(lambda reason, url=url: on_dropped(url, reason)) if on_dropped else None,
+                partial(pool_sub._deliver, url),
+                on_eose=partial(on_eose, url) if on_eose else None,
+                on_closed=partial(on_closed, url) if on_closed else None,
+                on_dropped=partial(on_dropped, url) if on_dropped else None,
             )
         return pool_sub
 
@@ -236,7 +237,7 @@ async def _guarded_publish(client: RelayClient, event: Event, timeout: float) ->
         return RelayVerdict(client.url, Verdict.NOT_CONNECTED, f"internal error: {exc}")
 
 
-async def _guarded_query(client: RelayClient, filters: list[Mapping[str, Any]], timeout: float,
+async def _guarded_query(client: RelayClient, filters: Sequence[Mapping[str, Any]], timeout: float,
                          max_bytes: int | None = None) -> QueryResult:
     try:
         async with asyncio.timeout(timeout + 1.0):

@@ -19,6 +19,7 @@ import logging
 import random
 import secrets
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import websockets
@@ -30,6 +31,11 @@ from . import relay_proof
 from .messages import ClientEvent, ClientReq
 from .relay_incoming import DROP_OVERSIZED
 from .results import ConnectionState
+
+if TYPE_CHECKING:  # the client's state, as each half uses it: declared for the type checker (relay_state.py)
+    from .relay_state import RelayState
+else:
+    RelayState = object
 
 log = logging.getLogger("didactyl_tui.nostr.relay")
 
@@ -48,8 +54,8 @@ def _describe(exc: BaseException, timeout: float) -> str:
     return str(exc) or type(exc).__name__
 
 
-class ConnectionMixin:
-    """The connection half of :class:`~.relay.RelayClient` (state lives there)."""
+class ConnectionMixin(RelayState):
+    """The connection half of :class:`~.relay.RelayClient` (state lives there, declared in relay_state.py)."""
 
     def _backoff_delay(self, attempt: int) -> float:
         delay = min(self.backoff_max, self.backoff_base * 2 ** min(attempt, 30))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from ..errors import NostrError
 from .event import Event
@@ -30,6 +31,11 @@ from .messages import (
 )
 from .subscription import Subscription
 
+if TYPE_CHECKING:  # the client's state, as each half uses it: declared for the type checker (relay_state.py)
+    from .relay_state import RelayState
+else:
+    RelayState = object
+
 log = logging.getLogger("didactyl_tui.nostr.relay")
 
 DROP_OVERSIZED = "oversized"
@@ -44,8 +50,8 @@ DROP_FILTER_MISMATCH = "filter_mismatch"
 DROP_FUTURE = "future_created_at"
 
 
-class IncomingMixin:
-    """The incoming half of :class:`~.relay.RelayClient` (state lives there)."""
+class IncomingMixin(RelayState):
+    """The incoming half of :class:`~.relay.RelayClient` (state lives there, declared in relay_state.py)."""
 
     # --- incoming -----------------------------------------------------------------------------
     def _on_frame(self, data: bytes) -> str | None:

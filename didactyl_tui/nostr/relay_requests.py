@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DidactylError, NostrError
 from .event import Event, sign_event
@@ -18,9 +18,14 @@ from .replaceable import newest_first
 from .results import RelayVerdict, Verdict
 from .subscription import EventCallback, QueryResult, Subscription
 
+if TYPE_CHECKING:  # the client's state, as each half uses it: declared for the type checker (relay_state.py)
+    from .relay_state import RelayState
+else:
+    RelayState = object
 
-class RequestsMixin:
-    """The requests half of :class:`~.relay.RelayClient` (state and the connection live there)."""
+
+class RequestsMixin(RelayState):
+    """The requests half of :class:`~.relay.RelayClient` (state lives there, declared in relay_state.py)."""
 
     # --- NIP-42 -------------------------------------------------------------------------------
     async def _authenticate(self, deadline: float) -> tuple[bool, str]:
@@ -140,7 +145,7 @@ class RequestsMixin:
     # --- subscribe / query --------------------------------------------------------------------
     def subscribe(
         self,
-        filters: list[Mapping[str, Any]],
+        filters: Sequence[Mapping[str, Any]],
         on_event: EventCallback,
         *,
         on_eose: Callable[[], None] | None = None,
@@ -177,7 +182,7 @@ class RequestsMixin:
             self._enqueue(ClientClose(sub.id))
         sub._closed(reason, notify=False)
 
-    async def query_result(self, filters: list[Mapping[str, Any]], timeout: float = 5.0, *,
+    async def query_result(self, filters: Sequence[Mapping[str, Any]], timeout: float = 5.0, *,
                            max_bytes: int | None = None) -> QueryResult:
         """Stored events matching ``filters`` until EOSE, CLOSED or ``timeout``, newest first. With ``max_bytes``
         the answer ends (incomplete) at the event that would take it past that many bytes (``Event.approx_bytes``)."""
@@ -218,6 +223,6 @@ class RequestsMixin:
         lost = "" if self.connected else f" ({self.last_error or 'connection lost'})"
         return QueryResult(self.url, events, False, f"no EOSE within {timeout:g}s{lost}")
 
-    async def query(self, filters: list[Mapping[str, Any]], timeout: float = 5.0) -> list[Event]:
+    async def query(self, filters: Sequence[Mapping[str, Any]], timeout: float = 5.0) -> list[Event]:
         """The events of :meth:`query_result` (possibly partial when the relay did not finish)."""
         return (await self.query_result(filters, timeout)).events

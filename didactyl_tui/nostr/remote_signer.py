@@ -316,7 +316,7 @@ class RemoteSigner:
         if task is None:
             task = asyncio.get_running_loop().create_task(self._decrypt(peer, payload))
             self._decrypting[key] = task
-            task.add_done_callback(lambda t, key=key: self._decrypt_done(key, t))
+            task.add_done_callback(lambda done: self._decrypt_done(key, done))  # key: bound once in this call
         return await asyncio.shield(task)
 
     async def switch_relays(self, *, timeout: float | None = None) -> bool:

@@ -144,7 +144,7 @@ class AttachLink:
     async def reply_to(self, message_id: str, timeout: float) -> LinkMessage | None:
         """The agent's reply to ``message_id`` (None when none came within ``timeout``: a later one goes to
         ``on_message``)."""
-        return await self._wait({}, f"reply:{message_id}", message_id, timeout)
+        return await self._wait(OrderedDict(), f"reply:{message_id}", message_id, timeout)
 
     async def report_for(self, reply_id: str, timeout: float) -> Rumor | None:
         """The prompt report the agent sent for its reply ``reply_id`` (None when none came within ``timeout``)."""

@@ -229,13 +229,13 @@ class AttachedChat(ChatService):
         yield TextDelta(reply.text)
         if report is None:
             report = await self.prompts.report(reply, attach.report_wait_s - grace)
-            late = report.tool_calls if isinstance(report, RemoteReport) else ()
-            if late and await self._record(session_id, f"calls:{reply.id}", reply.created_at,
-                                           *conversation_messages(late)):
-                for call in late:  # they came after the reply was shown: below it
+            late_calls = report.tool_calls if isinstance(report, RemoteReport) else ()
+            if late_calls and await self._record(session_id, f"calls:{reply.id}", reply.created_at,
+                                                 *conversation_messages(late_calls)):
+                for call in late_calls:  # they came after the reply was shown: below it
                     yield ToolCallStarted(call.call_id, call.name, call.arguments, call.round)
                     yield call
-            calls = late
+            calls = late_calls
         self._agent_reports = report is not None
         assembly, usage = await self.prompts.show(session_id, kind, report, reply.text)
         if assembly.layers:

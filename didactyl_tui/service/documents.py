@@ -217,10 +217,11 @@ class DocumentService:
                  tuple(e.relays_to_retry(urls)), e.last_error) for e in entries]
         rows += [(ev, "unsaved", 0, 0.0, (), tuple(urls), self._outbox_error or "") for ev in publisher.unsaved()]
         out: list[PendingPublish] = []
-        for ev, *rest in rows:
+        for row in rows:
+            ev = row[0]
             doc = self._own_document(ev)
             if doc is not None and (wanted is None or doc is wanted):
-                out.append(PendingPublish(doc, ev.id, ev.created_at, *rest))
+                out.append(PendingPublish(doc, ev.id, ev.created_at, *row[1:]))
         return out
 
     def _own_document(self, ev: Event) -> DocumentKey | None:

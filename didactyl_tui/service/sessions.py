@@ -11,6 +11,7 @@ only where that agent runs (:func:`opening_refusal`).
 from __future__ import annotations
 
 import asyncio
+import builtins  # Sessions.list shadows the builtin in the annotations of its class
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ class Sessions:
     async def info(self, session_id: str) -> SessionInfo:
         return await asyncio.to_thread(self.store.session, session_id)
 
-    async def messages(self, session_id: str) -> list[dict[str, Any]]:
+    async def messages(self, session_id: str) -> builtins.list[dict[str, Any]]:
         return await asyncio.to_thread(self.store.messages, session_id)
 
     async def rename(self, session_id: str, title: str) -> None:
@@ -93,11 +94,11 @@ class Sessions:
         earlier, before, messages = await asyncio.to_thread(self.store.messages_tail, session_id, limit)
         return StoredTail(session_id, earlier, before, messages)
 
-    async def earlier(self, tail: StoredTail) -> list[dict[str, Any]]:
+    async def earlier(self, tail: StoredTail) -> builtins.list[dict[str, Any]]:
         """The messages before ``tail`` (what it left out), oldest first."""
         return await asyncio.to_thread(self.store.messages, tail.session_id, tail.before)
 
-    async def assemblies(self, session_id: str) -> list[SavedAssembly]:
+    async def assemblies(self, session_id: str) -> builtins.list[SavedAssembly]:
         """The prompts of the chat's last turns (for a resumed chat's inspector), oldest first."""
         return await asyncio.to_thread(self.assembly_log.load, session_id)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from ..actions import ACTIONS, Action
 
@@ -14,12 +14,12 @@ def _binding(action: Action, label: str) -> Binding:
     return Binding(action.keys, action.action_name, label, id=action.id, show=action.show, priority=action.priority)
 
 
-def bindings(scope: str) -> list[Binding]:
+def bindings(scope: str) -> list[BindingType]:  # the type of Textual's BINDINGS
     """The Textual bindings of one screen or widget, from the table."""
     return [_binding(a, a.label) for a in ACTIONS if a.scope == scope and a.keys]
 
 
-def dialog_bindings(**labels: str) -> list[Binding]:
+def dialog_bindings(**labels: str) -> list[BindingType]:
     """A dialog's bindings: the dialog actions it names (``close="Cancel"``, ``confirm="Delete"``: the footer's
     word for each in this dialog; the dialog has ``action_close``/``action_confirm``), and the focus keys."""
     unknown = set(labels) - {a.id for a in ACTIONS if a.scope == "dialog"}

@@ -164,7 +164,9 @@ class DidactylApp(App[None]):
         keymap = {k: v for k, v in self.config.keys.items() if k not in problems}
         self.set_keymap(keymap)
         # The footer finds the palette's hint under this key: a remapped palette keeps its hint.
-        self.COMMAND_PALETTE_BINDING = keymap.get("command_palette", self.COMMAND_PALETTE_BINDING).split(",")[0].strip()
+        # Per app: Textual reads self.COMMAND_PALETTE_BINDING (App, Footer), though it types it a ClassVar.
+        palette_key = keymap.get("command_palette", self.COMMAND_PALETTE_BINDING).split(",")[0].strip()
+        self.COMMAND_PALETTE_BINDING = palette_key  # type: ignore[misc]
         where = str(self.config.path) if self.config.path else "config"  # a config problem names its file
         for action, problem in problems.items():
             self.notify(f"{where}: [keys] {action}: {problem}", title="Config", severity="warning")
@@ -275,7 +277,7 @@ class DidactylApp(App[None]):
         shown = "".join(ch for ch in text if ch.isprintable() or ch == "\n")
         self.push_screen(ConfirmScreen(f"The agent wants to post this public note (kind 1):\n\n{shown}",
                                        title="Post a note?", confirm_label="Post"),
-                         callback=lambda ok: answer.done() or answer.set_result(bool(ok)))
+                         callback=lambda ok: None if answer.done() else answer.set_result(bool(ok)))
         return await answer
 
     def relay_label(self, url: str) -> str:

@@ -152,9 +152,12 @@ class DmInbox:
         if dm.created_at > self._clock() + MAX_FUTURE_S:
             return Decision(Verdict.UNREADABLE, None, f"message {dm.id[:12]}… is dated ahead", "future timestamp")
         if dm.sender == self.me:
-            if dm.reply_to and await asyncio.to_thread(self.ledger.note_own_copy, dm.reply_to):
-                return Decision(Verdict.OWN_COPY, dm, f"message {dm.reply_to[:12]}… was answered by another "
-                                "instance with this key", "answered elsewhere")
+            reply_to = dm.reply_to
+            if reply_to:
+                elsewhere = await asyncio.to_thread(self.ledger.note_own_copy, reply_to)
+                if elsewhere:
+                    return Decision(Verdict.OWN_COPY, dm, f"message {reply_to[:12]}… was answered by another "
+                                    "instance with this key", "answered elsewhere")
             return Decision(Verdict.OWN_COPY, dm, f"our own message {dm.id[:12]}…", "own copy")
         if not policy.accepts(dm.sender):
             return Decision(Verdict.STRANGER, dm, f"message {dm.id[:12]}… from {dm.sender[:12]}…, not allowed",

@@ -110,7 +110,7 @@ def merge_three_way(base: str, ours: str, theirs: str) -> MergeResult:
     return MergeResult(_regions(parts), final, True)
 
 
-def _clean(region: tuple, b: list[str], a: list[str], t: list[str]) -> tuple[str, ...]:
+def _clean(region: merge3.ExtendedMergeRegion, b: list[str], a: list[str], t: list[str]) -> tuple[str, ...]:
     kind, start, end = region[:3]
     return tuple((b if kind == "unchanged" else t if kind == "b" else a)[start:end])
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ...errors import AgentError
 from ...nostr.event import Event
@@ -49,6 +50,7 @@ RELAY_RETRY = "retry"  # "retry: <verdict>[: <reason>]"
 RELAY_NEEDED = "needed"  # reconcile found the relay lagging: send it this version
 
 _DONE_FOR_RELAY = (RELAY_ACCEPTED, RELAY_REFUSED, RELAY_REPLACED)
+T = TypeVar("T")  # what a transaction returns
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -159,7 +161,7 @@ class Outbox:
             self._db.close()
 
     # --- writing --------------------------------------------------------------------------
-    def _tx(self, fn: Callable[[sqlite3.Connection], object]) -> object:
+    def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -281,7 +283,7 @@ class Outbox:
                     gone.append(other.id)
             return gone
 
-        return list(self._tx(run))  # type: ignore[call-overload]
+        return list(self._tx(run))
 
     def require(self, ev: Event, urls: Iterable[str]) -> str:
         """Make sure ``urls`` get ``ev`` (reconcile found them lagging): the entry is added when
@@ -316,7 +318,7 @@ class Outbox:
         sent again; memory history keeps every version). Returns how many were removed."""
         cutoff = self._clock() - older_than
         return int(
-            self._tx(  # type: ignore[arg-type]
+            self._tx(
                 lambda db: db.execute(
                     "DELETE FROM outbox WHERE state=? AND enqueued_at<?", (SUPERSEDED, cutoff)
                 ).rowcount

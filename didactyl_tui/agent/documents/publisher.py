@@ -373,7 +373,7 @@ class MemoryPublisher:
         the republish, or None when no reachable relay lags."""
         holdings = list(holdings)
         target = best
-        if best is not None:
+        if best is not None and target is not None:  # (both: the checker follows target, the newest so far)
             await self.note_remote(best)
             addr = address_key(best)
             local = await asyncio.to_thread(self.outbox.latest, addr)

@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any
 
 from ...actions import no_model_line
@@ -209,7 +209,7 @@ async def stream_chat(
     settings: LlmSettings,
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
-) -> AsyncIterator[LlmChunk]:
+) -> AsyncGenerator[LlmChunk, None]:
     """Stream one completion. Raises :class:`LlmError`; cancellation propagates as CancelledError.
 
     With ``settings.worker_process`` (the default) litellm runs in the helper process and this loop only
@@ -233,7 +233,7 @@ async def stream_in_process(
     settings: LlmSettings,
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
-) -> AsyncIterator[LlmChunk]:
+) -> AsyncGenerator[LlmChunk, None]:
     """Stream one completion with litellm on this event loop (the helper process runs this)."""
     if not settings.configured:
         raise LlmError(no_model_line(), "not_configured")

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -303,7 +303,7 @@ class LlmWorker:
         settings: LlmSettings,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None,
-    ) -> AsyncIterator[LlmChunk]:
+    ) -> AsyncGenerator[LlmChunk, None]:
         call = _Call(asyncio.get_running_loop())
         call_id = next(self._ids)
         with self._lock:

@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeGuard, get_args
 
 from ...errors import AgentError
 
@@ -187,7 +187,7 @@ class TaskList:
         return cls(tasks, next_id)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

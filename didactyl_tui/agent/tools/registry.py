@@ -295,7 +295,7 @@ async def invoke(tool: Tool, arguments: str | dict[str, Any] | None, ctx: ToolCo
     elif isinstance(arguments, str):
         try:
             args = json.loads(arguments)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             return ToolOutcome(name, f"Error: the arguments for {name} are not valid JSON ({exc.msg}). "
                                "Send a JSON object.", True)
     else:

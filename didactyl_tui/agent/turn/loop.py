@@ -359,13 +359,13 @@ async def run_turn(
             finished_this_round[i] = finished
             yield finished
         # Results go back in the order the model asked for them, whatever order they finished in.
-        for n, finished in enumerate(finished_this_round):
-            assert finished is not None
-            finished_calls.append(finished)
-            content = finished.result
+        for n, answered in enumerate(finished_this_round):
+            assert answered is not None
+            finished_calls.append(answered)
+            content = answered.result
             if n == len(calls) - 1 and result.calls_made > len(calls):
                 content += gate.excess_note(result.calls_made)
-            new_messages.append({"role": "tool", "tool_call_id": finished.call_id, "content": content})
+            new_messages.append({"role": "tool", "tool_call_id": answered.call_id, "content": content})
         messages = [dict(m) for m in assembly.messages] + [dict(m) for m in new_messages]
         if time.monotonic() >= deadline:
             cut = f"the turn reached its {limits.turn_timeout_s:g} s limit ([llm] turn_timeout_s)"

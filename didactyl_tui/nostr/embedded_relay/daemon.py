@@ -69,7 +69,8 @@ def without_openssl() -> None:
     Both imports then fail as on a Python built without OpenSSL, which asyncio, hashlib and hmac expect:
     hashlib uses its own SHA-256. Call it before anything imports asyncio or hashlib."""
     for name in ("ssl", "_hashlib"):
-        sys.modules.setdefault(name, None)  # None here: the import raises ImportError
+        # None here: the import raises ImportError (documented for sys.modules; typeshed types its values as modules)
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -121,7 +121,8 @@ class RelayLock:
         raw = json.loads(text)
         if not isinstance(raw, dict):
             raise ValueError("not an object")
-        types = {"pid": int, "host": str, "port": int, "token": str, "db": str, "started_at": (int, float)}
+        types: dict[str, type | tuple[type, ...]] = {
+            "pid": int, "host": str, "port": int, "token": str, "db": str, "started_at": (int, float)}
         for key, kind in types.items():
             value = raw.get(key)
             if isinstance(value, bool) or not isinstance(value, kind):

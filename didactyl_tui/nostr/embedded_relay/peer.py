@@ -61,7 +61,7 @@ class Peer:
         self.authed: set[str] = set()
         self.meter = Meter(limits.events_per_second, limits.events_burst, limits.bytes_per_minute)
         self.last_active = time.monotonic()
-        self.last_write: asyncio.Future[None] | None = None  # the newest of its events still being saved
+        self.last_write: asyncio.Future[Any] | None = None  # the newest of its events still being saved
         self.pending_writes = 0
         self.closing = False
         self._budget = budget

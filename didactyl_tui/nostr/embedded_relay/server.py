@@ -32,7 +32,7 @@ import gc
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from importlib import metadata
@@ -236,7 +236,7 @@ class EmbeddedRelay(RelayProtocol):
         return await asyncio.get_running_loop().run_in_executor(pool, lambda: fn(*args, **kwargs))
 
     # --- helpers for tests, benchmarks and the app ------------------------------------------
-    async def query(self, filters: list[Mapping[str, Any]]) -> list[Event]:
+    async def query(self, filters: Sequence[Mapping[str, Any]]) -> list[Event]:
         """Stored events matching ``filters`` (newest first), read straight from the store."""
         store = self._require_store()
         return await self._run_db(store.query, [validate_filter(f) for f in filters])

@@ -34,7 +34,7 @@ def lowest_cpu_priority() -> None:
     A checkpoint is ~30 ms of copying and fsync: at normal priority on a 2-core box it takes the core a
     publisher's client or the event loop was about to wake on, and a dozen OKs wait a scheduler tick."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined]
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
         with contextlib.suppress(AttributeError, OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)

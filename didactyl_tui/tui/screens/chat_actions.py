@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from ...service.sessions import Sessions, StoredTail
     from ...service.types import SessionInfo
 
+if TYPE_CHECKING:  # the screen's state, as each part uses it: declared for the type checker (main_state.py)
+    from .main_state import MainScreenState
+else:
+    MainScreenState = object
+
 PREVIEW_CHARS = 70  # a message's line in the "copy a message" list
 
 
@@ -46,9 +51,8 @@ def palette_line(text: str) -> str:
     return escape(_printable(text))
 
 
-class ChatActions:
-    """Needs what MainScreen has: app, notify, conversation, chat_input, inspectors, status, streaming,
-    session_id, require_service, _service_or_notify, send."""
+class ChatActions(MainScreenState):
+    """A part of MainScreen: what it uses of the screen is declared in main_state.py."""
 
     def _chat_or_notify(self, what: str) -> tuple[ScreenService, str] | None:
         service = self._service_or_notify()
@@ -87,8 +91,11 @@ class ChatActions:
         if chat is None:
             return
         session_id, info = chat
-        await self.app.push_screen(RenameScreen(_printable(info.title)),
-                                   lambda title: self._rename(session_id, title) if title is not None else None)
+        def renamed(title: str | None) -> None:
+            if title is not None:
+                self._rename(session_id, title)
+
+        await self.app.push_screen(RenameScreen(_printable(info.title)), renamed)
 
     @work(exclusive=True, group="chat-manage", exit_on_error=False)
     async def _rename(self, session_id: str, title: str) -> None:
@@ -104,8 +111,11 @@ class ChatActions:
         session_id, info = chat
         count = f"{info.message_count} message{'s' if info.message_count != 1 else ''}"
         question = f"Delete “{_printable(info.title) or '(untitled)'}” and its {count}? This cannot be undone."
-        await self.app.push_screen(ConfirmScreen(question, title="Delete chat", confirm_label="Delete"),
-                                   lambda yes: self._delete(session_id) if yes else None)
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._delete(session_id)
+
+        await self.app.push_screen(ConfirmScreen(question, title="Delete chat", confirm_label="Delete"), answered)
 
     @work(exclusive=True, group="chat-manage", exit_on_error=False)
     async def _delete(self, session_id: str) -> None:
@@ -127,6 +137,8 @@ class ChatActions:
     @work(exclusive=True, group="chat-manage", exit_on_error=False)
     async def _take_back_last_turn(self, resend: bool) -> None:
         service, session_id = self.require_service(), self.session_id
+        if session_id is None:  # the chat was closed meanwhile
+            return
         if not resend and self.chat_input.text.strip():
             # The words in the box are never overwritten: send or clear them first.
             raise AgentError("the message box is not empty: send or clear it first", "Edit")
@@ -154,7 +166,10 @@ class ChatActions:
     async def _offer_messages(self) -> None:
         from textual.command import SimpleCommand
 
-        messages = await self.require_service().chat.session_messages(self.session_id)
+        session_id = self.session_id
+        if session_id is None:  # the chat was closed meanwhile
+            return
+        messages = await self.require_service().chat.session_messages(session_id)
         commands = []
         for n, message in enumerate(messages, start=1):
             text = message.get("content")

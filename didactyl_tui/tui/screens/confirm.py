@@ -22,7 +22,8 @@ class ConfirmScreen(Dialog[bool]):
                  focus_cancel: bool = False) -> None:
         super().__init__()
         if focus_cancel:  # Enter takes the harmless answer
-            self.AUTO_FOCUS = "#cancel"
+            # Per dialog: Textual reads self.AUTO_FOCUS (Screen._update_auto_focus), though it types it a ClassVar.
+            self.AUTO_FOCUS = "#cancel"  # type: ignore[misc]
         self.question = question
         self.title_text = title
         self.confirm_label = confirm_label

@@ -154,7 +154,11 @@ class KeyPlaceScreen(Dialog["SignerKept | str | None"]):
         question = ConfirmScreen("Quit without a key for the agent? Nothing is made; didactyl asks again at its next "
                                  "start.", title="Quit?", confirm_label="Quit", cancel_label="Back to the question",
                                  focus_cancel=True)
-        self.app.push_screen(question, lambda quit_now: self.dismiss(None) if quit_now else None)
+        def answered(quit_now: bool | None) -> None:
+            if quit_now:
+                self.dismiss(None)
+
+        self.app.push_screen(question, answered)
 
 
 class PhoneSignerScreen(Dialog["SignerKept | None"]):

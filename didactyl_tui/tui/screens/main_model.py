@@ -14,13 +14,17 @@ from textual import work
 if TYPE_CHECKING:
     from ...service.screen_api import ScreenService
 
+if TYPE_CHECKING:  # the screen's state, as each part uses it: declared for the type checker (main_state.py)
+    from .main_state import MainScreenState
+else:
+    MainScreenState = object
+
 
 HELPER_READY_S = 120.0  # the longest the status bar says the model loads (litellm's import: ~8 s, more under load)
 
 
-class ModelActions:
-    """Needs what MainScreen has: app, config, didactyl, notify, status, run_worker, require_service,
-    _service_or_notify."""
+class ModelActions(MainScreenState):
+    """A part of MainScreen: what it uses of the screen is declared in main_state.py."""
 
     _model_wanted = False  # a model was needed before the service object existed: warmed once it does
     _model_warming = False

@@ -18,14 +18,18 @@ if TYPE_CHECKING:
     from ..widgets.memory_pane import MemoryPane
     from ..widgets.prompt_inspector import PromptInspector
 
+if TYPE_CHECKING:  # the screen's state, as each part uses it: declared for the type checker (main_state.py)
+    from .main_state import MainScreenState
+else:
+    MainScreenState = object
+
 SHORT, LONG = "short_term", "long_term"
 SOUL, TASKS = "soul", "tasks"  # versioned like memory: the same editor, history and merge view
 DOCUMENT_NAMES = {SHORT: "Short-term memory", LONG: "Long-term memory", SOUL: "The soul", TASKS: "The tasks"}
 
 
-class SidebarActions:
-    """Needs what MainScreen has: query_one, app, notify, memory_pane, inspector(s), sidebar, chat_input,
-    conversation, status, require_service, _service_or_notify, session_id, didactyl, model_needed."""
+class SidebarActions(MainScreenState):
+    """A part of MainScreen: what it uses of the screen is declared in main_state.py."""
 
     # --- the status the panes show, read off the UI loop ---------------------------------------------------
 

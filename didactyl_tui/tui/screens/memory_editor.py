@@ -254,6 +254,7 @@ class MemoryEditorScreen(Screen[None]):
             raise
         finally:
             self._saving_text = None
+        assert result.snapshot is not None, "every save returns the snapshot it leaves (DocumentSync.save)"
         self._rebase(result.snapshot)
         if self.text_area.text == text != result.snapshot.content:
             self.text_area.load_text(clean(result.snapshot.content))  # the saved document in its normal form

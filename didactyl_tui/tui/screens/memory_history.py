@@ -108,7 +108,7 @@ class MemoryHistoryScreen(Screen[None]):
 
     @property
     def table(self) -> DataTable[Any]:
-        return cast("DataTable[Any]", self.query_one("#history-table", DataTable))
+        return self.query_one("#history-table", DataTable)
 
     def on_mount(self) -> None:
         # Fixed widths: the cells are theme-styled Content, which the table does not measure.
@@ -237,8 +237,11 @@ class MemoryHistoryScreen(Screen[None]):
         question = (f"Roll the {self.title_text.lower()} back to version {short_id(chosen.event_id)} of "
                     f"{when(chosen.created_at)} ({chosen.chars:,} chars)?\n\nIts text is saved as a new version "
                     "and published to every relay; the current text stays in this history.")
-        await self.app.push_screen(ConfirmScreen(question, title="Roll back", confirm_label="Roll back"),
-                                   lambda yes: self.rollback(chosen.event_id) if yes else None)
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.rollback(chosen.event_id)
+
+        await self.app.push_screen(ConfirmScreen(question, title="Roll back", confirm_label="Roll back"), answered)
 
     @work(exclusive=True, group="history-rollback", exit_on_error=False)
     async def rollback(self, event_id: str) -> None:

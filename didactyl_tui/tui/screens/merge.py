@@ -12,7 +12,7 @@ diff to accept or discard. Saving goes through the one save path, based on their
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..host import DidactylHost
 
 
-def offer_merge(screen: Screen[object], event: MemoryChanged, service: ScreenService | None) -> None:
+def offer_merge(screen: Screen[Any], event: MemoryChanged, service: ScreenService | None) -> None:
     """Open the merge view for a concurrent edit, unless the user is busy in another screen (the warning
     notification and the memory history still offer it then)."""
     if not event.lost_local or not event.lost_event_id or not event.winner_event_id:

@@ -79,7 +79,10 @@ def hooks_for(supported: bool) -> type:
 
 # Chosen once, when the screen's class is made: on an untested Textual nothing of Textual's is overridden at all
 # (a conversation on the public path leaves the fast hooks idle).
-ScreenHooks: type = hooks_for(fast_path_supported())
+if TYPE_CHECKING:  # the checker reads the screen with the fast hooks (the public ones add nothing)
+    from .screen_hooks import FastScreenHooks as ScreenHooks
+else:
+    ScreenHooks = hooks_for(fast_path_supported())
 
 
 def turn_running(path: ReplyPath) -> AbstractContextManager[None]:

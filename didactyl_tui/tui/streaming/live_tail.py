@@ -39,7 +39,9 @@ class LiveTail(Static):
         # only a repaint (Static.update's own ``layout=False``, for a size known not to change).
         width = self.content_size.width
         same_height = bool(was and text and self.display and width) and (
-            visualize(self, content, markup=False).get_height(self.styles, width) == self.content_size.height)
+            # Textual passes a widget's styles as the RulesMap too (Widget.get_content_height); its types disagree.
+            visualize(self, content, markup=False).get_height(self.styles, width)  # type: ignore[arg-type]
+            == self.content_size.height)
         self.update(content, layout=not same_height)
         self.display = bool(text)
 

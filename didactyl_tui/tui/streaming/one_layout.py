@@ -16,12 +16,14 @@ way, a few ticks at most (``keys_before_layout``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widget import Widget
 
 
-def layout_once(screen: Screen, run_layout: Callable[[], None]) -> None:
+def layout_once(screen: Screen[Any], run_layout: Callable[[], None]) -> None:
     """Run ``run_layout`` (the screen's layout pass), then forget the layout requests it raised itself.
 
     This reads Textual's private state (the compositor's widgets, ``_layout_required``), as of Textual 8.2; a
@@ -42,7 +44,7 @@ def layout_once(screen: Screen, run_layout: Callable[[], None]) -> None:
             widget._layout_required = False
 
 
-def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
+def keys_before_layout(screen: Screen[Any], conversation: Widget) -> bool:
     """When a layout pass is due: if a key is still queued, put the pass off (the key goes first); if widgets
     outside ``conversation`` need painting (a key's echo), paint only those and leave the pass, and the
     conversation's repaint, for the next update. Returns True if the update is done (the pass put off).
@@ -68,7 +70,7 @@ def keys_before_layout(screen: Screen, conversation: Widget) -> bool:
         return False
 
 
-def echo_only(screen: Screen, conversation: Widget) -> bool:
+def echo_only(screen: Screen[Any], conversation: Widget) -> bool:
     """While a streaming paint's steps run and a layout pass is due: paint only the widgets outside
     ``conversation`` that are on screen (a key's echo), and leave the pass and the conversation's repaint for
     the update after the steps. Returns True if the update is done so; False (nothing held) if no pass is due.
@@ -85,11 +87,11 @@ def echo_only(screen: Screen, conversation: Widget) -> bool:
         return False
 
 
-def _outside(widget: Widget, conversation: Widget) -> bool:
+def _outside(widget: Widget, conversation: DOMNode) -> bool:
     return widget is not conversation and conversation not in widget.ancestors
 
 
-def _echo(screen: Screen, conversation: Widget) -> set[Widget]:
+def _echo(screen: Screen[Any], conversation: DOMNode) -> set[Widget]:
     """The widgets to paint before a due layout pass: those waiting to be painted outside the conversation that
     are on screen (the input after a key, the status bar). A pane in a hidden tab, refreshed by a poll, waits
     for the pass: painting it would show nothing and would mark the compositor's map stale for nothing."""
@@ -97,7 +99,7 @@ def _echo(screen: Screen, conversation: Widget) -> set[Widget]:
     return {w for w in screen._dirty_widgets if (w is screen or w in on_screen) and _outside(w, conversation)}
 
 
-def _paint_first(screen: Screen, echo: set[Widget]) -> None:
+def _paint_first(screen: Screen[Any], echo: set[Widget]) -> None:
     """Paint ``echo`` alone, against the compositor's map as it stands; the rest of the dirty set stays for the
     layout pass that follows. A widget the pass may resize (it asked for a layout: a sidebar pane given more
     lines), or one that holds or lies inside such a widget, waits for the pass too: painted in its old region it
@@ -119,21 +121,21 @@ def _paint_first(screen: Screen, echo: set[Widget]) -> None:
     dirty.update(rest)
 
 
-def _resizing(screen: Screen) -> set[Widget]:
+def _resizing(screen: Screen[Any]) -> set[Widget]:
     """The widgets the due layout pass may resize: those that asked for it, with their ancestors sized by their
     content (Textual's ``_layout_widgets``, the screen's record of Layout messages since the last pass, as of
     8.2)."""
     return set().union(*screen._layout_widgets.values())
 
 
-def _input_queued(screen: Screen) -> bool:
+def _input_queued(screen: Screen[Any]) -> bool:
     if not screen.app._message_queue.empty():
         return True
     focused = screen.focused
     return focused is not None and not focused._message_queue.empty()
 
 
-def echo_pending(screen: Screen, conversation: Widget | None) -> bool:
+def echo_pending(screen: Screen[Any], conversation: DOMNode | None) -> bool:
     """Whether input is on its way to the screen: an event queued in the app or at the focused widget, or a
     widget outside ``conversation`` waiting to be painted (a key's echo). Private Textual state as above."""
     try:

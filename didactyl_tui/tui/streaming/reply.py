@@ -6,11 +6,13 @@ here, not from the package that imports the paths."""
 from __future__ import annotations
 
 import enum
+from abc import abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
+from textual.widget import Widget
+
 if TYPE_CHECKING:
-    from textual.widget import Widget
     from textual.widgets import Markdown
 
 
@@ -19,10 +21,12 @@ class ReplyPath(enum.Enum):
     PUBLIC = "public"
 
 
-class ReplyHost(Protocol):
-    """The entry widget a body lives in (``widgets/message_entry.MessageEntry``): it owns the text."""
+class ReplyHost(Widget):
+    """The entry widget a body lives in (``widgets/message_entry.MessageEntry``): it owns the text; the body mounts
+    its parts in it and paints on its timers."""
 
     @property
+    @abstractmethod
     def text(self) -> str: ...
 
 

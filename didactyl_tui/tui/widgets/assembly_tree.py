@@ -95,6 +95,12 @@ def _diff_style(line: str) -> str | None:
     return "added" if line.startswith("+") else "removed" if line.startswith("-") else None
 
 
+def _text_of(node: TreeNode[NodeInfo]) -> Text:
+    """A node's label: Text once set (Tree.process_label makes a str one Text), typed by Textual as either."""
+    label = node.label
+    return label if isinstance(label, Text) else Text(label)
+
+
 def _label(text: str) -> Text:
     """A node's label: prompts quote memories, the model and relays, so control characters go."""
     return Text(clean(text, newlines=False, tabs=False))
@@ -148,7 +154,7 @@ class AssemblyTree(Tree[NodeInfo]):
     def _styled_label(self, node: TreeNode[NodeInfo], base_style: Style, style: Style) -> Text:
         info = node.data
         if info is not None and info.style:
-            node_label = node.label.copy()
+            node_label = _text_of(node).copy()
             node_label.stylize(style)
             # After the line's own style, so the greyed / error colour wins over the default text colour.
             node_label.stylize(self.get_component_rich_style(f"assembly-tree--{info.style}", partial=False))
@@ -182,11 +188,11 @@ class AssemblyTree(Tree[NodeInfo]):
         if node is None:
             return
         node.set_label(_label(entry.label))
-        was_open = {child.label.plain for child in node.children if child.is_expanded}
+        was_open = {_text_of(child).plain for child in node.children if child.is_expanded}
         node.remove_children()
         self._fill(node, entry)
         for child in node.children:
-            if child.label.plain in was_open:
+            if _text_of(child).plain in was_open:
                 child.expand()
 
     def node_for(self, number: int) -> TreeNode[NodeInfo] | None:

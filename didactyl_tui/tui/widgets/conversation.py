@@ -13,6 +13,8 @@ from ..streaming import chat_cleared, choose_path
 from ..streaming.reply import ReplyPath
 
 if TYPE_CHECKING:
+    from textual.app import ComposeResult
+
     from .error_entry import ErrorEntry
     from .history_stub import EntrySpec, HistoryStub
     from .message_entry import MessageEntry
@@ -54,7 +56,7 @@ class Conversation(VerticalScroll):
         self.refold_soon()
         return widget
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield Static(
             "Say something. Enter sends; shift+enter or ctrl+j breaks the line; ctrl+p lists every action.",
             id="conversation-empty",
@@ -199,10 +201,10 @@ class Conversation(VerticalScroll):
         from .message_entry import MessageEntry, noted
 
         if spec.role == "user":
-            entry = MessageEntry("user", spec.text, path=self.reply_path)
+            message = MessageEntry("user", spec.text, path=self.reply_path)
             if spec.status:  # a failed or cancelled turn's message: kept, marked, never resent
-                entry.mark_unanswered(spec.status, in_part=spec.answered_in_part)
-            return entry
+                message.mark_unanswered(spec.status, in_part=spec.answered_in_part)
+            return message
         # A reply cut off by a cancel or a failure ends with why, as it did on screen.
         return MessageEntry(spec.role, noted(spec.text, spec.status or None), path=self.reply_path)
 

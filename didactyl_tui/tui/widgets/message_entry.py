@@ -14,7 +14,7 @@ from textual.content import Content
 
 from ...terminal_text import StreamCleaner, clean
 from ..streaming import choose_path, new_body
-from ..streaming.reply import ReplyPath
+from ..streaming.reply import ReplyHost, ReplyPath
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from textual.widgets import Markdown
 
 
-class MessageEntry(Vertical):
+class MessageEntry(Vertical, ReplyHost):
     """A user or assistant message."""
 
     def __init__(self, role: str, text: str = "", *, streaming: bool = False, path: ReplyPath | None = None) -> None:

@@ -18,7 +18,7 @@ from ...terminal_text import clean, one_line
 from .relay_list import RelayList
 
 if TYPE_CHECKING:
-    from ...service.types import IdentityView
+    from ...service.types import ConnectionState, IdentityView
 
 MAX_CONTACTS_SHOWN = 12
 MAX_NOTES_SHOWN = 5
@@ -142,7 +142,7 @@ class SelfPane(VerticalScroll):
         event.stop()
         self.post_message(self.RepublishRequested())
 
-    def show_relays(self, states: Mapping[str, object], dropped: Mapping[str, Mapping[str, int]],
+    def show_relays(self, states: Mapping[str, ConnectionState], dropped: Mapping[str, Mapping[str, int]],
                     labels: Mapping[str, str] | None = None) -> None:
         self.query_one(RelayList).show_relays(states, dropped, labels)
 

@@ -216,6 +216,7 @@ class RecallBackend:
         query = fts_query(text)
         if query is None:
             return []
+        args: tuple[str, ...]
         if session_id is None:
             where, args = "source IN (?, ?)", ADMIN_SOURCES
         else:
