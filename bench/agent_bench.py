@@ -26,7 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from didactyl_tui.agent.documents.codecs import build_codecs
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity.cache import IdentityCache
@@ -41,6 +40,7 @@ from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.signer import LocalSigner
+from didactyl_tui.service.parts import document_codecs
 
 ASSEMBLE_MS_TARGET = 5.0
 STM_CHARS = 8000
@@ -90,7 +90,7 @@ def history(turns: int) -> list[dict[str, str]]:
 
 
 def make_store(pool: RelayPool, **options: object) -> DocumentStore:
-    codecs = build_codecs(limits=LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
+    codecs = document_codecs(limits=LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
                           initial_soul=default_template())
     return DocumentStore(LocalSigner(AGENT), pool, codecs, **options)  # type: ignore[arg-type]
 

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from didactyl_tui.agent.documents.codecs import build_codecs
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity.cache import IdentityCache
@@ -24,6 +23,7 @@ from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.signer import LocalSigner
+from didactyl_tui.service.parts import document_codecs
 
 AGENT_KEY = SecretKey.from_hex("7f" * 32)
 ADMIN_KEY = SecretKey.from_hex("3c" * 32)
@@ -55,7 +55,7 @@ def tasks_event(key: SecretKey, tasks: TaskList, created_at: int, *, prev: str |
 def make_store(key: SecretKey, pool: Any, *, limits: dict[DocumentKey, int] | None = None,
                clock: Callable[[], float] | None = None, **options: Any) -> DocumentStore:
     """The agent's document store as the service builds it (every document's codec, the built-in soul)."""
-    codecs = build_codecs(limits=limits or LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
+    codecs = document_codecs(limits=limits or LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
                           initial_soul=default_template())
     return DocumentStore(LocalSigner(key), pool, codecs, clock=clock or time.time, **options)
 

@@ -15,7 +15,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ..agent.documents.codecs import TagList
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.versions import SaveResult
 from ..agent.identity.cache import (
@@ -27,6 +26,7 @@ from ..agent.identity.cache import (
     own_identity_drafts,
     pubkey_hex,
 )
+from ..agent.identity.codecs import TagList
 from ..config import Config
 from ..config_file import config_error
 from ..errors import AgentError
