@@ -109,10 +109,12 @@ async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10
         await asyncio.sleep(0.05)
 
 
-async def save_followed(pilot: Any, key: str) -> None:
+async def save_followed(pilot: Any, name: str) -> None:
     """Wait for what follows a save in the editor: its version recorded in the history (on a worker thread) and
     the messages that came of it handled."""
-    service = pilot.app.service
+    from didactyl_tui.service.types import DocumentKey
+
+    service, key = pilot.app.service, DocumentKey.parse(name)
 
     async def recorded() -> bool:
         saved = service.documents.snapshot(key).event_id

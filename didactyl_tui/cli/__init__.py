@@ -51,17 +51,21 @@ def _document_command(args: argparse.Namespace, command: str, config: Config, da
         from . import tasks
 
         return asyncio.run(tasks.show(args, config, data, env, out))
-    key = args.memory_type if command == "memory" else command
-    if verb == "status":
-        from .parser import DOCUMENT_TYPES
+    from ..service.types import DocumentKey
 
-        return asyncio.run(documents.status(args, config, data, env, out, [key] if key else list(DOCUMENT_TYPES)))
+    # The edge: the document's name on the command line becomes its key here, once.
+    name = args.memory_type if command == "memory" else command
+    if verb == "status":
+        keys = [DocumentKey.parse(name)] if name else list(DocumentKey)
+        return asyncio.run(documents.status(args, config, data, env, out, keys))
+    key = DocumentKey.parse(name)
     if verb == "save":
         content = args.content if args.content is not None else read_file(args.file, stdin)
         return asyncio.run(documents.save(args, config, data, env, out, key, content))
     run = {"show": documents.show, "edit": documents.edit, "history": documents.history, "diff": documents.diff,
            "rollback": documents.rollback}[verb]
     return asyncio.run(run(args, config, data, env, out, key))
+
 
 
 # --- entry --------------------------------------------------------------------------------------

@@ -129,14 +129,14 @@ class MergeService:
     def __init__(self, runtime: Runtime, documents: DocumentService, chat: ChatService) -> None:
         self._rt, self._documents, self._chat = runtime, documents, chat
 
-    async def draft(self, key: DocumentKey | str, ours_id: str, theirs_id: str) -> MergeDraft:
+    async def draft(self, key: DocumentKey, ours_id: str, theirs_id: str) -> MergeDraft:
         """Two concurrent versions merged three-way from their common base (found in the history), conflicts marked;
         two-way, every difference a conflict, when no base is known."""
-        store = self._rt.store
+        saves = self._rt.saves
         return await draft_merge(self._rt.history, lambda eid: self._documents.version(key, eid),
-                                 lambda text: store.from_text(key, text), ours_id, theirs_id)
+                                 lambda text: saves.check(key, text), ours_id, theirs_id)
 
-    async def model_draft(self, key: DocumentKey | str, draft: str) -> str:
+    async def model_draft(self, key: DocumentKey, draft: str) -> str:
         """The configured model's resolution of the conflicts marked in ``draft``: a proposal, nothing is saved."""
         snap = self._documents.snapshot(key)
         return await resolve_with_model(

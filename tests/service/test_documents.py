@@ -127,7 +127,7 @@ async def test_a_newest_version_that_cannot_be_used_leaves_the_good_one_and_the_
         if key is TASKS:
             out = await again.chat.dispatch_tool("task_add", {"title": "water plants"})
             assert not out.is_error, out.content
-            tasks = again.documents.value("tasks").tasks
+            tasks = again.documents.value(DocumentKey.TASKS).tasks
             assert [(t.id, t.title) for t in tasks] == [(1, "buy milk"), (2, "call Ana"), (3, "water plants")]
         else:
             edited = good_text.replace("Good", "Better") if key is SOUL else good_text + " and more"
@@ -175,7 +175,7 @@ async def test_with_no_readable_version_known_a_derived_change_is_refused_and_no
         assert [ev.id for ev in await relay.relay.query([TASKS.filter(TEST_KEY.public_key_hex)])] == [bad.id]
         # Replacing the list as a whole is the way on (a person chose to).
         await svc.documents.save(TASKS, TaskList().add("start again", now=T0)[0].to_text())
-        assert [t.title for t in svc.documents.value("tasks").tasks] == ["start again"]
+        assert [t.title for t in svc.documents.value(DocumentKey.TASKS).tasks] == ["start again"]
 
 
 async def test_a_relay_that_missed_versions_of_any_document_holds_the_newest_after_one_start(tmp_path: Path) -> None:

@@ -73,16 +73,16 @@ class MemoryHistoryScreen(Screen[None]):
 
     def __init__(self, memory_type: str, documents: DocumentService) -> None:
         super().__init__()
+        from ...service.types import DocumentKey
+
         self._documents = documents
-        self.memory_type = memory_type
+        self.memory_type = DocumentKey.parse(memory_type)  # the edge: the view's name of it, as the service's key
         self.rows: list[VersionRow] = []
         self.marked: str | None = None  # event id of the version to compare against
 
     @property
     def title_text(self) -> str:
-        from ...service.types import DocumentKey
-
-        title = DocumentKey.parse(self.memory_type).title
+        title = self.memory_type.title
         return title[:1] + title[1:].lower()  # "Short-term memory", "Task list"
 
     def compose(self) -> ComposeResult:
