@@ -27,11 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.history import DocumentHistory
 from didactyl_tui.agent.documents.history_thread import HistoryThread
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.outbox import Outbox
-from didactyl_tui.agent.documents.publisher import MemoryPublisher
+from didactyl_tui.agent.documents.publisher import DocumentPublisher
 from didactyl_tui.agent.documents.saving import DocumentSaves
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity.cache import IdentityCache
@@ -103,8 +103,8 @@ def make_store(pool: RelayPool, **options: object) -> DocumentStore:
 
 def make_saves(store: DocumentStore, pool: RelayPool, data: Path) -> DocumentSaves:
     """The one save path as the service builds it: outbox, relays, history (files in ``data``)."""
-    publisher = MemoryPublisher(pool, Outbox(data / "outbox.sqlite3"))
-    history = HistoryThread(MemoryHistory(data / "history.sqlite3"), store.pubkey, store.warn)
+    publisher = DocumentPublisher(pool, Outbox(data / "outbox.sqlite3"))
+    history = HistoryThread(DocumentHistory(data / "history.sqlite3"), store.pubkey, store.warn)
     return DocumentSaves(store, publisher, history, warn=store.warn)
 
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.history import DocumentHistory
 from didactyl_tui.agent.documents.history_thread import HistoryThread
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.outbox import Outbox
-from didactyl_tui.agent.documents.publisher import MemoryPublisher
+from didactyl_tui.agent.documents.publisher import DocumentPublisher
 from didactyl_tui.agent.documents.saving import Change, DocumentSaves
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity.cache import IdentityCache
@@ -70,8 +70,8 @@ def make_saves(store: DocumentStore, pool: Any, data: Path, *, clock: Callable[[
     """The one save path over ``store`` as the service builds it: an outbox (in ``data``), the relays of ``pool``, a
     history. Its warnings are the store's (``store.warnings``)."""
     data.mkdir(parents=True, exist_ok=True)
-    publisher = MemoryPublisher(pool, Outbox(data / "outbox.sqlite3"), timeout=timeout)
-    history = HistoryThread(MemoryHistory(data / "history.sqlite3"), store.pubkey, store.warn)
+    publisher = DocumentPublisher(pool, Outbox(data / "outbox.sqlite3"), timeout=timeout)
+    history = HistoryThread(DocumentHistory(data / "history.sqlite3"), store.pubkey, store.warn)
     return DocumentSaves(store, publisher, history, warn=store.warn, clock=clock or time.time, **options)
 
 

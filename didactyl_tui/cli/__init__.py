@@ -37,7 +37,8 @@ LaunchTui = Callable[[Config, Path, Mapping[str, str], "str | None"], None]  # .
 
 def _document_command(args: argparse.Namespace, command: str, config: Config, data: Path, env: Mapping[str, str],
                       out: Output, stdin: TextIO) -> int:
-    """``memory --type T VERB``, ``soul VERB``, ``tasks [VERB]``: one set of verbs for every document."""
+    """``memory --type T VERB``, ``soul VERB``, ``tasks [VERB]``, ``profile|contacts|relays VERB``: one set of verbs
+    for every document."""
     from . import documents
 
     verb = args.document_command
@@ -56,7 +57,7 @@ def _document_command(args: argparse.Namespace, command: str, config: Config, da
     # The edge: the document's name on the command line becomes its key here, once.
     name = args.memory_type if command == "memory" else command
     if verb == "status":
-        keys = [DocumentKey.parse(name)] if name else list(DocumentKey)
+        keys = [DocumentKey.parse(name)] if name else [k for k in DocumentKey if k.is_memory]
         return asyncio.run(documents.status(args, config, data, env, out, keys))
     key = DocumentKey.parse(name)
     if verb == "save":
@@ -236,7 +237,7 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
         from .signer import connect
 
         return asyncio.run(connect(args, config, data, env, out, stdin))
-    if command in ("soul", "tasks", "memory"):
+    if command in ("memory", "soul", "tasks", "profile", "contacts", "relays"):
         return _document_command(args, command, config, data, env, out, stdin)
     if command == "bundle":
         from . import bundle

@@ -1,6 +1,7 @@
 """The verbs every document of the agent's has on the command line — ``show``, ``save``, ``edit``, ``status``
-(``--fix``), ``history``, ``diff``, ``rollback`` — for ``didactyl memory --type T …`` (any document) and for
-``didactyl soul …`` and ``didactyl tasks …`` (that document). One path for all: the service's document API."""
+(``--fix``), ``history``, ``diff``, ``rollback`` — for ``didactyl memory --type T …`` (the memories) and for
+``didactyl soul …``, ``didactyl tasks …``, ``didactyl profile …``, ``didactyl contacts …`` and
+``didactyl relays …`` (that document). One path for all: the service's document API."""
 
 from __future__ import annotations
 

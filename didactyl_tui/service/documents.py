@@ -18,7 +18,7 @@ from ..agent.documents.text_diff import unified_diff
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
 from ..errors import AgentError
 from ..nostr.event import Event
-from .events import MemoryChanged, OutboxChanged, ServiceEvent, SoulChanged
+from .events import DocumentChanged, OutboxChanged, ServiceEvent, SoulChanged
 from .labels import short_id
 from .runtime import Runtime
 from .views import DocumentStatus, DocumentVersionView, PendingPublish, RelayDocumentStatus
@@ -60,7 +60,7 @@ class DocumentService:
                 self._emit(SoulChanged(snap.event_id, snap.created_at, tuple(snap.value.names), relay))
         if key is DocumentKey.SOUL:
             self._soul_known = self._soul_known or snap.loaded or snap.event_id is not None
-        self._emit(MemoryChanged(key, snap, "local" if origin == "local" else "remote"))
+        self._emit(DocumentChanged(key, snap, "local" if origin == "local" else "remote"))
 
     def started(self) -> None:
         """The start's loads and restores are done: a version replacing the one in use from now on is news."""
@@ -68,7 +68,7 @@ class DocumentService:
 
     def lost(self, key: DocumentKey, lost_event_id: str, winner_event_id: str) -> None:
         """This device's edit and another writer's were concurrent; theirs won (the sync found out)."""
-        self._emit(MemoryChanged(key, self._rt.store.snapshot(key), "remote", lost_local=True,
+        self._emit(DocumentChanged(key, self._rt.store.snapshot(key), "remote", lost_local=True,
                                  lost_event_id=lost_event_id, winner_event_id=winner_event_id))
 
     def outbox_changed(self) -> None:

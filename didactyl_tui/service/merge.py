@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.documents.history import MemoryHistory
+from ..agent.documents.history import DocumentHistory
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.merge import END, MIDDLE, START, conflicts_left, merge_base, merge_three_way, merge_two_way
 from ..errors import AgentError
@@ -40,7 +40,7 @@ class MergeDraft:
     problem: str | None = None  # the merged JSON document does not read (only when no conflict is marked)
 
 
-def _base_of(history: MemoryHistory, ours: Event, theirs: Event) -> str | None:
+def _base_of(history: DocumentHistory, ours: Event, theirs: Event) -> str | None:
     def lookup(event_id: str) -> Event | None:
         version = history.get(event_id)
         return version.event if version is not None else None
@@ -48,7 +48,7 @@ def _base_of(history: MemoryHistory, ours: Event, theirs: Event) -> str | None:
     return merge_base(lookup, ours, theirs)
 
 
-async def draft_merge(history: MemoryHistory, version: Callable[[str], Awaitable[DocumentVersionView]],
+async def draft_merge(history: DocumentHistory, version: Callable[[str], Awaitable[DocumentVersionView]],
                       check: Callable[[str], object], ours_id: str, theirs_id: str) -> MergeDraft:
     """``ours_id`` and ``theirs_id`` (versions of one document) merged from their common base. ``version``: one
     version of it from the history by id (AgentError when it is not there); ``check``: the document's own check of

@@ -16,11 +16,11 @@ from ..agent.background import BackgroundTasks
 from ..agent.conversations.store import ConversationStore
 from ..agent.documents.codec import DocumentCodec
 from ..agent.documents.deferred import UnsignedEdits
-from ..agent.documents.history import MemoryHistory
+from ..agent.documents.history import DocumentHistory
 from ..agent.documents.history_thread import HistoryThread
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.outbox import Outbox
-from ..agent.documents.publisher import MemoryPublisher
+from ..agent.documents.publisher import DocumentPublisher
 from ..agent.documents.saving import Change, DocumentSaves
 from ..agent.documents.store import DocumentStore
 from ..agent.documents.sync import DocumentSync
@@ -77,8 +77,8 @@ class Runtime:
     pool: RelayPool
     relay_keeper: EmbeddedRelayKeeper | None  # the embedded relay (its own process: outlives this runtime)
     outbox: Outbox
-    history: MemoryHistory
-    publisher: MemoryPublisher
+    history: DocumentHistory
+    publisher: DocumentPublisher
     store: DocumentStore
     sync: DocumentSync
     saves: DocumentSaves  # THE save path of every document
@@ -260,12 +260,12 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     outbox = await asyncio.to_thread(_open_or_in_memory, Outbox, data_dir / OUTBOX_DB,
                                      "unsent memory edits are kept", warn)
     closers.callback(_quietly_sync, outbox.close)
-    history = await asyncio.to_thread(_open_or_in_memory, MemoryHistory, data_dir / HISTORY_DB,
+    history = await asyncio.to_thread(_open_or_in_memory, DocumentHistory, data_dir / HISTORY_DB,
                                       "memory versions are kept", warn)
     closers.callback(_quietly_sync, history.close)
     # While this run's relays are an override they never receive the public relay list (it waits in the outbox).
     overridden = config.relays_override is not None
-    publisher = MemoryPublisher(pool, outbox, timeout=config.relays.timeout_s,
+    publisher = DocumentPublisher(pool, outbox, timeout=config.relays.timeout_s,
                                 held_kinds=frozenset({DocumentKey.RELAYS.kind}) if overridden else frozenset())
     store = DocumentStore(signer, pool, codecs, relay_timeout=config.relays.timeout_s, clock=clock)
     closers.push_async_callback(_quietly, store.stop_live)

@@ -157,7 +157,7 @@ async def test_the_cli_and_a_fresh_start_never_take_an_unreadable_task_list_as_e
     assert [t["title"] for t in json.loads(listed.stdout)["tasks"]] == ["buy milk", "call Ana"]
     assert bad.id[:12] in listed.stderr and "cannot be used" in listed.stderr
     # A change from the command line builds on the good list (ids not reused), dated after the bad one.
-    shown = await asyncio.to_thread(cli, ["memory", "show", "--type", "tasks", "--json"], env)
+    shown = await asyncio.to_thread(cli, ["tasks", "show", "--json"], env)
     data = json.loads(shown.stdout)
     assert data["event_id"] == good_id and data["unreadable"]["event_id"] == bad.id
 
@@ -282,15 +282,16 @@ async def test_a_read_only_command_delivers_a_save_waiting_in_the_outbox(
     config = (f'[relays]\nembedded = false\nurls = ["{url}"]\ntimeout_s = 10.0\n[memory]\nbackend = "none"\n'
               "[agent]\npublish_profile = false\n")
     env = cli_env(tmp_path, config, DIDACTYL_NSEC=TEST_KEY.nsec())
-    saved = await asyncio.to_thread(cli, ["soul", "save", "--content", soul("Waiting"), "--json"], env)
+    waiting = TaskList().add("waiting", now=T0)[0].to_text()
+    saved = await asyncio.to_thread(cli, ["tasks", "save", "--content", waiting, "--json"], env)
     assert saved.code == 1 and "kept in the outbox" in saved.stderr
     event_id = json.loads(saved.stdout)["event_id"]
     await server.start()  # back, on the same port
     try:
-        shown = await asyncio.to_thread(cli, ["memory", "show", "--type", "soul", "--json"], env)
+        shown = await asyncio.to_thread(cli, ["tasks", "show", "--json"], env)
         assert shown.code == 0, shown.stderr
         data = json.loads(shown.stdout)
         assert data["event_id"] == event_id and data["pending"] == [] and data["relays"] == [url]
-        assert [ev.id for ev in await server.relay.query([SOUL.filter(TEST_KEY.public_key_hex)])] == [event_id]
+        assert [ev.id for ev in await server.relay.query([TASKS.filter(TEST_KEY.public_key_hex)])] == [event_id]
     finally:
         await server.stop()

@@ -74,7 +74,7 @@ async def test_tool_and_rollback_take_the_one_path(tmp_path: Path, saves: list[s
         refused = await svc.chat.dispatch_tool("memory_save", {"type": "short_term", "content": "tool, too late"})
         assert refused.is_error and "was not saved" in refused.content and "memory history" in refused.content
         later = next(v for v in await svc.documents.history(ST) if v.content == "a later edit")
-        with pytest.raises(NewerVersionKnown, match=r"was not saved.*kept in the memory history"):
+        with pytest.raises(NewerVersionKnown, match=r"was not saved.*kept in the history"):
             await svc.documents.rollback(ST, later.event_id)
         assert saves[-2:] == ["tool, too late", "a later edit"]
         versions = await svc.documents.history(ST)

@@ -22,7 +22,7 @@ from didactyl_tui.agent.soul.content import read_soul_text
 from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.kinds import APP_DATA, SOUL
-from didactyl_tui.service.events import MemoryChanged, ServiceWarning
+from didactyl_tui.service.events import DocumentChanged, ServiceWarning
 
 T0 = 1_750_000_000
 SOUL_V1 = soul("Version One")
@@ -140,8 +140,8 @@ async def test_a_concurrent_soul_edit_from_another_writer_is_told_and_both_texts
         theirs = soul_event(TEST_KEY, read_soul_text("t", soul_text("You are Theirs.")), int(clock.t) + 10,
                             prev=base.event_id)
         await put(relay.url, theirs)
-        await until(lambda: any(isinstance(e, MemoryChanged) and e.lost_local for e in heard), "told of the loss")
-        [told] = [e for e in heard if isinstance(e, MemoryChanged) and e.lost_local]
+        await until(lambda: any(isinstance(e, DocumentChanged) and e.lost_local for e in heard), "told of the loss")
+        [told] = [e for e in heard if isinstance(e, DocumentChanged) and e.lost_local]
         assert (told.type, told.lost_event_id, told.winner_event_id) == ("soul", ours.event_id, theirs.id)
         assert any(isinstance(e, ServiceWarning) and "concurrent edit of the soul" in e.message for e in heard)
         assert svc.soul.view().event_id == theirs.id  # theirs (newer) is in use
@@ -166,7 +166,7 @@ async def test_a_second_service_changing_the_tasks_reaches_the_first_live(
         assert not (await second.chat.dispatch_tool("task_add", {"title": "from the other writer"})).is_error
         await until(lambda: [t.title for t in first.documents.value(DocumentKey.TASKS).tasks]
                     == ["from the other writer"], "tasks live")
-        assert any(isinstance(e, MemoryChanged) and e.type == "tasks" and e.origin == "remote" for e in heard)
+        assert any(isinstance(e, DocumentChanged) and e.type == "tasks" and e.origin == "remote" for e in heard)
         versions = await first.documents.history(DocumentKey.TASKS)
         assert versions[0].current and "from the other writer" in versions[0].content
         # A newer task list that does not read is not used: told, kept in the history, the list stays.
@@ -194,7 +194,7 @@ async def test_a_concurrent_task_edit_made_while_away_is_told_at_start(
     heard: list[Any] = []
     again.add_listener(heard.append)
     async with again:
-        [told] = [e for e in heard if isinstance(e, MemoryChanged) and e.lost_local]
+        [told] = [e for e in heard if isinstance(e, DocumentChanged) and e.lost_local]
         assert (told.type, told.lost_event_id, told.winner_event_id) == ("tasks", ours.event_id, theirs.id)
         assert [t.note for t in again.documents.value(DocumentKey.TASKS).tasks] == ["theirs"]
         versions = {v.event_id: v for v in await again.documents.history(DocumentKey.TASKS)}

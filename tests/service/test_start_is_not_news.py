@@ -18,7 +18,7 @@ from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
-from didactyl_tui.service.events import MemoryChanged, ServiceEvent, ServiceWarning, SoulChanged
+from didactyl_tui.service.events import DocumentChanged, ServiceEvent, ServiceWarning, SoulChanged
 
 
 def _config(url: str) -> Config:
@@ -39,7 +39,7 @@ def _service(url: str, data: Path, heard: list[ServiceEvent]) -> AppService:
 
 def _news(heard: list[ServiceEvent]) -> list[ServiceEvent]:
     return [e for e in heard if isinstance(e, SoulChanged | ServiceWarning)
-            or (isinstance(e, MemoryChanged) and e.lost_local)]
+            or (isinstance(e, DocumentChanged) and e.lost_local)]
 
 
 async def test_a_second_start_tells_of_nothing_newer_and_a_soul_published_meanwhile_is_told(

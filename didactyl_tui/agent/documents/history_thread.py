@@ -1,4 +1,4 @@
-"""The document history (:class:`~.history.MemoryHistory`, SQLite) as the save pipeline and the sync use it: every
+"""The document history (:class:`~.history.DocumentHistory`, SQLite) as the save pipeline and the sync use it: every
 read and write on one worker thread, in order, never on the event loop. A locked or broken file gives one warning
 (through ``warn``), never an exception into a save or a background path."""
 
@@ -11,14 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ...errors import AgentError
-from .history import MemoryHistory, MemoryVersion
+from .history import DocumentHistory, DocumentVersion
 from .keys import DocumentKey
 
 R = TypeVar("R")
 
 
 class HistoryThread:
-    def __init__(self, history: MemoryHistory, pubkey: str, warn: Callable[[str], None]) -> None:
+    def __init__(self, history: DocumentHistory, pubkey: str, warn: Callable[[str], None]) -> None:
         self.history, self.pubkey, self._warn = history, pubkey, warn
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="document-history")
         self._error: str | None = None
@@ -51,7 +51,7 @@ class HistoryThread:
         self._on_loop()
         self._executor.submit(fn, *args)
 
-    async def versions(self, key: DocumentKey) -> list[MemoryVersion]:
+    async def versions(self, key: DocumentKey) -> list[DocumentVersion]:
         """This key's versions of document ``key``, newest first."""
         return await self.run(self.history.versions, key.d_tag, self.pubkey, key.kind) or []
 

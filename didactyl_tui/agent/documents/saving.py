@@ -7,7 +7,7 @@ name the base (``["prev", id]``) → encrypt and sign (the signer) → adopt (th
 outbox → the relays (both the publisher's) → the history (delivered, or refused).
 
 Its collaborators are explicit: the store (:class:`~.store.DocumentStore`: state only), the publisher
-(:class:`~.publisher.MemoryPublisher`: the outbox and the relays) and the history (:class:`~.history_thread
+(:class:`~.publisher.DocumentPublisher`: the outbox and the relays) and the history (:class:`~.history_thread
 .HistoryThread`). Bad input raises :class:`~.codec.DocumentError` before anything is signed; a save refused because
 another writer's newer version is known raises :class:`~.versions.NewerVersionKnown`, is noted in the history, and
 the newer version is fetched.
@@ -36,7 +36,7 @@ from .deferred import DeferredSaves, UnsignedEdits
 from .history import REFUSED_NOTE
 from .history_thread import HistoryThread
 from .keys import DocumentKey
-from .publisher import MemoryPublisher
+from .publisher import DocumentPublisher
 from .store import DocumentStore
 from .versions import DatedAheadError, NewerVersionKnown, SaveResult
 
@@ -62,15 +62,15 @@ Edit = str | Value | Change  # a str is an edited text, checked by the codec bef
 
 
 def _not_saved(key: DocumentKey, why: str) -> NewerVersionKnown:
-    return NewerVersionKnown(f"the {key.title.lower()} was not saved: {why}; your text is kept in the memory history "
-                             f"(`didactyl memory history --type {key.value}`)", key.title)
+    return NewerVersionKnown(f"the {key.title.lower()} was not saved: {why}; your text is kept in the history "
+                             f"(`{key.command('history')}`)", key.title)
 
 
 class DocumentSaves:
     def __init__(
         self,
         store: DocumentStore,
-        publisher: MemoryPublisher,
+        publisher: DocumentPublisher,
         history: HistoryThread,
         *,
         warn: Callable[[str], None],

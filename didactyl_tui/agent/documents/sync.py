@@ -29,13 +29,13 @@ from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
 from .codec import DocumentError
 from .consensus import ConsensusCheck, RelayHolding, acknowledged_not_shown
-from .history import UNUSABLE_NOTE, MemoryVersion, usable_note
+from .history import UNUSABLE_NOTE, DocumentVersion, usable_note
 from .history_thread import HistoryThread
 from .keys import DocumentKey
 from .lineage import lost_local_edit
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
-from .publisher import MemoryPublisher
+from .publisher import DocumentPublisher
 from .store import DocumentStore
 from .versions import VersionSeen
 
@@ -49,7 +49,7 @@ class DocumentSync:
     def __init__(
         self,
         store: DocumentStore,
-        publisher: MemoryPublisher,
+        publisher: DocumentPublisher,
         outbox: Outbox,
         history: HistoryThread,
         *,
@@ -76,7 +76,7 @@ class DocumentSync:
         store.add_version_listener(self._version_seen)
 
     # --- the history ------------------------------------------------------------------------------
-    async def versions(self, key: DocumentKey) -> list[MemoryVersion]:
+    async def versions(self, key: DocumentKey) -> list[DocumentVersion]:
         """This key's versions of document ``key``, newest first."""
         return await self.history.versions(key)
 
@@ -111,8 +111,8 @@ class DocumentSync:
     def _tell_lost(self, key: DocumentKey, lost_event_id: str, winner_id: str) -> None:
         self._warn(f"concurrent edit of the {key.title.lower()}: your version {lost_event_id[:8]} and another "
                    f"writer's version {winner_id[:8]} were both edited from an older version; theirs (newer) is now "
-                   "in use and yours is kept in the memory history; to merge, open the merge view in the app, or print "
-                   f"yours with `didactyl memory show --type {key.value} --version {lost_event_id[:8]}` and save the "
+                   "in use and yours is kept in the history; to merge, open the merge view in the app, or print "
+                   f"yours with `{key.command('show')} --version {lost_event_id[:8]}` and save the "
                    "merged text")
         for cb in list(self._lost_listeners):
             try:

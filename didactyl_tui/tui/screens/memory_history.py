@@ -21,7 +21,7 @@ from textual.widgets import Button, DataTable, Footer, Static
 
 from ...actions import keys_for
 from ...errors import AgentError
-from ...service.events import MemoryChanged, ServiceEvent
+from ...service.events import DocumentChanged, ServiceEvent
 from ...service.labels import short_id, when
 from ..actions import bindings
 from ..widgets.publish_verdicts import verdict_lines
@@ -179,7 +179,7 @@ class MemoryHistoryScreen(Screen[None]):
         return next((r for r in self.rows if r.event_id == event_id), None)
 
     def on_service_event(self, event: ServiceEvent) -> None:
-        if isinstance(event, MemoryChanged) and event.type == self.memory_type:
+        if isinstance(event, DocumentChanged) and event.type == self.memory_type:
             self.reload()  # a new version (ours or another device's) joins the list
 
     # --- mark and diff ------------------------------------------------------------------------------
