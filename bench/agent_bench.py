@@ -6,8 +6,9 @@ Lines:
   assemble (warm)        soul.assemble, nothing changed since the last turn           target median < 5 ms
   assemble (changed)     a new short-term memory version and one more history message
                          every iteration (renderers and token counts recomputed)       target median < 5 ms
-  memory_save e2e        DocumentStore.save: validate, NIP-44 encrypt, sign, cache,     reported as a ratio to
-                         publish to the embedded relay on loopback, OK back            the raw publish below
+  memory_save e2e        DocumentSaves.save: check, date, NIP-44 encrypt, sign, adopt,  reported as a ratio to
+                         outbox, publish to the embedded relay on loopback, OK back,   the raw publish below
+                         history
   raw publish            RelayPool.publish of a pre-signed event of the same size
 
 "Every section full": an 8,000-char short-term memory, agent and admin profiles, 50 contacts,
@@ -26,8 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from didactyl_tui.agent.documents.codecs import build_codecs
+from didactyl_tui.agent.documents.history import DocumentHistory
+from didactyl_tui.agent.documents.history_thread import HistoryThread
 from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.documents.outbox import Outbox
+from didactyl_tui.agent.documents.publisher import DocumentPublisher
+from didactyl_tui.agent.documents.saving import DocumentSaves
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity.cache import IdentityCache
 from didactyl_tui.agent.llm import tokens
@@ -41,6 +46,7 @@ from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.signer import LocalSigner
+from didactyl_tui.service.parts import document_codecs
 
 ASSEMBLE_MS_TARGET = 5.0
 STM_CHARS = 8000
@@ -90,16 +96,25 @@ def history(turns: int) -> list[dict[str, str]]:
 
 
 def make_store(pool: RelayPool, **options: object) -> DocumentStore:
-    codecs = build_codecs(limits=LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
-                          initial_soul=default_template())
+    codecs = document_codecs(limits=LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
+                             initial_soul=default_template())
     return DocumentStore(LocalSigner(AGENT), pool, codecs, **options)  # type: ignore[arg-type]
+
+
+def make_saves(store: DocumentStore, pool: RelayPool, data: Path) -> DocumentSaves:
+    """The one save path as the service builds it: outbox, relays, history (files in ``data``)."""
+    publisher = DocumentPublisher(pool, Outbox(data / "outbox.sqlite3"))
+    history = HistoryThread(DocumentHistory(data / "history.sqlite3"), store.pubkey, store.warn)
+    return DocumentSaves(store, publisher, history, warn=store.warn)
 
 
 async def bench_assemble(rounds: int) -> tuple[float, float, int, int]:
     with tempfile.TemporaryDirectory() as tmp:
-        store = make_store(RelayPool([]), clock=lambda: NOW + 10_000)
-        ctx = AgentToolContext(store, IdentityCache(AGENT.public_key_hex), IdentityCache(ADMIN.public_key_hex),
-                               Path(tmp) / "memory")
+        pool = RelayPool([])
+        store = make_store(pool, clock=lambda: NOW + 10_000)
+        ctx = AgentToolContext(memory=store, saves=make_saves(store, pool, Path(tmp)),
+                               agent=IdentityCache(AGENT.public_key_hex), admin=IdentityCache(ADMIN.public_key_hex),
+                               files_root=Path(tmp) / "memory")
         fill_identity(ctx.agent, AGENT, "didactyl")
         fill_identity(ctx.admin, ADMIN, "ada")
         await store.take("ws://bench", memory_version(words(STM_CHARS, 5), NOW))
@@ -142,8 +157,9 @@ async def bench_save(rounds: int) -> tuple[float, float]:
         await pool.start()
         try:
             store = make_store(pool)
+            saving = make_saves(store, pool, Path(tmp))  # the real save path: outbox, relays, history
             texts = [words(STM_CHARS, n) for n in range(rounds)]
-            await store.save_text(DocumentKey.SHORT_TERM, "warm-up")
+            await saving.save(DocumentKey.SHORT_TERM, "warm-up")
             # The raw side: events of the same size, signed beforehand (a separate d tag, so no replacement
             # interplay with the store's own versions).
             base = int(time.time()) - rounds - 10
@@ -154,7 +170,7 @@ async def bench_save(rounds: int) -> tuple[float, float]:
             raws: list[float] = []
             for n in range(rounds):  # interleaved: both sides see the same machine load
                 t0 = time.perf_counter()
-                result = await store.save_text(DocumentKey.SHORT_TERM, texts[n])
+                result = await saving.save(DocumentKey.SHORT_TERM, texts[n])
                 saves.append(time.perf_counter() - t0)
                 assert result.any_accepted, result.outcome.summary()
                 t0 = time.perf_counter()

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.history import DocumentHistory
 from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.config import Config
 from didactyl_tui.nostr import nip44
@@ -39,7 +39,7 @@ T0 = int(time.time()) - 100_000
 def seed_history(data: Path, versions: int) -> None:
     data.mkdir(parents=True, exist_ok=True)
     conv = nip44.get_conversation_key(KEY.secret_hex(), KEY.public_key_hex)
-    history = MemoryHistory(data / "memory-history.sqlite3")
+    history = DocumentHistory(data / "memory-history.sqlite3")
     try:
         for i in range(versions):
             text = f"version {i}: " + "notes " * 60

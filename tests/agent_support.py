@@ -10,8 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from didactyl_tui.agent.documents.codecs import build_codecs
+from didactyl_tui.agent.documents.history import DocumentHistory
+from didactyl_tui.agent.documents.history_thread import HistoryThread
 from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.documents.outbox import Outbox
+from didactyl_tui.agent.documents.publisher import DocumentPublisher
+from didactyl_tui.agent.documents.saving import Change, DocumentSaves
 from didactyl_tui.agent.documents.store import DocumentStore
 from didactyl_tui.agent.identity.cache import IdentityCache
 from didactyl_tui.agent.soul.prompt_record import PromptAssembly
@@ -24,6 +28,7 @@ from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.nostr.signer import LocalSigner
+from didactyl_tui.service.parts import document_codecs
 
 AGENT_KEY = SecretKey.from_hex("7f" * 32)
 ADMIN_KEY = SecretKey.from_hex("3c" * 32)
@@ -55,9 +60,19 @@ def tasks_event(key: SecretKey, tasks: TaskList, created_at: int, *, prev: str |
 def make_store(key: SecretKey, pool: Any, *, limits: dict[DocumentKey, int] | None = None,
                clock: Callable[[], float] | None = None, **options: Any) -> DocumentStore:
     """The agent's document store as the service builds it (every document's codec, the built-in soul)."""
-    codecs = build_codecs(limits=limits or LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
+    codecs = document_codecs(limits=limits or LIMITS, registry=build_base_registry(admin=True, tasks=True, notes=True),
                           initial_soul=default_template())
     return DocumentStore(LocalSigner(key), pool, codecs, clock=clock or time.time, **options)
+
+
+def make_saves(store: DocumentStore, pool: Any, data: Path, *, clock: Callable[[], float] | None = None,
+               timeout: float = 5.0, **options: Any) -> DocumentSaves:
+    """The one save path over ``store`` as the service builds it: an outbox (in ``data``), the relays of ``pool``, a
+    history. Its warnings are the store's (``store.warnings``)."""
+    data.mkdir(parents=True, exist_ok=True)
+    publisher = DocumentPublisher(pool, Outbox(data / "outbox.sqlite3"), timeout=timeout)
+    history = HistoryThread(DocumentHistory(data / "history.sqlite3"), store.pubkey, store.warn)
+    return DocumentSaves(store, publisher, history, warn=store.warn, clock=clock or time.time, **options)
 
 
 def soul_event(key: SecretKey, template: Any, created_at: int, *, encrypt: bool = True, prev: str | None = None,
@@ -74,10 +89,10 @@ def soul_event(key: SecretKey, template: Any, created_at: int, *, encrypt: bool 
     return sign_event(key, kind=31120, content=doc, created_at=created_at, tags=tags)
 
 
-def task_book(store: DocumentStore, clock: Callable[[], float] | None = None) -> TaskBook:
-    """The task tools' book over ``store``'s task-list document (as the service wires it, without the sync)."""
-    return TaskBook(lambda: store.value(DocumentKey.TASKS),
-                    lambda derive: store.save(DocumentKey.TASKS, None, derive=derive), clock=clock or time.time)
+def task_book(saves: DocumentSaves, clock: Callable[[], float] | None = None) -> TaskBook:
+    """The task tools' book over the task-list document, saved through ``saves`` (as the service wires it)."""
+    return TaskBook(lambda: saves.store.value(DocumentKey.TASKS),
+                    lambda derive: saves.save(DocumentKey.TASKS, Change(derive)), clock=clock or time.time)
 
 
 def profile_event(key: SecretKey, created_at: int = NOW, **fields: str) -> Event:
@@ -111,9 +126,11 @@ def offline_context(tmp_path: Path, *, admin: bool = False, clock: Callable[[], 
                     limits: dict[DocumentKey, int] | None = None) -> AgentToolContext:
     """A tool context whose caches are filled by ``ingest`` (a pool with no relays: no network at all)."""
     clock = clock or Clock()
-    store = make_store(AGENT_KEY, RelayPool([]), limits=limits, clock=clock)
+    pool = RelayPool([])
+    store = make_store(AGENT_KEY, pool, limits=limits, clock=clock)
     return AgentToolContext(
         memory=store,
+        saves=make_saves(store, pool, tmp_path / "documents", clock=clock),
         agent=IdentityCache(AGENT_KEY.public_key_hex, clock=clock),
         admin=IdentityCache(ADMIN_KEY.public_key_hex, clock=clock) if admin else None,
         files_root=tmp_path / "memory",

@@ -447,7 +447,7 @@ def with_bad_signature(ev: Event) -> dict[str, Any]:
 
 class FaultRig:
     """``n`` embedded relays (SQLite under ``root``), each behind a :class:`FaultProxy`, a
-    :class:`RelayPool` over the proxies, an :class:`Outbox` and a running :class:`MemoryPublisher`.
+    :class:`RelayPool` over the proxies, an :class:`Outbox` and a running :class:`DocumentPublisher`.
 
     Everything is real: sockets on loopback, SQLite files. ``restart_publisher()`` simulates an app
     restart (new pool, outbox and publisher on the same files).
@@ -508,7 +508,7 @@ class FaultRig:
 
     async def start_publisher(self, *, wait_connected: bool = True) -> None:
         from didactyl_tui.agent.documents.outbox import Outbox
-        from didactyl_tui.agent.documents.publisher import MemoryPublisher
+        from didactyl_tui.agent.documents.publisher import DocumentPublisher
         from didactyl_tui.nostr.pool import RelayPool
 
         self.pool = RelayPool(self.urls, **self.client_kwargs)
@@ -516,7 +516,7 @@ class FaultRig:
         if wait_connected:
             await self.pool.wait_connected(5.0, all_relays=False)
         self.outbox = Outbox(self.outbox_path, base_delay=self.base_delay, max_delay=self.max_delay)
-        self.publisher = MemoryPublisher(
+        self.publisher = DocumentPublisher(
             self.pool,
             self.outbox,
             timeout=self.timeout,

@@ -13,7 +13,7 @@ from didactyl_tui.config import Config
 from didactyl_tui.nostr.event import Event
 from didactyl_tui.nostr.messages import RelayEose, RelayOk
 from didactyl_tui.service.app import AppService
-from didactyl_tui.service.events import MemoryChanged, ServiceWarning
+from didactyl_tui.service.events import DocumentChanged, ServiceWarning
 
 
 def config_for(*urls: str) -> Config:
@@ -38,8 +38,8 @@ def recorder(service: AppService) -> list[Any]:
     return seen
 
 
-def conflicts(seen: list[Any]) -> list[MemoryChanged]:
-    return [e for e in seen if isinstance(e, MemoryChanged) and e.lost_local]
+def conflicts(seen: list[Any]) -> list[DocumentChanged]:
+    return [e for e in seen if isinstance(e, DocumentChanged) and e.lost_local]
 
 
 def warnings(seen: list[Any]) -> list[str]:

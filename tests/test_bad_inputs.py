@@ -75,6 +75,7 @@ CLI_ROWS = [
     row("cli-attach-bad-relay", ["attach", KEY.npub, "--relay", "http://relay.example"], 2),
     row("cli-bad-type", ["memory", "show", "--type", "mid_term"], 2),
     row("cli-history-no-type", ["memory", "history"], 2),
+    row("cli-memory-type-soul", ["memory", "show", "--type", "soul"], 2),
     row("cli-status-bad-type", ["memory", "status", "--type", "mid_term"], 2),
     row("cli-content-and-file", ["memory", "save", "--type", "long_term", "--content", "x", "--file", "notes.md"], 2),
     row("cli-no-content", ["memory", "save", "--type", "long_term"], 2),

@@ -144,10 +144,12 @@ async def click(pilot: Any, target: Any, timeout: float = 10.0) -> None:
     assert await pilot.click(widget), f"the click on {widget!r} at {widget.region} landed elsewhere"
 
 
-async def save_followed(pilot: Any, key: str) -> None:
+async def save_followed(pilot: Any, name: str) -> None:
     """Wait for what follows a save in the editor: its version recorded in the history (on a worker thread) and
     the messages that came of it handled."""
-    service = pilot.app.service
+    from didactyl_tui.service.types import DocumentKey
+
+    service, key = pilot.app.service, DocumentKey.parse(name)
 
     async def recorded() -> bool:
         saved = service.documents.snapshot(key).event_id

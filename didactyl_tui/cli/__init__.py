@@ -40,7 +40,8 @@ LaunchTui = Callable[[Config, Path, Mapping[str, str], "StoredTail | None"], Non
 
 def _document_command(args: argparse.Namespace, command: str, config: Config, data: Path, env: Mapping[str, str],
                       out: Output, stdin: TextIO) -> int:
-    """``memory --type T VERB``, ``soul VERB``, ``tasks [VERB]``: one set of verbs for every document."""
+    """``memory --type T VERB``, ``soul VERB``, ``tasks [VERB]``, ``profile|contacts|relays VERB``: one set of verbs
+    for every document."""
     from . import documents
 
     verb = args.document_command
@@ -54,17 +55,21 @@ def _document_command(args: argparse.Namespace, command: str, config: Config, da
         from . import tasks
 
         return asyncio.run(tasks.show(args, config, data, env, out))
-    key = args.memory_type if command == "memory" else command
-    if verb == "status":
-        from .parser import DOCUMENT_TYPES
+    from ..service.types import DocumentKey
 
-        return asyncio.run(documents.status(args, config, data, env, out, [key] if key else list(DOCUMENT_TYPES)))
+    # The edge: the document's name on the command line becomes its key here, once.
+    name = args.memory_type if command == "memory" else command
+    if verb == "status":
+        keys = [DocumentKey.parse(name)] if name else [k for k in DocumentKey if k.is_memory]
+        return asyncio.run(documents.status(args, config, data, env, out, keys))
+    key = DocumentKey.parse(name)
     if verb == "save":
         content = args.content if args.content is not None else read_file(args.file, stdin)
         return asyncio.run(documents.save(args, config, data, env, out, key, content))
     run = {"show": documents.show, "edit": documents.edit, "history": documents.history, "diff": documents.diff,
            "rollback": documents.rollback}[verb]
     return asyncio.run(run(args, config, data, env, out, key))
+
 
 
 # --- entry --------------------------------------------------------------------------------------
@@ -235,7 +240,7 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
         from .signer import connect
 
         return asyncio.run(connect(args, config, data, env, out, stdin))
-    if command in ("soul", "tasks", "memory"):
+    if command in ("memory", "soul", "tasks", "profile", "contacts", "relays"):
         return _document_command(args, command, config, data, env, out, stdin)
     if command == "bundle":
         from . import bundle

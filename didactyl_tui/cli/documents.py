@@ -1,6 +1,7 @@
 """The verbs every document of the agent's has on the command line — ``show``, ``save``, ``edit``, ``status``
-(``--fix``), ``history``, ``diff``, ``rollback`` — for ``didactyl memory --type T …`` (any document) and for
-``didactyl soul …`` and ``didactyl tasks …`` (that document). One path for all: the service's document API."""
+(``--fix``), ``history``, ``diff``, ``rollback`` — for ``didactyl memory --type T …`` (the memories) and for
+``didactyl soul …``, ``didactyl tasks …``, ``didactyl profile …``, ``didactyl contacts …`` and
+``didactyl relays …`` (that document). One path for all: the service's document API."""
 
 from __future__ import annotations
 
@@ -11,18 +12,15 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import AgentError
 from .command import EXIT_OK, Output, open_service
 from .parser import CommandFailed, UsageError
 
-
-def _title(key: str) -> str:
+if TYPE_CHECKING:
     from ..service.types import DocumentKey
-
-    return DocumentKey.parse(key).title
 
 
 def _snapshot_json(snap: Any, service: Any, pending: list[Any]) -> dict[str, Any]:
@@ -46,11 +44,11 @@ def _snapshot_json(snap: Any, service: Any, pending: list[Any]) -> dict[str, Any
 
 
 async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
-               key: str) -> int:
+               key: DocumentKey) -> int:
     """The document's text (decrypted) as it is in use; ``--version`` a past one from the history."""
     if getattr(args, "version", None):
         return await _show_version(args, config, data, env, out, key)
-    title = _title(key).lower()
+    title = key.title.lower()
     async with open_service(config, data, env, out, read_only=True) as service:
         snap = service.documents.snapshot(key)
         pending = await service.documents.pending_publishes(key)
@@ -69,7 +67,7 @@ async def show(args: argparse.Namespace, config: Config, data: Path, env: Mappin
 
 
 async def _show_version(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
-                        key: str) -> int:
+                        key: DocumentKey) -> int:
     async with open_service(config, data, env, out, read_only=True) as service:
         try:
             version = await service.documents.version(key, args.version)
@@ -77,15 +75,15 @@ async def _show_version(args: argparse.Namespace, config: Config, data: Path, en
         except AgentError as exc:
             raise CommandFailed(exc.message, exc.title) from None
     if args.json:
-        out.json({**version.to_json_dict(), "type": key, "content": content})
+        out.json({**version.to_json_dict(), "type": key.value, "content": content})
     elif content:
         out.print(content, end="" if content.endswith("\n") else "\n")
     return EXIT_OK
 
 
-def _report_save(args: argparse.Namespace, out: Output, key: str, result: Any, not_kept: str | None,
+def _report_save(args: argparse.Namespace, out: Output, key: DocumentKey, result: Any, not_kept: str | None,
                  chars: int) -> int:
-    title = _title(key).lower()
+    title = key.title.lower()
     if result.deferred:  # the remote signer did not sign: the warning above says why
         raise CommandFailed(f"the {title} ({chars:,} chars) is not signed yet: it is kept on this device and signed "
                             "and published when didactyl runs again and the remote signer answers", "Remote signer")
@@ -108,7 +106,7 @@ def _report_save(args: argparse.Namespace, out: Output, key: str, result: Any, n
 
 
 async def save(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
-               key: str, content: str) -> int:
+               key: DocumentKey, content: str) -> int:
     """Replace the document with ``content``: checked, then signed and published (the one save path)."""
     from ..service.types import NewerVersionKnown
 
@@ -124,17 +122,17 @@ async def save(args: argparse.Namespace, config: Config, data: Path, env: Mappin
 
 
 async def edit(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
-               key: str) -> int:
+               key: DocumentKey) -> int:
     """Open the document's text in $VISUAL/$EDITOR; save it when it changed (a refused edit stays in its file)."""
     from ..service.types import NewerVersionKnown
 
     editor = (env.get("VISUAL") or env.get("EDITOR") or "").strip()
-    title = _title(key).lower()
+    title = key.title.lower()
     if not editor:
         raise UsageError(f"set $VISUAL or $EDITOR to edit the {title} (or use the save command with --file PATH)")
     async with open_service(config, data, env, out) as service:
         before = service.documents.snapshot(key).content
-        fd, name = tempfile.mkstemp(prefix=f"didactyl-{key}-", suffix=".txt", dir=data)  # 0600
+        fd, name = tempfile.mkstemp(prefix=f"didactyl-{key.value}-", suffix=".txt", dir=data)  # 0600
         with open(fd, "w", encoding="utf-8") as f:
             f.write(before)
         try:
@@ -158,7 +156,7 @@ async def edit(args: argparse.Namespace, config: Config, data: Path, env: Mappin
 
 
 async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
-                 keys: list[str]) -> int:
+                 keys: list[DocumentKey]) -> int:
     """Which version of each document every relay holds (read back by id); ``--fix`` sends lagging relays the
     newest."""
     from ..service.labels import when
@@ -190,7 +188,7 @@ async def status(args: argparse.Namespace, config: Config, data: Path, env: Mapp
 
 
 async def history(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
-                  key: str) -> int:
+                  key: DocumentKey) -> int:
     """Every version seen here (own saves and other writers'), newest first: ids, times, sizes, notes."""
     from ..service.labels import when
 
@@ -198,10 +196,10 @@ async def history(args: argparse.Namespace, config: Config, data: Path, env: Map
         versions = await service.documents.history(key)
         rows = [v.to_json_dict() for v in versions]
     if args.json:
-        out.json({"type": key, "versions": rows})
+        out.json({"type": key.value, "versions": rows})
         return EXIT_OK
     if not rows:
-        out.note(f"(no {_title(key).lower()} version seen yet)")
+        out.note(f"(no {key.title.lower()} version seen yet)")
         return EXIT_OK
     for row in rows:
         mark = "*" if row["current"] else " "
@@ -212,18 +210,18 @@ async def history(args: argparse.Namespace, config: Config, data: Path, env: Map
 
 
 async def diff(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
-               key: str) -> int:
+               key: DocumentKey) -> int:
     """A unified diff of two versions (ids or prefixes; the newer defaults to the one in use)."""
     async with open_service(config, data, env, out, read_only=True) as service:
         newer = args.newer or service.documents.snapshot(key).event_id
         if newer is None:
-            raise CommandFailed(f"the {_title(key).lower()} has no version in use to compare with: give two ids")
+            raise CommandFailed(f"the {key.title.lower()} has no version in use to compare with: give two ids")
         try:
             text = await service.documents.diff(key, args.older, newer)
         except AgentError as exc:
             raise CommandFailed(exc.message, exc.title) from None
     if args.json:
-        out.json({"type": key, "older": args.older, "newer": newer, "diff": text})
+        out.json({"type": key.value, "older": args.older, "newer": newer, "diff": text})
     elif text:
         out.print(text, end="")
     else:
@@ -232,7 +230,7 @@ async def diff(args: argparse.Namespace, config: Config, data: Path, env: Mappin
 
 
 async def rollback(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
-                   key: str) -> int:
+                   key: DocumentKey) -> int:
     """Save an older version's text again, as a new version (history is never rewritten)."""
     from ..service.types import NewerVersionKnown
 

@@ -8,8 +8,12 @@ from typing import Any, NoReturn
 from ..errors import DidactylError
 
 MEMORY_TYPES = ("short_term", "long_term")
-# Every document of the agent's (agent.documents.keys.DocumentKey: a test keeps the two the same).
+# Every document of the agent's (agent.documents.keys.DocumentKey: a test keeps the two the same). The memories are
+# ``didactyl memory --type T VERB``; every other document is a command of its own (``didactyl soul VERB``).
 DOCUMENT_TYPES = ("short_term", "long_term", "soul", "tasks", "profile", "contacts", "relays")
+MEMORY_TYPES = DOCUMENT_TYPES[:2]
+SELF_CONTEXT_HELP = {"profile": "the agent's public profile (kind 0)", "contacts": "the agent's contact list (kind 3)",
+                     "relays": "the agent's relay list (kind 10002)"}
 
 
 class UsageError(DidactylError):
@@ -136,10 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = tasks.add_subparsers(dest="document_command", metavar="ACTION", parser_class=CommandParser)
     _add_document_verbs(tsub, typed=False)
 
-    mem = sub.add_parser("memory", help="the agent's documents (--type: a memory, the soul, the task list, the "
-                         "profile, contacts or relays): show, save, edit, status, history, diff, rollback")
+    mem = sub.add_parser("memory", help="the agent's memories (--type short_term or long_term): show, save, edit, "
+                         "status, history, diff, rollback")
     msub = mem.add_subparsers(dest="document_command", metavar="ACTION", parser_class=CommandParser, required=True)
     _add_document_verbs(msub, typed=True)
+    for name, what in SELF_CONTEXT_HELP.items():
+        doc = sub.add_parser(name, help=f"{what}: show, save, edit, status, history, diff, rollback")
+        dsub = doc.add_subparsers(dest="document_command", metavar="ACTION", parser_class=CommandParser,
+                                  required=True)
+        _add_document_verbs(dsub, typed=False)
     ident = sub.add_parser("identity", help="show, publish or adopt the agent's public profile, contacts and relays")
     isub = ident.add_subparsers(dest="identity_command", metavar="ACTION", parser_class=CommandParser, required=True)
     p = isub.add_parser("show", help="what the relays hold, and any drift from config.toml (publishes nothing)")
@@ -154,13 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_document_verbs(sub: Any, *, typed: bool, plain: bool = False) -> None:
-    """The verbs every document has (cli/documents.py); ``typed``: each takes ``--type``, the document."""
+    """The verbs every document has (cli/documents.py); ``typed``: each takes ``--type``, which memory."""
 
     def verb(name: str, help_text: str, *, type_required: bool = True) -> Any:
         p = sub.add_parser(name, help=help_text)
         if typed:
-            p.add_argument("--type", required=type_required, choices=DOCUMENT_TYPES, dest="memory_type",
-                           help="which document" + ("" if type_required else " (default: every one)"))
+            p.add_argument("--type", required=type_required, choices=MEMORY_TYPES, dest="memory_type",
+                           help="which memory" + ("" if type_required else " (default: both)"))
         return p
 
     p = verb("show", "print the document's text (decrypted)")

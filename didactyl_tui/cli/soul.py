@@ -20,9 +20,11 @@ def _printable(text: str) -> str:
 
 async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
     """The soul in use, section by section, and the version it came from."""
+    from ..service.types import DocumentKey
+
     async with open_service(config, data, env, out, read_only=True) as service:
         view = service.soul.view()
-        unreadable = service.documents.snapshot("soul").unreadable
+        unreadable = service.documents.snapshot(DocumentKey.SOUL).unreadable
     if args.json:
         out.json(view.to_json_dict())
         return EXIT_OK

@@ -12,9 +12,11 @@ from .command import EXIT_OK, Output, open_service
 
 
 async def show(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output) -> int:
+    from ..service.types import DocumentKey
+
     async with open_service(config, data, env, out, read_only=True) as service:
-        tasks = service.documents.value("tasks")
-        snap = service.documents.snapshot("tasks")
+        tasks = service.documents.value(DocumentKey.TASKS)
+        snap = service.documents.snapshot(DocumentKey.TASKS)
     if snap.unreadable is not None:
         out.warn(f"the newest task list (event {snap.unreadable.event_id[:12]}) cannot be used: "
                  f"{snap.unreadable.reason}" + ("; showing the last one that can" if snap.event_id else ""))

@@ -241,6 +241,7 @@ class AppService:
             # that reads when the relays' newest does not) is the document unless the relays gave a newer one that
             # reads.
             await runtime.sync.restore_newest_known()
+            await runtime.saves.restore_unsigned()  # edits a previous run kept for the signer: signed once it answers
             parts.documents.started()
             runtime.store.start_live()
         else:

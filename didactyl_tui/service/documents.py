@@ -1,5 +1,6 @@
 """The agent's documents as the views use them — short- and long-term memory, the soul, the task list, the profile,
-contacts and relay list alike: snapshots, THE save path (the document sync's, shared with the tools), rollback,
+contacts and relay list alike: snapshots, saving (through THE save path, ``DocumentSaves.save``, which the agent's
+tools call too), rollback,
 history, diff, relay status with repair, and the outbox. SQLite and decryption run off the loop."""
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from typing import Any
 from ..agent.documents.consensus import ConsensusCheck, RelayHolding
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.outbox import OutboxEntry
+from ..agent.documents.saving import Edit
 from ..agent.documents.text_diff import unified_diff
 from ..agent.documents.versions import DocumentSnapshot, SaveResult
 from ..errors import AgentError
 from ..nostr.event import Event
-from .events import MemoryChanged, OutboxChanged, ServiceEvent, SoulChanged
+from .events import DocumentChanged, OutboxChanged, ServiceEvent, SoulChanged
 from .labels import short_id
 from .runtime import Runtime
 from .views import DocumentStatus, DocumentVersionView, PendingPublish, RelayDocumentStatus
@@ -58,7 +60,7 @@ class DocumentService:
                 self._emit(SoulChanged(snap.event_id, snap.created_at, tuple(snap.value.names), relay))
         if key is DocumentKey.SOUL:
             self._soul_known = self._soul_known or snap.loaded or snap.event_id is not None
-        self._emit(MemoryChanged(key, snap, "local" if origin == "local" else "remote"))
+        self._emit(DocumentChanged(key, snap, "local" if origin == "local" else "remote"))
 
     def started(self) -> None:
         """The start's loads and restores are done: a version replacing the one in use from now on is news."""
@@ -66,7 +68,7 @@ class DocumentService:
 
     def lost(self, key: DocumentKey, lost_event_id: str, winner_event_id: str) -> None:
         """This device's edit and another writer's were concurrent; theirs won (the sync found out)."""
-        self._emit(MemoryChanged(key, self._rt.store.snapshot(key), "remote", lost_local=True,
+        self._emit(DocumentChanged(key, self._rt.store.snapshot(key), "remote", lost_local=True,
                                  lost_event_id=lost_event_id, winner_event_id=winner_event_id))
 
     def outbox_changed(self) -> None:
@@ -85,14 +87,14 @@ class DocumentService:
         """Why the agent's memory, soul and tasks cannot be shown or edited here, in one line (None: they can)."""
         return None if self._rt.documents_readable else KEY_ELSEWHERE
 
-    def snapshot(self, key: DocumentKey | str) -> DocumentSnapshot:
+    def snapshot(self, key: DocumentKey) -> DocumentSnapshot:
         return self._rt.store.snapshot(key)
 
-    def value(self, key: DocumentKey | str) -> Any:
+    def value(self, key: DocumentKey) -> Any:
         """What a document's text means (a soul template, a task list…), as in use now."""
         return self._rt.store.value(key)
 
-    def relay_versions(self, key: DocumentKey | str) -> dict[str, tuple[str, int]]:
+    def relay_versions(self, key: DocumentKey) -> dict[str, tuple[str, int]]:
         """For each relay, the newest version (event id, created_at) of ``key`` it has shown us."""
         return self._rt.store.relay_versions(key)
 
@@ -102,13 +104,10 @@ class DocumentService:
             return store.snapshot(DocumentKey.LONG_TERM)
         return (await store.load([DocumentKey.LONG_TERM]))[DocumentKey.LONG_TERM]
 
-    async def save(self, key: DocumentKey | str, text: str, *, encrypt: bool = True) -> SaveResult:
-        """The one save path of an edited text (the editor's, the CLI's, the merge view's, rollback's)."""
-        return await self._rt.sync.save(key, text, encrypt=encrypt)
-
-    async def save_value(self, key: DocumentKey | str, value: Any, *, encrypt: bool = True) -> SaveResult:
-        """A value built by a part of the service (the config's soul, the merged profile): the same path."""
-        return await self._rt.sync.save_value(key, value, encrypt=encrypt)
+    async def save(self, key: DocumentKey, edit: Edit, *, encrypt: bool = True) -> SaveResult:
+        """An edited text (the editor's, the CLI's, the merge view's, rollback's) or a value a part of the service
+        built (``Value``: the config's soul), through THE save path."""
+        return await self._rt.saves.save(key, edit, encrypt=encrypt)
 
     def not_persisted(self, event_id: str) -> str | None:
         """Why the version ``event_id`` is not written on this device (e.g. "disk full: ..."), or None when it
@@ -131,9 +130,8 @@ class DocumentService:
                        f"device ({reason})")
         return out
 
-    async def rollback(self, key: DocumentKey | str, event_id: str) -> SaveResult:
+    async def rollback(self, key: DocumentKey, event_id: str) -> SaveResult:
         """An older version's text saved again (checked like any edit): a new version; history is not rewritten."""
-        key = DocumentKey.parse(key)
         version = await self.version(key, event_id)
         if version.current:
             raise AgentError(f"version {short_id(version.event_id)} is already the current {key.title.lower()}",
@@ -143,10 +141,9 @@ class DocumentService:
         return result
 
     # --- history ---------------------------------------------------------------------------------
-    async def history(self, key: DocumentKey | str) -> list[DocumentVersionView]:
+    async def history(self, key: DocumentKey) -> list[DocumentVersionView]:
         """Every version of ``key`` this app has seen (own saves and other writers'), newest first, each read (a
         version that does not read says why)."""
-        key = DocumentKey.parse(key)
         store = self._rt.store
         current = store.snapshot(key).event_id
         versions = await self._rt.sync.versions(key)
@@ -161,9 +158,8 @@ class DocumentService:
 
         return list(await asyncio.gather(*(view(v) for v in versions)))
 
-    async def version(self, key: DocumentKey | str, event_id: str) -> DocumentVersionView:
+    async def version(self, key: DocumentKey, event_id: str) -> DocumentVersionView:
         """One version from the history, by event id (or an unambiguous prefix of at least 4 characters)."""
-        key = DocumentKey.parse(key)
         wanted = event_id.strip().lower()
         versions = await self.history(key)
         exact = [v for v in versions if v.event_id == wanted]
@@ -173,17 +169,16 @@ class DocumentService:
             raise AgentError(f"{event_id!r} {state} in the {key.title.lower()} history", "History")
         return found[0]
 
-    async def diff(self, key: DocumentKey | str, older_id: str, newer_id: str) -> str:
+    async def diff(self, key: DocumentKey, older_id: str, newer_id: str) -> str:
         """A unified diff between two versions' texts (empty when they are equal)."""
         old, new = await self.version(key, older_id), await self.version(key, newer_id)
         return await asyncio.to_thread(lambda: unified_diff(old.content, new.content, old_label=old.label,
                                                             new_label=new.label))
 
     # --- relays and the outbox -------------------------------------------------------------------
-    async def status(self, key: DocumentKey | str, *, bring_up_to_date: bool = False) -> DocumentStatus:
+    async def status(self, key: DocumentKey, *, bring_up_to_date: bool = False) -> DocumentStatus:
         """Ask every relay which version of ``key`` it holds (and read the newest back by id from those that
         acknowledged it); with ``bring_up_to_date`` lagging relays are sent the newest."""
-        key = DocumentKey.parse(key)
         check = await self._rt.sync.check(key, fix=bring_up_to_date)
         relays = tuple(_relay_status(h, check) for h in check.holdings)
         return DocumentStatus(key, check.newest_event_id, check.newest_created_at, relays,
@@ -203,11 +198,11 @@ class DocumentService:
         except Exception as exc:  # relay trouble shows in the outbox; never out of a command
             self._warn(f"the outbox could not be sent: {exc}")
 
-    async def pending_publishes(self, key: DocumentKey | str | None = None) -> list[PendingPublish]:
+    async def pending_publishes(self, key: DocumentKey | None = None) -> list[PendingPublish]:
         """Versions some relay still needs (of ``key``, or of every document), oldest first, from the outbox:
         ``pending`` ones no relay took yet, ``delivered`` ones some relays still lack, ``unsaved`` ones held in
         memory while the outbox file is not writable."""
-        wanted = DocumentKey.parse(key) if key is not None else None
+        wanted = key
         publisher, urls = self._rt.publisher, self._rt.pool.urls
         try:
             entries: list[OutboxEntry] = await asyncio.to_thread(publisher.outbox.unfinished, urls)

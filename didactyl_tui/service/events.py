@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryChanged:
+class DocumentChanged:
     """One of the agent's documents changed (a memory, the soul, the task list, the profile, contacts, relays)."""
 
     type: DocumentKey
@@ -128,7 +128,7 @@ class SignerApprovalAsked(ServiceWarning):
     wait_s: float = 0.0
 
 
-ServiceEvent = (MemoryChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
+ServiceEvent = (DocumentChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
                 | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged | AttachedMessage
                 | AttachedDelivered)
 

@@ -15,8 +15,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ..agent.documents.codecs import TagList
 from ..agent.documents.keys import DocumentKey
+from ..agent.documents.saving import Value
 from ..agent.documents.versions import SaveResult
 from ..agent.identity.cache import (
     IdentityCache,
@@ -27,6 +27,7 @@ from ..agent.identity.cache import (
     own_identity_drafts,
     pubkey_hex,
 )
+from ..agent.identity.codecs import TagList
 from ..config import Config
 from ..config_file import config_error
 from ..errors import AgentError
@@ -202,7 +203,7 @@ class IdentityService:
 
         async def save(draft: OwnIdentityDraft, signed: asyncio.Event | None) -> SaveResult | None:
             try:
-                return await self._rt.sync.save_value(DOCUMENT[draft.kind], _value(draft), adopted=signed)
+                return await self._rt.saves.save(DOCUMENT[draft.kind], Value(_value(draft)), adopted=signed)
             except AgentError as exc:  # a newer version is known, or one dated too far ahead: nothing published
                 self._warn(f"the agent's {WHAT[draft.kind]} was not published: {exc.message}")
                 return None

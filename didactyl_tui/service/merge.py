@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.documents.history import MemoryHistory
+from ..agent.documents.history import DocumentHistory
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.merge import END, MIDDLE, START, conflicts_left, merge_base, merge_three_way, merge_two_way
 from ..errors import AgentError
@@ -40,7 +40,7 @@ class MergeDraft:
     problem: str | None = None  # the merged JSON document does not read (only when no conflict is marked)
 
 
-def _base_of(history: MemoryHistory, ours: Event, theirs: Event) -> str | None:
+def _base_of(history: DocumentHistory, ours: Event, theirs: Event) -> str | None:
     def lookup(event_id: str) -> Event | None:
         version = history.get(event_id)
         return version.event if version is not None else None
@@ -48,7 +48,7 @@ def _base_of(history: MemoryHistory, ours: Event, theirs: Event) -> str | None:
     return merge_base(lookup, ours, theirs)
 
 
-async def draft_merge(history: MemoryHistory, version: Callable[[str], Awaitable[DocumentVersionView]],
+async def draft_merge(history: DocumentHistory, version: Callable[[str], Awaitable[DocumentVersionView]],
                       check: Callable[[str], object], ours_id: str, theirs_id: str) -> MergeDraft:
     """``ours_id`` and ``theirs_id`` (versions of one document) merged from their common base. ``version``: one
     version of it from the history by id (AgentError when it is not there); ``check``: the document's own check of
@@ -129,14 +129,14 @@ class MergeService:
     def __init__(self, runtime: Runtime, documents: DocumentService, chat: ChatService) -> None:
         self._rt, self._documents, self._chat = runtime, documents, chat
 
-    async def draft(self, key: DocumentKey | str, ours_id: str, theirs_id: str) -> MergeDraft:
+    async def draft(self, key: DocumentKey, ours_id: str, theirs_id: str) -> MergeDraft:
         """Two concurrent versions merged three-way from their common base (found in the history), conflicts marked;
         two-way, every difference a conflict, when no base is known."""
-        store = self._rt.store
+        saves = self._rt.saves
         return await draft_merge(self._rt.history, lambda eid: self._documents.version(key, eid),
-                                 lambda text: store.from_text(key, text), ours_id, theirs_id)
+                                 lambda text: saves.check(key, text), ours_id, theirs_id)
 
-    async def model_draft(self, key: DocumentKey | str, draft: str) -> str:
+    async def model_draft(self, key: DocumentKey, draft: str) -> str:
         """The configured model's resolution of the conflicts marked in ``draft``: a proposal, nothing is saved."""
         snap = self._documents.snapshot(key)
         return await resolve_with_model(

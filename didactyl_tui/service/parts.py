@@ -10,9 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..agent.documents.codecs import build_codecs
+from ..agent.documents.codec import NIP44_MAX_BYTES, DocumentCodec
 from ..agent.documents.keys import DocumentKey
+from ..agent.identity.codecs import ProfileCodec, TagListCodec
+from ..agent.memory.codec import MemoryCodec
+from ..agent.soul.codec import SoulCodec
 from ..agent.soul.template import SoulTemplate
+from ..agent.tasks.codec import TasksCodec
 from ..agent.tools.registry import ToolRegistry
 from ..config import Config
 from .agent_signer import remote_signer_bound
@@ -31,6 +35,25 @@ from .notes import NoteConfirmation
 from .relays import RelayService
 from .runtime import Runtime, open_runtime
 from .soul import SoulService
+
+
+def document_codecs(*, limits: Mapping[DocumentKey, int], registry: ToolRegistry, initial_soul: SoulTemplate,
+                    memory_max_bytes: int = NIP44_MAX_BYTES,
+                    memory_bytes_bound: str | None = None) -> dict[DocumentKey, DocumentCodec[Any]]:
+    """Every document's codec, each from its concept's package (the document model knows none of them).
+    ``limits``: the memories' character limits from the config; ``memory_max_bytes``: less than NIP-44's when the
+    key is in a remote signer, named by ``memory_bytes_bound``."""
+    return {
+        DocumentKey.SHORT_TERM: MemoryCodec(DocumentKey.SHORT_TERM, limits[DocumentKey.SHORT_TERM],
+                                            memory_max_bytes, memory_bytes_bound),
+        DocumentKey.LONG_TERM: MemoryCodec(DocumentKey.LONG_TERM, limits[DocumentKey.LONG_TERM],
+                                           memory_max_bytes, memory_bytes_bound),
+        DocumentKey.SOUL: SoulCodec(registry, initial_soul),
+        DocumentKey.TASKS: TasksCodec(),
+        DocumentKey.PROFILE: ProfileCodec(),
+        DocumentKey.CONTACTS: TagListCodec(DocumentKey.CONTACTS),
+        DocumentKey.RELAYS: TagListCodec(DocumentKey.RELAYS),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +92,9 @@ async def build_parts(
 ) -> Parts:
     """Open the runtime and build every part on it (no fetching yet: :meth:`AppService.start` does that). A failure
     on the way closes what was opened."""
-    codecs = build_codecs(limits={DocumentKey.SHORT_TERM: config.memory.short_term_max_chars,
-                                  DocumentKey.LONG_TERM: config.memory.long_term_max_chars},
-                          registry=registry, initial_soul=soul, **remote_signer_bound(config))
+    codecs = document_codecs(limits={DocumentKey.SHORT_TERM: config.memory.short_term_max_chars,
+                                     DocumentKey.LONG_TERM: config.memory.long_term_max_chars},
+                             registry=registry, initial_soul=soul, **remote_signer_bound(config))
     runtime = await open_runtime(
         config, data_dir, env, admin_pubkey=admin_pubkey, clock=clock, client_options=client_options or {},
         emit=emit, warn=warn, codecs=codecs, read_only=read_only,

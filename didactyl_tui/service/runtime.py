@@ -9,7 +9,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,12 @@ from ..agent.background import BackgroundTasks
 from ..agent.conversations.store import ConversationStore
 from ..agent.documents.codec import DocumentCodec
 from ..agent.documents.deferred import UnsignedEdits
-from ..agent.documents.history import MemoryHistory
+from ..agent.documents.history import DocumentHistory
+from ..agent.documents.history_thread import HistoryThread
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.outbox import Outbox
-from ..agent.documents.publisher import MemoryPublisher
+from ..agent.documents.publisher import DocumentPublisher
+from ..agent.documents.saving import Change, DocumentSaves
 from ..agent.documents.store import DocumentStore
 from ..agent.documents.sync import DocumentSync
 from ..agent.identity.cache import IdentityCache, pubkey_hex
@@ -76,10 +77,11 @@ class Runtime:
     pool: RelayPool
     relay_keeper: EmbeddedRelayKeeper | None  # the embedded relay (its own process: outlives this runtime)
     outbox: Outbox
-    history: MemoryHistory
-    publisher: MemoryPublisher
+    history: DocumentHistory
+    publisher: DocumentPublisher
     store: DocumentStore
     sync: DocumentSync
+    saves: DocumentSaves  # THE save path of every document
     agent_cache: IdentityCache
     admin_cache: IdentityCache | None
     tool_context: ServiceToolContext
@@ -113,6 +115,7 @@ class Runtime:
         await self.tasks.cancel(self.timeout_s + 1)
         # The retry loop and consensus checks are cancelled, not awaited: the outbox keeps what is unsent.
         await self.daemons.cancel(self.timeout_s + 1)
+        await self.saves.stop(self.timeout_s + 1)  # a burst's last text is signed and sent (the history keeps it)
         await self.sync.stop(self.timeout_s + 1)
         await self.closers.aclose()
 
@@ -257,15 +260,14 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     outbox = await asyncio.to_thread(_open_or_in_memory, Outbox, data_dir / OUTBOX_DB,
                                      "unsent memory edits are kept", warn)
     closers.callback(_quietly_sync, outbox.close)
-    history = await asyncio.to_thread(_open_or_in_memory, MemoryHistory, data_dir / HISTORY_DB,
+    history = await asyncio.to_thread(_open_or_in_memory, DocumentHistory, data_dir / HISTORY_DB,
                                       "memory versions are kept", warn)
     closers.callback(_quietly_sync, history.close)
     # While this run's relays are an override they never receive the public relay list (it waits in the outbox).
     overridden = config.relays_override is not None
-    publisher = MemoryPublisher(pool, outbox, timeout=config.relays.timeout_s,
+    publisher = DocumentPublisher(pool, outbox, timeout=config.relays.timeout_s,
                                 held_kinds=frozenset({DocumentKey.RELAYS.kind}) if overridden else frozenset())
-    store = DocumentStore(signer, pool, codecs, relay_timeout=config.relays.timeout_s, clock=clock,
-                          publisher=publisher.publish, sign_ahead_max_s=config.memory.sign_ahead_max_s)
+    store = DocumentStore(signer, pool, codecs, relay_timeout=config.relays.timeout_s, clock=clock)
     closers.push_async_callback(_quietly, store.stop_live)
     store.add_warning_listener(warn)
     unsigned = None
@@ -273,9 +275,11 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         unsigned = await asyncio.to_thread(_open_or_in_memory, UnsignedEdits, data_dir / OUTBOX_DB,
                                            "edits waiting for the signer are kept", warn)
         closers.callback(_quietly_sync, unsigned.close)
-    sync = DocumentSync(store, publisher, outbox, history, warn=warn, repairs=not read_only,
-                        not_repaired=frozenset({DocumentKey.RELAYS}) if overridden else frozenset(),
-                        unsigned=unsigned)
+    history_thread = HistoryThread(history, store.pubkey, warn)
+    sync = DocumentSync(store, publisher, outbox, history_thread, warn=warn, repairs=not read_only,
+                        not_repaired=frozenset({DocumentKey.RELAYS}) if overridden else frozenset())
+    saves = DocumentSaves(store, publisher, history_thread, warn=warn, clock=clock,
+                          sign_ahead_max_s=config.memory.sign_ahead_max_s, unsigned=unsigned)
     pool.add_state_listener(lambda url, state: emit(RelayStateChanged(url, state)))
     pool.add_state_listener(sync.relay_state_changed)
     readable = not isinstance(agent.signer, KeyElsewhereSigner)
@@ -288,13 +292,11 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
         admin_cache = IdentityCache(admin_pubkey, clock=clock)
         admin_cache.add_listener(lambda: emit(SelfContextChanged("admin")))
     # The task list changes through the document sync: under the document's save lock, on the list in use.
-    tasks = TaskBook(lambda: store.value(DocumentKey.TASKS), lambda derive: sync.update(DocumentKey.TASKS, derive),
-                     clock=clock)
+    tasks = TaskBook(lambda: store.value(DocumentKey.TASKS),
+                     lambda derive: saves.save(DocumentKey.TASKS, Change(derive)), clock=clock)
     notes = NotePoster(signer, lambda ev: pool.publish(ev, config.relays.timeout_s), confirm_note, clock)
-    tool_context = ServiceToolContext(memory=store, agent=agent_cache, admin=admin_cache,
-                                      files_root=data_dir / MEMORY_FOLDER, tasks=tasks, notes=notes,
-                                      save_memory=sync.save_coalescing,
-                                      change_memory=partial(sync.update, wait=False), config=config,
+    tool_context = ServiceToolContext(memory=store, saves=saves, agent=agent_cache, admin=admin_cache,
+                                      files_root=data_dir / MEMORY_FOLDER, tasks=tasks, notes=notes, config=config,
                                       data_dir=data_dir, relays_in_use=tuple(pool.urls),
                                       embedded_relay=relay.url if relay is not None else None)
     conversations = await asyncio.to_thread(open_conversations, data_dir)
@@ -314,9 +316,9 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     if relay is not None:
         keeper = EmbeddedRelayKeeper(relay, pool, daemons, config, data_dir, warn, relay_options)
         pool.add_state_listener(keeper.state_changed)
-    runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, agent_cache, admin_cache,
-                      tool_context, conversations, manager, config.relays.timeout_s, closers, daemons=daemons,
-                      documents_readable=readable, remote_signer=agent.remote,
+    runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, saves, agent_cache,
+                      admin_cache, tool_context, conversations, manager, config.relays.timeout_s, closers,
+                      daemons=daemons, documents_readable=readable, remote_signer=agent.remote,
                       signer_keys=tuple(plan.writers) if plan is not None and plan.writers else (),
                       key_made=agent.key_path if agent.created else None)
     await pool.start()

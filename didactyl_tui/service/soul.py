@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.documents.keys import DocumentKey
+from ..agent.documents.saving import Value
 from ..agent.documents.versions import DocumentSnapshot
 from ..agent.soul.content import soul_to_json
 from ..agent.soul.template import SoulTemplate
@@ -73,7 +74,7 @@ class SoulService:
 
         async def publish() -> None:
             try:
-                await documents.save_value(DocumentKey.SOUL, self.configured)
+                await documents.save(DocumentKey.SOUL, Value(self.configured))
             except Exception as exc:  # a bad configured soul, or a newer one arrived: told, never raised
                 self._warn(f"the soul was not published: {exc}")
 

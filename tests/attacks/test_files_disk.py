@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from didactyl_tui.agent.conversations.store import ConversationStore
-from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.history import DocumentHistory
 from didactyl_tui.agent.documents.outbox import Outbox
 from didactyl_tui.agent.identity.keystore import load_agent_key
 from didactyl_tui.agent.memory.backends.recall import RecallBackend
@@ -50,7 +50,7 @@ def open_everything(data: Path) -> list[object]:
     recall = RecallBackend(data / "recall.sqlite3")
     recall.add_turn("s", "my secret plan", "noted")
     outbox = Outbox(data / "memory_outbox.sqlite3")
-    history = MemoryHistory(data / "memory_history.sqlite3")
+    history = DocumentHistory(data / "memory_history.sqlite3")
     return [conv, recall, outbox, history]
 
 

@@ -33,6 +33,6 @@ def test_sessions_list_and_memory_show_end_quietly_when_the_reader_closed_the_ou
     session = store.new_session()
     store.append(session, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
     store.close()
-    for args in (("sessions", "list"), ("sessions", "show", session), ("memory", "show", "--type", "soul")):
+    for args in (("sessions", "list"), ("sessions", "show", session), ("soul", "show")):
         done = closed_output(env, *args)
         assert (done.returncode, done.stderr) == (0, ""), (args, done.stderr)

@@ -61,7 +61,7 @@ async def test_pending_shows_in_memory_show_and_status_until_the_relay_is_back(
     up = await run_cli(env, "memory", "status", "--json")
     assert up.code == 0, up.stderr
     status = json.loads(up.stdout)
-    assert set(status) == {"short_term", "long_term", "soul", "tasks", "profile", "contacts", "relays"}
+    assert set(status) == {"short_term", "long_term"}  # the memories; each other document has its own status
     st = status["short_term"]
     assert st["newest_event_id"] == event_id and st["pending"] == []
     assert st["relays"][relay.url]["current"] and st["relays"][relay.url]["reachable"]
@@ -139,3 +139,20 @@ async def test_history_lists_every_version_with_origin_size_and_note(
     assert missing.code == 2 and "--type" in missing.line
     bad = await run_cli(env, "memory", "status", "--type", "mid_term")
     assert bad.code == 2 and "invalid choice: 'mid_term'" in bad.line
+
+
+async def test_every_document_has_its_own_verbs(relay: EmbeddedRelayUnderTest, tmp_path: Path) -> None:
+    """``didactyl profile|contacts|relays|tasks VERB``, as ``memory VERB --type T`` for the memories: one path."""
+    env = cli_env(tmp_path, relay_config(relay.url), DIDACTYL_NSEC=AGENT_KEY.nsec())
+    profile = json.dumps({"name": "didactyl", "about": "An agent."})
+    saved = await run_cli(env, "profile", "save", "--content", profile, "--json")
+    assert saved.code == 0, saved.stderr
+    event_id = json.loads(saved.stdout)["event_id"]
+    shown = await run_cli(env, "profile", "show", "--json")
+    assert shown.code == 0, shown.stderr
+    assert json.loads(shown.stdout)["type"] == "profile" and json.loads(shown.stdout)["event_id"] == event_id
+    history = await run_cli(env, "profile", "history", "--json")
+    assert [v["event_id"] for v in json.loads(history.stdout)["versions"]] == [event_id]
+    for name in ("contacts", "relays", "tasks"):
+        status = await run_cli(env, name, "status", "--json")
+        assert status.code == 0 and name in json.loads(status.stdout), status.stderr

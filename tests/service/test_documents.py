@@ -127,7 +127,7 @@ async def test_a_newest_version_that_cannot_be_used_leaves_the_good_one_and_the_
         if key is TASKS:
             out = await again.chat.dispatch_tool("task_add", {"title": "water plants"})
             assert not out.is_error, out.content
-            tasks = again.documents.value("tasks").tasks
+            tasks = again.documents.value(DocumentKey.TASKS).tasks
             assert [(t.id, t.title) for t in tasks] == [(1, "buy milk"), (2, "call Ana"), (3, "water plants")]
         else:
             edited = good_text.replace("Good", "Better") if key is SOUL else good_text + " and more"
@@ -157,7 +157,7 @@ async def test_the_cli_and_a_fresh_start_never_take_an_unreadable_task_list_as_e
     assert [t["title"] for t in json.loads(listed.stdout)["tasks"]] == ["buy milk", "call Ana"]
     assert bad.id[:12] in listed.stderr and "cannot be used" in listed.stderr
     # A change from the command line builds on the good list (ids not reused), dated after the bad one.
-    shown = await asyncio.to_thread(cli, ["memory", "show", "--type", "tasks", "--json"], env)
+    shown = await asyncio.to_thread(cli, ["tasks", "show", "--json"], env)
     data = json.loads(shown.stdout)
     assert data["event_id"] == good_id and data["unreadable"]["event_id"] == bad.id
 
@@ -175,7 +175,7 @@ async def test_with_no_readable_version_known_a_derived_change_is_refused_and_no
         assert [ev.id for ev in await relay.relay.query([TASKS.filter(TEST_KEY.public_key_hex)])] == [bad.id]
         # Replacing the list as a whole is the way on (a person chose to).
         await svc.documents.save(TASKS, TaskList().add("start again", now=T0)[0].to_text())
-        assert [t.title for t in svc.documents.value("tasks").tasks] == ["start again"]
+        assert [t.title for t in svc.documents.value(DocumentKey.TASKS).tasks] == ["start again"]
 
 
 async def test_a_relay_that_missed_versions_of_any_document_holds_the_newest_after_one_start(tmp_path: Path) -> None:
@@ -282,15 +282,16 @@ async def test_a_read_only_command_delivers_a_save_waiting_in_the_outbox(
     config = (f'[relays]\nembedded = false\nurls = ["{url}"]\ntimeout_s = 10.0\n[memory]\nbackend = "none"\n'
               "[agent]\npublish_profile = false\n")
     env = cli_env(tmp_path, config, DIDACTYL_NSEC=TEST_KEY.nsec())
-    saved = await asyncio.to_thread(cli, ["soul", "save", "--content", soul("Waiting"), "--json"], env)
+    waiting = TaskList().add("waiting", now=T0)[0].to_text()
+    saved = await asyncio.to_thread(cli, ["tasks", "save", "--content", waiting, "--json"], env)
     assert saved.code == 1 and "kept in the outbox" in saved.stderr
     event_id = json.loads(saved.stdout)["event_id"]
     await server.start()  # back, on the same port
     try:
-        shown = await asyncio.to_thread(cli, ["memory", "show", "--type", "soul", "--json"], env)
+        shown = await asyncio.to_thread(cli, ["tasks", "show", "--json"], env)
         assert shown.code == 0, shown.stderr
         data = json.loads(shown.stdout)
         assert data["event_id"] == event_id and data["pending"] == [] and data["relays"] == [url]
-        assert [ev.id for ev in await server.relay.query([SOUL.filter(TEST_KEY.public_key_hex)])] == [event_id]
+        assert [ev.id for ev in await server.relay.query([TASKS.filter(TEST_KEY.public_key_hex)])] == [event_id]
     finally:
         await server.stop()

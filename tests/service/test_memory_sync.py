@@ -84,7 +84,7 @@ async def test_a_concurrent_edit_is_told_with_both_texts_kept_and_merge_offered(
         assert (told.lost_event_id, told.winner_event_id) == (mine.event_id, theirs.event_id)
         assert a.documents.snapshot(ST).content == "B, offline"  # which text won: the newer one
         [line] = [w for w in warnings(seen_a) if "concurrent edit" in w]
-        assert mine.event_id[:8] in line and theirs.event_id[:8] in line and "memory history" in line
+        assert mine.event_id[:8] in line and theirs.event_id[:8] in line and "kept in the history" in line
         texts = {v.event_id: (v.content, v.note) for v in await a.documents.history(ST)}
         assert texts[mine.event_id] == ("A, offline", LOST_NOTE)
         assert texts[theirs.event_id] == ("B, offline", "")

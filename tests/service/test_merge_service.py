@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from agent_support import Clock, make_store, memory_event, soul_event, wait_for
+from agent_support import Clock, make_saves, make_store, memory_event, soul_event, wait_for
 from llm_stub import LlmStub, Reply
 from memory_support import put
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
@@ -37,9 +37,9 @@ def _service(relay: EmbeddedRelayUnderTest, tmp_path: Path, clock: Clock, llm: s
                       relay_client_options=fast_client_kwargs())
 
 
-async def _arrived(service: AppService, event_id: str, t: object = ST) -> None:
+async def _arrived(service: AppService, event_id: str, t: DocumentKey = ST) -> None:
     async def seen() -> bool:
-        return any(v.event_id == event_id for v in await service.documents.history(t))  # type: ignore[arg-type]
+        return any(v.event_id == event_id for v in await service.documents.history(t))
 
     await wait_for(seen, timeout=10)  # the other device's version, kept in the history
 
@@ -97,23 +97,23 @@ async def test_two_edits_of_different_soul_sections_merge_cleanly(relay: Embedde
                                                                   tmp_path: Path) -> None:
     clock = Clock(T0)
     async with _service(relay, tmp_path, clock) as service:
-        base = await service.documents.save("soul", SOUL)
+        base = await service.documents.save(DocumentKey.SOUL, SOUL)
         clock.t += 10
-        ours = await service.documents.save("soul", SOUL.replace("You are Base.", "You are Ours."))
+        ours = await service.documents.save(DocumentKey.SOUL, SOUL.replace("You are Base.", "You are Ours."))
         edited = read_soul_text("theirs", SOUL.replace("Be brief.", "Be kind."))
         theirs = soul_event(TEST_KEY, edited, T0 + 20, prev=base.event_id)
         await put(relay.url, theirs)
-        await _arrived(service, theirs.id, "soul")
-        draft = await service.merges.draft("soul", ours.event_id, theirs.id)
+        await _arrived(service, theirs.id, DocumentKey.SOUL)
+        draft = await service.merges.draft(DocumentKey.SOUL, ours.event_id, theirs.id)
         assert draft.base_id == base.event_id and draft.conflicts == 0 and draft.problem is None
         sections = json.loads(draft.text)["sections"]
         assert [s["content"] for s in sections] == ["You are Ours.", "Be kind."]
         clock.t += 15  # (theirs was dated 20 s after the base: a save now must not be dated more than 5 s ahead)
-        merged = await service.documents.save("soul", draft.text)
+        merged = await service.documents.save(DocumentKey.SOUL, draft.text)
         assert service.soul.view().event_id == merged.event_id
 
 
-async def test_a_json_draft_that_does_not_read_says_why_and_is_kept_as_it_is() -> None:
+async def test_a_json_draft_that_does_not_read_says_why_and_is_kept_as_it_is(tmp_path: Path) -> None:
     texts = {"b": "{\n \"x\": 1\n}\n", "o": "{\n \"x\": 1\n}\nours\n", "t": "theirs\n{\n \"x\": 1\n}\n"}
 
     async def version(event_id: str) -> SimpleNamespace:
@@ -127,12 +127,13 @@ async def test_a_json_draft_that_does_not_read_says_why_and_is_kept_as_it_is() -
 
     texts["b" * 64] = texts["b"]
     store = make_store(TEST_KEY, RelayPool([]))
-    draft = await draft_merge(History(), version, lambda text: store.from_text("tasks", text),  # type: ignore[arg-type]
-                              "o", "t")
+    saves = make_saves(store, RelayPool([]), tmp_path)
+    tasks_check = lambda text: saves.check(DocumentKey.TASKS, text)  # noqa: E731
+    draft = await draft_merge(History(), version, tasks_check, "o", "t")  # type: ignore[arg-type]
     assert draft.base_id == "b" * 64 and draft.conflicts == 0
     assert draft.text == "theirs\n{\n \"x\": 1\n}\nours\n"  # shown as merged, never replaced by one side
     assert draft.problem == "the task list is not valid JSON"
-    memory_check = lambda text: store.from_text("short_term", text)  # noqa: E731
+    memory_check = lambda text: saves.check(DocumentKey.SHORT_TERM, text)  # noqa: E731
     assert (await draft_merge(History(), version, memory_check, "o", "t")).problem is None  # type: ignore[arg-type]
 
 

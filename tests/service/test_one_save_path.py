@@ -1,5 +1,5 @@
-"""Exactly one function publishes memory (``MemorySync.save``): the ``memory_save`` tool, the editor, the CLI and
-rollback all call it, each records the version in the history, and each handles a save refused because another
+"""Exactly one function publishes a document (``DocumentSaves.save``): the ``memory_save`` tool, the editor, the CLI
+and rollback all call it, each records the version in the history, and each handles a save refused because another
 device's newer version is known the same way (nothing published, the text kept in the history with the same
 note, the same error)."""
 
@@ -17,7 +17,7 @@ from tui_support import TEST_KEY, make_app, make_config, make_env, screen_text, 
 
 from didactyl_tui.agent.documents.history import REFUSED_NOTE
 from didactyl_tui.agent.documents.keys import DocumentKey
-from didactyl_tui.agent.documents.sync import DocumentSync as MemorySync
+from didactyl_tui.agent.documents.saving import DocumentSaves, Edit
 from didactyl_tui.agent.documents.versions import NewerVersionKnown
 from didactyl_tui.cli import run
 from didactyl_tui.service.app import AppService
@@ -29,15 +29,16 @@ SIZE = (130, 40)
 
 @pytest.fixture
 def saves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The texts that went through MemorySync.save (a spy that calls the real thing)."""
+    """The texts that went through DocumentSaves.save (a spy that calls the real thing)."""
     seen: list[str] = []
-    real = MemorySync.save
+    real = DocumentSaves.save
 
-    async def spy(self: MemorySync, t: DocumentKey | str, content: str, **kw):  # type: ignore[no-untyped-def]
-        seen.append(content)
-        return await real(self, t, content, **kw)
+    async def spy(self: DocumentSaves, t: DocumentKey, edit: Edit, **kw):  # type: ignore[no-untyped-def]
+        if isinstance(edit, str):
+            seen.append(edit)
+        return await real(self, t, edit, **kw)
 
-    monkeypatch.setattr(MemorySync, "save", spy)
+    monkeypatch.setattr(DocumentSaves, "save", spy)
     return seen
 
 
@@ -73,7 +74,7 @@ async def test_tool_and_rollback_take_the_one_path(tmp_path: Path, saves: list[s
         refused = await svc.chat.dispatch_tool("memory_save", {"type": "short_term", "content": "tool, too late"})
         assert refused.is_error and "was not saved" in refused.content and "memory history" in refused.content
         later = next(v for v in await svc.documents.history(ST) if v.content == "a later edit")
-        with pytest.raises(NewerVersionKnown, match=r"was not saved.*kept in the memory history"):
+        with pytest.raises(NewerVersionKnown, match=r"was not saved.*kept in the history"):
             await svc.documents.rollback(ST, later.event_id)
         assert saves[-2:] == ["tool, too late", "a later edit"]
         versions = await svc.documents.history(ST)

@@ -14,6 +14,7 @@ from relay_servers import fast_client_kwargs
 from service_support import stub_config, stub_service
 
 from didactyl_tui.agent.conversations.session_kind import SessionKind
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.turn.events import TurnFinished
 from didactyl_tui.service.app import AppService
 
@@ -96,7 +97,7 @@ async def test_task_add_saves_through_the_outbox_and_renders_in_the_prompt(tmp_p
             assert [p.event_id for p in await svc.documents.pending_publishes()] == []  # sent, through the outbox
         # A new run reads the list back from the relay.
         async with stub_service(stub_config(stub.base_url), tmp_path) as again:
-            assert [t.title for t in again.documents.value("tasks").tasks] == ["call Ana"]
+            assert [t.title for t in again.documents.value(DocumentKey.TASKS).tasks] == ["call Ana"]
             assert "#1 call Ana" in layer(await again.chat.dry_run("dry-run"), "tasks").content
 
 
@@ -146,6 +147,6 @@ async def test_another_devices_task_change_reaches_a_running_agent(tmp_path: Pat
         async with other:
             outcome = await other.chat.dispatch_tool("task_add", {"title": "renew the passport"})
             assert not outcome.is_error, outcome.content
-        await wait_for(lambda: [t.title for t in first.documents.value("tasks").tasks] == ["renew the passport"],
-                       timeout=10)
+        await wait_for(lambda: [t.title for t in first.documents.value(DocumentKey.TASKS).tasks]
+                       == ["renew the passport"], timeout=10)
         assert "#1 renew the passport" in layer(await first.chat.dry_run("dry-run"), "tasks").content

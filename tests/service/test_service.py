@@ -21,7 +21,7 @@ from didactyl_tui.config import Config
 from didactyl_tui.errors import AgentError, ConfigError
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
-from didactyl_tui.service.events import MemoryChanged, PromptAssembled, SelfContextChanged, ServiceWarning
+from didactyl_tui.service.events import DocumentChanged, PromptAssembled, SelfContextChanged, ServiceWarning
 from didactyl_tui.service.model import ModelSettings
 from didactyl_tui.service.state import read_state
 
@@ -105,7 +105,7 @@ async def test_saved_short_term_memory_is_in_the_next_prompt(service: AppService
     assert stm.content == "## Short-Term Memory\n\nAdmin is called Ada.\n\n(20/8,000 chars used)"
     assert stm.source_event.event_id == result.event_id
     assert stm.source_event.relays == (service.relays.embedded_url,)
-    assert any(isinstance(e, MemoryChanged) and e.origin == "local" and e.type is ST for e in seen)
+    assert any(isinstance(e, DocumentChanged) and e.origin == "local" and e.type is ST for e in seen)
     assert sum(isinstance(e, PromptAssembled) for e in seen) == 2
     with pytest.raises(AgentError):
         await service.documents.save(ST, "x" * 8001)
@@ -125,7 +125,7 @@ async def test_a_newer_version_from_another_device_reaches_cache_and_prompt(serv
         assert "blocked" in (await device.publish(stranger, timeout=2)).summary()
     finally:
         await device.close()
-    assert any(isinstance(e, MemoryChanged) and e.origin == "remote" for e in seen)
+    assert any(isinstance(e, DocumentChanged) and e.origin == "remote" for e in seen)
     prompt = await service.chat.dry_run(await service.chat.new_session())
     assert "new plan from the laptop" in section(prompt, "short_term_memory").content
     assert service.documents.snapshot(ST).event_id == newer.id

@@ -19,7 +19,7 @@ from didactyl_tui.agent.documents.lineage import LOST_NOTE
 from didactyl_tui.config import Config
 from didactyl_tui.errors import AgentError
 from didactyl_tui.service.app import AppService
-from didactyl_tui.service.events import MemoryChanged, OutboxChanged, ServiceWarning
+from didactyl_tui.service.events import DocumentChanged, OutboxChanged, ServiceWarning
 
 ST, LT = DocumentKey.SHORT_TERM, DocumentKey.LONG_TERM
 T0 = 1_750_000_000
@@ -184,7 +184,7 @@ async def test_history_keeps_local_and_remote_versions_and_rollback_is_a_new_sav
         assert versions[0].event_id == rolled.event_id and versions[0].origin == "local"
         assert versions[0].note == f"rollback to {one.event_id[:8]}"
         assert len(versions) == 4
-        assert any(isinstance(e, MemoryChanged) and e.origin == "local" and e.snapshot.event_id == rolled.event_id
+        assert any(isinstance(e, DocumentChanged) and e.origin == "local" and e.snapshot.event_id == rolled.event_id
                    for e in seen)
     # The history outlives the process (encrypted on disk: no plaintext in the file).
     db = (tmp_path / "d" / "memory-history.sqlite3").read_bytes()
@@ -219,9 +219,9 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
             await asyncio.sleep(0.05)
         assert [ev.id for ev in await held(relay)] == [theirs.event_id]
         await wait_for(lambda: nothing_pending(a, b), timeout=10)
-        # A lost: told once (a warning and a MemoryChanged flagged lost_local), its text in its history.
-        await wait_for(lambda: any(isinstance(e, MemoryChanged) and e.lost_local for e in seen_a), timeout=5)
-        lost = [e for e in seen_a if isinstance(e, MemoryChanged) and e.lost_local]
+        # A lost: told once (a warning and a DocumentChanged flagged lost_local), its text in its history.
+        await wait_for(lambda: any(isinstance(e, DocumentChanged) and e.lost_local for e in seen_a), timeout=5)
+        lost = [e for e in seen_a if isinstance(e, DocumentChanged) and e.lost_local]
         assert [(e.origin, e.lost_event_id, e.snapshot.event_id) for e in lost] == [
             ("remote", mine.event_id, theirs.event_id)]
         warnings = [e.message for e in seen_a if isinstance(e, ServiceWarning)]
@@ -230,7 +230,7 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
         kept = {v.event_id: v for v in (await a.documents.history(ST))}[mine.event_id]
         assert kept.origin == "local" and kept.note == LOST_NOTE and kept.content == "A's offline edit"
         # B won: nothing to tell it.
-        assert not any(isinstance(e, MemoryChanged) and e.lost_local for e in seen_b)
+        assert not any(isinstance(e, DocumentChanged) and e.lost_local for e in seen_b)
         assert not any(isinstance(e, ServiceWarning) for e in seen_b)
         # And A can get its words back: a rollback is a new save, which now wins everywhere.
         clock_a.t = T0 + 30
@@ -240,7 +240,7 @@ async def test_two_instances_one_key_newest_wins_and_the_loser_is_told(
         # A's rollback was made on top of B's version (its base): a later edit, so B is not told.
         await wait_for(lambda: b.documents.snapshot(ST).event_id == back.event_id, timeout=5)
         assert {v.event_id: v for v in (await b.documents.history(ST))}[theirs.event_id].note == ""
-        assert not any(isinstance(e, MemoryChanged) and e.lost_local for e in seen_b)
+        assert not any(isinstance(e, DocumentChanged) and e.lost_local for e in seen_b)
 
 
 async def test_a_save_after_a_version_from_a_fast_clock_is_never_dated_far_ahead(
@@ -255,7 +255,7 @@ async def test_a_save_after_a_version_from_a_fast_clock_is_never_dated_far_ahead
         await put(relay.url, ahead)
         await wait_for(lambda: svc.documents.snapshot(ST).event_id == ahead.id, timeout=5)
         with pytest.raises(AgentError, match=r"not saved: the newest short-term memory version is dated 600 s "
-                                             r"ahead of this device's clock.*kept in the memory history"):
+                                             r"ahead of this device's clock.*kept in the history"):
             await svc.documents.save(ST, "after it")
         kept = [v for v in await svc.documents.history(ST) if v.note.startswith("not published")]
         assert [v.content for v in kept] == ["after it"] and kept[0].created_at == T0
@@ -295,7 +295,7 @@ async def test_a_save_older_than_a_version_the_publisher_knows_is_refused_and_ke
         newer = memory_event(AGENT_KEY, "newer, elsewhere", T0 + 300)
         await svc.parts.runtime.publisher.note_remote(newer)
         with pytest.raises(AgentError, match=r"the short-term memory was not saved: a newer version of this memory "
-                                             r"already exists.*your text is kept in the memory history"):
+                                             r"already exists.*your text is kept in the history"):
             await svc.documents.save(ST, "too late")
         assert svc.documents.snapshot(ST).event_id == before.event_id  # the cache did not keep the unsent text
         [kept] = [v for v in (await svc.documents.history(ST)) if v.note]

@@ -21,6 +21,7 @@ from sync_support import rust_publish
 from tui_support import SIZE, TEST_KEY, LoopIoWatch, make_config, make_env, started
 from tui_support import wait_for as wait_in_app
 
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
 from didactyl_tui.agent.tasks.task_list import TaskList
 from didactyl_tui.config import Config
@@ -113,10 +114,10 @@ async def test_a_newer_soul_from_rust_nostr_is_used_by_the_next_prompt_and_a_bad
         assert [e.event_id for e in heard if isinstance(e, SoulChanged)] == [good_id]
         # Both are kept in the soul's history (the refused one with why it cannot be used: the linter refused it).
         async def both_kept() -> bool:
-            return {good_id, bad_id} <= {v.event_id for v in await svc.documents.history("soul")}
+            return {good_id, bad_id} <= {v.event_id for v in await svc.documents.history(DocumentKey.SOUL)}
 
         await wait_for(both_kept, timeout=10)
-        history = {v.event_id: v for v in await svc.documents.history("soul")}
+        history = {v.event_id: v for v in await svc.documents.history(DocumentKey.SOUL)}
         assert history[good_id].current and history[good_id].origin == "remote"
         assert "get_weather" in history[bad_id].problem and not history[bad_id].current
         assert history[bad_id].note.startswith("not used: ")
@@ -192,10 +193,10 @@ async def test_a_soul_in_the_seeds_list_form_from_another_client_is_read_and_use
         assert not [e for e in heard if isinstance(e, ServiceWarning) and soul_id[:12] in e.message]
         # Its history shows it in the one editable form (our JSON: versions in either form diff line by line);
         # the editor's next save publishes that form.
-        [version] = await svc.documents.history("soul")
+        [version] = await svc.documents.history(DocumentKey.SOUL)
         assert [s["section"] for s in json.loads(version.content)["sections"]] == ["persona", "tasks"]
-        await svc.documents.save("soul", version.content.replace("Seed Didactyl", "Edited Didactyl"))
-        assert json.loads(svc.documents.snapshot("soul").content)["format"] == "didactyl-soul/1"
+        await svc.documents.save(DocumentKey.SOUL, version.content.replace("Seed Didactyl", "Edited Didactyl"))
+        assert json.loads(svc.documents.snapshot(DocumentKey.SOUL).content)["format"] == "didactyl-soul/1"
         assert await _first_section(svc) == "You are Edited Didactyl."
 
 
@@ -209,7 +210,8 @@ async def test_a_newer_task_list_from_rust_nostr_reaches_the_running_service_and
         other_device, _ = TaskList().add("call Ana", note="about the van", now=now)
         ev = tasks_event(AGENT_KEY, other_device, now + 30)  # NIP-44 to self, as ours are
         await rust_publish(rust_relay.url, ev)  # rust-nostr's client sends it, as another program would
-        await wait_for(lambda: [t.title for t in svc.documents.value("tasks").tasks] == ["call Ana"], timeout=20)
+        await wait_for(lambda: [t.title for t in svc.documents.value(DocumentKey.TASKS).tasks] == ["call Ana"],
+                       timeout=20)
         tasks = next(x for x in (await svc.chat.dry_run("live-tasks-check")).layers if x.section == "tasks")
         assert "#1 call Ana — about the van" in tasks.content and "water" not in tasks.content
 

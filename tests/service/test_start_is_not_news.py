@@ -13,11 +13,12 @@ import pytest
 from agent_support import AGENT_KEY, soul_event, wait_for
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.soul.template import SoulTemplate, TemplateSection
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
-from didactyl_tui.service.events import MemoryChanged, ServiceEvent, ServiceWarning, SoulChanged
+from didactyl_tui.service.events import DocumentChanged, ServiceEvent, ServiceWarning, SoulChanged
 
 
 def _config(url: str) -> Config:
@@ -38,7 +39,7 @@ def _service(url: str, data: Path, heard: list[ServiceEvent]) -> AppService:
 
 def _news(heard: list[ServiceEvent]) -> list[ServiceEvent]:
     return [e for e in heard if isinstance(e, SoulChanged | ServiceWarning)
-            or (isinstance(e, MemoryChanged) and e.lost_local)]
+            or (isinstance(e, DocumentChanged) and e.lost_local)]
 
 
 async def test_a_second_start_tells_of_nothing_newer_and_a_soul_published_meanwhile_is_told(
@@ -49,7 +50,7 @@ async def test_a_second_start_tells_of_nothing_newer_and_a_soul_published_meanwh
     async with _service(relay.url, data, first) as svc:  # the first run publishes the config's soul, saves memory
         await asyncio.wait_for(svc.parts.runtime.tasks.settle(10), 15)
         assert svc.soul.view().event_id is not None
-        assert (await svc.documents.save("short_term", "Ada likes tea.")).any_accepted
+        assert (await svc.documents.save(DocumentKey.SHORT_TERM, "Ada likes tea.")).any_accepted
         await svc.parts.runtime.tasks.settle(10)
         soul_id = svc.soul.view().event_id
     assert not [e for e in first if isinstance(e, SoulChanged)]
@@ -60,7 +61,7 @@ async def test_a_second_start_tells_of_nothing_newer_and_a_soul_published_meanwh
         async with _service(relay.url, data, heard) as svc:
             await asyncio.wait_for(svc.parts.runtime.tasks.settle(10), 15)
             # A question to the history thread queues behind its judging of every version seen at start.
-            await svc.documents.history("short_term")
+            await svc.documents.history(DocumentKey.SHORT_TERM)
             assert svc.soul.view().event_id == soul_id
         assert _news(heard) == []
         assert not [r.getMessage() for r in caplog.records if "newer" in r.getMessage()]

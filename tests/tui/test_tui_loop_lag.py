@@ -36,7 +36,7 @@ from tui_support import (
 )
 
 from didactyl_tui.agent.conversations.store import ConversationStore
-from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.history import DocumentHistory
 from didactyl_tui.agent.llm import tokens
 from didactyl_tui.config import SoulSection
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
@@ -54,7 +54,7 @@ MESSAGES = 12  # the chat that is resumed
 def seed(data: Path) -> str:
     """A long memory history and a long chat, written before the app starts; returns the chat's id."""
     data.mkdir(parents=True, exist_ok=True)
-    history = MemoryHistory(data / "memory-history.sqlite3")
+    history = DocumentHistory(data / "memory-history.sqlite3")
     try:
         for i in range(VERSIONS):
             ev = memory_event(TEST_KEY, f"version {i}: " + "notes " * 40, int(NOW) - 10_000 + i)

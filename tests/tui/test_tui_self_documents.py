@@ -28,6 +28,7 @@ from tui_support import (
     wait_for,
 )
 
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.documents.lineage import base_of
 from didactyl_tui.agent.soul.content import read_soul_text
 from didactyl_tui.agent.tasks.task_list import TaskList
@@ -116,7 +117,7 @@ async def test_editing_the_soul_lints_first_then_history_diff_and_rollback(
             await wait_for(pilot, lambda p=persona: f"You are {p}." in app.service.soul.view().template.sections[0]
                            .content and "accepted by 1/1 relays" in flat(app), 10, f"soul {persona} saved")
         assert not editor.unsaved  # the editor holds the saved document (in its normal form)
-        one, two = [v.event_id for v in (await app.service.documents.history("soul"))[::-1]]
+        one, two = [v.event_id for v in (await app.service.documents.history(DocumentKey.SOUL))[::-1]]
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, MemoryEditorScreen), 5, "the editor closed")
 
@@ -172,8 +173,8 @@ async def test_a_second_writer_while_editing_the_tasks_is_shown_with_both_texts(
         clock.t += 5
         await click(pilot, "#overwrite")
         await wait_for(pilot, lambda: "accepted by 1/1 relays" in flat(app), 10, "ours saved over theirs")
-        assert [t.note for t in app.service.documents.value("tasks").tasks] == ["our note"]
-        versions = await app.service.documents.history("tasks")
+        assert [t.note for t in app.service.documents.value(DocumentKey.TASKS).tasks] == ["our note"]
+        versions = await app.service.documents.history(DocumentKey.TASKS)
         assert "their task" in versions[1].content  # theirs kept in the history
         assert base_of(versions[0].event) == versions[1].event_id  # ours now builds on theirs
 
@@ -185,9 +186,9 @@ async def test_a_concurrent_soul_edit_opens_the_merge_view_with_both_texts(
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         service = app.service
-        base = await service.documents.save("soul", soul("Base"))
+        base = await service.documents.save(DocumentKey.SOUL, soul("Base"))
         clock.t += 10
-        ours = await service.documents.save("soul", soul("Ours"))
+        ours = await service.documents.save(DocumentKey.SOUL, soul("Ours"))
         # A second writer with the same key edited the base, not ours: a concurrent edit, newer than ours.
         async with service_on(relay, tmp_path / "b", clock) as other:
             theirs = soul_event(TEST_KEY, read_soul_text("t", soul("Theirs")), int(clock.t) + 10, prev=base.event_id)
@@ -213,7 +214,7 @@ async def test_a_concurrent_soul_edit_opens_the_merge_view_with_both_texts(
         await wait_for(pilot, lambda: "Merged and saved" in flat(app), 10, "the merged save")
         assert service.soul.view().template.sections[0].content == "You are Ours and Theirs."
         [now] = await souls_on(relay)
-        [stored] = [v for v in await service.documents.history("soul") if v.event_id == now]
+        [stored] = [v for v in await service.documents.history(DocumentKey.SOUL) if v.event_id == now]
         assert base_of(stored.event) == theirs.id
 
 
@@ -248,7 +249,7 @@ async def test_no_sqlite_nip44_or_signature_on_the_ui_loop_for_the_soul_and_the_
             await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
         # Another writer's newer task list arrives live (signed before watching: the other writer's work).
         theirs = tasks_event(TEST_KEY, TaskList().add("from elsewhere", now=int(NOW))[0], int(NOW) + 60,
-                             prev=app.service.documents.snapshot("tasks").event_id)
+                             prev=app.service.documents.snapshot(DocumentKey.TASKS).event_id)
         with LoopIoWatch() as watch:
             await put(app.service.relays.embedded_url, theirs)
             await wait_for(pilot, lambda: "#1 from elsewhere · open" in screen_text(app), 10, "their tasks, live")

@@ -3,7 +3,11 @@
 A :class:`DocumentCodec` is pure (no key, no I/O, no clock): it turns an edit's text into a checked value, a value
 into the plaintext and tags of an event, and a version's plaintext back into a value — refusing, with a reason a
 person understands, what cannot be used. Encryption, signing, dates, bases, the outbox, history and relay consensus
-are the store's and the same for every document (see :mod:`.store`).
+are the same for every document (see :mod:`.saving`).
+
+Each document's codec lives with its concept (``agent/memory/codec.py``, ``agent/soul/codec.py``,
+``agent/tasks/codec.py``, ``agent/identity/codecs.py``); the service assembles the set (``service/parts.py``), so
+this package imports nothing above it.
 """
 
 from __future__ import annotations
@@ -128,35 +132,6 @@ def check_size(title: str, text: str, limit_chars: int, max_bytes: int = NIP44_M
         raise DocumentError(f"{title} is {size:,} UTF-8 bytes; {limit}. "
                             "Shorten it and save again (nothing was published).", over)
     return text
-
-
-class MemoryCodec(DocumentCodec[str]):
-    """Short- and long-term memory: markdown text, as it is."""
-
-    def __init__(self, key: DocumentKey, limit_chars: int, max_bytes: int = NIP44_MAX_BYTES,
-                 bytes_bound: str | None = None) -> None:
-        self.key, self.limit_chars = key, int(limit_chars)
-        # A remote signer (NIP-46) carries less than NIP-44 allows: refused here, before anything is sent.
-        self.max_bytes, self.bytes_bound = int(max_bytes), bytes_bound
-
-    def _checked(self, text: str) -> str:
-        return check_size(self.title, text, self.limit_chars, self.max_bytes, heading="Memory over limit",
-                          bytes_bound=self.bytes_bound)
-
-    def empty(self) -> str:
-        return ""
-
-    def from_text(self, text: str, current: str, now: int) -> str:
-        return self._checked(text)
-
-    def to_text(self, value: str) -> str:
-        return value
-
-    def encode(self, value: str) -> Encoded:
-        return Encoded(self._checked(value))
-
-    def decode(self, plaintext: str, ev: Event) -> str:
-        return plaintext  # another writer's longer text is still the memory (the gauge shows it over)
 
 
 def codec_value_error(codec: DocumentCodec[Any], ev: Event, reason: str) -> DocumentError:

@@ -49,7 +49,8 @@ class UnsignedEdits:
     def all(self) -> list[tuple[DocumentKey, str, str | None]]:
         with self._lock:
             rows = self._db.execute("SELECT document, text, base FROM unsigned_edit").fetchall()
-        return [(DocumentKey.parse(d), str(t), b) for d, t, b in rows]
+        known = {k.value for k in DocumentKey}  # a document a later version of the app added is left as it is
+        return [(DocumentKey(d), str(t), b) for d, t, b in rows if d in known]
 
     def close(self) -> None:
         with self._lock:
@@ -60,13 +61,16 @@ class UnsignedEdits:
 
 
 class DeferredSaves:
-    """What :class:`~.sync.DocumentSync` has not signed yet, and the tasks that sign it. ``save_now(key, value,
-    base)`` is the sync's one save path; ``sign_delay(key)`` how long the clock keeps a burst's text back."""
+    """What :class:`~.saving.DocumentSaves` has not signed yet, and the tasks that sign it. ``save_now(key, value,
+    base)`` is the pipeline's way out for them; ``check(key, text)`` its codec check of a text; ``sign_delay(key)``
+    how long the clock keeps a burst's text back."""
 
     def __init__(self, store: Any, save_now: Callable[[DocumentKey, Any, str | None], Awaitable[Any]],
                  spawn: Callable[[Any], asyncio.Task[Any]], warn: Callable[[str], None],
-                 burst_wait_max_s: float, unsigned: UnsignedEdits | None = None) -> None:
+                 burst_wait_max_s: float, unsigned: UnsignedEdits | None = None, *,
+                 check: Callable[[DocumentKey, str], Any], sign_delay: Callable[[DocumentKey], float]) -> None:
         self.store, self._save_now, self._spawn, self._warn = store, save_now, spawn, warn
+        self._check, self._sign_delay = check, sign_delay
         self._burst_wait_max_s, self.unsigned = burst_wait_max_s, unsigned
         self.pending: dict[DocumentKey, tuple[Any, str | None]] = {}  # document -> (value, base)
         self.for_signer: set[DocumentKey] = set()  # of those, the ones waiting for the signer
@@ -130,7 +134,7 @@ class DeferredSaves:
             if key not in self.store.keys:
                 continue
             try:
-                value = self.store.from_text(key, text)
+                value = self._check(key, text)
             except DidactylError as exc:  # e.g. a limit lowered since: kept on disk, said, never dropped silently
                 self._warn(f"an edit of the {key.title.lower()} kept for the signer no longer reads ({exc.message}); "
                            "it stays kept until it is replaced by a new save")
@@ -142,8 +146,8 @@ class DeferredSaves:
         while key in self.pending:
             waiting_signer = key in self.for_signer
             await asyncio.sleep(SIGNER_RETRY_S if waiting_signer else
-                                min(max(self.store.sign_delay(key), 0.05), 1.0))
-            if not waiting_signer and 0 < self.store.sign_delay(key) <= self._burst_wait_max_s:
+                                min(max(self._sign_delay(key), 0.05), 1.0))
+            if not waiting_signer and 0 < self._sign_delay(key) <= self._burst_wait_max_s:
                 continue  # (further ahead: a version from a fast clock arrived; the save below is refused)
             if await self._sign(key) is None:
                 return
@@ -155,7 +159,7 @@ class DeferredSaves:
             return None
         self.for_signer.discard(key)
         try:
-            await self._save_now(key, *deferred)  # the signer still away: kept again by the sync's save path
+            await self._save_now(key, *deferred)  # the signer still away: kept again by the save path
         except AgentError as exc:
             self._warn(exc.message)
         if key in self.pending:

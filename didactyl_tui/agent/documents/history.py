@@ -1,4 +1,4 @@
-"""Memory history: every version of each memory this app has seen, ours and other devices'.
+"""Document history: every version of each of the agent's documents this app has seen, ours and other devices'.
 
 Versions are stored as the signed, *encrypted* events exactly as they travel; plaintext exists only in
 memory, when a caller decrypts a version to show or diff it. A rollback is a new save through the
@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS memory_delivered (
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryVersion:
+class DocumentVersion:
     event: Event
     d: str
     origin: str  # "local" (saved here) | "remote" (seen on a relay)
@@ -63,7 +63,7 @@ class MemoryVersion:
         return self.event.created_at
 
 
-class MemoryHistory:
+class DocumentHistory:
     def __init__(self, db_path: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.db_path = db_path
         self._clock = clock
@@ -108,7 +108,7 @@ class MemoryHistory:
             row = self._db.execute("SELECT at FROM memory_delivered WHERE event_id=?", (event_id,)).fetchone()
         return float(row[0]) if row else None
 
-    def versions(self, d: str, author: str | None = None, kind: int | None = None) -> list[MemoryVersion]:
+    def versions(self, d: str, author: str | None = None, kind: int | None = None) -> list[DocumentVersion]:
         """Newest first (NIP-01 order: created_at desc, then lowest id); only ``author``'s when given
         (after a key change the old key's versions stay apart), only of ``kind`` when given (the replaceable kinds
         0, 3 and 10002 share ``d = ""``)."""
@@ -118,13 +118,13 @@ class MemoryHistory:
                 f" ORDER BY {sql_newest_first(id_column='event_id')}",
                 (d,),
             ).fetchall()
-        versions = [MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) for r in rows]
+        versions = [DocumentVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) for r in rows]
         return [v for v in versions
                 if (author is None or v.event.pubkey == author) and (kind is None or v.event.kind == kind)]
 
-    def get(self, event_id: str) -> MemoryVersion | None:
+    def get(self, event_id: str) -> DocumentVersion | None:
         with self._lock:
             r = self._db.execute(
                 "SELECT event_json, d, origin, seen_at, note FROM memory_versions WHERE event_id=?", (event_id,)
             ).fetchone()
-        return MemoryVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) if r else None
+        return DocumentVersion(Event.from_json(r[0]), r[1], r[2], float(r[3]), r[4]) if r else None

@@ -46,6 +46,13 @@ class DocumentKey(str, Enum):
         """Encrypted to the agent's own key (NIP-44); the self-context kinds are public by nature."""
         return self.kind in (APP_DATA, SOUL)
 
+    def command(self, verb: str) -> str:
+        """The command line that runs ``verb`` on this document (for hints in messages): ``didactyl soul history``,
+        ``didactyl memory history --type short_term``."""
+        if self.is_memory:
+            return f"didactyl memory {verb} --type {self.value}"
+        return f"didactyl {self.value} {verb}"
+
     def address(self, pubkey: str) -> str:
         """NIP-01's ``kind:pubkey:d`` (the outbox keys versions by it)."""
         return f"{self.kind}:{pubkey}:{self.d_tag}"

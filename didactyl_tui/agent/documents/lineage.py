@@ -22,7 +22,7 @@ from enum import Enum
 
 from ...nostr.event import Event
 from ...nostr.replaceable import is_newer
-from .history import MemoryHistory, MemoryVersion
+from .history import DocumentHistory, DocumentVersion
 
 PREV_TAG = "prev"  # ["prev", <event id>]: the version this one was edited from (docs/sync.md)
 MAX_CHAIN = 256  # versions walked back at most (a longer chain is judged like an untagged version)
@@ -42,7 +42,7 @@ def base_of(ev: Event) -> str | None:
     return None
 
 
-def relation(history: MemoryHistory, newer: Event, ours: Event) -> Relation:
+def relation(history: DocumentHistory, newer: Event, ours: Event) -> Relation:
     """How ``newer`` (a version newer than ``ours``, this device's latest save) relates to ``ours``."""
     current = newer
     for _ in range(MAX_CHAIN):
@@ -62,7 +62,7 @@ def relation(history: MemoryHistory, newer: Event, ours: Event) -> Relation:
     return Relation.LATER_EDIT if history.delivered_at(ours.id) is not None else Relation.CONCURRENT
 
 
-def latest_local(history: MemoryHistory, d: str, author: str, kind: int | None = None) -> MemoryVersion | None:
+def latest_local(history: DocumentHistory, d: str, author: str, kind: int | None = None) -> DocumentVersion | None:
     """This device's latest save of document ``d`` (of ``kind``) that went out (refused ones never did)."""
     for v in history.versions(d, author, kind):
         if v.origin == "local" and not v.note.startswith("not published"):
@@ -70,7 +70,7 @@ def latest_local(history: MemoryHistory, d: str, author: str, kind: int | None =
     return None
 
 
-def lost_local_edit(history: MemoryHistory, author: str, newer: Event, replaced_id: str | None,
+def lost_local_edit(history: DocumentHistory, author: str, newer: Event, replaced_id: str | None,
                     same_text: Callable[[Event], bool], *, once_recorded: bool = True) -> str | None:
     """The id of this device's latest save of ``newer``'s document when ``newer`` (a version that replaced it)
     is a concurrent edit — annotated as lost in the history; None for a later edit, or nothing of ours.

@@ -1,7 +1,7 @@
-"""Publishing memory events so that none is lost: outbox first, then the relays, then retries.
+"""Publishing document versions so that none is lost: outbox first, then the relays, then retries.
 
-``MemoryPublisher.publish`` is the one publish step of the memory store (agent ``memory_save`` and the
-editor alike). A background ``run()`` task retries what relays have not accepted, with backoff, and at
+``DocumentPublisher.publish`` is the outbox-and-relays step of the one save path (:mod:`.saving`), for every
+document alike. A background ``run()`` task retries what relays have not accepted, with backoff, and at
 once when a relay (re)connects or the publisher starts (a restart picks up what the last run left
 pending). ``relay_versions``/``reconcile`` find relays that hold an older version (or none) of a memory
 and bring them up to date by republishing the newest.
@@ -63,7 +63,7 @@ class _Unsaved:
     held: bool = False  # some relay holds it: quitting now loses nothing
 
 
-class MemoryPublisher:
+class DocumentPublisher:
     def __init__(
         self,
         pool: PoolLike,

@@ -7,10 +7,8 @@ key), or this device's outbox and history. A version is *used* only when it read
 does not read never replaces the one in use and is never taken as empty: it is warned about (the event named),
 recorded, shown in the snapshot (``unreadable``), and our next save is dated after it (it supersedes it).
 
-Save path, the only one (the tools, the editor, the CLI, rollback and merges all come here through the sync):
-check (the codec) → date after every version known, never more than ``sign_ahead_max_s`` ahead of the clock → name
-the base (``["prev", id]``) → encrypt and sign (the signer) → cache → :meth:`DocumentStore._publish` (the outbox) →
-per-relay verdicts. Bad input raises :class:`~.codec.DocumentError` before anything is signed.
+The store holds state and reads; it never signs or publishes. The one save path is :mod:`.saving` (check, date,
+base, encrypt and sign, then :meth:`DocumentStore.adopt_own`, the outbox and relays, the history).
 
 Every version the store sees goes to the version listeners (:class:`~.versions.VersionSeen`) before the change
 listeners hear of it, so the sync can keep a history and judge concurrent edits (docs/sync.md).
@@ -19,40 +17,30 @@ listeners hear of it, so the sync can keep a history and judge concurrent edits 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ...errors import AgentError
 from ...nostr.event import Event
 from ...nostr.replaceable import is_newer, newest_first
-from ...nostr.results import PublishOutcome
 from ...nostr.signer import Signer
 from ..background import BackgroundTasks
 from .codec import DocumentCodec, DocumentError, UndecryptableError
-from .dating import SIGN_AHEAD_MAX_S, VersionDating
 from .events import VersionEvents
 from .keys import DocumentKey
 from .listeners import ChangeListener, StoreListeners, VersionListener, WarningListener
 from .slots import Slot
-from .versions import DatedAheadError, DocumentSnapshot, SaveResult, VersionSeen
-
-log = logging.getLogger("didactyl.documents")
+from .versions import DocumentSnapshot, VersionSeen
 
 
 class DocumentPool(Protocol):
-    """What the store needs from :class:`didactyl_tui.nostr.pool.RelayPool`."""
-
-    async def publish(self, event: Event, timeout: float = ...) -> PublishOutcome: ...
+    """What the store reads through (it never publishes): :class:`didactyl_tui.nostr.pool.RelayPool`."""
 
     async def query_by_relay(self, filters: list[dict[str, Any]], timeout: float = ...) -> dict[str, Any]: ...
 
     def subscribe(self, filters: list[dict[str, Any]], on_event: Callable[[str, Event], None]) -> Any: ...
-
-
-Publisher = Callable[[Event], Awaitable[PublishOutcome]]
 
 
 class DocumentStore:
@@ -64,8 +52,6 @@ class DocumentStore:
         *,
         relay_timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
-        publisher: Publisher | None = None,
-        sign_ahead_max_s: float = SIGN_AHEAD_MAX_S,
     ) -> None:
         self.signer = signer
         self.pubkey = signer.public_key
@@ -73,8 +59,6 @@ class DocumentStore:
         self.codecs = dict(codecs)
         self._timeout = relay_timeout
         self._clock = clock
-        self._publisher = publisher
-        self.dating = VersionDating(clock, sign_ahead_max_s)
         self.events = VersionEvents(signer, self.codecs, clock)
         self._listeners = StoreListeners()
         self._slots = {key: Slot(c.empty(), c.to_text(c.empty())) for key, c in self.codecs.items()}
@@ -109,26 +93,25 @@ class DocumentStore:
         self._listeners.changed(self.snapshot(key), origin)
 
     # --- reading the cache (never the network) --------------------------------------------
-    def codec(self, key: DocumentKey | str) -> DocumentCodec[Any]:
-        return self.codecs[DocumentKey.parse(key)]
+    def codec(self, key: DocumentKey) -> DocumentCodec[Any]:
+        return self.codecs[key]
 
-    def limit(self, key: DocumentKey | str) -> int:
+    def limit(self, key: DocumentKey) -> int:
         return self.codec(key).limit_chars
 
-    def snapshot(self, key: DocumentKey | str) -> DocumentSnapshot:
-        key = DocumentKey.parse(key)
+    def snapshot(self, key: DocumentKey) -> DocumentSnapshot:
         codec = self.codecs[key]
         return self._slots[key].snapshot(key, codec.limit_chars, codec.max_bytes)
 
-    def value(self, key: DocumentKey | str) -> Any:
-        return self._slots[DocumentKey.parse(key)].value
+    def value(self, key: DocumentKey) -> Any:
+        return self._slots[key].value
 
-    def current_event(self, key: DocumentKey | str) -> Event | None:
-        return self._slots[DocumentKey.parse(key)].event
+    def current_event(self, key: DocumentKey) -> Event | None:
+        return self._slots[key].event
 
-    def relay_versions(self, key: DocumentKey | str) -> dict[str, tuple[str, int]]:
+    def relay_versions(self, key: DocumentKey) -> dict[str, tuple[str, int]]:
         """For each relay, the newest version (event id, created_at) it has shown us."""
-        return dict(self._slots[DocumentKey.parse(key)].relay_versions)
+        return dict(self._slots[key].relay_versions)
 
     def filters(self, keys: Iterable[DocumentKey] | None = None) -> list[dict[str, Any]]:
         """One filter per kind (the ``d`` tags of that kind together): what to ask the relays for."""
@@ -173,7 +156,7 @@ class DocumentStore:
         A newer version that does not read gives a warning and never replaces the one in use. Relays that fail do
         not count; if none answered, the document stays not ``loaded``.
         """
-        wanted = list(self.keys if keys is None else (DocumentKey.parse(k) for k in keys))
+        wanted = list(self.keys if keys is None else keys)
         failed = False
         try:
             by_relay = await self._pool.query_by_relay(self.filters(wanted), timeout=self._timeout)
@@ -300,28 +283,14 @@ class DocumentStore:
                 await result
         await self._reading.cancel(1.0)
 
-    # --- saving ---------------------------------------------------------------------------
-    def from_text(self, key: DocumentKey | str, text: str) -> Any:
-        """An edit's text as the document's value (checked). DocumentError says what is wrong."""
-        key = DocumentKey.parse(key)
-        if not isinstance(text, str):
-            raise DocumentError(f"{key.title} content must be text", key.title)
-        return self.codecs[key].from_text(text, self._slots[key].value, int(self._clock()))
+    # --- this device's own versions (the save pipeline, :mod:`.saving`, is the only caller) ---------------
+    def lock(self, key: DocumentKey) -> asyncio.Lock:
+        """Saves of one document, one at a time."""
+        return self._slots[key].lock
 
-    async def save_text(self, key: DocumentKey | str, text: str, **options: Any) -> SaveResult:
-        """:meth:`save` of an edit's text (checked by the codec first: nothing is signed when it is refused)."""
-        return await self.save(key, self.from_text(key, text), **options)
-
-    def sign_delay(self, key: DocumentKey | str) -> float:
-        """Seconds until a new version can be dated after every version we know without being dated more than
-        ``sign_ahead_max_s`` ahead of the clock (0: now)."""
-        return self.dating.delay(self._slots[DocumentKey.parse(key)].floor)
-
-    async def _publish(self, ev: Event) -> PublishOutcome:
-        """The one place an event leaves the store (the outbox wraps this)."""
-        if self._publisher is not None:
-            return await self._publisher(ev)
-        return await self._pool.publish(ev, timeout=self._timeout)
+    def floor(self, key: DocumentKey) -> int:
+        """The newest date known of ``key`` (a new version is dated after it)."""
+        return self._slots[key].floor
 
     def show_deferred(self, key: DocumentKey, text: str, value: Any) -> None:
         """A burst's newest text, not signed yet (the sync signs it within seconds): shown and used now."""
@@ -329,71 +298,46 @@ class DocumentStore:
         slot.text, slot.value, slot.loaded = text, value, True
         self._notify(key, "local")
 
-    async def sign_local(self, key: DocumentKey, value: Any) -> Event:
-        """A version dated now, based on the current one, that is never published (kept in the history when a
-        save is refused before publishing)."""
-        slot = self._slots[key]
-        ev = await self.events.build(key, value, int(self._clock()), slot.event.id if slot.event else None)
+    def kept_unpublished(self, key: DocumentKey, ev: Event) -> None:
+        """``ev``, signed here and never to be published (a refused save): kept in the history, not used."""
         self._listeners.seen(VersionSeen(key, ev, "local", None, False, None, None))
-        return ev
 
-    async def save(self, key: DocumentKey | str, value: Any, *, base: str | None = None,
-                   encrypt: bool = True, derive: Callable[[Any], Any] | None = None,
-                   adopted: asyncio.Event | None = None) -> SaveResult:
-        """Sign and publish ``value`` as a new version of ``key`` (checked by the caller: :meth:`from_text`); with
-        ``derive``, the value is ``derive(value in use)``, computed under the document's lock (a task added to the
-        list as it is now). Per-relay verdicts come back.
-
-        The version names its base (the version it was edited from: ``base``, else the one in use) and is dated
-        after every version known, never more than ``sign_ahead_max_s`` ahead of the clock (it waits up to
-        ``BURST_WAIT_MAX_S``; further ahead raises :class:`DatedAheadError`). A derived change of a document whose
-        newest version does not read (and no older one does either) is refused: it would publish over what it
-        cannot see. Raises AgentError when the publisher already knows a newer version (nothing is sent; the cache
-        is left as it was). Relay failures do not raise: they are in the outcome. ``adopted`` is set once the new
-        version is in use here (before the relays answer), or when the save ends without one."""
-        try:
-            return await self._save(DocumentKey.parse(key), value, base, encrypt, derive, adopted)
-        finally:
-            if adopted is not None:
-                adopted.set()
-
-    async def _save(self, key: DocumentKey, value: Any, base: str | None, encrypt: bool,
-                    derive: Callable[[Any], Any] | None, adopted: asyncio.Event | None) -> SaveResult:
+    def adopt_own(self, key: DocumentKey, ev: Event, value: Any, text: str) -> OwnVersion:
+        """``ev``, just signed here, is the version in use (before any relay has it: our own echo from the live
+        subscription then finds nothing new). What it replaced is returned, for :meth:`withdraw_own`."""
         slot = self._slots[key]
-        async with slot.lock:
-            if derive is not None:
-                self.snapshot(key).check_changeable()
-                value = derive(slot.value)
-            text = self.codecs[key].to_text(value)
-            try:
-                await self.dating.wait(key, lambda: slot.floor)
-            except DatedAheadError as exc:
-                exc.kept_event_id = (await self.sign_local(key, value)).id
-                raise
-            created_at = self.dating.created_at(slot.floor)
-            ev = await self.events.build(key, value, created_at, base or (slot.event.id if slot.event else None),
-                                        encrypt=encrypt)
-            # Cache first: our own echo from the live subscription then finds nothing new.
-            before = (slot.event, slot.value, slot.text, slot.loaded)
-            slot.adopt(ev, value, text)
-            self._listeners.seen(VersionSeen(key, ev, "local", None, True, before[0], text))
-            self._notify(key, "local")  # in use from now on (the relays' answers come with the next notice)
-            if adopted is not None:
-                adopted.set()
-            try:
-                outcome = await self._publish(ev)
-            except AgentError:
-                # The publisher knows a newer version than this one (another writer's): it was not sent.
-                if slot.event is ev:
-                    slot.event, slot.value, slot.text, slot.loaded = before
-                raise
-            except Exception as exc:  # the pool reports per relay; anything else is a bug we still survive
-                log.exception("document publish failed")
-                outcome = PublishOutcome(ev.id, {})
-                self._listeners.warn(f"publishing the {key.title.lower()} failed: {exc}")
-            for url in outcome.accepted_by:
-                slot.note_relay(url, ev)
-            if slot.event is ev:  # else a newer version from another writer arrived meanwhile (already told)
-                self._notify(key, "local")
-            return SaveResult(key, ev.id, outcome, created_at, self.snapshot(key))
+        before = OwnVersion(ev, slot.event, slot.value, slot.text, slot.loaded)
+        slot.adopt(ev, value, text)
+        self._listeners.seen(VersionSeen(key, ev, "local", None, True, before.replaced, text))
+        self._notify(key, "local")
+        return before
 
+    def withdraw_own(self, key: DocumentKey, own: OwnVersion) -> None:
+        """The version :meth:`adopt_own` put in use was not sent (a newer one is known): the one before is back,
+        unless another writer's replaced it meanwhile."""
+        slot = self._slots[key]
+        if slot.event is own.event:
+            slot.event, slot.value, slot.text, slot.loaded = own.replaced, own.value, own.text, own.loaded
+
+    def delivered_own(self, key: DocumentKey, ev: Event, accepted_by: Iterable[str]) -> DocumentSnapshot:
+        """The relays' verdicts on our own version ``ev``: those that took it hold it."""
+        slot = self._slots[key]
+        for url in accepted_by:
+            slot.note_relay(url, ev)
+        if slot.event is ev:  # else a newer version from another writer arrived meanwhile (already told)
+            self._notify(key, "local")
+        return self.snapshot(key)
+
+    def warn(self, message: str) -> None:
+        self._listeners.warn(message)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnVersion:
+    """A version saved here, and the state of its document before it was put in use."""
+
+    event: Event
+    replaced: Event | None
+    value: Any
+    text: str
+    loaded: bool

@@ -1,52 +1,43 @@
 """Document sync: versions, bases and conflicts between this device, other writers and the relays — for every
 document alike.
 
-- :meth:`DocumentSync.save` (a text) and :meth:`DocumentSync.save_value` / :meth:`DocumentSync.update` (a value, or
-  a change of the value in use) are THE paths that publish a document: the tools, the editor, the CLI, rollback
-  and merges all call them. A save refused because another writer's newer version is known is noted in the
-  history and the newer version is fetched, whoever saved.
+- Saving is not here: :meth:`~.saving.DocumentSaves.save` is THE path that publishes a document.
 - Every version the store sees is kept in the history. A newer version built on this device's latest save is a
   later edit (adopted quietly); one edited from an older version is a concurrent edit: the lost-edit listeners are
   told (once), the edit stays in the history (see :mod:`didactyl_tui.agent.documents.lineage` and docs/sync.md).
 - A version that cannot be used is recorded with the reason (``not used: …``); at start the newest version this
   device kept that reads is the document when the relays' newest does not (:meth:`restore_newest_known`).
-- A burst of saves (the clock would not allow a date after the last one without signing ahead of it) is coalesced
-  when the caller does not wait, and an edit made while the remote signer does not answer waits for it (kept on
-  disk): shown at once, signed as soon as it can be (:mod:`.deferred`).
 - After start and after reconnects (rate-limited) each relay is asked which version of every document it holds,
   and lagging ones get the newest (:meth:`DocumentSync.check`).
 
-The history is SQLite: every read and write of it runs on one worker thread, in order, never on the event loop.
-Trouble is reported through ``warn``, never raised out of a background path.
+The history is SQLite: every read and write of it runs on one worker thread, in order, never on the event loop
+(:class:`~.history_thread.HistoryThread`, shared with the save pipeline). Trouble is reported through ``warn``,
+never raised out of a background path.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
-from ...errors import AgentError, SignerUnreachableError
+from ...errors import AgentError
 from ...nostr.event import Event
 from ...nostr.replaceable import is_newer, newest_first
 from ...nostr.results import ConnectionState, PublishOutcome
 from ..background import BackgroundTasks
 from .codec import DocumentError
 from .consensus import ConsensusCheck, RelayHolding, acknowledged_not_shown
-from .dating import BURST_WAIT_MAX_S
-from .deferred import DeferredSaves, UnsignedEdits
-from .history import REFUSED_NOTE, UNUSABLE_NOTE, MemoryHistory, MemoryVersion, usable_note
+from .history import UNUSABLE_NOTE, DocumentVersion, usable_note
+from .history_thread import HistoryThread
 from .keys import DocumentKey
 from .lineage import lost_local_edit
 from .outbox import REFUSED as OUTBOX_REFUSED
 from .outbox import Outbox
-from .publisher import MemoryPublisher
+from .publisher import DocumentPublisher
 from .store import DocumentStore
-from .versions import DatedAheadError, NewerVersionKnown, SaveResult, VersionSeen
+from .versions import VersionSeen
 
 log = logging.getLogger("didactyl.documents.sync")
 
@@ -54,26 +45,17 @@ RECONCILE_MIN_INTERVAL_S = 10.0  # at most one relay-consensus check per this ma
 RECONCILE_START_DELAY_S = 1.0  # the first check waits for the outbox's first retries (and a CLI command's own)
 RESTORE_CANDIDATES = 8  # versions from the history tried at start when the relays' newest does not read
 
-R = TypeVar("R")
-
-
-def _not_saved(key: DocumentKey, why: str) -> NewerVersionKnown:
-    return NewerVersionKnown(f"the {key.title.lower()} was not saved: {why}; your text is kept in the memory history "
-                             f"(`didactyl memory history --type {key.value}`)", key.title)
-
-
 class DocumentSync:
     def __init__(
         self,
         store: DocumentStore,
-        publisher: MemoryPublisher,
+        publisher: DocumentPublisher,
         outbox: Outbox,
-        history: MemoryHistory,
+        history: HistoryThread,
         *,
         warn: Callable[[str], None],
         repairs: bool = True,
         not_repaired: frozenset[DocumentKey] = frozenset(),
-        unsigned: UnsignedEdits | None = None,
     ) -> None:
         """``repairs``: False for read-only commands (no consensus check republishes to lagging relays);
         ``not_repaired``: documents never copied to a lagging relay (the public relay list while this run's relays
@@ -82,12 +64,7 @@ class DocumentSync:
         self._warn = warn
         self._lost_listeners: list[Callable[[DocumentKey, str, str], None]] = []
         self._loop = asyncio.get_running_loop()
-        self._history_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="document-history")
-        self._history_error: str | None = None
-        self._last_local: dict[DocumentKey, str] = {}  # document -> the last version saved here
         self._tasks = BackgroundTasks()  # cancelled at stop, never waited for
-        # A burst's newest text, or an edit waiting for the remote signer: shown now, signed later.
-        self.deferred = DeferredSaves(store, self._save_now, self._tasks.spawn, warn, BURST_WAIT_MAX_S, unsigned)
         self._checking = False  # relay (re)connects trigger checks only once start-up is done (start_checks)
         self.reconcile_interval_s = RECONCILE_MIN_INTERVAL_S
         self.repairs = repairs
@@ -98,61 +75,44 @@ class DocumentSync:
         self._last_reconcile = float("-inf")
         store.add_version_listener(self._version_seen)
 
-    # --- the history, on its own thread ------------------------------------------------------------
-    def _guarded(self, fn: Callable[..., R], *args: Any) -> R | None:
-        """(On the history thread.) A locked or broken file gives one warning, never an exception."""
-        try:
-            result = fn(*args)
-        except (AgentError, sqlite3.Error) as exc:  # locked by another program, or closed at stop
-            message = exc.message if isinstance(exc, AgentError) else str(exc)
-            if message != self._history_error:
-                self._loop.call_soon_threadsafe(self._warn, f"document history: {message}")
-            self._history_error = message
-            return None
-        self._history_error = None
-        return result
-
-    async def _history(self, fn: Callable[..., R], *args: Any) -> R | None:
-        return await self._loop.run_in_executor(self._history_thread, self._guarded, fn, *args)
-
-    async def versions(self, key: DocumentKey) -> list[MemoryVersion]:
+    # --- the history ------------------------------------------------------------------------------
+    async def versions(self, key: DocumentKey) -> list[DocumentVersion]:
         """This key's versions of document ``key``, newest first."""
-        return await self._history(self.history.versions, key.d_tag, self.store.pubkey, key.kind) or []
+        return await self.history.versions(key)
 
     async def annotate(self, event_id: str, note: str) -> None:
-        await self._history(self.history.annotate, event_id, note)
+        await self.history.annotate(event_id, note)
 
     # --- every version seen ------------------------------------------------------------------------
     def _version_seen(self, seen: VersionSeen) -> None:
         """(Store listener, on the loop.) Judge and keep ``seen`` on the history thread, in arrival order."""
-        if seen.origin == "local" and seen.became_current:
-            self._last_local[seen.type] = seen.event.id
         judge = seen.origin != "local" and seen.became_current
-        self._history_thread.submit(self._judge_and_record, seen, judge)
+        self.history.submit(self._judge_and_record, seen, judge)
         if seen.origin == "remote":
             self._tasks.spawn(self._note_remote(seen.event))
 
     def _judge_and_record(self, seen: VersionSeen, judge: bool) -> None:
-        lost = self._guarded(self._lost_local_edit, seen) if judge else None
+        guarded, history = self.history.guarded, self.history.history
+        lost = guarded(self._lost_local_edit, seen) if judge else None
         note = f"{UNUSABLE_NOTE}{seen.unusable}" if seen.unusable else ""
-        self._guarded(self.history.record, seen.event, seen.origin, note)
+        guarded(history.record, seen.event, seen.origin, note)
         if seen.unusable:
-            self._guarded(self._note_unusable, seen.event.id, note)
+            guarded(self._note_unusable, seen.event.id, note)
         if seen.origin == "remote" and not seen.unusable:
-            self._guarded(self.history.mark_delivered, seen.event.id)  # a relay serves it: others can read it
+            guarded(history.mark_delivered, seen.event.id)  # a relay serves it: others can read it
         if lost is not None:
             self._loop.call_soon_threadsafe(self._tell_lost, seen.type, lost, seen.event.id)
 
     def _note_unusable(self, event_id: str, note: str) -> None:
-        known = self.history.get(event_id)
+        known = self.history.history.get(event_id)
         if known is not None and usable_note(known.note):  # seen before it was judged (e.g. as an older version)
-            self.history.annotate(event_id, note)
+            self.history.history.annotate(event_id, note)
 
     def _tell_lost(self, key: DocumentKey, lost_event_id: str, winner_id: str) -> None:
         self._warn(f"concurrent edit of the {key.title.lower()}: your version {lost_event_id[:8]} and another "
                    f"writer's version {winner_id[:8]} were both edited from an older version; theirs (newer) is now "
-                   "in use and yours is kept in the memory history; to merge, open the merge view in the app, or print "
-                   f"yours with `didactyl memory show --type {key.value} --version {lost_event_id[:8]}` and save the "
+                   "in use and yours is kept in the history; to merge, open the merge view in the app, or print "
+                   f"yours with `{key.command('show')} --version {lost_event_id[:8]}` and save the "
                    "merged text")
         for cb in list(self._lost_listeners):
             try:
@@ -180,7 +140,7 @@ class DocumentSync:
             except (DocumentError, TimeoutError):
                 return True  # ours does not read: nothing to merge
         replaced = seen.replaced.id if seen.replaced is not None else None
-        return lost_local_edit(self.history, self.store.pubkey, seen.event, replaced, same_text)
+        return lost_local_edit(self.history.history, self.store.pubkey, seen.event, replaced, same_text)
 
     async def restore_newest_known(self) -> None:
         """The newest version this device knows — an edit the relays did not confirm before the last run ended, or
@@ -188,7 +148,6 @@ class DocumentSync:
         the document: used (and sent by the retry loop or the consensus check) unless the relays gave something
         newer that reads."""
         await asyncio.gather(*(self._restore(key) for key in self.store.keys))
-        await self.deferred.restore()  # edits a previous run kept for the signer: shown, signed once it answers
 
     async def _restore(self, key: DocumentKey) -> None:
         candidates: list[tuple[Event, str]] = []
@@ -203,103 +162,6 @@ class DocumentSync:
         for ev, origin in sorted(candidates, key=lambda pair: newest_first(pair[0])):
             if await self.store.restore(ev, origin=origin):
                 break
-
-    # --- the one save path --------------------------------------------------------------------------
-    async def save(self, key: DocumentKey | str, text: str, *, wait: bool = True,
-                   encrypt: bool = True) -> SaveResult:
-        """Publish ``text`` as a new version of document ``key``. Bad input raises DocumentError before anything
-        is published; a newer version from another writer raises :class:`NewerVersionKnown` (nothing published,
-        the text kept in the history, the newer version fetched).
-
-        In a burst of saves the next date would be more than the allowed seconds ahead of the clock: with
-        ``wait`` the save waits (briefly) for the clock; without it (the agent's tool) the text is kept and
-        shown at once, and the newest text of the burst is signed and sent as soon as the clock allows
-        (``SaveResult.deferred``)."""
-        key = DocumentKey.parse(key)
-        value = self.store.from_text(key, text)
-        delay = self.store.sign_delay(key)
-        # Only a burst is coalesced: a version dated far ahead (a fast clock elsewhere) is refused now, below.
-        if not wait and (key in self.deferred or 0 < delay <= BURST_WAIT_MAX_S):
-            self.deferred.keep(key, value)
-            return self._deferred_result(key)
-        await self.deferred.discard(key)  # this newer text supersedes a text not signed yet
-        return await self._save_now(key, value, encrypt=encrypt)
-
-    async def save_coalescing(self, key: DocumentKey | str, text: str) -> SaveResult:
-        """The agent's ``memory_save``: never waits for the clock (a burst is coalesced)."""
-        return await self.save(key, text, wait=False)
-
-    async def save_value(self, key: DocumentKey | str, value: Any, *, encrypt: bool = True,
-                         adopted: asyncio.Event | None = None) -> SaveResult:
-        """Publish a value built by the caller (checked by the codec as it is encoded). ``adopted``: set once the
-        version is in use here, before the relays answer."""
-        key = DocumentKey.parse(key)
-        await self.deferred.discard(key)
-        return await self._save_now(key, value, encrypt=encrypt, adopted=adopted)
-
-    async def update(self, key: DocumentKey | str, derive: Callable[[Any], Any], *, wait: bool = True) -> SaveResult:
-        """Publish ``derive(the value in use)``, computed under the document's save lock (a task added to the list as
-        it is now, a line inserted into a memory). Refused when the newest version does not read and no earlier one
-        is known (see :meth:`DocumentStore.save`). With the signer away the new value waits for it as an edit does
-        (``SaveResult.deferred``); a change while a text waits (for the signer or the clock) is made to that text.
-        Without ``wait`` (the agent's partial edits) a burst is coalesced as :meth:`save` does."""
-        key = DocumentKey.parse(key)
-        if key in self.deferred or (not wait and 0 < self.store.sign_delay(key) <= BURST_WAIT_MAX_S):
-            self.store.snapshot(key).check_changeable()  # the text waiting is the one in use: the change is made to it
-            await self.deferred.change(key, derive(self.store.value(key)))
-            return self._deferred_result(key)
-        derived: list[Any] = []
-
-        def keeping(value: Any) -> Any:  # what the change made, kept should the signer not answer
-            derived.append(derive(value))
-            return derived[-1]
-
-        try:
-            return await self._save_now(key, None, derive=keeping)
-        except SignerUnreachableError as exc:
-            if not derived:
-                raise
-            await self.deferred.wait_for_signer(key, derived[-1], None, exc)
-            return self._deferred_result(key)
-
-    async def _save_now(self, key: DocumentKey, value: Any, base: str | None = None, *, encrypt: bool = True,
-                        derive: Callable[[Any], Any] | None = None,
-                        adopted: asyncio.Event | None = None) -> SaveResult:
-        before = self._last_local.get(key)
-        try:
-            result = await self.store.save(key, value, base=base, encrypt=encrypt, derive=derive, adopted=adopted)
-        except DatedAheadError as exc:
-            if exc.kept_event_id:
-                await self.annotate(exc.kept_event_id, f"not published: {exc.message}")
-            raise _not_saved(key, exc.message) from None
-        except DocumentError:
-            raise  # bad input, or a derived change of a document that does not read: nothing was signed
-        except SignerUnreachableError as exc:  # the key is in a remote signer that does not answer
-            if value is None:
-                raise  # a change of the value in use (a task added): kept by update() with the value it made
-            await self.deferred.wait_for_signer(key, value, base, exc)
-            return self._deferred_result(key)
-        except AgentError as exc:
-            refused = self._last_local.pop(key, None)
-            if before is not None:
-                self._last_local[key] = before
-            if refused is not None and refused != before:
-                await self.annotate(refused, REFUSED_NOTE)
-            self._tasks.spawn(self.store.load([key]))  # fetch the newer version the publisher knows of
-            raise _not_saved(key, exc.message) from None
-        if result.any_accepted:
-            await self._history(self.history.mark_delivered, result.event_id)
-        return result
-
-    def _deferred_result(self, key: DocumentKey) -> SaveResult:
-        return SaveResult(key, "", PublishOutcome("", {}), 0, self.store.snapshot(key), deferred=True)
-
-    async def flush(self, timeout: float) -> None:
-        """Send what a burst left unsigned (at stop): waits for the clock, at most ``timeout`` seconds (an edit
-        waiting for the signer stays on disk for the next start)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self.deferred.flush()
 
     # --- relay consensus ----------------------------------------------------------------------------
     def relay_state_changed(self, url: str, state: ConnectionState) -> None:
@@ -348,10 +210,10 @@ class DocumentSync:
             if not self._reconcile_again:
                 return
 
-    async def check(self, key: DocumentKey | str, *, fix: bool) -> ConsensusCheck:
+    async def check(self, key: DocumentKey, *, fix: bool) -> ConsensusCheck:
         """Ask every relay which version of ``key`` it holds; with ``fix``, lagging ones get the newest."""
         async with self._reconcile_lock:
-            return await self._check(DocumentKey.parse(key), fix=fix)
+            return await self._check(key, fix=fix)
 
     async def _check(self, key: DocumentKey, *, fix: bool) -> ConsensusCheck:
         store, publisher = self.store, self.publisher
@@ -393,8 +255,7 @@ class DocumentSync:
     # --- stop ---------------------------------------------------------------------------------------
     async def stop(self, timeout: float) -> None:
         """Cancel the retry loop's helpers and consensus checks (the outbox keeps what is unsent); let the
-        history thread finish what it was given."""
+        history thread finish what it was given (stop the save pipeline first: its last saves are kept there)."""
         self.stop_checks()
-        await self.flush(min(timeout, self.store.dating.sign_ahead_max_s + 2))
         await self._tasks.cancel(timeout)
-        await asyncio.to_thread(self._history_thread.shutdown, True)
+        await self.history.stop()

@@ -1,7 +1,7 @@
 """Changes to part of a document's text: a line inserted at a place, an exact passage replaced, and the change as a
 unified diff. Pure. The agent's ``memory_insert`` / ``memory_replace`` apply them to the text in use, under the
-document's save lock (:meth:`~.sync.DocumentSync.update`), so a model adds one line to a long memory without writing
-the whole memory again (and without the chance of dropping a line of it).
+document's save lock (a :class:`~.saving.Change` through :meth:`~.saving.DocumentSaves.save`), so a model adds one
+line to a long memory without writing the whole memory again (and without the chance of dropping a line of it).
 
 A change that cannot apply raises :class:`~.codec.DocumentError` saying why: the save path then signs nothing.
 Lines are separated by ``\\n`` only (what a person and the model count as lines).

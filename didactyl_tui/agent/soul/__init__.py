@@ -6,4 +6,4 @@
 - :mod:`.content`: the soul as the content of its event (``didactyl-soul/1`` JSON; docs/soul-event.md);
 - :mod:`.lint`: what a template gets wrong that its own shape cannot show (run before every publish).
 
-The event itself is the soul codec's (``agent/documents/codecs.py``)."""
+The event itself is the soul codec's (``agent/soul/codec.py``)."""

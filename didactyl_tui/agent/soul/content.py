@@ -2,7 +2,7 @@
 ``{"format": "didactyl-soul/1", "sections": [{"section", "role", "tool" | "content", "skip_if_empty", "audience"?}]}``,
 and a liberal reader that also takes the seeds' section list. Pure. The event itself (tags ``["d","soul"]``,
 ``["app","didactyl"]``, ``["encrypted","nip44"]``, NIP-44 to the agent) is the document model's: the soul's codec
-(agent/documents/codecs.py); a failure here is a :class:`SoulEventError` naming the source and the section.
+(agent/soul/codec.py); a failure here is a :class:`SoulEventError` naming the source and the section.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Memory tools: save, change and read the agent's Nostr memories (kind 30078, NIP-44 encrypted to itself).
 
-``memory_save`` (the whole text) goes through the context's ``save_memory`` (in the app: ``DocumentSync.save``), the
-one path the editor, the CLI and rollback take too; ``memory_insert`` and ``memory_replace`` (part of it: a memory
-grows by one line without the model writing it all again) through ``change_memory``, the same path with the change
-made to the text in use under the document's save lock (``DocumentSync.update``). Their results show the change as a
-diff.
+``memory_save`` (the whole text), ``memory_insert`` and ``memory_replace`` (part of it: a memory grows by one line
+without the model writing it all again) all save through ``DocumentSaves.save`` (the context's ``saves``), the one
+path the editor, the CLI and rollback take too; a part is changed in the text in use, under the document's save lock
+(a :class:`~..documents.saving.Change`). A burst is coalesced (the tools do not wait for the clock). Their results
+show the change as a diff.
 ``memory_short_term_read`` is internal: it feeds the ``short_term_memory`` soul section and is never
 offered to the model (the short-term memory is already in every prompt).
 """
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from ..documents.keys import DocumentKey
+from ..documents.saving import Change
 from ..documents.text_edit import change_diff, insert_lines, replace_once
 from ..documents.versions import DocumentSnapshot, SaveResult
 from .context import AgentToolContext
@@ -65,8 +66,7 @@ async def memory_save(type: MemoryType, content: str, ctx: AgentToolContext) -> 
         content: The complete new text of that memory (markdown); it replaces the old text entirely.
     """
     t = DocumentKey.parse_memory(type)
-    assert ctx.save_memory is not None  # set by AgentToolContext.__post_init__
-    result = await ctx.save_memory(t, content)
+    result = await ctx.saves.save(t, content, wait=False)
     return _outcome(result, len(content), ctx.memory.limit(t))
 
 
@@ -80,12 +80,11 @@ async def _change(ctx: AgentToolContext, t: DocumentKey, edit: Callable[[str], s
     def derive(value: Any) -> Any:  # under the document's save lock: the text is the one in use
         old = codec.to_text(value)
         new = edit(old)
-        checked = ctx.memory.from_text(t, new)  # the limits: refused before anything is signed
+        checked = ctx.saves.check(t, new)  # the limits: refused before anything is signed
         made.append((old, new))
         return checked
 
-    assert ctx.change_memory is not None  # set by AgentToolContext.__post_init__
-    result = await ctx.change_memory(t, derive)
+    result = await ctx.saves.save(t, Change(derive), wait=False)
     old, new = made[-1]
     out = _outcome(result, len(new), codec.limit_chars)
     out["diff"] = change_diff(old, new, t.value)

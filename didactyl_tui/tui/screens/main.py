@@ -22,7 +22,7 @@ from ...service.events import (
     AttachedDelivered,
     AttachedMessage,
     DmSessionChanged,
-    MemoryChanged,
+    DocumentChanged,
     OutboxChanged,
     PromptAssembled,
     RelayStateChanged,
@@ -266,7 +266,7 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     def on_service_event(self, event: ServiceEvent) -> None:
         match event:
-            case MemoryChanged(type=memory_type, snapshot=snapshot):
+            case DocumentChanged(type=memory_type, snapshot=snapshot):
                 self.show_document(memory_type, snapshot)  # a memory, the soul or the tasks
                 self.refresh_relays()
                 if event.lost_local:  # a concurrent edit: offer the merge view

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from textual import work
 
 if TYPE_CHECKING:
-    from ...service.types import DocumentSnapshot
+    from ...service.types import DocumentKey, DocumentSnapshot
     from ..widgets.memory_pane import MemoryPane
     from ..widgets.prompt_inspector import PromptInspector
 
@@ -26,6 +26,13 @@ else:
 SHORT, LONG = "short_term", "long_term"
 SOUL, TASKS = "soul", "tasks"  # versioned like memory: the same editor, history and merge view
 DOCUMENT_NAMES = {SHORT: "Short-term memory", LONG: "Long-term memory", SOUL: "The soul", TASKS: "The tasks"}
+
+
+def document_key(name: str) -> DocumentKey:
+    """The view's name of a document as the service's key (the edge: the service takes keys, never names)."""
+    from ...service.types import DocumentKey
+
+    return DocumentKey.parse(name)
 
 
 class SidebarActions(MainScreenState):
@@ -117,7 +124,7 @@ class SidebarActions(MainScreenState):
             if unavailable:
                 pane.show_unavailable(unavailable)
             else:
-                pane.show_snapshot(service.documents.snapshot(memory_type))
+                pane.show_snapshot(service.documents.snapshot(document_key(memory_type)))
         self.show_tasks()
 
     def _unavailable(self, what: str) -> bool:
@@ -145,7 +152,8 @@ class SidebarActions(MainScreenState):
             if service.documents.unavailable:
                 pane.show_unavailable(service.documents.unavailable)
             else:
-                pane.show_tasks(service.documents.value("tasks"), service.documents.snapshot(TASKS))
+                tasks = document_key(TASKS)
+                pane.show_tasks(service.documents.value(tasks), service.documents.snapshot(tasks))
 
     def action_edit_soul(self) -> None:
         self.open_editor(SOUL)
@@ -191,7 +199,7 @@ class SidebarActions(MainScreenState):
         try:
             snapshot = await service.documents.load_long_term()
         finally:
-            pane.show_snapshot(service.documents.snapshot(LONG))
+            pane.show_snapshot(service.documents.snapshot(document_key(LONG)))
         if then_edit and snapshot.loaded:
             self.open_editor(LONG)
         elif not snapshot.loaded:
@@ -205,7 +213,7 @@ class SidebarActions(MainScreenState):
         if self._unavailable(name):
             return
         service = self.require_service()
-        snapshot = service.documents.snapshot(memory_type)
+        snapshot = service.documents.snapshot(document_key(memory_type))
         if not snapshot.loaded:
             if memory_type == LONG:
                 self.load_long_term(then_edit=True)

@@ -24,7 +24,7 @@ from textual.widgets.text_area import LanguageDoesNotExist
 
 from ...errors import DidactylError
 from ...service.drafts import read_draft, remove_draft, write_draft
-from ...service.events import MemoryChanged, ServiceEvent
+from ...service.events import DocumentChanged, ServiceEvent
 from ...service.labels import CLOCK, version_label, when
 from ...terminal_text import clean
 from ..actions import bindings
@@ -177,7 +177,7 @@ class MemoryEditorScreen(Screen[None]):
     # --- newer versions while editing ----------------------------------------------------------
 
     def on_service_event(self, event: ServiceEvent) -> None:
-        if isinstance(event, MemoryChanged) and event.type == self.memory_type:
+        if isinstance(event, DocumentChanged) and event.type == self.memory_type:
             if event.origin == "local" and self._saving_text is not None and not event.lost_local:
                 return  # our own save (a soul comes back in its normal form, not as typed)
             self.consider_version(event.snapshot)

@@ -21,7 +21,7 @@ from textual.widgets import Button, DataTable, Footer, Static
 
 from ...actions import keys_for
 from ...errors import AgentError
-from ...service.events import MemoryChanged, ServiceEvent
+from ...service.events import DocumentChanged, ServiceEvent
 from ...service.labels import short_id, when
 from ..actions import bindings
 from ..widgets.publish_verdicts import verdict_lines
@@ -73,16 +73,16 @@ class MemoryHistoryScreen(Screen[None]):
 
     def __init__(self, memory_type: str, documents: DocumentService) -> None:
         super().__init__()
+        from ...service.types import DocumentKey
+
         self._documents = documents
-        self.memory_type = memory_type
+        self.memory_type = DocumentKey.parse(memory_type)  # the edge: the view's name of it, as the service's key
         self.rows: list[VersionRow] = []
         self.marked: str | None = None  # event id of the version to compare against
 
     @property
     def title_text(self) -> str:
-        from ...service.types import DocumentKey
-
-        title = DocumentKey.parse(self.memory_type).title
+        title = self.memory_type.title
         return title[:1] + title[1:].lower()  # "Short-term memory", "Task list"
 
     def compose(self) -> ComposeResult:
@@ -179,7 +179,7 @@ class MemoryHistoryScreen(Screen[None]):
         return next((r for r in self.rows if r.event_id == event_id), None)
 
     def on_service_event(self, event: ServiceEvent) -> None:
-        if isinstance(event, MemoryChanged) and event.type == self.memory_type:
+        if isinstance(event, DocumentChanged) and event.type == self.memory_type:
             self.reload()  # a new version (ours or another device's) joins the list
 
     # --- mark and diff ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Static, TextArea
 
 from ...errors import AgentError
-from ...service.events import MemoryChanged
+from ...service.events import DocumentChanged
 from ...service.labels import short_id
 from ...service.types import END, START, conflicts_left
 from ..actions import dialog_bindings
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..host import DidactylHost
 
 
-def offer_merge(screen: Screen[Any], event: MemoryChanged, service: ScreenService | None) -> None:
+def offer_merge(screen: Screen[Any], event: DocumentChanged, service: ScreenService | None) -> None:
     """Open the merge view for a concurrent edit, unless the user is busy in another screen (the warning
     notification and the memory history still offer it then)."""
     if not event.lost_local or not event.lost_event_id or not event.winner_event_id:

@@ -36,11 +36,6 @@ class _Store:
     def codec(self, key: DocumentKey) -> _Codec:
         return _Codec()
 
-    def from_text(self, key: DocumentKey, text: str) -> str:
-        return text
-
-    def sign_delay(self, key: DocumentKey) -> float:
-        return 0.0
 
 
 async def _deferred(path: Path, saved: list[tuple[str, str | None]]) -> DeferredSaves:
@@ -55,7 +50,7 @@ async def _deferred(path: Path, saved: list[tuple[str, str | None]]) -> Deferred
         return task
 
     return DeferredSaves(_Store(), save_now, spawn, lambda line: saved.append((line, None)), 1.0,
-                         UnsignedEdits(path))
+                         UnsignedEdits(path), check=lambda key, text: text, sign_delay=lambda key: 0.0)
 
 
 async def test_a_kept_edit_survives_a_restart_and_a_newer_save_supersedes_it_on_disk(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from fault_relay import FaultRig, SilentServer
 from lock_holder import LockHolder
 
 from didactyl_tui.agent.documents.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox
-from didactyl_tui.agent.documents.publisher import MemoryPublisher
+from didactyl_tui.agent.documents.publisher import DocumentPublisher
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.event import Event, sign_event
@@ -141,7 +141,7 @@ async def test_server_that_never_completes_the_handshake(tmp_path: Path) -> None
                          ping_interval=None)
         await pool.start()
         outbox = Outbox(tmp_path / "o.sqlite3", base_delay=0.01, max_delay=0.1)
-        pub = MemoryPublisher(pool, outbox, timeout=0.5, base_delay=0.01, max_delay=0.1)
+        pub = DocumentPublisher(pool, outbox, timeout=0.5, base_delay=0.01, max_delay=0.1)
         runner = asyncio.create_task(pub.run(max_sleep=0.2))
         try:
             await pool.wait_connected(3.0, all_relays=False)
@@ -535,7 +535,7 @@ async def test_retry_loop_does_not_spin_while_a_publish_waits_on_a_hung_relay(tm
         await pool.wait_connected(5.0)
         CountingOutbox.scans = 0
         box = CountingOutbox(rig.outbox_path, base_delay=10.0)
-        pub = MemoryPublisher(pool, box, timeout=0.5, base_delay=10.0)
+        pub = DocumentPublisher(pool, box, timeout=0.5, base_delay=10.0)
         runner = asyncio.create_task(pub.run(max_sleep=30.0))
         try:
             assert await wait_until(lambda: CountingOutbox.scans > 0)  # the loop's first pass, then its rest

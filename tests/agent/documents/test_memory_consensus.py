@@ -12,7 +12,7 @@ from fault_relay import FaultRig, HostileRelay, forged, with_bad_signature
 from relay_servers import RustRelayUnderTest
 
 from didactyl_tui.agent.documents.outbox import DELIVERED, REFUSED, SUPERSEDED, Outbox
-from didactyl_tui.agent.documents.publisher import MemoryPublisher
+from didactyl_tui.agent.documents.publisher import DocumentPublisher
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.event import Event, sign_event
 from didactyl_tui.nostr.keys import SecretKey
@@ -122,7 +122,7 @@ async def test_relay_that_lost_its_data_is_refilled_even_if_it_once_accepted(tmp
             pool = RelayPool([ours.url, rust.url], **FAST)
             await pool.start()
             outbox = Outbox(tmp_path / "o.sqlite3", base_delay=0.01, max_delay=0.1)
-            pub = MemoryPublisher(pool, outbox, timeout=2.0, base_delay=0.01, max_delay=0.1)
+            pub = DocumentPublisher(pool, outbox, timeout=2.0, base_delay=0.01, max_delay=0.1)
             try:
                 await pool.wait_connected(5.0)
                 ev = memory_event("v1", 1001)
@@ -156,7 +156,7 @@ async def test_rust_relay_holding_an_older_version_is_updated(tmp_path: Path, ru
         pool = RelayPool([ours.url, rust_relay.url], **FAST)
         await pool.start()
         outbox = Outbox(tmp_path / "o.sqlite3")
-        pub = MemoryPublisher(pool, outbox, timeout=2.0)
+        pub = DocumentPublisher(pool, outbox, timeout=2.0)
         try:
             await pool.wait_connected(5.0)
             best, holdings = await pub.relay_versions(SK.public_key_hex, 30078, D)
@@ -256,7 +256,7 @@ async def test_forged_newer_versions_on_a_hostile_relay_do_not_win(tmp_path: Pat
         pool = RelayPool([ours.url, hostile.url], **FAST)
         await pool.start()
         outbox = Outbox(tmp_path / "o.sqlite3")
-        pub = MemoryPublisher(pool, outbox, timeout=2.0)
+        pub = DocumentPublisher(pool, outbox, timeout=2.0)
         try:
             await pool.wait_connected(5.0)
             best, holdings = await pub.relay_versions(SK.public_key_hex, 30078, D)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from agent_support import AGENT_KEY, memory_event
 
-from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.history import DocumentHistory
 from didactyl_tui.agent.documents.lineage import MAX_CHAIN, Relation, base_of, relation
 
 T0 = 1_750_000_000
 
 
-def history(tmp_path: Path) -> MemoryHistory:
-    return MemoryHistory(tmp_path / "history.sqlite3")
+def history(tmp_path: Path) -> DocumentHistory:
+    return DocumentHistory(tmp_path / "history.sqlite3")
 
 
 def test_a_chain_that_reaches_ours_is_a_later_edit(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lock_holder import LockHolder
 
-from didactyl_tui.agent.documents.history import MemoryHistory
+from didactyl_tui.agent.documents.history import DocumentHistory
 from didactyl_tui.agent.documents.outbox import DELIVERED, PENDING, REFUSED, SUPERSEDED, Outbox, backoff_delay
 from didactyl_tui.errors import AgentError
 from didactyl_tui.nostr.event import sign_event
@@ -124,7 +124,7 @@ def test_database_locked_by_another_process_is_a_clear_error(tmp_path: Path) -> 
 
 
 def test_history_keeps_every_version_encrypted_and_newest_first(tmp_path: Path) -> None:
-    hist = MemoryHistory(tmp_path / "h.sqlite3")
+    hist = DocumentHistory(tmp_path / "h.sqlite3")
     v1, v2 = memory_event("ciphertext-1", 100), memory_event("ciphertext-2", 101)
     assert hist.record(v1, "local") is True
     assert hist.record(v2, "remote") is True
@@ -263,7 +263,7 @@ def test_prune_forgets_only_old_superseded_entries(tmp_path: Path) -> None:
 
 
 def test_history_versions_by_author(tmp_path: Path) -> None:
-    hist = MemoryHistory(tmp_path / "h.sqlite3")
+    hist = DocumentHistory(tmp_path / "h.sqlite3")
     other = SecretKey.from_hex("04" * 32)
     mine = memory_event("mine", 100)
     theirs = sign_event(other, kind=30078, content="x", created_at=101, tags=[["d", "short_term_memory"]])

@@ -47,7 +47,7 @@ async def _context(tmp_path: Path, *, filled: bool) -> AgentToolContext:
     ctx = offline_context(tmp_path, admin=True)
 
     await ctx.memory.load()  # no relay: nothing to wait for
-    ctx.tasks = task_book(ctx.memory, Clock(NOW))
+    ctx.tasks = task_book(ctx.saves, Clock(NOW))
     if filled:
         await fill_caches(ctx)
         assert ctx.admin is not None

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from agent_support import AGENT_KEY, LIMITS, make_store
+from agent_support import AGENT_KEY, LIMITS, make_saves, make_store
 from memory_support import text_of
 from relay_servers import EmbeddedRelayUnderTest, fast_client_kwargs
 
@@ -26,8 +26,10 @@ async def setup(tmp_path: Path) -> AsyncIterator[tuple[AgentToolContext, str, Re
     reader = RelayPool([relay.url], **fast_client_kwargs())
     await pool.start()
     await reader.start()
+    store = make_store(AGENT_KEY, pool, limits={**LIMITS, DocumentKey.SHORT_TERM: 20})
     ctx = AgentToolContext(
-        memory=make_store(AGENT_KEY, pool, limits={**LIMITS, DocumentKey.SHORT_TERM: 20}),
+        memory=store,
+        saves=make_saves(store, pool, tmp_path / "documents"),
         agent=IdentityCache(AGENT_KEY.public_key_hex),
         admin=None,
         files_root=tmp_path / "memory",
@@ -158,8 +160,9 @@ async def test_a_partial_edit_of_a_memory_not_read_yet_reads_it_first(setup, tmp
     ctx, _url, reader = setup
     registry = build_base_registry()
     await registry.call("memory_save", {"type": "long_term", "content": "kept line"}, ctx)
-    fresh = AgentToolContext(memory=make_store(AGENT_KEY, reader), agent=ctx.agent, admin=None,
-                             files_root=tmp_path / "memory2")
+    store = make_store(AGENT_KEY, reader)
+    fresh = AgentToolContext(memory=store, saves=make_saves(store, reader, tmp_path / "documents2"), agent=ctx.agent,
+                             admin=None, files_root=tmp_path / "memory2")
     assert not fresh.memory.snapshot(DocumentKey.LONG_TERM).loaded
     added = await registry.call("memory_insert", {"type": "long_term", "new_str": "new line"}, fresh)
     assert not added.is_error, added.content

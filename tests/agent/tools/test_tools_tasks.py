@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_support import AGENT_KEY, Clock, make_store, offline_context, task_book
+from agent_support import AGENT_KEY, Clock, make_saves, make_store, offline_context, task_book
 from relay_servers import RelayUnderTest, fast_client_kwargs
 
 from didactyl_tui.agent.documents.keys import DocumentKey
@@ -44,7 +44,7 @@ async def test_the_tools_change_the_list_on_the_relay_and_a_fresh_start_reads_it
     async with RelayPool([any_relay.url], **fast_client_kwargs()) as pool:
         store = make_store(AGENT_KEY, pool, clock=clock)
         await store.load()
-        ctx.tasks = task_book(store, clock)
+        ctx.tasks = task_book(make_saves(store, pool, tmp_path / "documents", clock=clock), clock)
         for title in ("buy milk", "call Ana"):
             out = await registry.call("task_add", json.dumps({"title": title}), ctx)
             assert not out.is_error, out.content

@@ -1,99 +1,18 @@
-"""The codecs of the soul, the task list and the self-context the agent publishes (profile, contacts, relay list),
-and :func:`build_codecs`, the one table of every document's codec. Memory's codec is in :mod:`.codec`."""
+"""The self-context the agent publishes as documents: its profile (kind 0), contact list (kind 3) and relay list
+(kind 10002). Public by nature; other clients may edit them, so every tag they add is kept."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ...config_file import relay_url_problem
-from ...errors import AgentError, ConfigError
 from ...nostr.event import Event
 from ...nostr.keys import is_hex_pubkey
-from ..soul.content import MAX_SOUL_BYTES, read_soul_text, soul_to_json
-from ..soul.lint import check_soul
-from ..soul.template import SoulTemplate
-from ..tasks.task_list import MAX_TASKS_BYTES, TaskError, TaskList
-from ..tools.registry import ToolRegistry
-from .codec import NIP44_MAX_BYTES, PUBLIC_MAX_BYTES, DocumentCodec, DocumentError, Encoded, MemoryCodec, check_size
-from .keys import DocumentKey
-from .lineage import PREV_TAG
-
-
-class SoulCodec(DocumentCodec[SoulTemplate]):
-    """Kind 31120: the ``didactyl-soul/1`` JSON document (docs/soul-event.md); the seeds' section list is read too.
-    A soul must lint clean against the tools this agent has (a section naming a tool it lacks cannot render)."""
-
-    key = DocumentKey.SOUL
-    limit_chars = MAX_SOUL_BYTES
-    marks_encryption = True
-
-    def __init__(self, registry: ToolRegistry, initial: SoulTemplate) -> None:
-        self._registry, self._initial = registry, initial
-
-    def empty(self) -> SoulTemplate:
-        return self._initial  # the config's (or the built-in) soul: the intent, until the relays hold one
-
-    def _read(self, source: str, text: str) -> SoulTemplate:
-        try:
-            return check_soul(read_soul_text(source, text), self._registry)
-        except (AgentError, ConfigError) as exc:
-            raise DocumentError(exc.message, "Bad soul") from None
-
-    def from_text(self, text: str, current: SoulTemplate, now: int) -> SoulTemplate:
-        check_size(self.title, text, self.limit_chars)
-        return self._read("the edited soul", text)
-
-    def to_text(self, value: SoulTemplate) -> str:
-        return soul_to_json(value)
-
-    def encode(self, value: SoulTemplate) -> Encoded:
-        try:
-            check_soul(value, self._registry)  # what is published lints clean, whoever built it
-        except AgentError as exc:
-            raise DocumentError(exc.message, "Bad soul") from None
-        text = soul_to_json(value)
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if size > MAX_SOUL_BYTES:
-            raise DocumentError(f"the soul is {size:,} bytes as JSON; at most {MAX_SOUL_BYTES:,} fit in one event",
-                                "Bad soul")
-        return Encoded(text)
-
-    def decode(self, plaintext: str, ev: Event) -> SoulTemplate:
-        return self._read(f"soul event {ev.id[:12]}", plaintext)
-
-
-class TasksCodec(DocumentCodec[TaskList]):
-    """Kind 30078 ``d = tasks``: the ``didactyl-tasks/1`` JSON (docs/tasks.md); edited one task a line."""
-
-    key = DocumentKey.TASKS
-    limit_chars = MAX_TASKS_BYTES
-
-    def empty(self) -> TaskList:
-        return TaskList()
-
-    def from_text(self, text: str, current: TaskList, now: int) -> TaskList:
-        try:
-            return TaskList.from_json(text).touched(current, now)
-        except TaskError as exc:
-            raise DocumentError(exc.message.replace("the stored task list", "the task list"), "Tasks") from None
-
-    def to_text(self, value: TaskList) -> str:
-        return value.to_text()
-
-    def encode(self, value: TaskList) -> Encoded:
-        try:
-            return Encoded(value.to_json())
-        except TaskError as exc:
-            raise DocumentError(exc.message, "Tasks") from None
-
-    def decode(self, plaintext: str, ev: Event) -> TaskList:
-        try:
-            return TaskList.from_json(plaintext)
-        except TaskError as exc:
-            raise DocumentError(f"{self.where(ev)}: {exc.message}", "Tasks") from None
+from ..documents.codec import PUBLIC_MAX_BYTES, DocumentCodec, DocumentError, Encoded, check_size
+from ..documents.keys import DocumentKey
+from ..documents.lineage import PREV_TAG
 
 
 class ProfileCodec(DocumentCodec[dict[str, Any]]):
@@ -201,21 +120,3 @@ class TagListCodec(DocumentCodec[TagList]):
 
     def decode(self, plaintext: str, ev: Event) -> TagList:
         return TagList(tuple(tuple(t) for t in ev.tags if not (t and t[0] == PREV_TAG)), plaintext)
-
-
-def build_codecs(*, limits: Mapping[DocumentKey, int], registry: ToolRegistry, initial_soul: SoulTemplate,
-                 memory_max_bytes: int = NIP44_MAX_BYTES,
-                 memory_bytes_bound: str | None = None) -> dict[DocumentKey, DocumentCodec[Any]]:
-    """Every document's codec (``limits``: the memories' character limits from the config; ``memory_max_bytes``:
-    less than NIP-44's when the key is in a remote signer, named by ``memory_bytes_bound``)."""
-    return {
-        DocumentKey.SHORT_TERM: MemoryCodec(DocumentKey.SHORT_TERM, limits[DocumentKey.SHORT_TERM],
-                                            memory_max_bytes, memory_bytes_bound),
-        DocumentKey.LONG_TERM: MemoryCodec(DocumentKey.LONG_TERM, limits[DocumentKey.LONG_TERM],
-                                           memory_max_bytes, memory_bytes_bound),
-        DocumentKey.SOUL: SoulCodec(registry, initial_soul),
-        DocumentKey.TASKS: TasksCodec(),
-        DocumentKey.PROFILE: ProfileCodec(),
-        DocumentKey.CONTACTS: TagListCodec(DocumentKey.CONTACTS),
-        DocumentKey.RELAYS: TagListCodec(DocumentKey.RELAYS),
-    }
