@@ -37,6 +37,7 @@ from tui_support import (
 
 from didactyl_tui.agent.conversations.store import ConversationStore
 from didactyl_tui.agent.documents.history import DocumentHistory
+from didactyl_tui.agent.documents.keys import DocumentKey
 from didactyl_tui.agent.llm import tokens
 from didactyl_tui.config import SoulSection
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
@@ -204,7 +205,7 @@ async def test_a_prompt_of_long_new_texts_is_counted_off_the_ui_loop(tmp_path: P
     app = make_app(tmp_path / "data", config)
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        await app.service.documents.save("short_term", memory)
+        await app.service.documents.save(DocumentKey.SHORT_TERM, memory)
         main = app.main_screen
         with LoopIoWatch() as watch:
             await pilot.press("f5")  # a dry run: the helper starts, the prompt is assembled and counted
