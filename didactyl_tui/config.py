@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config_mcp import McpConfig, PermissionsConfig
 from .config_remote import AttachConfig, DmConfig, SignerConfig
 from .config_setting import setting
 
@@ -346,6 +347,8 @@ class Config:
     dm: DmConfig = field(default_factory=DmConfig)
     attach: AttachConfig = field(default_factory=AttachConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    permissions: PermissionsConfig = field(default_factory=PermissionsConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     honcho: HonchoConfig = field(default_factory=HonchoConfig)
     soul: SoulConfig = field(default_factory=SoulConfig)
