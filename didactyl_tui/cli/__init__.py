@@ -212,6 +212,10 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
         from .chat import chat
 
         return asyncio.run(chat(args, config, data, env, out, message))
+    if command == "mcp":
+        from . import mcp
+
+        return asyncio.run(mcp.run(args, config, env, out))
     if command == "prompt":
         message = read_text(args.message, stdin) if args.message is not None else None
         from .prompt import prompt

@@ -60,6 +60,18 @@ def section_text(result: Any) -> tuple[str, str]:
     return ("" if all(_empty(v) for v in rest.values()) else render_result(rest)), note
 
 
+def tool_origins(registry: ToolRegistry, backend_tools: Sequence[Tool], backend_id: str | None) -> dict[str, str]:
+    """Where each tool offered comes from, by name (aliases too): "didactyl", "MCP server x", "memory backend y"."""
+    out: dict[str, str] = {}
+    for tool in registry.visible():
+        for name in (tool.name, *(tool.aliases if registry.offer_aliases else ())):
+            out[name] = tool.origin or "didactyl"
+    for tool in backend_tools:
+        if tool.visible:
+            out[tool.name] = tool.origin or f"memory backend {backend_id or ''}".strip()
+    return out
+
+
 def _run_context_tool(tool: Tool, ctx: ToolContext | None) -> tuple[str, str, str | None]:
     """(text, note, error) from a context tool's handler, synchronously (soul sections read caches only)."""
     problem = section_tool_problem(tool)
@@ -203,5 +215,6 @@ def assemble(
             "history_tokens": history_tokens,
             "user_tokens": user_tokens,
             "tools_tokens": tools_tokens,
+            "tool_origins": tool_origins(registry, backend_tools, backend_id),
         },
     )
