@@ -136,3 +136,29 @@ async def test_a_server_that_hangs_at_start_holds_nothing_up_and_says_why(tmp_pa
             await asyncio.wait_for(svc.mcp.wait_started(), 60)
             assert changes[-1].failed == ("slow: failed — did not start within 3 s",)
             assert not any(name.startswith("slow__") for name in svc.chat.tool_names_offered())
+
+
+async def test_server_everything_echo_runs_when_allowed_is_refused_headless_and_never_offered_to_a_guest(
+        tmp_path: Path, everything_server) -> None:
+    asked: list[str] = []
+
+    async def person(request: PermissionRequest) -> Decision:
+        asked.append(request.tool)
+        return Decision.ONCE
+
+    echo = Reply.tools(ToolCall("everything__echo", json.dumps({"message": "hello"})))
+    async with LlmStub() as stub, stub_service(_config(stub.base_url, everything_server), tmp_path) as svc:
+        await asyncio.wait_for(svc.mcp.wait_started(), 120)
+        assert "everything__echo" in svc.chat.tool_names_offered(), svc.mcp.statuses()
+        svc.permissions.register_asker(person)
+        session = await svc.chat.new_session()
+        stub.script(echo, Reply.text_reply("ok"))
+        finished = [e async for e in svc.chat.run_turn(session, "echo", SessionKind.TERMINAL)][-1]
+        [ran] = finished.tool_calls
+        assert ran.ending == "done" and "hello" in ran.result and asked == ["everything__echo"]
+        stub.script(echo, Reply.text_reply("ok"))
+        finished = [e async for e in svc.chat.run_turn(session, "echo", SessionKind.HEADLESS_CHAT)][-1]
+        assert finished.tool_calls[0].ending == "refused" and asked == ["everything__echo"]
+        listed = ToolPolicy(frozenset({"everything__echo", "my_npub"}), "a guest's conversation")
+        guest = await svc.chat.dry_run(session, "hi", audience=guest_turn(), tools=listed)
+        assert guest.tool_names == ["my_npub"]
