@@ -18,9 +18,10 @@ class McpServerConfig:
                             "what `--allow` and [permissions] allow name.")
     command: str = setting("", "The program to start (found on PATH), e.g. \"npx\" or \"uvx\". Empty: use url.")
     args: list[str] = setting([], "Its arguments.")
-    env: dict[str, str] = setting({}, "Environment variables it is given; a value may name one of yours as ${VAR}. "
-                                      "Nothing else of your environment is passed on, besides the few a program "
-                                      "needs to run (PATH, HOME, USER, LOGNAME, SHELL, TERM).")
+    env: dict[str, str] = setting({}, "Environment variables it is given; a value may name one of yours as ${VAR} "
+                                      "($${ for a literal ${). Nothing else of your environment is passed on, "
+                                      "besides the few a program needs to run (PATH, HOME, USER, LOGNAME, SHELL, "
+                                      "TERM).")
     url: str = setting("", "A streamable HTTP endpoint (http:// or https://) instead of a command.")
     headers: dict[str, str] = setting({}, "HTTP headers sent to url (e.g. Authorization = \"Bearer ${TOKEN}\"; "
                                           "${VAR} as in env).")

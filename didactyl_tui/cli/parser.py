@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the tool NAME act without asking for this turn (an MCP server's tool, write_file, "
                    "post_note; SERVER__* for a server's tools); repeatable. Without it such a call is denied "
                    "unless [permissions] allow lists it")
+    sub.add_parser("acp", help="speak the Agent Client Protocol on stdin/stdout: an editor (Zed, toad) drives the "
+                   "agent (docs/acp.md)")
     mcp = sub.add_parser("mcp", help="the configured MCP servers: list what they offer, test one")
     msub = mcp.add_subparsers(dest="mcp_command", required=True, metavar="VERB")
     p = msub.add_parser("list", help="start every configured server, print its state and its tools, stop it")

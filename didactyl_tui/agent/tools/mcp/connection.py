@@ -28,7 +28,7 @@ from ....terminal_text import one_line
 STDERR_LINES = 12  # the last lines of a server's stderr kept for its reason
 STDERR_LINE_CHARS = 300
 MAX_LIST_PAGES = 20  # tools/list pages read at most (a server that pages forever is cut here)
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # $${ is a literal ${
 
 
 class McpServerError(AgentError):
@@ -38,10 +38,13 @@ class McpServerError(AgentError):
 
 
 def expand(value: str, env: Mapping[str, str], where: str) -> str:
-    """``value`` with each ``${VAR}`` replaced from ``env``; McpServerError naming a variable that is not set."""
+    """``value`` with each ``${VAR}`` replaced from ``env`` (``$${`` stays a literal ``${``); McpServerError naming a
+    variable that is not set."""
 
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
+        if name is None:
+            return "${"
         if name not in env:
             raise McpServerError(f"{where} names ${{{name}}}, which is not set in the environment")
         return env[name]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ class McpServers:
 
     def __init__(self, config: McpConfig, registry: ToolRegistry, env: Mapping[str, str]) -> None:
         self.config, self._registry, self._env = config, registry, dict(env)
+        self._servers = list(config.servers)  # the config's, then those added while running (an ACP client's)
         self._status: dict[str, McpServerStatus] = {
             s.name: McpServerStatus(s.name, "starting" if s.enabled else "disabled") for s in config.servers}
         self._connections: dict[str, McpConnection] = {}
@@ -73,13 +75,29 @@ class McpServers:
     # --- starting and stopping ------------------------------------------------------------------
     def start(self, only: str | None = None) -> None:
         """Start every enabled server (or ``only`` that one) in the background; :meth:`wait_started` waits."""
-        servers = [s for s in self.config.servers if s.enabled and (only is None or s.name == only)]
+        servers = [s for s in self._servers if s.enabled and (only is None or s.name == only)]
         if not servers:
             self._started.set()
             return
         task = asyncio.create_task(self._start_all(servers), name="mcp-start")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def add(self, server: McpServerConfig) -> McpServerStatus:
+        """Start one more server while running (an ACP client's, at ``session/new``), named apart from the others
+        (its name cleaned to what a config name may be, and numbered when taken); its status once started or failed
+        (bounded by ``start_timeout_s``)."""
+        base = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in server.name)
+        base = base.replace("__", "_")[:20] or "server"
+        name, n = base, 1
+        while name in self._status:
+            n += 1
+            name = f"{base}-{n}"
+        server = dataclasses.replace(server, name=name, enabled=True)
+        self._servers.append(server)
+        self._status[name] = McpServerStatus(name, "starting")
+        await self._start_one(server)
+        return self._status[name]
 
     async def wait_started(self) -> None:
         """Until every server started or failed (each is bounded by ``start_timeout_s``)."""
@@ -145,7 +163,7 @@ class McpServers:
         registry = self._registry
         for tool in [t for t in registry.all() if t.family == "mcp"]:
             registry.unregister(tool.name)
-        for server in self.config.servers:
+        for server in self._servers:
             for tool in self._tools.get(server.name, ()):
                 if tool.name not in registry:
                     registry.register(tool)

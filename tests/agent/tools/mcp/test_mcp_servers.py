@@ -59,11 +59,11 @@ async def test_servers_are_offered_in_the_configs_order_whatever_starts_first() 
 async def test_a_server_gets_only_what_the_config_lists_with_variables_taken_from_ours(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DIDACTYL_TEST_API_KEY", "sk-secret")  # in this process's own environment too
-    server = fixture_server("fx", env={"GREETING": "hello ${WHO}"})
+    server = fixture_server("fx", env={"GREETING": "hello ${WHO} $${LITERAL}"})
     registry, servers, _ = await _started(McpConfig(servers=[server]),
                                           env={"WHO": "world", "DIDACTYL_TEST_API_KEY": "sk-secret"})
     try:
-        assert (await registry.call("fx__show_env", {"name": "GREETING"})).content == "hello world"
+        assert (await registry.call("fx__show_env", {"name": "GREETING"})).content == "hello world ${LITERAL}"
         assert (await registry.call("fx__show_env", {"name": "DIDACTYL_TEST_API_KEY"})).content == "(unset)"
         assert (await registry.call("fx__show_env", {"name": "PATH"})).content != "(unset)"  # what a program needs
     finally:
