@@ -40,6 +40,9 @@ class McpConfig:
                                           "server is stopped as hung (its tools withdrawn).", min=1, max=3600)
     max_result_chars: int = setting(20_000, "Most characters of one tool result given to the model (the rest is "
                                             "cut, and the model told).", min=100, max=1_000_000)
+    max_message_bytes: int = setting(4 * 1024 * 1024, "Most bytes of one message a server sends over stdio; a "
+                                                      "larger one ends the server (shown failed, with the reason).",
+                                     min=64 * 1024, max=256 * 1024 * 1024)
     max_tools_per_server: int = setting(64, "Most tools offered from one server (the rest are left out, said once).",
                                         min=1, max=1000)
     max_schema_chars: int = setting(16_000, "Most characters of one tool's description and input schema together; "

@@ -3,7 +3,8 @@ the app's): ``python tests/mcp_fixture_server.py [--hang-at-start | --die-at-sta
 
 Its tools: ``echo`` (the text back), ``add``, ``show_env`` (one variable of its environment, to check what a server is
 given), ``shout`` (a long result with control characters and markup, to check results are bounded and cleaned),
-``hang`` (never answers) and ``die`` (the process exits mid-call)."""
+``hang`` (never answers) and ``die`` (the process exits mid-call). ``--flood-at-start`` writes one line without end
+on its stdout instead of answering (up to a GiB, unless it is stopped first), as a hostile server would."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from mcp.server.mcpserver import MCPServer
 
 if "--hang-at-start" in sys.argv:
     time.sleep(3600)  # never answers initialize: the client's start bound must end it
+if "--flood-at-start" in sys.argv:
+    for _ in range(1024):
+        os.write(1, b"x" * (1024 * 1024))
+    sys.exit(0)
 if "--die-at-start" in sys.argv:
     print("fixture: refusing to start (asked to)", file=sys.stderr, flush=True)
     sys.exit(3)

@@ -7,7 +7,8 @@ any task of the same loop. A server that does not start within ``start_timeout_s
 ``call_timeout_s``, or a server that closes its end raise :class:`McpServerError` with a reason a person reads (the
 last lines the server wrote on its stderr, cleaned and bounded, when it gave any). Its stderr never reaches the
 terminal: it is read into a small ring of lines. Its environment is what the config lists (``${VAR}`` taken from
-ours) over the SDK's minimal set (PATH, HOME, USER...): nothing else of ours, no API key, is passed on.
+ours) and the few variables any program needs (:data:`INHERITED`): nothing else of ours, no API key, is passed on.
+Over stdio each message is bounded (stdio.py).
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from typing import IO, Any
 from ....config_mcp import McpServerConfig
 from ....errors import AgentError
 from ....terminal_text import one_line
+from .stdio import Transport, stdio_transport
 
 STDERR_LINES = 12  # the last lines of a server's stderr kept for its reason
 STDERR_LINE_CHARS = 300
+INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM")  # what any program needs to run, nothing more
 MAX_LIST_PAGES = 20  # tools/list pages read at most (a server that pages forever is cut here)
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # $${ is a literal ${
 
@@ -84,9 +87,11 @@ class McpConnection:
     """One configured server. :meth:`start` → its tools (the SDK's ``Tool`` models); :meth:`call`; :meth:`stop`."""
 
     def __init__(self, server: McpServerConfig, env: Mapping[str, str], *, start_timeout_s: float,
-                 call_timeout_s: float) -> None:
+                 call_timeout_s: float, max_message_bytes: int = 4 * 1024 * 1024) -> None:
         self.config, self._env = server, dict(env)
         self.start_timeout_s, self.call_timeout_s = start_timeout_s, call_timeout_s
+        self.max_message_bytes = max_message_bytes
+        self._pipe = Transport()
         self._session: Any = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -98,6 +103,8 @@ class McpConnection:
         return self.config.name
 
     def _reason(self, what: str) -> str:
+        if self._pipe.problem:
+            what = self._pipe.problem
         tail = self._stderr.tail() if self._stderr is not None else ""
         return f"{what} (it said: {tail})" if tail else what
 
@@ -109,12 +116,11 @@ class McpConnection:
 
             headers = {k: expand(v, self._env, f"{where} headers.{k}") for k, v in server.headers.items()}
             return _http(streamable_http_client, create_mcp_http_client(headers=headers), server.url)
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-
-        env = {k: expand(v, self._env, f"{where} env.{k}") for k, v in server.env.items()}
+        env = {k: self._env[k] for k in INHERITED if k in self._env}
+        env.update({k: expand(v, self._env, f"{where} env.{k}") for k, v in server.env.items()})
         self._stderr = _StderrRing()
-        params = StdioServerParameters(command=server.command, args=list(server.args), env=env)
-        return stdio_client(params, errlog=self._stderr.writer)
+        return stdio_transport(server.command, server.args, env, self._stderr.writer, self.max_message_bytes,
+                               self._pipe)
 
     async def start(self) -> list[Any]:
         """Start the server and list its tools, within ``start_timeout_s``; McpServerError otherwise."""

@@ -114,7 +114,8 @@ class McpServers:
     async def _start_one(self, server: McpServerConfig) -> None:
         self._set(McpServerStatus(server.name, "starting"))
         connection = McpConnection(server, self._env, start_timeout_s=self.config.start_timeout_s,
-                                   call_timeout_s=self.config.call_timeout_s)
+                                   call_timeout_s=self.config.call_timeout_s,
+                                   max_message_bytes=self.config.max_message_bytes)
         self._connections[server.name] = connection
         try:
             listed = await connection.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 from mcp_support import fixture_server
@@ -61,7 +62,8 @@ async def test_a_server_gets_only_what_the_config_lists_with_variables_taken_fro
     monkeypatch.setenv("DIDACTYL_TEST_API_KEY", "sk-secret")  # in this process's own environment too
     server = fixture_server("fx", env={"GREETING": "hello ${WHO} $${LITERAL}"})
     registry, servers, _ = await _started(McpConfig(servers=[server]),
-                                          env={"WHO": "world", "DIDACTYL_TEST_API_KEY": "sk-secret"})
+                                          env={"WHO": "world", "DIDACTYL_TEST_API_KEY": "sk-secret",
+                                               "PATH": os.environ.get("PATH", "/usr/bin")})
     try:
         assert (await registry.call("fx__show_env", {"name": "GREETING"})).content == "hello world ${LITERAL}"
         assert (await registry.call("fx__show_env", {"name": "DIDACTYL_TEST_API_KEY"})).content == "(unset)"
@@ -79,14 +81,14 @@ async def test_a_variable_that_is_not_set_fails_that_server_with_its_name() -> N
 
 
 async def test_servers_that_hang_fail_or_are_missing_at_start_fail_alone_with_their_reasons() -> None:
-    config = McpConfig(start_timeout_s=3, servers=[
+    config = McpConfig(start_timeout_s=20, servers=[  # a ready one must start within it on a loaded machine
         fixture_server("hangs", "--hang-at-start"), fixture_server("dies", "--die-at-start"),
         McpServerConfig(name="missing", command="didactyl-no-such-program"), fixture_server("fine")])
     registry, servers, _ = await _started(config)
     try:
         states = {s.name: s for s in servers.statuses()}
         assert states["fine"].state == "ready" and "fine__echo" in registry
-        assert states["hangs"].state == "failed" and "did not start within 3 s" in states["hangs"].reason
+        assert states["hangs"].state == "failed" and "did not start within 20 s" in states["hangs"].reason
         assert states["dies"].state == "failed" and "refusing to start (asked to)" in states["dies"].reason  # stderr
         assert states["missing"].state == "failed" and "was not found" in states["missing"].reason
     finally:
