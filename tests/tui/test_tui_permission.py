@@ -128,5 +128,31 @@ async def test_a_server_that_hangs_at_start_the_app_answers_and_the_self_pane_sa
             await wait_for(pilot, lambda: not main.streaming and main.conversation.last_reply(), 30, "the reply")
             assert main.conversation.last_reply() == "Hello there."
             await pilot.press("f3")
-            await wait_for(pilot, lambda: "slow: failed — did not start within 3 s" in screen_text(app), 30,
-                           "the failure in the self pane")
+            await wait_for(pilot, lambda: "slow: failed" in screen_text(app), 30, "the failure in the self pane")
+            panes = [str(pane.render()) for pane in main.query("#mcp-status")]  # on screen the line may be wrapped
+            assert any("slow: failed — did not start within 3 s" in text for text in panes), panes
+
+
+async def test_a_server_that_hangs_mid_call_the_turn_goes_on_and_its_tools_are_withdrawn(tmp_path: Path) -> None:
+    async with LlmStub() as stub:
+        stub.script(Reply.tools(ToolCall("fx__hang", "{}")), Reply.text_reply("It did not answer."))
+        config = _config(stub.base_url)
+        config.mcp.call_timeout_s = 2
+        app = make_app(tmp_path, config)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            await _mcp_ready(pilot)
+            main = app.main_screen
+            await _send(pilot, "wait for it")
+            await wait_for(pilot, lambda: isinstance(app.screen, PermissionScreen), 30, "the question")
+            await pilot.click("#once")
+            await wait_for(pilot, lambda: not main.streaming and main.conversation.last_reply(), 30, "the reply")
+            assert main.conversation.last_reply() == "It did not answer."
+            [entry] = _entries(app)
+            assert entry.ending == "error" and "did not answer a call of hang within 2 s" in entry.result
+            assert not any(name.startswith("fx__") for name in app.service.chat.tool_names_offered())
+            await pilot.press("f3")
+            await wait_for(pilot, lambda: "fx: failed" in screen_text(app), 30, "the failure in the self pane")
+            panes = [str(pane.render()) for pane in main.query("#mcp-status")]  # on screen the line is wrapped
+            assert any("fx: failed — did not answer a call of hang within 2 s; its tools are withdrawn" in text
+                       for text in panes), panes
