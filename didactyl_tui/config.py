@@ -261,8 +261,9 @@ class ToolsConfig:
                                   "my_notes) as tools of their own, as the self-context design says; false keeps the "
                                   "tool list short for small-context models.")
     post_notes_without_asking: bool = setting(False, "Let the agent publish a public kind 1 note (post_note) without "
-                                              "asking; false asks the person at the terminal first, and a DM or "
-                                              "`serve` turn (nobody to ask) is refused.")
+                                              "asking: the same as \"post_note\" in [permissions] allow (in direct "
+                                              "messages only with [permissions] admin_dms); false asks the person at "
+                                              "the terminal first, and a turn with nobody to ask is refused.")
 
 
 @dataclass

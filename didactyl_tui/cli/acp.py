@@ -17,7 +17,7 @@ async def serve_acp(config: Config, data: Path, env: Mapping[str, str], out: Out
 
     from .acp_agent import DidactylAcpAgent
 
-    async with open_service(config, data, env, out) as service:
+    async with open_service(config, data, env, out, mcp=True) as service:
         agent = DidactylAcpAgent(service)
         try:
             await run_agent(agent)

@@ -18,7 +18,7 @@ async def chat(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     from ..service.types import SessionKind, TextDelta, TurnFailed, TurnFinished, TurnStarted
 
     kind = SessionKind.EPHEMERAL_CHAT if args.ephemeral else SessionKind.HEADLESS_CHAT
-    async with open_service(config, data, env, out, allow_tools=args.allow) as service:
+    async with open_service(config, data, env, out, allow_tools=args.allow, mcp=True) as service:
         await service.mcp.wait_started()  # its tools are offered to this turn (each server bounded in time)
         if args.session:
             session = await resolve_session(service, args.session)

@@ -69,13 +69,15 @@ def read_file(path: str, stdin: TextIO) -> str:
 
 
 def open_service(config: Config, data: Path, env: Mapping[str, str], out: Output, *,
-                 read_only: bool = False, allow_tools: Sequence[str] = ()) -> AppService:
+                 read_only: bool = False, allow_tools: Sequence[str] = (), mcp: bool = False) -> AppService:
     """The service for one command; ``read_only`` commands publish nothing of their own (the outbox's waiting
-    saves are still delivered); ``allow_tools``: tools that act allowed for this command (``--allow``)."""
+    saves are still delivered); ``allow_tools``: tools that act allowed for this command (``--allow``); ``mcp``: it
+    runs turns, so the MCP servers start with it."""
     from ..service.app import AppService
     from ..service.events import ServiceWarning
 
-    service = AppService(config, data_dir=data, env=env, read_only=read_only, allow_tools=tuple(allow_tools))
+    service = AppService(config, data_dir=data, env=env, read_only=read_only, allow_tools=tuple(allow_tools),
+                         start_mcp=mcp)
     service.add_listener(lambda ev: out.warn(ev.message) if isinstance(ev, ServiceWarning) else None)
     return service
 

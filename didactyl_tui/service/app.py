@@ -63,12 +63,16 @@ class AppService:
         read_only: bool = False,
         answer_dms: bool = False,
         allow_tools: tuple[str, ...] = (),
+        start_mcp: bool = True,
     ) -> None:
         """``answer_dms``: answer NIP-17 direct messages while started (the TUI and ``serve``; not the
         one-shot commands). ``read_only``: the default for :meth:`start`. ``allow_tools``: tools that act allowed
-        without asking for this run (``--allow``), besides ``[permissions] allow``."""
+        without asking for this run (``--allow``), besides ``[permissions] allow``. ``start_mcp``: start the
+        ``[[mcp.servers]]`` with the service (the app, ``serve``, ``chat``, ``acp``; not the commands that run no
+        turn)."""
         self.config = config
         self.read_only = read_only
+        self.start_mcp = start_mcp
         self.answer_dms = answer_dms
         self.data_dir = Path(data_dir)
         self.env: dict[str, str] = dict(os.environ if env is None else env)
@@ -240,7 +244,7 @@ class AppService:
         self._parts = parts
         try:
             self._withdraw.append(await keep_always(self.permissions, self.data_dir))
-            if attach is None:  # attached, tools run at the agent elsewhere
+            if attach is None and self.start_mcp:  # attached, tools run at the agent elsewhere
                 self.mcp.start()
             await self._bring_up(parts, read_only=read_only, publish_identity=publish_identity)
         except BaseException:

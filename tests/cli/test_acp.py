@@ -80,7 +80,9 @@ async def test_an_editor_drives_the_agent_memory_save_reaches_the_relay_and_the_
     async with LlmStub() as stub, running_relay(tmp_path) as relay:
         stub.script(Reply.tools(ToolCall("memory_save", SAVE, id="save"),
                                 ToolCall("fx__echo", json.dumps({"text": "hi"}), id="echo")),
-                    Reply.text_reply("Saved, and it echoed.", chunks=["Saved, ", "and it ", "echoed."]))
+                    # A pause after the first piece: the turn's deltas (one per ~40 ms) cannot all be one.
+                    Reply.text_reply("Saved, and it echoed.", chunks=["Saved, ", "and it ", "echoed."],
+                                     pauses={0: 0.5}))
         async with spawn_agent_process(editor, sys.executable, "-m", "didactyl_tui", "acp",
                                        env=_env(tmp_path, stub, relay.url)) as (conn, _process):
             hello = await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 60)

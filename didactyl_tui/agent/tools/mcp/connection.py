@@ -179,7 +179,10 @@ class McpConnection:
             await self.stop()
             raise McpServerError(self.closed_reason) from None
         except Exception as exc:  # the SDK's MCPError (connection closed, a protocol error) and the transport's
-            if self._session is None or "closed" in str(exc).lower():
+            from mcp.shared.exceptions import MCPError
+            from mcp.types import CONNECTION_CLOSED
+
+            if self._session is None or not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
                 self.closed_reason = self._reason(_exception_words(exc))
                 await self.stop()
                 raise McpServerError(self.closed_reason) from None
