@@ -55,7 +55,8 @@ class McpServers:
         self._tools: dict[str, list[Tool]] = {}  # by server, in its order
         self._tasks: set[asyncio.Task[Any]] = set()
         self._listeners: list[Callable[[McpServerStatus], object]] = []
-        self._started = asyncio.Event()
+        self._started = asyncio.Event()  # set while no start is under way
+        self._started.set()
         self._stopping = False
 
     # --- what a person sees -----------------------------------------------------------------------
@@ -79,6 +80,7 @@ class McpServers:
         if not servers:
             self._started.set()
             return
+        self._started.clear()
         task = asyncio.create_task(self._start_all(servers), name="mcp-start")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -100,7 +102,8 @@ class McpServers:
         return self._status[name]
 
     async def wait_started(self) -> None:
-        """Until every server started or failed (each is bounded by ``start_timeout_s``)."""
+        """Until every server being started has started or failed (each is bounded by ``start_timeout_s``); at once
+        when none is being started."""
         await self._started.wait()
 
     async def _start_all(self, servers: list[McpServerConfig]) -> None:

@@ -169,3 +169,10 @@ async def test_the_reference_server_everything_echo(everything_server: McpServer
         assert "[image (image/png" in tiny.content and len(json.dumps(tiny.content)) < 2000
     finally:
         await servers.stop()
+
+
+async def test_waiting_for_servers_nobody_started_returns_at_once() -> None:
+    registry = build_base_registry()
+    servers = McpServers(McpConfig(servers=[fixture_server("fx")]), registry, {})
+    await asyncio.wait_for(servers.wait_started(), 30)  # never started (attached, or a command without turns)
+    assert not any(t.family == "mcp" for t in registry.all())
