@@ -1,9 +1,10 @@
 """AppService: starts and stops the service's parts; the TUI and the CLI reach each part through it.
 
 Before it starts it holds what needs no relay: the config, the event stream, the model (:class:`ModelService`: the
-model dialog works before the key and the relays are up) and who confirms a public note. :meth:`AppService.start`
-builds the parts (parts.py) and brings them up; each part is then a property (``documents``, ``chat``,
-``identity``, ``soul``, ``merges``, ``relays``, ``bundle``, ``dm``) that raises AgentError while not started.
+model dialog works before the key and the relays are up), the permission gate (who allows a tool that acts) and the
+MCP servers. :meth:`AppService.start` builds the parts (parts.py) and brings them up; each part is then a property
+(``documents``, ``chat``, ``identity``, ``soul``, ``merges``, ``relays``, ``bundle``, ``dm``) that raises AgentError
+while not started.
 
 Start-up: key → embedded relay → relay pool → the agent's documents (memories, soul, tasks, profile, contacts, relay
 list) and the admin's context fetched (relay trouble never raises: it shows in ``relays.states()`` and as
