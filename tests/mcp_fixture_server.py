@@ -4,7 +4,8 @@ the app's): ``python tests/mcp_fixture_server.py [--hang-at-start | --die-at-sta
 Its tools: ``echo`` (the text back), ``add``, ``show_env`` (one variable of its environment, to check what a server is
 given), ``shout`` (a long result with control characters and markup, to check results are bounded and cleaned),
 ``hang`` (never answers) and ``die`` (the process exits mid-call). ``--flood-at-start`` writes one line without end
-on its stdout instead of answering (up to a GiB, unless it is stopped first), as a hostile server would."""
+on its stdout instead of answering (up to a GiB, unless it is stopped first), as a hostile server would.
+``--http PORT`` serves the same tools over streamable HTTP instead."""
 
 from __future__ import annotations
 
@@ -65,5 +66,27 @@ def die() -> str:
     os._exit(7)
 
 
+def serve_http(port: int) -> None:
+    """The same tools over streamable HTTP on 127.0.0.1:``port``, at /mcp; with ``$FIXTURE_TOKEN`` set, a request
+    without ``Authorization: Bearer <token>`` is refused (401)."""
+    import uvicorn
+    from starlette.responses import PlainTextResponse
+
+    app = server.streamable_http_app()
+    token = os.environ.get("FIXTURE_TOKEN", "")
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and token and dict(scope["headers"]).get(b"authorization") != \
+                f"Bearer {token}".encode():
+            await PlainTextResponse("who are you?", status_code=401)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if "--http" in sys.argv:
+        serve_http(int(sys.argv[sys.argv.index("--http") + 1]))
+    else:
+        server.run("stdio")
