@@ -109,6 +109,8 @@ ACTIONS: tuple[Action, ...] = (
            show=False, priority=True),
     Action("focus_previous", "dialog", "shift+tab", "Previous", "a dialog's previous field or button",
            action="app.focus_previous", show=False, priority=True),
+    Action("tool_permissions", "app", "", "", "the tools that act without asking, each revocable (MCP servers' "
+           "tools, write_file, post_note)", "Tools always allowed…"),
     Action("command_palette", "app", "ctrl+p", "Palette", "open the command palette", show=False, priority=True),
     Action("quit", "app", "ctrl+q", "Quit", "quit, asking first when that would lose work", "Quit", priority=True),
 )

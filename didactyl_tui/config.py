@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config_mcp import McpConfig, PermissionsConfig
 from .config_remote import AttachConfig, DmConfig, SignerConfig
 from .config_setting import setting
 
@@ -263,8 +264,9 @@ class ToolsConfig:
                                   "my_notes) as tools of their own, as the self-context design says; false keeps the "
                                   "tool list short for small-context models.")
     post_notes_without_asking: bool = setting(False, "Let the agent publish a public kind 1 note (post_note) without "
-                                              "asking; false asks the person at the terminal first, and a DM or "
-                                              "`serve` turn (nobody to ask) is refused.")
+                                              "asking: the same as \"post_note\" in [permissions] allow (in direct "
+                                              "messages only with [permissions] admin_dms); false asks the person at "
+                                              "the terminal first, and a turn with nobody to ask is refused.")
 
 
 @dataclass
@@ -349,6 +351,8 @@ class Config:
     dm: DmConfig = field(default_factory=DmConfig)
     attach: AttachConfig = field(default_factory=AttachConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    permissions: PermissionsConfig = field(default_factory=PermissionsConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     honcho: HonchoConfig = field(default_factory=HonchoConfig)
     soul: SoulConfig = field(default_factory=SoulConfig)

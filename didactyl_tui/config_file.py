@@ -25,6 +25,7 @@ from .config import (
     SECTIONS,
     Config,
 )
+from .config_mcp import mcp_server_problem
 from .errors import ConfigError
 
 # --- locations ----------------------------------------------------------------------------
@@ -103,6 +104,9 @@ class _Loader:
         elif hint is str:
             if not isinstance(value, str):
                 raise self.fail(section, key, f"must be a string, not {value!r}")
+        elif origin is dict:  # [[mcp.servers]] env and headers: names to strings
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise self.fail(section, key, "must be a table of strings")
         elif origin is list:
             (item,) = get_args(hint)
             if not isinstance(value, list):
@@ -243,6 +247,9 @@ def validate(cfg: Config) -> Config:
     if cfg.relays.penalty_max_s < cfg.relays.penalty_base_s:
         raise loader.fail("relays", "penalty_max_s", f"must be at least penalty_base_s ({cfg.relays.penalty_base_s:g}),"
                           f" not {cfg.relays.penalty_max_s:g}")
+    mcp_problem = mcp_server_problem(cfg.mcp.servers)
+    if mcp_problem is not None:
+        raise loader.fail("mcp.servers", *mcp_problem)
     return cfg
 
 
@@ -272,6 +279,8 @@ def toml_value(value: Any) -> str:
     """``value`` as TOML writes it (the example file and the configuration reference show defaults so)."""
     import tomli_w
 
+    if isinstance(value, dict):  # an inline table (tomli_w writes a dict as a table of its own)
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }" if value else "{}"
     return tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
 
 
@@ -285,7 +294,7 @@ def _render_table(name: str, cls: type) -> list[str]:
             subtables.append((f"{name}.{f.name}", type(default)))
             continue
         out.append(f"# {doc}")
-        if f.name not in ("sections", "startup_events"):  # table arrays: a commented example block below
+        if f.name not in ("sections", "startup_events", "servers"):  # table arrays: a commented example block below
             out.append(f"{f.name} = {toml_value(default)}")
     out.append("")
     for sub_name, sub_cls in subtables:
@@ -326,6 +335,17 @@ def render_example() -> str:
         "# kind = 1",
         '# content = "Hello, Nostr: I am an AI agent (didactyl)."',
         '# tags = [["t", "introductions"]]',
+        "",
+        "# MCP servers, in order (none by default; docs/mcp.md). Example:",
+        "# [[mcp.servers]]",
+        '# name = "everything"',
+        '# command = "npx"',
+        '# args = ["-y", "@modelcontextprotocol/server-everything"]',
+        '# env = { API_TOKEN = "${MY_TOKEN}" }   # nothing else of your environment is passed on',
+        "# [[mcp.servers]]",
+        '# name = "remote"',
+        '# url = "https://example.com/mcp"',
+        '# headers = { Authorization = "Bearer ${REMOTE_TOKEN}" }',
         "",
         "# [keys]: remap key bindings, action = \"key\" (several keys: \"f5,f12\"); terminals swallow some keys.",
         "# Actions and their default keys (from didactyl_tui/actions.py, the one table of actions):",

@@ -14,6 +14,7 @@ from pathlib import Path
 import model_helper_template
 import pytest
 from llm_stub import LlmStub, Reply
+from mcp_support import everything_server  # noqa: F401  (pytest fixture)
 from nip46_outside_support import outside_bunker_dir  # noqa: F401  (pytest fixture)
 from relay_servers import (  # noqa: F401  (any_relay, embedded_relay, rust_relay: fixtures)
     EmbeddedRelayUnderTest,

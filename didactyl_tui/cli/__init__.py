@@ -220,6 +220,17 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
         from .chat import chat
 
         return asyncio.run(chat(args, config, data, env, out, message))
+    if command == "acp":
+        if config.attach.agent.strip():
+            raise UsageError("acp runs the agent here; [attach] agent makes this app a window onto one that runs "
+                             "elsewhere: unset it")
+        from .acp import serve_acp
+
+        return asyncio.run(serve_acp(config, data, env, out))
+    if command == "mcp":
+        from . import mcp
+
+        return asyncio.run(mcp.run(args, config, env, out))
     if command == "prompt":
         typed = read_text(args.message, stdin) if args.message is not None else None
         from .prompt import prompt

@@ -28,7 +28,8 @@ async def chat(args: argparse.Namespace, config: Config, data: Path, env: Mappin
     )
 
     kind = SessionKind.EPHEMERAL_CHAT if args.ephemeral else SessionKind.HEADLESS_CHAT
-    async with open_service(config, data, env, out) as service:
+    async with open_service(config, data, env, out, allow_tools=args.allow, mcp=True) as service:
+        await service.mcp.wait_started()  # its tools are offered to this turn (each server bounded in time)
         if args.session:
             session = await resolve_session(service, args.session)
         else:  # an ephemeral turn's session is never stored: a fresh id nobody can continue

@@ -3,7 +3,7 @@ file argument, the service for one command, and a session id resolved from a pre
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -69,13 +69,15 @@ def read_file(path: str, stdin: TextIO) -> str:
 
 
 def open_service(config: Config, data: Path, env: Mapping[str, str], out: Output, *,
-                 read_only: bool = False) -> AppService:
+                 read_only: bool = False, allow_tools: Sequence[str] = (), mcp: bool = False) -> AppService:
     """The service for one command; ``read_only`` commands publish nothing of their own (the outbox's waiting
-    saves are still delivered)."""
+    saves are still delivered); ``allow_tools``: tools that act allowed for this command (``--allow``); ``mcp``: it
+    runs turns, so the MCP servers start with it."""
     from ..service.app import AppService
     from ..service.events import ServiceWarning
 
-    service = AppService(config, data_dir=data, env=env, read_only=read_only)
+    service = AppService(config, data_dir=data, env=env, read_only=read_only, allow_tools=tuple(allow_tools),
+                         start_mcp=mcp)
     service.add_listener(lambda ev: out.warn(ev.message) if isinstance(ev, ServiceWarning) else None)
     return service
 

@@ -80,6 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help='print {"session_id", "ephemeral", "reply", "tool_calls", "prompt", "cut"} '
                    '(session_id is null for a new ephemeral chat)')
 
+    p.add_argument("--allow", action="append", default=[], metavar="NAME",
+                   help="let the tool NAME act without asking for this turn (an MCP server's tool, write_file, "
+                   "post_note; SERVER__* for a server's tools); repeatable. Without it such a call is denied "
+                   "unless [permissions] allow lists it")
+    sub.add_parser("acp", help="speak the Agent Client Protocol on stdin/stdout: an editor (Zed, toad) drives the "
+                   "agent (docs/acp.md)")
+    mcp = sub.add_parser("mcp", help="the configured MCP servers: list what they offer, test one")
+    msub = mcp.add_subparsers(dest="mcp_command", required=True, metavar="VERB")
+    p = msub.add_parser("list", help="start every configured server, print its state and its tools, stop it")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = msub.add_parser("test", help="start one server, print its state and tools; --call runs one of them")
+    p.add_argument("server", metavar="NAME", help="the server's name ([[mcp.servers]] name)")
+    p.add_argument("--call", metavar="TOOL", help="call this tool (its name on the server, or SERVER__TOOL)")
+    p.add_argument("--arguments", metavar="JSON", help="the call's arguments, a JSON object (default {})")
+    p.add_argument("--allow", action="append", default=[], metavar="NAME",
+                   help="let the tool NAME act for this test (without it the call is denied, as in any headless "
+                   "command, unless [permissions] allow lists it)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
     p = sub.add_parser("prompt", help="assemble the next prompt without calling the model (a dry run)")
     p.add_argument("--message", "-m", metavar="TEXT", help="the user's message to include ('-' reads stdin)")
     p.add_argument("--session", metavar="ID", help="include this conversation's history")

@@ -1,9 +1,10 @@
 """AppService: starts and stops the service's parts; the TUI and the CLI reach each part through it.
 
 Before it starts it holds what needs no relay: the config, the event stream, the model (:class:`ModelService`: the
-model dialog works before the key and the relays are up) and who confirms a public note. :meth:`AppService.start`
-builds the parts (parts.py) and brings them up; each part is then a property (``documents``, ``chat``,
-``identity``, ``soul``, ``merges``, ``relays``, ``bundle``, ``dm``) that raises AgentError while not started.
+model dialog works before the key and the relays are up), the permission gate (who allows a tool that acts) and the
+MCP servers. :meth:`AppService.start` builds the parts (parts.py) and brings them up; each part is then a property
+(``documents``, ``chat``, ``identity``, ``soul``, ``merges``, ``relays``, ``bundle``, ``dm``) that raises AgentError
+while not started.
 
 Start-up: key → embedded relay → relay pool → the agent's documents (memories, soul, tasks, profile, contacts, relay
 list) and the admin's context fetched (relay trouble never raises: it shows in ``relays.states()`` and as
@@ -26,6 +27,7 @@ from typing import Any
 from ..agent.documents.sync import RECONCILE_START_DELAY_S
 from ..agent.soul.template import load_soul_template
 from ..agent.tools.builtin import build_base_registry
+from ..agent.tools.mcp.servers import McpServers, McpServerStatus
 from ..config import Config
 from ..errors import AgentError, ConfigError
 from .api_keys import api_key_file, load_api_keys
@@ -35,13 +37,13 @@ from .bundle import BundleService
 from .chat import ChatService, preload_llm
 from .dm import DmService
 from .documents import DocumentService
-from .events import Listeners, ServiceEvent, ServiceWarning
+from .events import Listeners, McpServersChanged, ServiceEvent, ServiceWarning
 from .identity import IdentityService
 from .live_policy import LivePolicy, Rights, RightsChanged, admin_pubkey_of, rights_of
 from .merge import MergeService
 from .model import ModelService
-from .notes import NoteConfirmation
 from .parts import Parts, build_parts
+from .permissions import keep_always, permission_gate
 from .relays import RelayService
 from .runtime import Runtime
 from .soul import SoulService
@@ -61,11 +63,17 @@ class AppService:
         relay_client_options: Mapping[str, Any] | None = None,
         read_only: bool = False,
         answer_dms: bool = False,
+        allow_tools: tuple[str, ...] = (),
+        start_mcp: bool = True,
     ) -> None:
         """``answer_dms``: answer NIP-17 direct messages while started (the TUI and ``serve``; not the
-        one-shot commands). ``read_only``: the default for :meth:`start`."""
+        one-shot commands). ``read_only``: the default for :meth:`start`. ``allow_tools``: tools that act allowed
+        without asking for this run (``--allow``), besides ``[permissions] allow``. ``start_mcp``: start the
+        ``[[mcp.servers]]`` with the service (the app, ``serve``, ``chat``, ``acp``; not the commands that run no
+        turn)."""
         self.config = config
         self.read_only = read_only
+        self.start_mcp = start_mcp
         self.answer_dms = answer_dms
         self.data_dir = Path(data_dir)
         self.env: dict[str, str] = dict(os.environ if env is None else env)
@@ -86,9 +94,14 @@ class AppService:
         self.policy.add_listener(self._rights_changed)
         self._soul = load_soul_template(config.soul, config_path=config.path)
         self.model = ModelService(config, self.env, self.data_dir, own_env=own_env, key_file=key_file)
-        self.notes = NoteConfirmation()  # the TUI sets who asks the person at the terminal
+        # Who allows a tool that acts (an MCP server's, write_file, post_note): the TUI registers who asks the person.
+        self.permissions = permission_gate(config, allow_tools)
         self.registry = build_base_registry(admin=self.admin_pubkey is not None, tasks=True, notes=True,
                                              offer_aliases=config.tools.offer_aliases)
+        # [[mcp.servers]]: started with the service (in the background), their tools in the registry after ours.
+        self.mcp = McpServers(config.mcp, self.registry, self.env)
+        self.mcp.add_listener(self._mcp_changed)
+        self._withdraw: list[Callable[[], object]] = []
         self.attached_to = attach_agent_of(config)  # the agent this window is attached to (hex), or None
         self._parts: Parts | None = None
 
@@ -116,6 +129,14 @@ class AppService:
         if runtime.relay_keeper is not None:
             await runtime.relay_keeper.take_options(
                 runtime.embedded_relay_options(self.config, rights.dm.admin, sorted(rights.dm.allow)))
+
+    def _mcp_changed(self, status: McpServerStatus) -> None:
+        """A server started, failed or went away: the views are told (the self pane), a failure also as a warning."""
+        if status.state == "failed":
+            self._warn(f"MCP server {status.line}")
+        statuses = self.mcp.statuses()
+        self._events.emit(McpServersChanged(tuple(s.line for s in statuses),
+                                            tuple(s.line for s in statuses if s.state == "failed")))
 
     # --- the parts, once started ---------------------------------------------------------------------
     @property
@@ -214,7 +235,7 @@ class AppService:
             parts = await build_parts(
                 self.config, data_dir=self.data_dir, env=self.env, admin_pubkey=self.admin_pubkey,
                 policy=self.policy, soul=self._soul, registry=self.registry, model=self.model,
-                notes=self.notes, emit=self._events.emit, warn=self._warn, clock=self._clock,
+                gate=self.permissions, emit=self._events.emit, warn=self._warn, clock=self._clock,
                 client_options=self._client_options, read_only=read_only,
                 answer_dms=self.answer_dms and attach is None, attach=attach)
         except BaseException:
@@ -223,6 +244,9 @@ class AppService:
             raise
         self._parts = parts
         try:
+            self._withdraw.append(await keep_always(self.permissions, self.data_dir))
+            if attach is None and self.start_mcp:  # attached, tools run at the agent elsewhere
+                self.mcp.start()
             await self._bring_up(parts, read_only=read_only, publish_identity=publish_identity)
         except BaseException:
             await self.stop()  # a half-started service leaves no relay or socket behind
@@ -276,6 +300,9 @@ class AppService:
             if isinstance(parts.chat, AttachedChat):
                 await parts.chat.stop()
             await parts.chat.settle()  # a cancelled turn's message is saved before the database closes
+            await self.mcp.stop()
+            while self._withdraw:
+                self._withdraw.pop()()
             await parts.runtime.stop()
 
     def preload_llm(self) -> threading.Thread | None:

@@ -26,6 +26,7 @@ from ..agent.soul.assembly import assemble, count_assembly, countable_texts
 from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
 from ..agent.soul.template import SoulTemplate
 from ..agent.tools.context import AgentToolContext
+from ..agent.tools.permission import PermissionGate
 from ..agent.tools.registry import Tool, ToolOutcome, ToolPolicy, ToolRegistry
 from ..agent.turn.events import AgentEvent, TurnFailed, TurnFinished
 from ..config import Config
@@ -33,6 +34,7 @@ from ..errors import AgentError, DidactylError
 from .events import PromptAssembled, ServiceEvent
 from .model import ModelService
 from .notes import current_session_kind
+from .permissions import gated, turn_registry, where_of
 from .runtime import Runtime
 from .sessions import Sessions
 
@@ -50,8 +52,10 @@ HELPER_WAIT_S = 120.0
 
 class ChatService:
     def __init__(self, runtime: Runtime, config: Config, registry: ToolRegistry, model: ModelService,
-                 clock: Callable[[], float], emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
+                 clock: Callable[[], float], emit: Callable[[ServiceEvent], None], warn: Callable[[str], None], *,
+                 gate: PermissionGate | None = None) -> None:
         self._rt, self._config = runtime, config
+        self._gate = gate or PermissionGate()  # none given: tools that act are refused (nobody may allow them)
         self._registry, self._model, self._clock, self._emit, self._warn = registry, model, clock, emit, warn
         self.sessions = Sessions(runtime.conversations, keep_assemblies=config.llm.saved_assemblies)
         self._background: set[asyncio.Future[Any]] = set()  # saves started while a turn was being cancelled
@@ -177,7 +181,8 @@ class ChatService:
                       tools: ToolPolicy | None = None) -> PromptAssembly:
         """The next prompt, assembled from the caches, without calling the model (for ``audience``, with the tools
         ``tools`` permits: a guest's prompt as the guest's turn would have it)."""
-        return await self._assemble(session_id, message, dry_run=True, registry=self._registry.restricted(tools),
+        registry = turn_registry(self._registry.restricted(tools), self._gate, where_of(SessionKind.TERMINAL, audience))
+        return await self._assemble(session_id, message, dry_run=True, registry=registry,
                                     audience=audience)
 
     # --- the turn ----------------------------------------------------------------------------------
@@ -193,8 +198,9 @@ class ChatService:
         outcome = await self._rt.memory_manager.call_tool(name, arguments)
         if outcome is not None:
             return outcome
-        return await registry.call(name, arguments, self._tool_context(audience),
-                                   also_offered=self._backend_tools(registry))
+        return await gated(self._gate, registry, name, arguments, where_of(current_session_kind.get(), audience),
+                           lambda: registry.call(name, arguments, self._tool_context(audience),
+                                                 also_offered=self._backend_tools(registry)))
 
     async def complete(self, messages: list[dict[str, Any]], *, max_chars: int, timeout_s: float) -> str:
         """One completion with the model in use and no tools, outside any chat (the merge view's model draft):
@@ -237,7 +243,7 @@ class ChatService:
         from ..agent.turn import loop
         from ..agent.turn.record import TurnRecord
 
-        registry = self._registry.restricted(tools)
+        registry = turn_registry(self._registry.restricted(tools), self._gate, where_of(kind, audience))
 
         async def dispatch(name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
             return await self.dispatch_tool(name, arguments, registry, audience)

@@ -128,9 +128,17 @@ class SignerApprovalAsked(ServiceWarning):
     wait_s: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class McpServersChanged:
+    """An MCP server started, failed, hung or went away: ``lines`` says how each one is (the self pane shows them)."""
+
+    lines: tuple[str, ...]
+    failed: tuple[str, ...] = ()  # the servers that are down, with why
+
+
 ServiceEvent = (DocumentChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
                 | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged | AttachedMessage
-                | AttachedDelivered)
+                | AttachedDelivered | McpServersChanged)
 
 
 class Listeners(Generic[T]):

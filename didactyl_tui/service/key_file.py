@@ -75,7 +75,7 @@ async def agent_key_connecting(config: Config, data_dir: Path, env: Mapping[str,
     from .app import AppService
     from .events import ServiceWarning
 
-    service = AppService(config, data_dir=data_dir, env=env, read_only=True)
+    service = AppService(config, data_dir=data_dir, env=env, read_only=True, start_mcp=False)
     service.add_listener(lambda ev: warn(ev.message) if isinstance(ev, ServiceWarning) else None)
     await service.start(publish_identity=False)
     try:

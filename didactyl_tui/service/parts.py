@@ -17,6 +17,7 @@ from ..agent.memory.codec import MemoryCodec
 from ..agent.soul.codec import SoulCodec
 from ..agent.soul.template import SoulTemplate
 from ..agent.tasks.codec import TasksCodec
+from ..agent.tools.permission import PermissionGate
 from ..agent.tools.registry import ToolRegistry
 from ..config import Config
 from .agent_signer import remote_signer_bound
@@ -31,7 +32,6 @@ from .identity import IdentityService
 from .live_policy import LivePolicy
 from .merge import MergeService
 from .model import ModelService
-from .notes import NoteConfirmation
 from .relays import RelayService
 from .runtime import Runtime, open_runtime
 from .soul import SoulService
@@ -81,7 +81,7 @@ async def build_parts(
     soul: SoulTemplate,
     registry: ToolRegistry,
     model: ModelService,
-    notes: NoteConfirmation,
+    gate: PermissionGate,
     emit: Callable[[ServiceEvent], None],
     warn: Callable[[str], None],
     clock: Callable[[], float] = time.time,
@@ -97,14 +97,13 @@ async def build_parts(
                              registry=registry, initial_soul=soul, **remote_signer_bound(config))
     runtime = await open_runtime(
         config, data_dir, env, admin_pubkey=admin_pubkey, clock=clock, client_options=client_options or {},
-        emit=emit, warn=warn, codecs=codecs, read_only=read_only,
-        confirm_note=None if config.tools.post_notes_without_asking else notes, attach=attach)
+        emit=emit, warn=warn, codecs=codecs, read_only=read_only, attach=attach)
     try:
         documents = DocumentService(runtime, emit, warn)
         identity = IdentityService(runtime, config, clock, warn, data_dir,
                                    emit_changed=lambda: emit(SelfContextChanged("agent")),
                                    emit_admin_changed=lambda: emit(SelfContextChanged("admin")))
-        chat = (ChatService(runtime, config, registry, model, clock, emit, warn) if attach is None else
+        chat = (ChatService(runtime, config, registry, model, clock, emit, warn, gate=gate) if attach is None else
                 AttachedChat(runtime, config, registry, model, clock, emit, warn, target=attach, data_dir=data_dir))
         dm = DmService(runtime, config, chat, policy, data_dir, clock, emit, warn) if answer_dms else None
         return Parts(runtime, documents, identity, chat, SoulService(runtime, documents, soul, warn),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,19 +182,17 @@ async def open_runtime(
     emit: Callable[[ServiceEvent], None],
     warn: Callable[[str], None],
     codecs: Mapping[DocumentKey, DocumentCodec[Any]],
-    confirm_note: Callable[[str], Awaitable[bool]] | None,
     read_only: bool,
     on_auth_url: Callable[[AuthChallenge], None] | None = None,
     attach: AttachTarget | None = None,
 ) -> Runtime:
     """Open everything (no fetching yet), each object given what it needs when it is made. Files and SQLite open
-    on worker threads, off the event loop. ``confirm_note``: who confirms a ``post_note`` (None: posting is
-    allowed outright); ``read_only``: nothing of its own is repaired on lagging relays."""
+    on worker threads, off the event loop. ``read_only``: nothing of its own is repaired on lagging relays."""
     closers = contextlib.AsyncExitStack()
     try:
         return await _open(config, data_dir, env, closers, admin_pubkey=admin_pubkey, clock=clock,
                            client_options=client_options, emit=emit, warn=warn, codecs=codecs,
-                           confirm_note=confirm_note, read_only=read_only, on_auth_url=on_auth_url, attach=attach)
+                           read_only=read_only, on_auth_url=on_auth_url, attach=attach)
     except BaseException:
         await closers.aclose()  # a half-started service leaves no relay or socket behind
         raise
@@ -204,7 +202,7 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                 admin_pubkey: str | None, clock: Callable[[], float], client_options: Mapping[str, Any],
                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None],
                 codecs: Mapping[DocumentKey, DocumentCodec[Any]],
-                confirm_note: Callable[[str], Awaitable[bool]] | None, read_only: bool,
+                read_only: bool,
                 on_auth_url: Callable[[AuthChallenge], None] | None, attach: AttachTarget | None) -> Runtime:
     await asyncio.to_thread(ensure_data_dir, data_dir)
     if on_auth_url is None:  # the app's warnings reach the person: in a notification, or on a command's stderr
@@ -294,7 +292,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     # The task list changes through the document sync: under the document's save lock, on the list in use.
     tasks = TaskBook(lambda: store.value(DocumentKey.TASKS),
                      lambda derive: saves.save(DocumentKey.TASKS, Change(derive)), clock=clock)
-    notes = NotePoster(signer, lambda ev: pool.publish(ev, config.relays.timeout_s), confirm_note, clock)
+    # post_note acts on the world: the permission gate asks before it runs (service/permissions.py), not the poster.
+    notes = NotePoster(signer, lambda ev: pool.publish(ev, config.relays.timeout_s), None, clock)
     tool_context = ServiceToolContext(memory=store, saves=saves, agent=agent_cache, admin=admin_cache,
                                       files_root=data_dir / MEMORY_FOLDER, tasks=tasks, notes=notes, config=config,
                                       data_dir=data_dir, relays_in_use=tuple(pool.urls),

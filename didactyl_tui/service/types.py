@@ -17,6 +17,7 @@ from ..agent.llm.usage import Usage
 from ..agent.soul.content import read_soul_text
 from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.tasks.task_list import Task, TaskList
+from ..agent.tools.permission import Decision, PermissionRequest
 from ..agent.turn.events import (
     AgentEvent,
     TextDelta,
@@ -32,9 +33,10 @@ from ..nostr.replaceable import is_newer
 from ..nostr.results import ConnectionState, PublishOutcome, RelayVerdict
 
 __all__ = [
-    "END", "NOT_FINISHED", "NO_NEWLINE", "START", "AgentEvent", "ConnectionState", "DocumentKey", "DocumentSnapshot",
-    "IdentityView", "NewerVersionKnown", "PromptAssembly", "PublishOutcome", "RelayVerdict", "SaveResult",
-    "SavedAssembly", "SelfContextSnapshot", "SessionInfo", "SessionKind", "Task", "TaskList", "TextDelta",
-    "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted", "Usage", "answered_in_part",
-    "conflicts_left", "diff_lines", "encode_npub", "is_newer", "read_soul_text", "unanswered_note",
+    "END", "NOT_FINISHED", "NO_NEWLINE", "START", "AgentEvent", "ConnectionState", "Decision", "DocumentKey",
+    "DocumentSnapshot", "IdentityView", "NewerVersionKnown", "PermissionRequest", "PromptAssembly", "PublishOutcome",
+    "RelayVerdict", "SaveResult", "SavedAssembly", "SelfContextSnapshot", "SessionInfo", "SessionKind", "Task",
+    "TaskList", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted",
+    "Usage", "answered_in_part", "conflicts_left", "diff_lines", "encode_npub", "is_newer", "read_soul_text",
+    "unanswered_note"
 ]

@@ -39,6 +39,7 @@ from .widgets.chat_input import ChatInput
 if TYPE_CHECKING:  # the service loads after the first frame (_service_class)
     from ..service.app import AppService
     from ..service.sessions import StoredTail
+    from ..service.types import Decision, PermissionRequest
 
 FIRST_PAINT_ENV = "DIDACTYL_FIRST_PAINT_FILE"
 """Benchmark hook: when set, the app writes the wall-clock time of its first painted frame there and exits."""
@@ -238,7 +239,7 @@ class DidactylApp(App[None]):
                 service_class = await asyncio.to_thread(_service_class)
                 self.service = service_class(self.config, data_dir=self.data_dir, env=self.env, answer_dms=True)
             service = self.service
-            self._withdraw += [service.notes.register_asker(self.ask_to_post_note),
+            self._withdraw += [service.permissions.register_asker(self.ask_permission),
                                service.add_listener(self._on_service_event)]
             main.service_attached(service)
             await service.start()
@@ -269,16 +270,33 @@ class DidactylApp(App[None]):
             self._views_warming = True
             self.run_worker(_preload_views, thread=True, group="warm-views", exit_on_error=False)
 
-    async def ask_to_post_note(self, text: str) -> bool:
-        """The agent wants to publish a public note: the user decides (a dialog; Esc declines)."""
-        from .screens.confirm import ConfirmScreen
+    async def ask_permission(self, request: PermissionRequest) -> Decision:
+        """A tool that acts wants to run (an MCP server's, write_file, post_note): the person decides (a dialog: allow
+        once, always, or deny; Esc denies)."""
+        from ..service.types import Decision
+        from .screens.permission import PermissionScreen
 
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        shown = "".join(ch for ch in text if ch.isprintable() or ch == "\n")
-        self.push_screen(ConfirmScreen(f"The agent wants to post this public note (kind 1):\n\n{shown}",
-                                       title="Post a note?", confirm_label="Post"),
-                         callback=lambda ok: None if answer.done() else answer.set_result(bool(ok)))
+        answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+
+        def decided(decision: Decision | None) -> None:
+            if not answer.done():
+                answer.set_result(decision if decision is not None else Decision.DENY)
+
+        self.push_screen(PermissionScreen(request), callback=decided)
         return await answer
+
+    @work(exclusive=True, group="tool-permissions", exit_on_error=False)
+    async def action_tool_permissions(self) -> None:
+        """The tools always allowed, each revocable (they ask again from then on)."""
+        from .screens.permission import AlwaysAllowedScreen
+
+        if self.service is None:
+            self.notify("The agent is still starting.", title="Tools always allowed")
+            return
+        gate = self.service.permissions
+        revoke = await self.push_screen_wait(AlwaysAllowedScreen(sorted(gate.always)))
+        if revoke is not None and gate.revoke(revoke):
+            self.notify(f"{revoke} asks again before it runs.", title="Revoked", markup=False)
 
     def relay_label(self, url: str) -> str:
         """How a relay is named on screen: the embedded one says so."""

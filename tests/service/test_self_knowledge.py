@@ -15,6 +15,7 @@ from service_support import stub_config, stub_service
 
 from didactyl_tui.agent.conversations.session_kind import SessionKind
 from didactyl_tui.agent.documents.keys import DocumentKey
+from didactyl_tui.agent.tools.permission import Decision, PermissionRequest
 from didactyl_tui.agent.turn.events import TurnFinished
 from didactyl_tui.service.app import AppService
 
@@ -110,22 +111,23 @@ async def _note_turn(svc: AppService, stub: LlmStub, text: str, kind: SessionKin
 
 
 async def test_post_note_asks_at_the_terminal_and_is_refused_where_nobody_can_confirm(tmp_path: Path) -> None:
-    asked: list[str] = []
+    asked: list[PermissionRequest] = []
 
-    async def ask(text: str) -> bool:
-        asked.append(text)
-        return text.startswith("yes")
+    async def ask(request: PermissionRequest) -> Decision:
+        asked.append(request)
+        return Decision.ONCE if "yes" in request.arguments else Decision.DENY
 
     async with LlmStub() as stub, stub_service(stub_config(stub.base_url), tmp_path) as svc:
         assert "post_note" in svc.chat.tool_names_offered()
-        svc.notes.register_asker(ask)
-        refused = await _note_turn(svc, stub, "yes from a DM", SessionKind.DM)
-        assert refused.startswith("Error:") and "nobody can confirm" in refused and asked == []
+        svc.permissions.register_asker(ask)
+        refused = await _note_turn(svc, stub, "yes from a headless chat", SessionKind.HEADLESS_CHAT)
+        assert refused.startswith("Error: not run:") and "nobody here can allow it" in refused and asked == []
         declined = await _note_turn(svc, stub, "no thanks", SessionKind.TERMINAL)
-        assert declined == {"posted": False, "reason": "the user declined to publish this note"}
+        assert declined.startswith("Error: not run: post_note was denied by you")
         posted = await _note_turn(svc, stub, "yes, hello Nostr", SessionKind.TERMINAL)
         assert posted["posted"] and posted["accepted_by"] == [svc.relays.embedded_url]
-        assert asked == ["no thanks", "yes, hello Nostr"]
+        assert [(r.tool, r.origin) for r in asked] == [("post_note", "didactyl")] * 2
+        assert '"text": "yes, hello Nostr"' in asked[1].arguments
 
 
 async def test_post_note_without_asking_when_config_allows(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from agent_support import AGENT_KEY
 from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs
 
+from didactyl_tui.agent.tools.permission import Decision
 from didactyl_tui.agent.turn.events import TextDelta, TurnFailed, TurnFinished
 from didactyl_tui.agent.turn.record import NOT_FINISHED
 from didactyl_tui.config import Config
@@ -103,12 +104,12 @@ async def test_a_call_still_running_when_the_turn_is_cancelled_ends_cancelled(tm
         stub.script(Reply.tools(ToolCall("post_note", note, id="slow")))
         asked = asyncio.Event()
 
-        async def ask(text: str) -> bool:  # the person has not answered yet when the turn is cancelled
+        async def ask(request: object) -> Decision:  # the person has not answered yet when the turn is cancelled
             asked.set()
             await asyncio.Event().wait()
-            return False
+            return Decision.DENY
 
-        svc.notes.register_asker(ask)
+        svc.permissions.register_asker(ask)
         session = await svc.chat.new_session()
 
         async def consume() -> None:

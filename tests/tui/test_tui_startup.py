@@ -22,6 +22,7 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.config",
     "didactyl_tui.config_file",
     "didactyl_tui.config_remote",  # the [signer], [dm] and [attach] tables of the config
+    "didactyl_tui.config_mcp",  # the [mcp] and [permissions] tables of the config
     "didactyl_tui.config_setting",
     "didactyl_tui.errors",
     "didactyl_tui.terminal_text",  # stdlib only (re): every toast and every CLI line is cleaned by it

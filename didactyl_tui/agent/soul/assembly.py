@@ -65,6 +65,18 @@ def section_text(result: Any) -> tuple[str, str]:
     return ("" if all(_empty(v) for v in rest.values()) else render_result(rest)), note
 
 
+def tool_origins(registry: ToolRegistry, backend_tools: Sequence[Tool], backend_id: str | None) -> dict[str, str]:
+    """Where each tool offered comes from, by name (aliases too): "didactyl", "MCP server x", "memory backend y"."""
+    out: dict[str, str] = {}
+    for tool in registry.visible():
+        for name in (tool.name, *(tool.aliases if registry.offer_aliases else ())):
+            out[name] = tool.origin or "didactyl"
+    for tool in backend_tools:
+        if tool.visible:
+            out[tool.name] = tool.origin or f"memory backend {backend_id or ''}".strip()
+    return out
+
+
 def _run_context_tool(tool: Tool, ctx: ToolContext | None) -> tuple[str, str, str | None]:
     """(text, note, error) from a context tool's handler, synchronously (soul sections read caches only)."""
     problem = section_tool_problem(tool)
@@ -199,7 +211,7 @@ def assemble(
         audience_who=audience.who,
         backend_withheld=backend_withheld,
         extra={"soul_source": template.source, "section_tokens": 0, "history_tokens": 0, "user_tokens": 0,
-               "tools_tokens": 0},
+               "tools_tokens": 0, "tool_origins": tool_origins(registry, backend_tools, backend_id)},
     )
     if count is None:
         return assembly

@@ -69,6 +69,13 @@ class PromptAssembly:
     def tool_names(self) -> list[str]:
         return [t["function"]["name"] for t in self.tools]
 
+    @property
+    def tool_origins(self) -> dict[str, str]:
+        """Where each tool offered comes from ("didactyl", "MCP server x", "memory backend y"), by name; empty in an
+        assembly saved before it was recorded."""
+        origins = self.extra.get("tool_origins")
+        return dict(origins) if isinstance(origins, dict) else {}
+
     def to_json_dict(self) -> dict[str, Any]:
         """The shape of ``didactyl prompt --json``."""
         return {
@@ -94,6 +101,7 @@ class PromptAssembly:
             "history_messages": len(self.history),
             "history_dropped": self.history_dropped,
             "tools": self.tool_names,
+            "tool_origins": self.tool_origins,
             "messages": list(self.messages),
             "total_tokens": self.total_tokens,
         }

@@ -106,5 +106,5 @@ def write_file(path: str, content: str, ctx: AgentToolContext) -> dict[str, Any]
 
 FILE_TOOLS: tuple[Tool, ...] = (
     build_tool(read_file, family="files"),
-    build_tool(write_file, family="files"),
+    build_tool(write_file, family="files", acts=True),
 )

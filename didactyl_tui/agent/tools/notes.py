@@ -20,4 +20,4 @@ async def post_note(text: str, ctx: AgentToolContext) -> dict[str, Any]:
     return await ctx.notes.post(text)
 
 
-NOTE_TOOLS: tuple[Tool, ...] = (build_tool(post_note, family="notes"),)
+NOTE_TOOLS: tuple[Tool, ...] = (build_tool(post_note, family="notes", acts=True),)

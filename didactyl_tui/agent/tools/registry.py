@@ -44,6 +44,7 @@ class ToolOutcome:
     is_error: bool = False
     data: Any = None  # the handler's raw return value (for the UI / CLI), None on error
     refused: bool = False  # not run: a policy or a limit refused it (``content`` says why; an error too)
+    permission: str = ""  # for a tool that acts: who allowed or denied it (the permission gate's words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,11 @@ class Tool:
     # Who may read what it returns, when it feeds a soul section (agent/audience.py): the admin only unless declared
     # public, so a tool nobody thought about never shows a guest anything.
     audience: Audience = Audience.ADMIN
+    # Where it comes from, for the inspector and the permission question ("" built in; "MCP server x").
+    origin: str = ""
+    # It acts outside the agent's own documents (an MCP server's tool, a file write, a public note): it passes the
+    # permission gate (permission.py) before it runs, and is never offered to a guest.
+    acts: bool = False
 
     def openai_schema(self) -> dict[str, Any]:
         return {
@@ -145,9 +151,11 @@ def build_tool(
     aliases: Iterable[str] = (),
     family: str = "",
     audience: Audience = Audience.ADMIN,
+    acts: bool = False,
 ) -> Tool:
     """Derive a :class:`Tool` from a (sync or async) function's signature and docstring. ``audience``: who may read
-    its result in a prompt (Audience.EVERYONE only for what is public)."""
+    its result in a prompt (Audience.EVERYONE only for what is public); ``acts``: it acts outside the agent's own
+    documents (the permission gate asks first)."""
     sig = inspect.signature(handler)
     hints = get_type_hints(handler)
     doc_description, doc_params = parse_docstring(handler.__doc__)
@@ -177,7 +185,8 @@ def build_tool(
     desc = description if description is not None else doc_description
     if not desc:
         raise TypeError(f"tool {tool_name}: a description (docstring) is required")
-    return Tool(tool_name, desc, parameters, handler, visible, tuple(aliases), family, context_param, audience)
+    return Tool(tool_name, desc, parameters, handler, visible, tuple(aliases), family, context_param, audience,
+                acts=acts)
 
 
 # --- the registry -------------------------------------------------------------------------
@@ -210,6 +219,14 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         for alias in tool.aliases:
             self._aliases[alias] = tool.name
+        return tool
+
+    def unregister(self, name: str) -> Tool | None:
+        """Withdraw a tool (an MCP server's, when the server goes away); the tool, or None when there was none."""
+        tool = self._tools.pop(name, None)
+        if tool is not None:
+            for alias in tool.aliases:
+                self._aliases.pop(alias, None)
         return tool
 
     def tool(
@@ -304,7 +321,7 @@ async def invoke(tool: Tool, arguments: str | dict[str, Any] | None, ctx: ToolCo
         return ToolOutcome(name, f"Error: the arguments for {name} must be a JSON object.", True)
     props = tool.parameters.get("properties", {})
     listed = " and ".join(", ".join(quoted(p) for p in props).rsplit(", ", 1)) if props else ""
-    unknown = sorted(set(args) - set(props))
+    unknown = sorted(set(args) - set(props)) if tool.parameters.get("additionalProperties") is False else []
     if unknown:
         which = " or ".join(quoted(u) for u in unknown)
         takes = f"it takes {listed}" if props else "it takes no parameters"

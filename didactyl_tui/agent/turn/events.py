@@ -42,6 +42,7 @@ class ToolCallFinished:
     is_error: bool
     round: int
     refused: bool = False  # not run: a policy or a limit refused it
+    permission: str = ""  # a tool that acts: who allowed or denied it (agent/tools/permission.py)
 
     @property
     def ending(self) -> str:

@@ -355,7 +355,7 @@ async def run_turn(
         async for i, outcome in _run_tools(calls, refusals, dispatch, rounds):
             call = calls[i]
             finished = ToolCallFinished(call.id, call.name, arguments[i], outcome.content, outcome.is_error, rounds,
-                                        outcome.refused)
+                                        outcome.refused, outcome.permission)
             finished_this_round[i] = finished
             yield finished
         # Results go back in the order the model asked for them, whatever order they finished in.

@@ -31,7 +31,9 @@ def assembly_as_text(a: PromptAssembly) -> str:
         out += [layer.content, ""]
     out.append(f"## memory backend: {a.backend_id or 'none'} tokens={a.backend_tokens} place={a.backend_place}")
     out += [a.backend_context or "", ""]
-    out.append(f"## tools offered: {', '.join(a.tool_names)}")
+    origins = a.tool_origins
+    out.append("## tools offered: " + ", ".join(f"{name} ({origins[name]})" if name in origins else name
+                                                for name in a.tool_names))
     out.append(f"## history: {len(a.history)} messages, {a.history_dropped} dropped")
     for m in a.history:
         content = m.get("content")

@@ -125,7 +125,7 @@ class TurnView:
                 if not self.running_tools:
                     self.tell("thinking…")  # the results go back to the model
                 await conversation.tool_finished(event.call_id, event.name, event.arguments, event.result,
-                                                 event.ending, event.round)
+                                                 event.ending, event.round, event.permission)
             case TurnFinished():
                 await self._finished(event)
             case TurnFailed():

@@ -279,10 +279,13 @@ class AssemblyTree(Tree[NodeInfo]):
             node.add_leaf(_label("Memory backend: none"), data=NodeInfo(n, "backend", "skipped"))
 
         tools = node.add(_label(f"Tools offered: {len(a.tools)}"), data=NodeInfo(n, "tools"))
+        origins = a.tool_origins
         for schema in a.tools:
             fn = schema.get("function", {})
             desc = (fn.get("description") or "").strip().splitlines()
-            child = tools.add(_label(f"{fn.get('name')} — {desc[0] if desc else ''}"), data=NodeInfo(n, "tool"))
+            origin = origins.get(fn.get("name", ""))
+            source = f" · {origin}" if origin else ""
+            child = tools.add(_label(f"{fn.get('name')}{source} — {desc[0] if desc else ''}"), data=NodeInfo(n, "tool"))
             self._text_leaves(child, n, json.dumps(fn.get("parameters", {}), indent=2, ensure_ascii=False))
 
         dropped = f", {a.history_dropped} older dropped" if a.history_dropped else ""
@@ -303,7 +306,8 @@ class AssemblyTree(Tree[NodeInfo]):
         if entry.tool_calls:
             rounds = node.add(_label(f"Tool rounds: {len(entry.tool_calls)} call(s)"), data=NodeInfo(n, "rounds"))
             for call in entry.tool_calls:
-                child = rounds.add(_label(f"round {call.round}: {call.name} · {call.ending}"),
+                permission = f" · {call.permission}" if call.permission else ""  # the permission gate's words
+                child = rounds.add(_label(f"round {call.round}: {call.name} · {call.ending}{permission}"),
                                    data=NodeInfo(n, "call", "error" if call.is_error else None))
                 child.add_leaf(_label("arguments: " + json.dumps(call.arguments, ensure_ascii=False)[:300]),
                                data=NodeInfo(n, "line"))

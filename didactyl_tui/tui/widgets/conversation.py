@@ -87,7 +87,8 @@ class Conversation(VerticalScroll):
         await self._add(entry)
 
     async def tool_finished(self, call_id: str, name: str, arguments: dict[str, Any], result: str,
-                            ending: str, round_no: int = 1) -> None:
+                            ending: str, round_no: int = 1, permission: str = "") -> None:
+        """A call ended; ``permission``: who allowed or denied it (a tool that acts), shown in its title."""
         from .tool_call_entry import ToolCallEntry
 
         entry = self._tool_calls.get(call_id)
@@ -95,7 +96,7 @@ class Conversation(VerticalScroll):
             entry = ToolCallEntry(call_id, name, arguments, round_no)
             self._tool_calls[call_id] = entry
             await self._add(entry)
-        entry.set_result(result, ending)
+        entry.set_result(result, ending, permission)
 
     def end_running_tools(self, result: str) -> None:
         """The turn ended while calls ran (cancelled): they show so, with ``result`` (as the chat keeps them)."""

@@ -93,8 +93,31 @@ class SelfPane(VerticalScroll):
         dm_status = Static(Content(""), id="dm-status", classes="identity")
         dm_status.display = False
         yield dm_status
+        mcp_status = Static(Content(""), id="mcp-status", classes="identity")
+        mcp_status.display = False  # shown once an MCP server is configured
+        yield mcp_status
         yield Static("Admin", classes="section-title", id="admin-title")
         yield Static(Content("no admin configured ([admin] pubkey)"), id="admin-identity", classes="identity")
+
+    def on_mount(self) -> None:
+        follow = getattr(self.app, "follow_service", None)  # the MCP servers' states come as service events
+        if follow is not None:
+            follow(self, self._on_service_event)
+
+    def _on_service_event(self, event: object) -> None:
+        from ...service.events import McpServersChanged
+
+        if isinstance(event, McpServersChanged):
+            self.show_mcp(list(event.lines), list(event.failed))
+
+    def show_mcp(self, lines: list[str], failed: list[str]) -> None:
+        """The MCP servers, one line each (a failed one with its reason: outside text, cleaned); hidden with none."""
+        view = self.query_one("#mcp-status", Static)
+        view.display = bool(lines)
+        parts: list[str | tuple[str, str]] = [("MCP servers", "$text-accent")]
+        for line in lines[:20]:
+            parts += ["\n  ", (one_line(line)[:300], "$text-warning" if line in failed else "")]
+        view.update(Content.assemble(*parts))
 
     def show_identity(self, agent: IdentityView | None, admin: IdentityView | None, *,
                       admin_configured: bool, agent_elsewhere: bool = False) -> None:

@@ -55,14 +55,16 @@ class ToolCallEntry(Collapsible):
         # Collapsible titles are markup: escape the name, which comes from the model.
         return f"⚙ {escape(one_line(self.tool_name))} · {state}"
 
-    def set_result(self, result: str, ending: str) -> None:
+    def set_result(self, result: str, ending: str, permission: str = "") -> None:
         """The call ended (``ending``: done, error, refused or cancelled; "" when a chat kept before endings were
         recorded does not say): show its result, or why it failed or did not run."""
         self.result = result
         self.ending = ending
         self.remove_class("-running")
         self.add_class(f"-{ending}" if ending in ("done", "error", "refused", "cancelled") else "-ended")
-        self.title = self._title_for(escape(one_line(ending)) or "ended")
+        self.permission = permission  # the permission gate's words, for a tool that acts
+        state = escape(one_line(ending)) or "ended"
+        self.title = self._title_for(f"{state} · {escape(one_line(permission))}" if permission else state)
         change = tool_result_diff(result) if ending in ("done", "") else None
         if change is None:
             self._result_view.update(Content(clean(pretty_json(result))))
