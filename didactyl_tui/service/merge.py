@@ -20,9 +20,10 @@ from ..agent.documents.keys import DocumentKey
 from ..agent.documents.merge import END, MIDDLE, START, conflicts_left, merge_base, merge_three_way, merge_two_way
 from ..errors import AgentError
 from ..nostr.event import Event
-from .chat import ChatService
+from .conversation import NO_MODEL_HERE
 from .documents import DocumentService
 from .labels import short_id
+from .model import ModelService
 from .runtime import Runtime
 from .views import DocumentVersionView
 
@@ -126,8 +127,9 @@ def _unfenced(reply: str) -> str:
 class MergeService:
     """The merge view's part: a concurrent edit's draft, and the configured model's proposal for its conflicts."""
 
-    def __init__(self, runtime: Runtime, documents: DocumentService, chat: ChatService) -> None:
-        self._rt, self._documents, self._chat = runtime, documents, chat
+    def __init__(self, runtime: Runtime, documents: DocumentService, model: ModelService | None) -> None:
+        """``model``: the model in use, None when it runs elsewhere (attached): no model draft then."""
+        self._rt, self._documents, self._model = runtime, documents, model
 
     async def draft(self, key: DocumentKey | str, ours_id: str, theirs_id: str) -> MergeDraft:
         """Two concurrent versions merged three-way from their common base (found in the history), conflicts marked;
@@ -138,7 +140,10 @@ class MergeService:
 
     async def model_draft(self, key: DocumentKey | str, draft: str) -> str:
         """The configured model's resolution of the conflicts marked in ``draft``: a proposal, nothing is saved."""
+        model = self._model
+        if model is None:
+            raise AgentError(NO_MODEL_HERE, "Attached")
         snap = self._documents.snapshot(key)
         return await resolve_with_model(
-            lambda messages, n: self._chat.complete(messages, max_chars=n, timeout_s=MODEL_DRAFT_TIMEOUT_S),
+            lambda messages, n: model.complete(messages, max_chars=n, timeout_s=MODEL_DRAFT_TIMEOUT_S),
             f"the agent's {snap.type.title.lower()}", draft, snap.limit_chars)
