@@ -18,13 +18,13 @@ from typing import Any
 from ..agent.documents.history import MemoryHistory
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.merge import END, MIDDLE, START, conflicts_left, merge_base, merge_three_way, merge_two_way
+from ..agent.documents.store import DocumentStore
 from ..errors import AgentError
 from ..nostr.event import Event
 from .conversation import NO_MODEL_HERE
 from .documents import DocumentService
 from .labels import short_id
 from .model import ModelService
-from .runtime import Runtime
 from .views import DocumentVersionView
 
 MODEL_DRAFT_TIMEOUT_S = 120.0  # the longest the model may take to propose a resolution
@@ -127,15 +127,17 @@ def _unfenced(reply: str) -> str:
 class MergeService:
     """The merge view's part: a concurrent edit's draft, and the configured model's proposal for its conflicts."""
 
-    def __init__(self, runtime: Runtime, documents: DocumentService, model: ModelService | None) -> None:
-        """``model``: the model in use, None when it runs elsewhere (attached): no model draft then."""
-        self._rt, self._documents, self._model = runtime, documents, model
+    def __init__(self, documents: DocumentService, *, store: DocumentStore, history: MemoryHistory,
+                 model: ModelService | None) -> None:
+        """``store``: reads a draft as its document; ``history``: where the common base is found; ``model``: the
+        model in use, None when it runs elsewhere (attached): no model draft then."""
+        self._documents, self._store, self._history, self._model = documents, store, history, model
 
     async def draft(self, key: DocumentKey | str, ours_id: str, theirs_id: str) -> MergeDraft:
         """Two concurrent versions merged three-way from their common base (found in the history), conflicts marked;
         two-way, every difference a conflict, when no base is known."""
-        store = self._rt.store
-        return await draft_merge(self._rt.history, lambda eid: self._documents.version(key, eid),
+        store = self._store
+        return await draft_merge(self._history, lambda eid: self._documents.version(key, eid),
                                  lambda text: store.from_text(key, text), ours_id, theirs_id)
 
     async def model_draft(self, key: DocumentKey | str, draft: str) -> str:

@@ -102,8 +102,9 @@ async def build_parts(
         dm = (DmService(runtime, config, local, policy, data_dir, clock, emit, warn)
               if answer_dms and local is not None else None)
         return Parts(runtime, documents, identity, chat, prompt, SoulService(runtime, documents, soul, warn),
-                     MergeService(runtime, documents, model if local is not None else None), RelayService(runtime),
-                     BundleService(runtime, clock), dm)
+                     MergeService(documents, store=runtime.store, history=runtime.history,
+                                  model=model if local is not None else None),
+                     RelayService(runtime), BundleService(runtime, clock), dm)
     except BaseException:
         await runtime.stop()
         raise
