@@ -318,7 +318,7 @@ async def test_first_run_service_logs_and_files_hold_no_secret(tmp_path: Path,
             assert "sk-stub-not-real" not in failed[-1].message
             recovered = await drain(service, session, "try again")
             assert type(recovered[-1]).__name__ == "TurnFinished"
-            await service.chat.dry_run(session, "what do you see?")
+            await service.prompt.dry_run(session, "what do you see?")
             service.model.set("openai/stub-model")  # written to state.toml
             for event in (*events, *failed, *recovered):
                 scan.check_text(f"the agent event {type(event).__name__}", repr(event))

@@ -210,7 +210,7 @@ class DidactylAcpAgent:
     # --- sessions -----------------------------------------------------------------------------------
     async def _known(self, session: str) -> None:
         chat = self._svc.chat
-        if not await chat.has_session(session):
+        if not await chat.sessions.has(session):
             raise RequestError.resource_not_found(session)
         refusal = await chat.refusal_to_open(session)
         if refusal is not None:

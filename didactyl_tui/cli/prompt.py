@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..errors import AgentError
 from .command import EXIT_OK, Output, open_service, resolve_session
 
 
@@ -37,16 +38,20 @@ def _render_prompt(assembly: Any) -> str:
 
 async def prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapping[str, str], out: Output,
                   message: str | None) -> int:
+    from ..service.conversation import PROMPT_ELSEWHERE
     from ..service.live_policy import GuestTools, sender_turn
 
     async with open_service(config, data, env, out, read_only=True) as service:
+        agent_prompt = service.prompt
+        if agent_prompt is None:  # attached: the agent's prompt comes with each of its replies
+            raise AgentError(PROMPT_ELSEWHERE, "Attached")
         session = await resolve_session(service, args.session) if args.session else "dry-run"
         if args.as_sender:
             audience, tools = sender_turn(service.policy.rights, args.as_sender,
-                                          GuestTools(service.chat.tool_names, out.warn))
-            assembly = await service.chat.dry_run(session, message, audience=audience, tools=tools)
+                                          GuestTools(agent_prompt.tool_names, out.warn))
+            assembly = await agent_prompt.dry_run(session, message, audience=audience, tools=tools)
         else:
-            assembly = await service.chat.dry_run(session, message)
+            assembly = await agent_prompt.dry_run(session, message)
         if args.json:
             out.json(assembly.to_json_dict())
         else:

@@ -7,9 +7,10 @@ the TUI's first frame loads only the light ones (``events``, ``state``, ``labels
 - ``documents``: the agent's documents (memories, soul, tasks, profile, contacts, relays): snapshots, the one save
   path, rollback, history, relay status, the outbox; ``merge``: a concurrent edit's draft; ``soul``: the soul in
   use and publishing one; ``bundle``: backup export/import
-- ``chat``: prompt assembly, turns; ``sessions``: the saved chats, without the service (light: the CLI's
-  ``sessions`` commands, and a chat read tail first for ``--continue``); ``model``: the model in use (before start
-  too), its check, tokens
+- ``conversation``: what every chat part does (a Protocol); ``chat``: the chat when the agent runs here (turns, tool
+  dispatch); ``prompt``: its prompt, assembled here (dry runs too); ``sessions``: the saved chats, without the
+  service (light: the CLI's ``sessions`` commands, and a chat read tail first for ``--continue``); ``model``: the
+  model in use (before start too), its check, tokens, the merge view's model draft
 - ``identity``: the agent's and admin's public identity, fetched, followed and published (``startup``: the
   config's startup events); ``relays``: the relays in use as the views show them; ``relay_keeper``: the embedded
   relay kept reachable; ``relay_status``: what the shared embedded relay enforces (``didactyl relay status``)

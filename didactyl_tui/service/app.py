@@ -3,8 +3,9 @@
 Before it starts it holds what needs no relay: the config, the event stream, the model (:class:`ModelService`: the
 model dialog works before the key and the relays are up), the permission gate (who allows a tool that acts) and the
 MCP servers. :meth:`AppService.start` builds the parts (parts.py) and brings them up; each part is then a property
-(``documents``, ``chat``, ``identity``, ``soul``, ``merges``, ``relays``, ``bundle``, ``dm``) that raises AgentError
-while not started.
+(``documents``, ``chat``, ``prompt``, ``identity``, ``soul``, ``merges``, ``relays``, ``bundle``, ``dm``) that raises
+AgentError while not started. ``chat`` is a :class:`~.conversation.Conversation` wherever the agent runs; ``prompt``
+is None when it runs elsewhere.
 
 Start-up: key → embedded relay → relay pool → the agent's documents (memories, soul, tasks, profile, contacts, relay
 list) and the admin's context fetched (relay trouble never raises: it shows in ``relays.states()`` and as
@@ -32,9 +33,9 @@ from ..config import Config
 from ..errors import AgentError, ConfigError
 from .api_keys import api_key_file, load_api_keys
 from .attach import attach_agent_of, open_attach_target
-from .attached_chat import AttachedChat
 from .bundle import BundleService
-from .chat import ChatService, preload_llm
+from .chat import preload_llm
+from .conversation import Conversation
 from .dm import DmService
 from .documents import DocumentService
 from .events import Listeners, McpServersChanged, ServiceEvent, ServiceWarning
@@ -44,6 +45,7 @@ from .merge import MergeService
 from .model import ModelService
 from .parts import Parts, build_parts
 from .permissions import keep_always, permission_gate
+from .prompt import PromptService
 from .relays import RelayService
 from .runtime import Runtime
 from .soul import SoulService
@@ -159,8 +161,15 @@ class AppService:
         return self.parts.documents
 
     @property
-    def chat(self) -> ChatService:
+    def chat(self) -> Conversation:
+        """The chat: with the agent here (chat.py), or with the one this window is attached to (attached_chat.py)."""
         return self.parts.chat
+
+    @property
+    def prompt(self) -> PromptService | None:
+        """The agent's prompt (dry runs, the tools it is offered): None when attached, for the agent assembles its
+        prompt where it runs (:data:`~.conversation.PROMPT_ELSEWHERE` says so)."""
+        return self.parts.prompt
 
     @property
     def identity(self) -> IdentityService:
@@ -191,14 +200,12 @@ class AppService:
     @property
     def attached_session(self) -> str | None:
         """Attached to an agent elsewhere: the one conversation with it (None otherwise, or not started)."""
-        chat = self._parts.chat if self._parts is not None else None
-        return chat.session_id if isinstance(chat, AttachedChat) else None
+        return self._parts.chat.agent_session if self._parts is not None else None
 
     @property
     def attached_relays(self) -> list[str] | None:
         """Attached: the relays the agent reads (where messages go, and replies are read); None otherwise."""
-        chat = self._parts.chat if self._parts is not None else None
-        return chat.agent_relays if isinstance(chat, AttachedChat) else None
+        return self._parts.chat.agent_relays if self._parts is not None else None
 
     @property
     def dm(self) -> DmService | None:
@@ -272,8 +279,7 @@ class AppService:
             self._warn("attached without the agent's key: chat and the inspector work; its memory, soul and tasks "
                        "need its remote signer here ([signer] bunker, docs/attach.md)")
         identity.follow()
-        if isinstance(parts.chat, AttachedChat):
-            await parts.chat.start()
+        await parts.chat.start()  # attached: the conversation with the agent, read and followed
         if read_only:  # a command that only reads still finishes what an earlier run left in the outbox
             await parts.documents.deliver_pending()
         # What the last run (or this one) left unsent goes out now; relays that lag get the newest.
@@ -297,8 +303,7 @@ class AppService:
         if parts is not None:
             if parts.dm is not None:  # the DM being answered finishes first
                 await parts.dm.stop(self.config.llm.turn_timeout_s + 3 * self.config.relays.timeout_s)
-            if isinstance(parts.chat, AttachedChat):
-                await parts.chat.stop()
+            await parts.chat.stop()
             await parts.chat.settle()  # a cancelled turn's message is saved before the database closes
             await self.mcp.stop()
             while self._withdraw:

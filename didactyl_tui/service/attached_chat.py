@@ -4,8 +4,8 @@ reply, and the inspector's entry is the agent's prompt report for that reply (or
 One conversation per agent (its DM session with the admin), kept in this data dir and filled from the relays: at
 start, up to ``[attach] history`` past messages between the admin and the agent; then each message as it comes,
 whoever wrote it (a late reply, the admin on another device). A message is added once (its rumor id is kept in
-``attach.sqlite3``). The methods the views use are :class:`~.chat.ChatService`'s; those that need the model here
-(a dry run, the merge view's model draft) say why they cannot.
+``attach.sqlite3``). It is one of the two :class:`~.conversation.Conversation` parts (chat.py is the other); what
+needs the agent here (its prompt, the merge view's model draft) the service does not offer while attached.
 
 Never into the void: a message goes only to the relays the agent reads (attach_send.py). One none of them took within
 ``[attach] send_timeout_s`` ends its turn "not delivered" with their answers, and waits in ``attach-outbox.sqlite3``
@@ -30,8 +30,7 @@ from ..agent.dm.invitation import Outcome
 from ..agent.dm.prompt_report import RemoteReport
 from ..agent.dm.report_tool_calls import conversation_messages
 from ..agent.dm.undelivered import Outgoing, Undelivered
-from ..agent.soul.prompt_record import PromptAssembly
-from ..agent.tools.registry import ToolPolicy, ToolRegistry
+from ..agent.tools.registry import ToolPolicy
 from ..agent.turn.events import (
     AgentEvent,
     TextDelta,
@@ -40,11 +39,11 @@ from ..agent.turn.events import (
     TurnFinished,
     TurnStarted,
 )
-from ..config import Config
-from ..errors import AgentError, DidactylError
+from ..config_remote import AttachConfig
+from ..errors import DidactylError
 from ..nostr.nip19 import encode_npub
 from ..nostr.paging import PageBounds
-from ..nostr.pool import PoolSubscription
+from ..nostr.pool import PoolSubscription, RelayPool
 from ..nostr.results import ConnectionState
 from .attach import AttachTarget
 from .attach_inbox import wrap_opener
@@ -52,39 +51,41 @@ from .attach_link import AttachLink, LinkBounds, LinkMessage
 from .attach_reports import ReplyPrompts
 from .attach_send import AgentPost, AlreadyDelivered, Delivery
 from .attached_pairing import present_invitation
-from .chat import ChatService
 from .events import AttachedDelivered, AttachedMessage, ServiceEvent, ServiceWarning
-from .model import ModelService
-from .runtime import Runtime
-from .sessions import SEEN_DB
+from .sessions import SEEN_DB, Sessions
 
 log = logging.getLogger("didactyl.attach")
 
 UNDELIVERED_DB = "attach-outbox.sqlite3"
 PAIRING_SENDS = 3  # the agent's answer to an invitation is waited for this many [attach] send_timeout_s
-NO_MODEL_HERE = "no model runs here: this window is attached to an agent that runs elsewhere"
 
 
-class AttachedChat(ChatService):
-    def __init__(self, runtime: Runtime, config: Config, registry: ToolRegistry, model: ModelService,
-                 clock: Callable[[], float], emit: Callable[[ServiceEvent], None], warn: Callable[[str], None], *,
-                 target: AttachTarget, data_dir: Path) -> None:
-        super().__init__(runtime, config, registry, model, clock, emit, warn)
+class AttachedChat:
+    """The :class:`~.conversation.Conversation` part when the agent runs elsewhere."""
+
+    def __init__(self, settings: AttachConfig, *, target: AttachTarget, sessions: Sessions, pool: RelayPool,
+                 own_relay: str | None, relay_timeout_s: float, data_dir: Path, closers: contextlib.AsyncExitStack,
+                 clock: Callable[[], float], emit: Callable[[ServiceEvent], None],
+                 warn: Callable[[str], None]) -> None:
+        """``own_relay``: this app's embedded relay (never the agent's); ``closers``: the runtime's, which closes the
+        attach databases after the chat has stopped."""
+        self._settings, self.sessions, self._pool, self._closers = settings, sessions, pool, closers
+        self._emit, self._warn = emit, warn
         self.target = target
         self._data_dir = data_dir
-        attach = config.attach
+        attach = settings
         bounds = LinkBounds(PageBounds(max_pages=attach.history_max_pages, max_bytes=attach.history_max_bytes,
                                        timeout_s=attach.history_timeout_s),
                             max_waiting=attach.max_waiting, max_waiting_bytes=attach.max_waiting_bytes)
-        self.link = AttachLink(runtime.pool, target.admin, target.agent, timeout_s=config.relays.timeout_s,
+        self.link = AttachLink(pool, target.admin, target.agent, timeout_s=relay_timeout_s,
                                on_message=self._arrived, clock=clock, bounds=bounds,
                                opener=wrap_opener(target.admin, target.agent, target.admin_key))
         self.prompts = ReplyPrompts(self.link, target.agent, report_wait_s=attach.report_wait_s, clock=clock,
-                                    emit=emit, keep=self._log_assembly)
+                                    emit=emit, keep=sessions.keep_assembly)
         # This app's own relay is never the agent's: a loopback address in the agent's list names another machine's.
-        self._own_relay = runtime.embedded_relay_url
-        self.post = AgentPost(runtime.pool, target.admin, target.agent, target.relays.urls,
-                              timeout_s=config.relays.timeout_s, send_timeout_s=attach.send_timeout_s, clock=clock,
+        self._own_relay = own_relay
+        self.post = AgentPost(pool, target.admin, target.agent, target.relays.urls,
+                              timeout_s=relay_timeout_s, send_timeout_s=attach.send_timeout_s, clock=clock,
                               never=[self._own_relay] if self._own_relay else [])
         self._seen: SeenMessages | None = None
         self._undelivered: Undelivered | None = None
@@ -106,10 +107,10 @@ class AttachedChat(ChatService):
     # --- lifecycle -----------------------------------------------------------------------------------
     @property
     def _pairing_wait_s(self) -> float:
-        return PAIRING_SENDS * self._config.attach.send_timeout_s
+        return PAIRING_SENDS * self._settings.send_timeout_s
 
     @property
-    def agent_relays(self) -> list[str]:
+    def agent_relays(self) -> list[str] | None:
         """Where the agent reads its direct messages (where this window sends, and reads its replies)."""
         return list(self.post.relays)
 
@@ -117,10 +118,10 @@ class AttachedChat(ChatService):
         """The conversation with the agent: found (or made), filled with what the relays hold, then followed; what an
         earlier run could not deliver is sent; an invitation is presented."""
         self._seen = seen = await asyncio.to_thread(SeenMessages, self._data_dir / SEEN_DB)
-        self._rt.closers.callback(seen.close)
+        self._closers.callback(seen.close)
         self._undelivered = waiting = await asyncio.to_thread(
-            Undelivered, self._data_dir / UNDELIVERED_DB, max_waiting=self._config.attach.max_undelivered)
-        self._rt.closers.callback(waiting.close)
+            Undelivered, self._data_dir / UNDELIVERED_DB, max_waiting=self._settings.max_undelivered)
+        self._closers.callback(waiting.close)
         self.session_id = await asyncio.to_thread(self._conversation, seen)
         await self.link.start()
         if not self.post.relays:  # none found before the relays were up: once more, through them
@@ -128,11 +129,11 @@ class AttachedChat(ChatService):
                 await self.post.refresh()
         self._say_where()
         paired_before = False
-        for message in await self.link.history(self._config.attach.history):
+        for message in await self.link.history(self._settings.history):
             await self._add(message, announce=False)
             paired_before |= message.pairing in (Outcome.PAIRED, Outcome.ALREADY_PAIRED)
         await self._send_waiting(announce=False)  # before the view shows the conversation: in it, in order
-        self._rt.pool.add_state_listener(self._relay_state)
+        self._pool.add_state_listener(self._relay_state)
         self._lists = self.post.follow(self._wake.set)  # the agent's list, published or changed while attached
         self._spawn(self._send_waiting_on_connect(), "attach-undelivered")
         if self.target.invitation and not paired_before:
@@ -142,13 +143,13 @@ class AttachedChat(ChatService):
         if self.link.history_cut:
             bound = {"pages": "history_max_pages", "bytes": "history_max_bytes", "time": "history_timeout_s"}
             self._warn(f"the conversation with the agent was read from the relays only in part: the read reached "
-                       f"[attach] {bound[self.link.history_cut]} before the newest {self._config.attach.history} "
+                       f"[attach] {bound[self.link.history_cut]} before the newest {self._settings.history} "
                        "messages were certain (many gift wraps for you: a flood?)")
 
     def _conversation(self, seen: SeenMessages) -> str:
         """The conversation with this agent: the one marked with its key, or the one attach.sqlite3 bound to it
         before conversations knew their agent (then marked), or a new one."""
-        store, agent = self._rt.conversations, self.target.agent
+        store, agent = self.sessions.store, self.target.agent
         session = store.session_with_agent(agent)
         if session is None:
             session = seen.session_for(f"agent:{agent}")
@@ -159,7 +160,7 @@ class AttachedChat(ChatService):
         return session
 
     async def stop(self) -> None:
-        self._rt.pool.remove_state_listener(self._relay_state)
+        self._pool.remove_state_listener(self._relay_state)
         if self._lists is not None:
             with contextlib.suppress(Exception):
                 await self._lists.close()
@@ -168,22 +169,27 @@ class AttachedChat(ChatService):
             task.cancel()
         await self.target.close()
 
-    # --- what needs the model here -------------------------------------------------------------------
-    async def new_session(self) -> str:
-        """The one conversation with the agent (there is no other here)."""
-        return self.session_id or await super().new_session()
-
+    # --- what every chat does (conversation.py) ------------------------------------------------------
     @property
     def agent_here(self) -> str | None:
         return self.target.agent
 
-    async def dry_run(self, session_id: str, message: str | None = None, *, audience: TurnAudience = ADMIN_TURN,
-                      tools: ToolPolicy | None = None) -> PromptAssembly:
-        raise AgentError("the prompt is assembled where the agent runs; each reply's assembly shows in the "
-                         "inspector when the agent sends it", "Attached")
+    @property
+    def agent_session(self) -> str | None:
+        return self.session_id
 
-    async def complete(self, messages: list[dict[str, Any]], *, max_chars: int, timeout_s: float) -> str:
-        raise AgentError(NO_MODEL_HERE, "Attached")
+    async def new_session(self) -> str:
+        """The one conversation with the agent (there is no other here)."""
+        return self.session_id or await self.sessions.new()
+
+    async def session_messages(self, session_id: str) -> list[dict[str, Any]]:
+        return await self.sessions.messages(session_id)
+
+    async def refusal_to_open(self, session_id: str) -> str | None:
+        return await self.sessions.refusal_to_open(session_id, self.agent_here)
+
+    async def settle(self) -> None:
+        """Nothing is saved behind a turn here: each message is saved as it is sent or comes."""
 
     # --- the turn ------------------------------------------------------------------------------------
     async def run_turn(self, session_id: str, message: str, kind: SessionKind = SessionKind.TERMINAL, *,
@@ -192,7 +198,7 @@ class AttachedChat(ChatService):
         """Send ``message`` to the agent and wait (``[attach] reply_timeout_s``) for its reply, then (``[attach]
         report_wait_s``) for its prompt report. A message that reached no relay of the agent's is kept, marked
         failed; one not answered in time stays sent (a later reply shows when it comes)."""
-        attach = self._config.attach
+        attach = self._settings
         refusal = await self.refusal_to_open(session_id)
         if refusal is not None:  # not the conversation with this agent: nothing is sent, nothing added to it
             yield TurnFailed(session_id, refusal, title="Another agent's conversation", retryable=False)
@@ -355,7 +361,7 @@ class AttachedChat(ChatService):
             if not new:
                 return False
             try:
-                await asyncio.to_thread(self._rt.conversations.append, session_id, list(entries))
+                await asyncio.to_thread(self.sessions.store.append, session_id, list(entries))
             except DidactylError as exc:
                 self._warn(f"a message with the agent was not saved: {exc.message}")
             return True
@@ -373,7 +379,7 @@ class AttachedChat(ChatService):
     async def _late_reply(self, reply: LinkMessage) -> None:
         """A reply no turn waited for: its report waited for as a turn waits; its tool calls kept with the chat (after
         the reply, as a late report's), its prompt shown and kept like any turn's."""
-        report = await self.prompts.report(reply, self._config.attach.report_wait_s)
+        report = await self.prompts.report(reply, self._settings.report_wait_s)
         calls = report.tool_calls if isinstance(report, RemoteReport) else ()
         if calls:
             await self._record(self.session_id, f"calls:{reply.id}", reply.created_at, *conversation_messages(calls))

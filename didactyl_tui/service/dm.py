@@ -103,7 +103,7 @@ class DmService:
         self._relay_drops = 0  # wraps the relay client dropped (bad id, signature, date) before the inbox saw them
         self._catch_up_task: asyncio.Task[None] | None = None
         self._handled: dict[str, None] = {}  # wrap ids handled this run (bounded), so a catch-up skips them
-        self._guest_tools = GuestTools(chat.tool_names, warn)
+        self._guest_tools = GuestTools(chat.prompt.tool_names, warn)
         self._guest_tools.policy(policy.rights.guest_tools)  # said once at start when it names an unknown tool
 
     @property

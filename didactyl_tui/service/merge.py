@@ -18,12 +18,13 @@ from typing import Any
 from ..agent.documents.history import DocumentHistory
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.merge import END, MIDDLE, START, conflicts_left, merge_base, merge_three_way, merge_two_way
+from ..agent.documents.saving import DocumentSaves
 from ..errors import AgentError
 from ..nostr.event import Event
-from .chat import ChatService
+from .conversation import NO_MODEL_HERE
 from .documents import DocumentService
 from .labels import short_id
-from .runtime import Runtime
+from .model import ModelService
 from .views import DocumentVersionView
 
 MODEL_DRAFT_TIMEOUT_S = 120.0  # the longest the model may take to propose a resolution
@@ -126,19 +127,25 @@ def _unfenced(reply: str) -> str:
 class MergeService:
     """The merge view's part: a concurrent edit's draft, and the configured model's proposal for its conflicts."""
 
-    def __init__(self, runtime: Runtime, documents: DocumentService, chat: ChatService) -> None:
-        self._rt, self._documents, self._chat = runtime, documents, chat
+    def __init__(self, documents: DocumentService, *, saves: DocumentSaves, history: DocumentHistory,
+                 model: ModelService | None) -> None:
+        """``saves``: checks a draft as its document (the save path's check); ``history``: where the common base is
+        found; ``model``: the model in use, None when it runs elsewhere (attached): no model draft then."""
+        self._documents, self._saves, self._history, self._model = documents, saves, history, model
 
     async def draft(self, key: DocumentKey, ours_id: str, theirs_id: str) -> MergeDraft:
         """Two concurrent versions merged three-way from their common base (found in the history), conflicts marked;
         two-way, every difference a conflict, when no base is known."""
-        saves = self._rt.saves
-        return await draft_merge(self._rt.history, lambda eid: self._documents.version(key, eid),
+        saves = self._saves
+        return await draft_merge(self._history, lambda eid: self._documents.version(key, eid),
                                  lambda text: saves.check(key, text), ours_id, theirs_id)
 
     async def model_draft(self, key: DocumentKey, draft: str) -> str:
         """The configured model's resolution of the conflicts marked in ``draft``: a proposal, nothing is saved."""
+        model = self._model
+        if model is None:
+            raise AgentError(NO_MODEL_HERE, "Attached")
         snap = self._documents.snapshot(key)
         return await resolve_with_model(
-            lambda messages, n: self._chat.complete(messages, max_chars=n, timeout_s=MODEL_DRAFT_TIMEOUT_S),
+            lambda messages, n: model.complete(messages, max_chars=n, timeout_s=MODEL_DRAFT_TIMEOUT_S),
             f"the agent's {snap.type.title.lower()}", draft, snap.limit_chars)

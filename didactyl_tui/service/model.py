@@ -13,6 +13,7 @@ put in the environment the model call reads at once; "none" marks a server that 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -166,6 +167,32 @@ class ModelService:
         from ..agent.llm.types import LlmSettings
 
         return llm_settings_for(LlmSettings.from_config(self._config.llm, self._env), self.settings, self._env)
+
+    async def complete(self, messages: list[dict[str, Any]], *, max_chars: int, timeout_s: float) -> str:
+        """One completion with the model in use and no tools, outside any chat (the merge view's model draft):
+        through the agent's one door to the model, bounded in size (``max_chars`` of reply) and time. AgentError
+        says why there is no answer (no model configured, the model failed, too long, too slow)."""
+        from ..actions import no_model_line
+        from ..agent.llm import client as llm
+        from ..agent.llm.errors import LlmError
+
+        if not self.name.strip():
+            raise AgentError(no_model_line(self._config.keys), "No model configured")
+        parts: list[str] = []
+        size = 0
+        try:
+            async with asyncio.timeout(timeout_s), contextlib.aclosing(
+                    llm.stream_chat(self.llm_settings(), messages)) as stream:
+                async for chunk in stream:
+                    parts.append(chunk.text)
+                    size += len(chunk.text)
+                    if size > max_chars:
+                        raise AgentError(f"the model's answer passed {max_chars:,} characters: stopped", "Model")
+        except LlmError as exc:
+            raise AgentError(exc.message, "Model") from None
+        except TimeoutError:
+            raise AgentError(f"the model did not answer within {timeout_s:g} s", "Model") from None
+        return "".join(parts)
 
     async def check(self, chosen: ModelSettings) -> ModelCheck:
         """A bounded connection test (a one-token completion; the server's /models list when it has an api_base).

@@ -25,6 +25,7 @@ from .attach import AttachTarget
 from .attached_chat import AttachedChat
 from .bundle import BundleService
 from .chat import ChatService
+from .conversation import Conversation
 from .dm import DmService
 from .documents import DocumentService
 from .events import SelfContextChanged, ServiceEvent
@@ -32,8 +33,10 @@ from .identity import IdentityService
 from .live_policy import LivePolicy
 from .merge import MergeService
 from .model import ModelService
+from .prompt import PromptService
 from .relays import RelayService
 from .runtime import Runtime, open_runtime
+from .sessions import Sessions
 from .soul import SoulService
 
 
@@ -58,12 +61,14 @@ def document_codecs(*, limits: Mapping[DocumentKey, int], registry: ToolRegistry
 
 @dataclass(frozen=True, slots=True)
 class Parts:
-    """What exists only while the service runs: never None inside (``dm``: only when it answers direct messages)."""
+    """What exists only while the service runs: never None inside (``prompt``: only where the agent runs; ``dm``:
+    only when it answers direct messages)."""
 
     runtime: Runtime
     documents: DocumentService
     identity: IdentityService
-    chat: ChatService
+    chat: Conversation  # ChatService where the agent runs, AttachedChat when attached to it
+    prompt: PromptService | None  # None when attached: the agent assembles its prompt where it runs
     soul: SoulService
     merges: MergeService
     relays: RelayService
@@ -103,11 +108,25 @@ async def build_parts(
         identity = IdentityService(runtime, config, clock, warn, data_dir,
                                    emit_changed=lambda: emit(SelfContextChanged("agent")),
                                    emit_admin_changed=lambda: emit(SelfContextChanged("admin")))
-        chat = (ChatService(runtime, config, registry, model, clock, emit, warn, gate=gate) if attach is None else
-                AttachedChat(runtime, config, registry, model, clock, emit, warn, target=attach, data_dir=data_dir))
-        dm = DmService(runtime, config, chat, policy, data_dir, clock, emit, warn) if answer_dms else None
-        return Parts(runtime, documents, identity, chat, SoulService(runtime, documents, soul, warn),
-                     MergeService(runtime, documents, chat), RelayService(runtime), BundleService(runtime, clock), dm)
+        sessions = Sessions(runtime.conversations, keep_assemblies=config.llm.saved_assemblies)
+        chat: Conversation
+        prompt, local = None, None  # the agent's prompt and its chat: only where it runs
+        if attach is None:
+            prompt = PromptService(config, registry=registry, model=model, conversations=runtime.conversations,
+                                   memory_manager=runtime.memory_manager, tool_context=runtime.tool_context,
+                                   clock=clock, emit=emit, gate=gate)
+            chat = local = ChatService(config, sessions=sessions, prompt=prompt, registry=registry, model=model,
+                                       memory_manager=runtime.memory_manager, warn=warn, gate=gate)
+        else:
+            chat = AttachedChat(config.attach, target=attach, sessions=sessions, pool=runtime.pool,
+                                own_relay=runtime.embedded_relay_url, relay_timeout_s=config.relays.timeout_s,
+                                data_dir=data_dir, closers=runtime.closers, clock=clock, emit=emit, warn=warn)
+        dm = (DmService(runtime, config, local, policy, data_dir, clock, emit, warn)
+              if answer_dms and local is not None else None)
+        return Parts(runtime, documents, identity, chat, prompt, SoulService(runtime, documents, soul, warn),
+                     MergeService(documents, saves=runtime.saves, history=runtime.history,
+                                  model=model if local is not None else None),
+                     RelayService(runtime), BundleService(runtime, clock), dm)
     except BaseException:
         await runtime.stop()
         raise

@@ -9,12 +9,13 @@ import threading
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .chat import ChatService
+    from .conversation import Conversation
     from .dm import DmService
     from .documents import DocumentService
     from .identity import IdentityService
     from .merge import MergeService
     from .model import ModelService
+    from .prompt import PromptService
     from .relays import RelayService
 
 
@@ -30,7 +31,10 @@ class ScreenService(Protocol):
     def documents(self) -> DocumentService: ...
 
     @property
-    def chat(self) -> ChatService: ...
+    def chat(self) -> Conversation: ...
+
+    @property
+    def prompt(self) -> PromptService | None: ...  # None when attached: the prompt is assembled where the agent runs
 
     @property
     def identity(self) -> IdentityService: ...

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import builtins  # Sessions.list shadows the builtin in the annotations of its class
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
 from ..agent.conversations.session_info import SessionInfo
+from ..agent.conversations.session_kind import SessionKind
 from ..agent.conversations.store import ConversationStore
-from ..errors import AgentError
+from ..errors import AgentError, DidactylError
 from ..nostr.nip19 import encode_npub
+
+log = logging.getLogger("didactyl.service")
 
 CONVERSATIONS_DB = "conversations.sqlite3"
 SEEN_DB = "attach.sqlite3"  # attach's record of the messages it holds (and, before, of its conversations)
@@ -51,6 +55,10 @@ class Sessions:
         sessions = await asyncio.to_thread(self.store.list_sessions)
         return sessions if include_empty else [s for s in sessions if s.message_count > 0]
 
+    async def new(self) -> str:
+        """A new, empty chat with this data dir's own agent: its id."""
+        return await asyncio.to_thread(self.store.new_session)
+
     async def resolve(self, id_or_prefix: str) -> str:
         """A full session id from an id or a unique prefix of one; AgentError when none or several match."""
         wanted = id_or_prefix.strip().lower()
@@ -64,6 +72,9 @@ class Sessions:
                 raise AgentError(f"{id_or_prefix!r} matches {len(matches)} conversations: give more of the id",
                                  "Conversations")
         raise AgentError(f"no conversation {id_or_prefix!r} (see: didactyl sessions list)", "Conversations")
+
+    async def has(self, session_id: str) -> bool:
+        return await asyncio.to_thread(self.store.has_session, session_id)
 
     async def info(self, session_id: str) -> SessionInfo:
         return await asyncio.to_thread(self.store.session, session_id)
@@ -101,6 +112,19 @@ class Sessions:
     async def assemblies(self, session_id: str) -> builtins.list[SavedAssembly]:
         """The prompts of the chat's last turns (for a resumed chat's inspector), oldest first."""
         return await asyncio.to_thread(self.assembly_log.load, session_id)
+
+    def keep_assembly_now(self, session_id: str, saved: SavedAssembly) -> None:
+        """(A worker thread.) A turn's prompt kept with its chat for the inspector; a failure is logged (the chat
+        itself is saved apart)."""
+        try:
+            self.assembly_log.add(session_id, saved)
+        except DidactylError as exc:
+            log.warning("a prompt assembly was not kept: %s", exc.message)
+
+    async def keep_assembly(self, session_id: str, kind: SessionKind, saved: SavedAssembly) -> None:
+        """A turn's prompt kept with its chat, unless the chat keeps nothing (``kind``: an ephemeral one)."""
+        if kind.keeps_conversation:
+            await asyncio.to_thread(self.keep_assembly_now, session_id, saved)
 
     async def pop_last_turn(self, session_id: str) -> str | None:
         """Remove the last turn (to regenerate it, or to edit and resend its message); returns its message."""

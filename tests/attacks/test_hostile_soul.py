@@ -35,7 +35,7 @@ def _soul(text: str, *, tool: str | None = None) -> SoulTemplate:
 
 
 async def _persona(svc: AppService) -> str:
-    return (await svc.chat.dry_run("attack-check")).layers[0].content
+    return (await svc.prompt.dry_run("attack-check")).layers[0].content
 
 
 class SoulPusher:

@@ -121,6 +121,15 @@ def test_prompt_as_a_guest_shows_what_their_turn_would_carry_and_what_is_withhel
     assert "may not write to the agent (neither [admin] pubkey nor on [dm] allow)" in one_line(refused.stderr)
 
 
+def test_prompt_attached_says_where_the_prompt_is_assembled(tmp_path: Path) -> None:
+    # Attached to an agent elsewhere no prompt is assembled here: one line says where it is, and no model is asked.
+    env = cli_env(tmp_path, f'[relays]\nembedded_port = 0\ntimeout_s = 2.0\n[attach]\nagent = "{AGENT_KEY.npub}"\n',
+                  DIDACTYL_ADMIN_NSEC=ADMIN_KEY.nsec())
+    proc = didactyl(env, "prompt", "--message", "hello")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "the prompt is assembled where the agent runs" in proc.stderr and proc.stdout == ""
+
+
 def test_no_relay_accepting_exits_1(tmp_path: Path) -> None:
     dead = f"ws://127.0.0.1:{free_port()}"
     env = cli_env(tmp_path, f'[relays]\nembedded = false\nurls = ["{dead}"]\ntimeout_s = 0.5\n',

@@ -46,12 +46,12 @@ async def test_record_turn_runs_for_terminal_turns_only_never_for_ephemeral_or_d
         # A failed ephemeral turn keeps no marked message either.
         stub.script(Reply.unauthorized())  # not retried
         assert isinstance(await _turn(svc, terminal, "I grow kale", SessionKind.EPHEMERAL_CHAT), TurnFailed)
-        await svc.chat.dry_run(terminal, "I grow turnip")
+        await svc.prompt.dry_run(terminal, "I grow turnip")
 
         found = {w for w in ("aubergine", "parsnip", "salsify", "kale", "turnip") if recall.search(w, 5)}
         assert found == {"aubergine"}
         assert [m["content"] for m in await svc.chat.session_messages(terminal)] == ["I grow aubergine", "noted"]
-        assert [s.id for s in await svc.chat.list_sessions()] == [terminal]
+        assert [s.id for s in await svc.chat.sessions.list(include_empty=True)] == [terminal]
         assert len(await svc.chat.sessions.assemblies(terminal)) == 1  # the terminal turn's prompt only
 
 

@@ -82,9 +82,10 @@ async def test_a_message_from_the_attached_window_is_answered_with_its_prompt_as
                 ("user", "what do you remember?"), ("assistant", "Hello from the served agent.")]
             saved = await chat.sessions.assemblies(session)
             assert saved and saved[-1].reply == "Hello from the served agent."
-            # Nothing here needs a model, and the prompt is not assembled here.
-            with pytest.raises(AgentError, match="assembled where the agent runs"):
-                await chat.dry_run(session)
+            # Nothing here needs a model, and the prompt is not assembled here: the service offers neither.
+            assert attached.prompt is None and attached.attached_relays == [relay.url]
+            with pytest.raises(AgentError, match="no model runs here"):
+                await attached.merges.model_draft(DocumentKey.SHORT_TERM, "<<<<<<< ours\na\n=======\nb\n>>>>>>>\n")
 
         # A second start finds the same conversation and adds nothing twice (the relays hold the same messages).
         again, _ = _attached(_attached_config(relay.url), tmp_path / "laptop")

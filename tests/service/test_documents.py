@@ -121,7 +121,7 @@ async def test_a_newest_version_that_cannot_be_used_leaves_the_good_one_and_the_
         assert snap.unreadable is not None and snap.unreadable.event_id == bad.id
         assert _warned(heard, bad.id), [getattr(e, "message", e) for e in heard]
         if key is SOUL:
-            persona = (await again.chat.dry_run("check")).layers[0]
+            persona = (await again.prompt.dry_run("check")).layers[0]
             assert persona.content == "You are Good."
         # The next save builds on the good version: its base, dated after the bad one, nothing lost.
         if key is TASKS:
@@ -258,7 +258,7 @@ async def test_every_tool_backed_section_names_its_source_event_and_relays(
         assert not (await svc.chat.dispatch_tool("task_add", {"title": "a task"})).is_error
         await _until(lambda: all(svc.documents.snapshot(k).relays for k in (ST, SOUL, TASKS, DocumentKey.PROFILE,
                                                                  DocumentKey.CONTACTS)), "every version on the relay")
-        assembly = await svc.chat.dry_run("sources")
+        assembly = await svc.prompt.dry_run("sources")
         ids = {k: svc.documents.snapshot(k).event_id for k in (SOUL, TASKS, DocumentKey.CONTACTS)}
     shown = {layer.section: layer for layer in assembly.layers}
     assert not any(layer.skipped for layer in assembly.layers), [(x.section, x.skip_reason) for x in assembly.layers]

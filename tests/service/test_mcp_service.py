@@ -47,7 +47,7 @@ async def test_the_person_allows_an_mcp_call_at_the_terminal_and_a_headless_turn
 
     async with LlmStub() as stub, stub_service(_config(stub.base_url, backend="recall"), tmp_path) as svc:
         await asyncio.wait_for(svc.mcp.wait_started(), 120)
-        offered = svc.chat.tool_names_offered()
+        offered = svc.prompt.tool_names_offered()
         mcp = [i for i, name in enumerate(offered) if name.startswith("fx__")]
         base = [i for i, name in enumerate(offered) if name == "write_file"]
         backend = [i for i, name in enumerate(offered) if name == "memory_query"]  # the recall backend's
@@ -65,7 +65,7 @@ async def test_the_person_allows_an_mcp_call_at_the_terminal_and_a_headless_turn
         assert refused.ending == "refused" and "nobody here can allow it" in refused.result
         assert len(asked) == 1  # nobody was asked for the headless turn
 
-        assembly = await svc.chat.dry_run(await svc.chat.new_session(), "hi")
+        assembly = await svc.prompt.dry_run(await svc.chat.new_session(), "hi")
         origins = assembly.tool_origins
         assert origins["fx__echo"] == "MCP server fx" and origins["memory_save"] == "didactyl"
         assert origins["memory_query"] == "memory backend recall"
@@ -84,7 +84,7 @@ async def test_a_guest_is_never_offered_an_mcp_tool_nor_runs_one_even_when_liste
         svc.permissions.register_asker(person)
         listed = ToolPolicy(frozenset({"fx__echo", "my_npub", "post_note"}), "a guest's conversation")
         guest = guest_turn()
-        assembly = await svc.chat.dry_run(await svc.chat.new_session(), "hi", audience=guest, tools=listed)
+        assembly = await svc.prompt.dry_run(await svc.chat.new_session(), "hi", audience=guest, tools=listed)
         assert assembly.tool_names == ["my_npub"]
         [call] = (await _echo_turn(svc, stub, SessionKind.DM_GUEST, tools=listed, audience=guest)).tool_calls
         assert call.ending == "refused" and "not available" in call.result
@@ -135,7 +135,7 @@ async def test_a_server_that_hangs_at_start_holds_nothing_up_and_says_why(tmp_pa
             assert isinstance(events[-1], TurnFinished) and events[-1].reply == "hello"
             await asyncio.wait_for(svc.mcp.wait_started(), 60)
             assert changes[-1].failed == ("slow: failed — did not start within 3 s",)
-            assert not any(name.startswith("slow__") for name in svc.chat.tool_names_offered())
+            assert not any(name.startswith("slow__") for name in svc.prompt.tool_names_offered())
 
 
 async def test_server_everything_echo_runs_when_allowed_is_refused_headless_and_never_offered_to_a_guest(
@@ -149,7 +149,7 @@ async def test_server_everything_echo_runs_when_allowed_is_refused_headless_and_
     echo = Reply.tools(ToolCall("everything__echo", json.dumps({"message": "hello"})))
     async with LlmStub() as stub, stub_service(_config(stub.base_url, everything_server), tmp_path) as svc:
         await asyncio.wait_for(svc.mcp.wait_started(), 120)
-        assert "everything__echo" in svc.chat.tool_names_offered(), svc.mcp.statuses()
+        assert "everything__echo" in svc.prompt.tool_names_offered(), svc.mcp.statuses()
         svc.permissions.register_asker(person)
         session = await svc.chat.new_session()
         stub.script(echo, Reply.text_reply("ok"))
@@ -160,5 +160,5 @@ async def test_server_everything_echo_runs_when_allowed_is_refused_headless_and_
         finished = [e async for e in svc.chat.run_turn(session, "echo", SessionKind.HEADLESS_CHAT)][-1]
         assert finished.tool_calls[0].ending == "refused" and asked == ["everything__echo"]
         listed = ToolPolicy(frozenset({"everything__echo", "my_npub"}), "a guest's conversation")
-        guest = await svc.chat.dry_run(session, "hi", audience=guest_turn(), tools=listed)
+        guest = await svc.prompt.dry_run(session, "hi", audience=guest_turn(), tools=listed)
         assert guest.tool_names == ["my_npub"]

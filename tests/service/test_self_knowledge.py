@@ -49,15 +49,15 @@ async def test_zero_config_model_sees_every_self_context_tool_its_relays_and_no_
         system = "\n".join(m["content"] for m in request.messages if m["role"] == "system")
         assert f"- {svc.relays.embedded_url} (embedded relay on this machine)" in system
         # No contacts: the built-in soul skips the empty section (as the seeds do); the tool still says so when called.
-        assert "No contacts yet" not in system and layer(await svc.chat.dry_run("dry-run"), "agent_contacts").skipped
+        assert "No contacts yet" not in system and layer(await svc.prompt.dry_run("dry-run"), "agent_contacts").skipped
 
         # Provenance: the profile the agent published at start, as the embedded relay served it back.
         async def profile_cited() -> bool:
-            source = layer(await svc.chat.dry_run("dry-run"), "agent_profile").source_event
+            source = layer(await svc.prompt.dry_run("dry-run"), "agent_profile").source_event
             return source is not None and svc.relays.embedded_url in source.relays
 
         await wait_for(profile_cited, timeout=10)
-        assembly = await svc.chat.dry_run("dry-run")
+        assembly = await svc.prompt.dry_run("dry-run")
         profile_event = svc.identity.snapshot().agent.profile_event
         assert layer(assembly, "agent_identity").source_event.event_id == profile_event.id
 
@@ -81,7 +81,7 @@ async def test_only_terminal_and_dm_turns_teach_the_memory_backend(tmp_path: Pat
                            ("parsnip", SessionKind.HEADLESS_CHAT)):
             stub.script(Reply.text_reply("noted"))
             await _turn(svc, f"I grow {word}", kind)
-        await svc.chat.dry_run("dry-run", "I grow turnip")
+        await svc.prompt.dry_run("dry-run", "I grow turnip")
         found = {w for w in ("aubergine", "kohlrabi", "parsnip", "turnip") if recall.search(w, 5)}
     assert found == {"aubergine", "kohlrabi"}
 
@@ -89,17 +89,17 @@ async def test_only_terminal_and_dm_turns_teach_the_memory_backend(tmp_path: Pat
 async def test_task_add_saves_through_the_outbox_and_renders_in_the_prompt(tmp_path: Path) -> None:
     async with LlmStub() as stub:
         async with stub_service(stub_config(stub.base_url), tmp_path) as svc:
-            assert layer(await svc.chat.dry_run("dry-run"), "tasks").skipped  # no tasks yet: skipped
+            assert layer(await svc.prompt.dry_run("dry-run"), "tasks").skipped  # no tasks yet: skipped
             stub.script(Reply.tools(ToolCall("task_add", json.dumps({"title": "call Ana", "note": "about the van"}))),
                         Reply.text_reply("Added."))
             await _turn(svc, "remind me to call Ana", SessionKind.TERMINAL)
-            tasks = layer(await svc.chat.dry_run("dry-run"), "tasks")
+            tasks = layer(await svc.prompt.dry_run("dry-run"), "tasks")
             assert not tasks.skipped and "- [ ] #1 call Ana — about the van" in tasks.content
             assert [p.event_id for p in await svc.documents.pending_publishes()] == []  # sent, through the outbox
         # A new run reads the list back from the relay.
         async with stub_service(stub_config(stub.base_url), tmp_path) as again:
             assert [t.title for t in again.documents.value(DocumentKey.TASKS).tasks] == ["call Ana"]
-            assert "#1 call Ana" in layer(await again.chat.dry_run("dry-run"), "tasks").content
+            assert "#1 call Ana" in layer(await again.prompt.dry_run("dry-run"), "tasks").content
 
 
 async def _note_turn(svc: AppService, stub: LlmStub, text: str, kind: SessionKind) -> dict | str:
@@ -118,7 +118,7 @@ async def test_post_note_asks_at_the_terminal_and_is_refused_where_nobody_can_co
         return Decision.ONCE if "yes" in request.arguments else Decision.DENY
 
     async with LlmStub() as stub, stub_service(stub_config(stub.base_url), tmp_path) as svc:
-        assert "post_note" in svc.chat.tool_names_offered()
+        assert "post_note" in svc.prompt.tool_names_offered()
         svc.permissions.register_asker(ask)
         refused = await _note_turn(svc, stub, "yes from a headless chat", SessionKind.HEADLESS_CHAT)
         assert refused.startswith("Error: not run:") and "nobody here can allow it" in refused and asked == []
@@ -151,4 +151,4 @@ async def test_another_devices_task_change_reaches_a_running_agent(tmp_path: Pat
             assert not outcome.is_error, outcome.content
         await wait_for(lambda: [t.title for t in first.documents.value(DocumentKey.TASKS).tasks]
                        == ["renew the passport"], timeout=10)
-        assert "#1 renew the passport" in layer(await first.chat.dry_run("dry-run"), "tasks").content
+        assert "#1 renew the passport" in layer(await first.prompt.dry_run("dry-run"), "tasks").content

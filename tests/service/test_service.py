@@ -95,12 +95,12 @@ async def test_saved_short_term_memory_is_in_the_next_prompt(service: AppService
     seen: list[Any] = []
     service.add_listener(seen.append)
     session = await service.chat.new_session()
-    before = await service.chat.dry_run(session, "hi")
+    before = await service.prompt.dry_run(session, "hi")
     assert section(before, "short_term_memory").skipped
 
     result = await service.documents.save(ST, "Admin is called Ada.")
     assert result.outcome.accepted_by == [service.relays.embedded_url]
-    after = await service.chat.dry_run(session, "hi")
+    after = await service.prompt.dry_run(session, "hi")
     stm = section(after, "short_term_memory")
     assert stm.content == "## Short-Term Memory\n\nAdmin is called Ada.\n\n(20/8,000 chars used)"
     assert stm.source_event.event_id == result.event_id
@@ -126,7 +126,7 @@ async def test_a_newer_version_from_another_device_reaches_cache_and_prompt(serv
     finally:
         await device.close()
     assert any(isinstance(e, DocumentChanged) and e.origin == "remote" for e in seen)
-    prompt = await service.chat.dry_run(await service.chat.new_session())
+    prompt = await service.prompt.dry_run(await service.chat.new_session())
     assert "new plan from the laptop" in section(prompt, "short_term_memory").content
     assert service.documents.snapshot(ST).event_id == newer.id
 
@@ -145,7 +145,7 @@ async def test_long_term_memory_and_admin_context_through_the_tools(tmp_path: Pa
         assert (await svc.documents.load_long_term()).content == "Ada: tea."
         internal = await svc.chat.dispatch_tool("memory_short_term_read", "{}")
         assert internal.is_error  # not for the model
-        offered = svc.chat.tool_names_offered()
+        offered = svc.prompt.tool_names_offered()
         assert {"memory_save", "my_memory", "nostr_admin_profile", "read_file"} <= set(offered)
         assert "memory_short_term_read" not in offered
         # The admin publishes a profile elsewhere: the live subscription brings it into the next prompt.
@@ -156,7 +156,7 @@ async def test_long_term_memory_and_admin_context_through_the_tools(tmp_path: Pa
             await device.close()
         await wait_for(lambda: svc.identity.snapshot().admin.profile.get("name") == "Ada Admin")
         assert any(isinstance(e, SelfContextChanged) and e.who == "admin" for e in seen)
-        prompt = await svc.chat.dry_run(await svc.chat.new_session())
+        prompt = await svc.prompt.dry_run(await svc.chat.new_session())
         assert "- name: Ada Admin" in section(prompt, "admin_profile").content
 
 
@@ -212,7 +212,7 @@ async def test_no_model_configured_fails_the_turn_cleanly(service: AppService) -
     assert "DIDACTYL_MODEL" in events[0].message
     # The message stays in the chat, marked; it is never sent to a model again.
     assert (await service.chat.session_messages(session)) == [{"role": "user", "content": "hello", "status": "failed"}]
-    assert (await service.chat.dry_run(session, "again")).history == ()
+    assert (await service.prompt.dry_run(session, "again")).history == ()
 
 
 async def test_chat_turn_with_a_memory_save_tool_call(tmp_path: Path) -> None:
@@ -247,7 +247,7 @@ async def test_chat_turn_with_a_memory_save_tool_call(tmp_path: Path) -> None:
             # Persisted: the user message, the tool call, its result, the reply; the next prompt carries them.
             roles = [m["role"] for m in (await svc.chat.session_messages(session))]
             assert roles == ["user", "assistant", "tool", "assistant"]
-            nxt = await svc.chat.dry_run(session, "and now?")
+            nxt = await svc.prompt.dry_run(session, "and now?")
             assert [m["role"] for m in nxt.history] == roles
             assert "Ada likes tea" in section(nxt, "short_term_memory").content
 
@@ -258,22 +258,22 @@ async def test_recall_backend_context_follows_the_history(service: AppService) -
     session = await service.chat.new_session()
 
     async def context() -> str | None:
-        return (await service.chat.dry_run(session, "which tea does Ada like?")).backend_context
+        return (await service.prompt.dry_run(session, "which tea does Ada like?")).backend_context
 
     for _ in range(100):  # the long-term memory is indexed in the background
         if await context():
             break
         await asyncio.sleep(0.02)
-    prompt = await service.chat.dry_run(session, "which tea does Ada like?")
+    prompt = await service.prompt.dry_run(session, "which tea does Ada like?")
     assert prompt.backend_id == "recall" and "oolong" in prompt.backend_context
     # In the system message, after the soul's system sections ([memory] backend_context = "system", the default).
     assert prompt.backend_place == "system" and [m["role"] for m in prompt.messages] == ["system", "user"]
     assert prompt.messages[0]["content"].endswith("\n\n" + prompt.backend_context)
     service.config.memory.backend_context = "after_history"  # read at each assembly
-    tail = await service.chat.dry_run(session, "which tea does Ada like?")
+    tail = await service.prompt.dry_run(session, "which tea does Ada like?")
     assert tail.messages[-2] == {"role": "system", "content": tail.backend_context}
     assert tail.messages[-1]["role"] == "user" and "oolong" not in tail.messages[0]["content"]
-    assert "memory_query" in service.chat.tool_names_offered()
+    assert "memory_query" in service.prompt.tool_names_offered()
 
 
 async def test_a_loose_key_file_stops_start_and_leaves_nothing_running(tmp_path: Path) -> None:

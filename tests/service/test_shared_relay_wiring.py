@@ -59,7 +59,7 @@ async def test_a_cli_save_reaches_the_running_apps_pane_and_the_next_editor_save
         pane = app.main_screen.query_one("#short-term", MemoryPane)
         # Through the live subscription (no reload happens here); the 2 s figure is checked by hand in tmux.
         await wait_for(pilot, lambda: pane.snapshot.content == "saved by the CLI", 10, "the CLI's save in the pane")
-        prompt = await app.service.chat.dry_run(await app.service.chat.new_session(), "hi")
+        prompt = await app.service.prompt.dry_run(await app.service.chat.new_session(), "hi")
         short_term = next(layer for layer in prompt.layers if layer.section == "short_term_memory")
         assert "saved by the CLI" in short_term.content  # the next prompt uses it
         cli_id = app.service.documents.snapshot(ST).event_id

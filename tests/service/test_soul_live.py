@@ -64,7 +64,7 @@ async def _rust_client_publishes_soul(url: str, sections: list[dict] | str, crea
 
 
 async def _first_section(svc: AppService) -> str:
-    assembly = await svc.chat.dry_run("live-soul-check")
+    assembly = await svc.prompt.dry_run("live-soul-check")
     return assembly.layers[0].content
 
 
@@ -91,7 +91,7 @@ async def test_a_newer_soul_from_rust_nostr_is_used_by_the_next_prompt_and_a_bad
             return await _first_section(svc) == "You are Relay Didactyl."
 
         await wait_for(uses_the_relay_soul, timeout=20)
-        assembly = await svc.chat.dry_run("live-soul-check")
+        assembly = await svc.prompt.dry_run("live-soul-check")
         assert [(x.section, x.content) for x in assembly.layers[:2]] == [
             ("persona", "You are Relay Didactyl."), ("agent_npub", AGENT_KEY.npub)]
         assert svc.soul.view().event_id == good_id
@@ -147,7 +147,7 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
         assert not [call for call in watch.calls if call.startswith("decrypt")], watch.calls
         assert toast == [f"Soul: A newer soul (event {cli_id[:12]}…: [b]persona[/], agent_npub) is used from the "
                          "next message on."]
-        prompt = await app.service.chat.dry_run(await app.service.chat.new_session(), "hi")
+        prompt = await app.service.prompt.dry_run(await app.service.chat.new_session(), "hi")
         assert (prompt.layers[0].section, prompt.layers[0].content) == ("[b]persona[/]", "You are CLI Didactyl.")
 
         # A newer soul naming an unknown tool (signed with the agent's key, sent straight to the relay).
@@ -162,7 +162,7 @@ async def test_the_tui_tells_of_a_soul_published_by_the_cli_and_of_a_refused_one
 
         [line] = await wait_in_app(pilot, refusal, 20, "the refusal toast")
         assert "'[red]weather[/]'" in line and "get_weather" in line
-        prompt = await app.service.chat.dry_run(await app.service.chat.new_session(), "hi")
+        prompt = await app.service.prompt.dry_run(await app.service.chat.new_session(), "hi")
         assert prompt.layers[0].content == "You are CLI Didactyl."  # the soul in use stays
         assert app.service.soul.view().event_id == cli_id
 
@@ -212,7 +212,7 @@ async def test_a_newer_task_list_from_rust_nostr_reaches_the_running_service_and
         await rust_publish(rust_relay.url, ev)  # rust-nostr's client sends it, as another program would
         await wait_for(lambda: [t.title for t in svc.documents.value(DocumentKey.TASKS).tasks] == ["call Ana"],
                        timeout=20)
-        tasks = next(x for x in (await svc.chat.dry_run("live-tasks-check")).layers if x.section == "tasks")
+        tasks = next(x for x in (await svc.prompt.dry_run("live-tasks-check")).layers if x.section == "tasks")
         assert "#1 call Ana — about the van" in tasks.content and "water" not in tasks.content
 
 

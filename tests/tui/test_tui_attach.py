@@ -61,6 +61,12 @@ async def test_the_attached_app_sends_to_the_agent_and_shows_its_reply_and_assem
             assert "agent's relays 1/1" in text  # the agent's, not this app's own (its embedded relay is off here)
             assert ADMIN_KEY.nsec() not in text
             assert "hello, agent" in str(stub.requests[-1].messages)
+            # A dry run asks for the prompt here: the window says where it is assembled, and adds no entry.
+            entries, asked = len(main.inspector.entries), len(stub.requests)
+            main.action_dry_run()
+            await wait_for(pilot, lambda: any("assembled where the agent runs" in str(n.message)
+                                              for n in app._notifications), 10, "where the prompt is assembled")
+            assert len(main.inspector.entries) == entries and len(stub.requests) == asked
 
 
 def pane_text(widget: Static) -> str:

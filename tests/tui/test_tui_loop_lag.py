@@ -155,7 +155,7 @@ async def warm_up(actions: Actions, session: str) -> str:
                    and warm.query("#history-result"), 10, "warm rows")
     warm.action_close()
     await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
-    first = next(s.id for s in await app.service.chat.list_sessions() if s.id != session)
+    first = next(s.id for s in await app.service.chat.sessions.list(include_empty=True) if s.id != session)
     main.resume(first)
     await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == 2, 15, "the first chat")
     await pilot.wait_for_scheduled_animations()

@@ -35,7 +35,7 @@ async def _send(pilot, text: str) -> None:
 
 
 async def _mcp_ready(pilot) -> None:
-    await wait_for(pilot, lambda: "fx__echo" in pilot.app.service.chat.tool_names_offered(), 60, "the MCP tools")
+    await wait_for(pilot, lambda: "fx__echo" in pilot.app.service.prompt.tool_names_offered(), 60, "the MCP tools")
 
 
 def _entries(app) -> list[ToolCallEntry]:
@@ -150,7 +150,7 @@ async def test_a_server_that_hangs_mid_call_the_turn_goes_on_and_its_tools_are_w
             assert main.conversation.last_reply() == "It did not answer."
             [entry] = _entries(app)
             assert entry.ending == "error" and "did not answer a call of hang within 2 s" in entry.result
-            assert not any(name.startswith("fx__") for name in app.service.chat.tool_names_offered())
+            assert not any(name.startswith("fx__") for name in app.service.prompt.tool_names_offered())
             await pilot.press("f3")
             await wait_for(pilot, lambda: "fx: failed" in screen_text(app), 30, "the failure in the self pane")
             panes = [str(pane.render()) for pane in main.query("#mcp-status")]  # on screen the line is wrapped

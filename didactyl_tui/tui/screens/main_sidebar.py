@@ -254,11 +254,17 @@ class SidebarActions(MainScreenState):
     @work(exclusive=True, group="dry_run", exit_on_error=False)
     async def run_dry_run(self) -> None:
         service = self.require_service()
+        prompt = service.prompt
+        if prompt is None:  # attached: the agent's prompt comes with each of its replies
+            from ...service.conversation import PROMPT_ELSEWHERE
+
+            self.notify(PROMPT_ELSEWHERE, title="Attached", severity="warning", timeout=8, markup=False)
+            return
         self.model_needed()  # its tokenizer counts the prompt: the status bar says while the helper loads
         if self.session_id is None:
             self.session_id = await service.chat.new_session()
         text = self.chat_input.text.strip() or None
-        assembly = await service.chat.dry_run(self.session_id, text)  # the inspector gets it as PromptAssembled
+        assembly = await prompt.dry_run(self.session_id, text)  # the inspector gets it as PromptAssembled
         self.show_pane("inspector")
         from ..widgets.assembly_tree import prompt_tokens
 

@@ -332,7 +332,7 @@ async def main():
             preloading.join(60)
         after_preload = worker().running
         session = await service.chat.new_session()
-        await service.chat.dry_run(session, "what do you see?")  # a dry run needs the model's tokenizer
+        await service.prompt.dry_run(session, "what do you see?")  # a dry run needs the model's tokenizer
         print(json.dumps({"start": at_start, "preload": after_preload, "dry run": worker().running,
                           "ready": worker().settled.is_set()}))
 

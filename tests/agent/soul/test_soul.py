@@ -183,7 +183,7 @@ async def test_assembly_layers_messages_and_totals(tmp_path: Path) -> None:
 
 
 async def test_an_assembly_counted_apart_has_the_numbers_of_one_counted_as_it_goes(tmp_path: Path) -> None:
-    """What the service does (service/chat.py): assembled uncounted on the loop, its texts counted elsewhere, the
+    """What the service does (service/prompt.py): assembled uncounted on the loop, its texts counted elsewhere, the
     numbers filled in — the same record as counting during the assembly, every count from the texts listed."""
     ctx = offline_context(tmp_path, admin=True)
     await fill_caches(ctx)

@@ -74,7 +74,7 @@ async def test_an_unknown_tool_names_every_tool_that_can_be_called(tmp_path: Pat
         line = outcome.content
         assert line.startswith('Error: there is no tool "launch_rockets". The tools you can call: ')
         callable_names = line.split("The tools you can call: ", 1)[1]
-        offered = service.chat.tool_names_offered()
+        offered = service.prompt.tool_names_offered()
         for name in [*offered, "memory_query", "my_contacts", "my_relays", "my_kind0_profile"]:
             assert name in callable_names, name
         assert "memory_short_term_read" not in callable_names  # internal: not callable by the model
