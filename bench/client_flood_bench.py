@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from flood_rig import PUBLISH_TIMEOUT, flood_run
 
-from didactyl_tui.nostr import relay as relay_module
+from didactyl_tui.nostr import relay_connection as relay_module
 from didactyl_tui.nostr.relay_guard import FailedEvents
 
 LAG_P95_TARGET_MS = 50.0

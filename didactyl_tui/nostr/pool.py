@@ -19,8 +19,9 @@ from ..errors import RelayError
 from .event import Event
 from .filters import validate_filter
 from .keys import SecretKey
-from .relay import RelayClient, StateCallback
+from .relay import RelayClient
 from .relay_guard import FailedEvents, RecentIds
+from .relay_link import StateCallback
 from .relay_proof import ProofKey
 from .replaceable import resolve
 from .results import ConnectionState, PublishOutcome, RelayVerdict, Verdict

@@ -17,37 +17,43 @@ retried only after a penalty that doubles each time (``disconnects`` counts why)
 
 The connection runs in one background task that reconnects with exponential backoff and jitter
 and then re-sends every live subscription and every publish still waiting for its OK.
+
+:class:`RelayClient` is a facade over parts that each own their state and are handed what they use:
+
+* :class:`~.relay_link.RelayLink` — the address, the connection state (and waiting on it), the outgoing queue,
+  the last error: what every other part sees of the connection;
+* :class:`~.relay_connection.RelayConnection` — the websocket: connect (and the embedded relay's proof), reconnect
+  with backoff and penalties, the read loop with its budgets and health, the write loop;
+* :class:`~.relay_incoming.IncomingRouter` — every frame checked, counted and handed to the part it is for;
+* :class:`~.relay_subscriptions.Subscriptions` — live subscriptions (re-sent after a reconnect) and queries;
+* :class:`~.relay_publish.Publishes` — events waiting for their OK (re-sent after a reconnect);
+* :class:`~.relay_auth.Nip42Auth` — the relay's challenge and our answer, once per connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
-
-from websockets.asyncio.client import ClientConnection
 
 from ..errors import RelayError
 from .event import Event
 from .keys import SecretKey, verify_signature
-from .messages import ClientMessage
-from .relay_connection import ConnectionMixin
-from .relay_guard import FailedEvents, FrameHealth, RecentIds, TokenBucket
-from .relay_incoming import IncomingMixin
+from .relay_auth import Nip42Auth
+from .relay_connection import RelayConnection
+from .relay_guard import FailedEvents, FrameHealth, TokenBucket
+from .relay_incoming import IncomingRouter, Verifier
+from .relay_link import RelayLink, StateCallback
 from .relay_proof import ProofKey
-from .relay_requests import RequestsMixin
-from .results import ConnectionState
-from .subscription import Subscription, call_safely
+from .relay_publish import Publishes
+from .relay_subscriptions import Subscriptions
+from .results import ConnectionState, RelayVerdict
+from .subscription import EventCallback, QueryResult, Subscription
 
 if TYPE_CHECKING:  # only named in annotations: the signer's module (and NIP-44) loads with the agent
     from .signer import Signer
-
-log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAME_BYTES = 1024 * 1024
 DEFAULT_MAX_FUTURE_SKEW_S = 15 * 60
@@ -60,12 +66,8 @@ DEFAULT_MAX_INVALID_SHARE = 0.5  # ... and the share of them that may be invalid
 DEFAULT_PENALTY_BASE_S = 5.0  # first wait after hanging up on a hostile relay; doubles each time
 DEFAULT_PENALTY_MAX_S = 600.0
 
-Verifier = Callable[[str, bytes, bytes], bool]  # (pubkey hex, id bytes, sig bytes) -> valid
 
-StateCallback = Callable[[str, ConnectionState], None]
-
-
-class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
+class RelayClient:
     """One relay connection. ``start()`` (or ``await connect()``) runs it in the background.
 
     Defences against a hostile relay (all per relay; a pool shares ``failed_events``):
@@ -82,6 +84,9 @@ class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
     ``proof_key`` (the data dir's own embedded relay only): every connection's server must prove in its handshake
     that it holds the key, or the client hangs up before sending anything (``refusals``, ``last_error``); see
     :mod:`.relay_connection`.
+
+    The parts are public (``link``, ``connection``, ``incoming``, ``subscriptions``, ``publishes``, ``auth``) for
+    tests and status; the rest of the code uses the methods and properties here.
     """
 
     def __init__(
@@ -110,120 +115,99 @@ class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
         penalty_max: float = DEFAULT_PENALTY_MAX_S,
         proof_key: ProofKey | None = None,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("ws", "wss") or not parts.hostname:
-            raise RelayError(f"not a relay URL (expected ws:// or wss://): {url!r}")
-        self.url = url
-        # The server must prove in every handshake that it holds this key (the data dir's own embedded relay), or
-        # it is hung up on before any frame is sent; None: any server at the URL is used (a public relay).
-        self.proof_key = proof_key
-        self.refusals = 0  # connections hung up on at once: the server did not prove it holds proof_key
-        self.auth_key = auth_key
-        self.max_frame_bytes = max_frame_bytes
-        self.reconnect = reconnect
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.stable_after = stable_after  # a connection that lived this long resets the backoff
-        self.connect_timeout = connect_timeout
-        self.ping_interval = ping_interval
-        self.max_future_skew = max_future_skew
-        self.verifier = verifier
-        self.failed_events = failed_events if failed_events is not None else FailedEvents()
+        self.link = link = RelayLink(url, on_state)
         try:
-            self._verify_budget = TokenBucket(verify_rate, verify_burst, time.monotonic)
-            self._frame_budget = TokenBucket(frame_rate, frame_burst, time.monotonic)
-            self._health = FrameHealth(health_window, max_invalid_share)
+            verify_budget = TokenBucket(verify_rate, verify_burst, time.monotonic)
+            frame_budget = TokenBucket(frame_rate, frame_burst, time.monotonic)
+            health = FrameHealth(health_window, max_invalid_share)
         except ValueError as exc:
             raise RelayError(f"{url}: {exc}") from None
-        if not 0 < penalty_base <= penalty_max:
-            raise RelayError(f"{url}: penalty_base must be > 0 and at most penalty_max")
-        self.frames_received = 0  # every frame read from this relay, over all connections
-        self.penalty_base = penalty_base
-        self.penalty_max = penalty_max
-        self._penalties = 0  # hang-ups for invalid frames in a row (reset by a healthy connection)
-        self._penalized = False  # the connection that just ended was ended by us for invalid frames
-        self.disconnects: Counter[str] = Counter()  # our hang-ups on this relay, by main invalid reason
-        self._closed_subs = RecentIds(1024)  # subscriptions that ended (late events for them are no attack)
-        self.dropped: Counter[str] = Counter()
-        self.notices: deque[str] = deque(maxlen=20)
-        self.last_error = ""
-        self.connection_count = 0  # successful handshakes so far
-        self._on_state = on_state
-        self._state = ConnectionState.DISCONNECTED
-        self._subs: dict[str, Subscription] = {}
-        self._pending: dict[str, asyncio.Future[tuple[bool | None, str]]] = {}
-        self._pending_events: dict[str, Event] = {}  # re-sent after a reconnect until answered
-        self._waiters: Counter[str] = Counter()
-        self._ws: ClientConnection | None = None
-        self._out: asyncio.Queue[str] | None = None
-        self._runner: asyncio.Task[None] | None = None
-        self._closing = False
-        self._pulse = asyncio.Event()  # set and replaced on every change waiters care about
-        self._challenge: str | None = None
-        self._auth_task: asyncio.Task[tuple[bool, str]] | None = None
-        self._moved = asyncio.Event()  # set by retarget(): skip the backoff wait, connect to the new URL
-        self._authed = False
-        self._background: set[asyncio.Task[Any]] = set()
+        self.auth = Nip42Auth(link, auth_key)
+        self.publishes = Publishes(link, self.auth)
+        self.subscriptions = Subscriptions(link, self.auth, auth_timeout=connect_timeout)
+        self.incoming = IncomingRouter(
+            link, self.subscriptions, self.publishes, self.auth, max_frame_bytes=max_frame_bytes,
+            max_future_skew=max_future_skew, verifier=verifier,
+            failed_events=failed_events if failed_events is not None else FailedEvents(), verify_budget=verify_budget)
+        self.connection = RelayConnection(
+            link, self.incoming, on_open=self._opened, on_lost=self.auth.cancel, on_give_up=self.publishes.fail_all,
+            proof_key=proof_key, max_frame_bytes=max_frame_bytes, reconnect=reconnect, backoff_base=backoff_base,
+            backoff_max=backoff_max, stable_after=stable_after, connect_timeout=connect_timeout,
+            ping_interval=ping_interval, frame_budget=frame_budget, health=health,
+            penalty_base=penalty_base, penalty_max=penalty_max)
 
     def __repr__(self) -> str:
-        return f"RelayClient({self.url!r}, state={self._state.value})"
+        return f"RelayClient({self.url!r}, state={self.state.value})"
 
-    # --- state --------------------------------------------------------------------------------
+    def _opened(self) -> None:
+        """A new connection is up: a fresh NIP-42 state, then everything that must survive a reconnect, in order."""
+        self.auth.reset()
+        self.subscriptions.resend()
+        self.publishes.resend()
+
+    # --- what it shows ------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return self.link.url
+
     @property
     def state(self) -> ConnectionState:
-        return self._state
+        return self.link.state
 
     @property
     def connected(self) -> bool:
-        return self._state is ConnectionState.CONNECTED
+        return self.link.connected
 
     @property
     def authenticated(self) -> bool:
-        return self._authed
+        return self.auth.authenticated
 
-    def _set_state(self, state: ConnectionState) -> None:
-        if state is self._state:
-            return
-        self._state = state
-        self._notify()
-        if self._on_state is not None:
-            call_safely(self._on_state, self.url, state)
+    @property
+    def last_error(self) -> str:
+        return self.link.last_error
 
-    def _notify(self) -> None:
-        pulse, self._pulse = self._pulse, asyncio.Event()
-        pulse.set()
+    @property
+    def proof_key(self) -> ProofKey | None:
+        return self.connection.proof_key
 
-    async def _wait_for(self, predicate: Callable[[], bool], deadline: float) -> bool:
-        loop = asyncio.get_running_loop()
-        while not predicate():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            try:
-                async with asyncio.timeout(remaining):
-                    await self._pulse.wait()
-            except TimeoutError:
-                return predicate()
-        return True
+    @property
+    def refusals(self) -> int:
+        """Connections hung up on at once: the server did not prove it holds ``proof_key``."""
+        return self.connection.refusals
 
-    async def _ready(self, deadline: float) -> bool:
-        """Connected now, or once the connection attempt in progress succeeds (before deadline).
+    @property
+    def connection_count(self) -> int:
+        """Successful handshakes so far."""
+        return self.connection.connection_count
 
-        A relay that is down (backing off between attempts) answers at once: callers get
-        NOT_CONNECTED instead of waiting for a relay that may be gone for a long time.
-        """
-        if self._state is ConnectionState.CONNECTING:
-            await self._wait_for(lambda: self._state is not ConnectionState.CONNECTING, deadline)
-        return self._state is ConnectionState.CONNECTED
+    @property
+    def frames_received(self) -> int:
+        """Every frame read from this relay, over all connections."""
+        return self.connection.frames_received
+
+    @property
+    def disconnects(self) -> Counter[str]:
+        """Our hang-ups on this relay, by main invalid reason."""
+        return self.connection.disconnects
+
+    @property
+    def dropped(self) -> Counter[str]:
+        """Frames and events dropped, by reason."""
+        return self.incoming.dropped
+
+    @property
+    def notices(self) -> deque[str]:
+        """The relay's last NOTICEs, as sent."""
+        return self.incoming.notices
+
+    @property
+    def failed_events(self) -> FailedEvents:
+        return self.incoming.failed_events
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         """Start connecting in the background (returns at once)."""
-        if self._closing:
-            raise RelayError(f"{self.url}: this client was closed")
-        if self._runner is None or self._runner.done():
-            self._set_state(ConnectionState.CONNECTING)
-            self._runner = asyncio.get_running_loop().create_task(self._run(), name=f"relay {self.url}")
+        self.connection.start()
 
     async def connect(self, timeout: float = 5.0) -> None:
         """Connect (or wait for the background connection); raise :class:`RelayError` on failure.
@@ -235,8 +219,8 @@ class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
         deadline = asyncio.get_running_loop().time() + timeout
         before = self.connection_count
         # Success means the handshake happened, even if the relay hung up again right after.
-        await self._wait_for(
-            lambda: self._state is not ConnectionState.CONNECTING or self.connection_count > before, deadline
+        await self.link.wait_for(
+            lambda: self.state is not ConnectionState.CONNECTING or self.connection_count > before, deadline
         )
         if not (self.connected or self.connection_count > before):
             why = self.last_error or f"no connection within {timeout:g}s"
@@ -244,24 +228,10 @@ class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
 
     async def close(self) -> None:
         """Close for good: stop reconnecting, fail waiting publishes, end subscriptions."""
-        self._closing = True
-        ws = self._ws
-        if ws is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(2.0):
-                    await ws.close()
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await runner
-        for task in list(self._background):
-            task.cancel()
-        self._fail_pending("the client was closed")
-        for sub in list(self._subs.values()):
-            sub._closed("client closed", notify=False)
-        self._subs.clear()
-        self._set_state(ConnectionState.CLOSED)
+        await self.connection.stop()
+        self.subscriptions.close_all("client closed")
+        self.publishes.fail_all("the client was closed")
+        self.link.set_state(ConnectionState.CLOSED)
 
     async def __aenter__(self) -> RelayClient:
         await self.connect()
@@ -270,20 +240,41 @@ class RelayClient(ConnectionMixin, IncomingMixin, RequestsMixin):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _enqueue(self, message: ClientMessage) -> bool:
-        if self._out is None or self._state is not ConnectionState.CONNECTED:
-            return False
-        self._out.put_nowait(message.to_json())
-        return True
+    def retarget(self, url: str, *, proof_key: ProofKey | None = None) -> None:
+        """Connect to ``url`` from now on (the same relay came back on another address, e.g. the shared
+        embedded relay restarted on a free port): at once if waiting to reconnect, else after the next drop.
+        Subscriptions and unanswered publishes are re-sent there as after any reconnect, once the server there
+        proves itself as every server of this client must (``proof_key``: a new key to check it with)."""
+        self.connection.retarget(url, proof_key=proof_key)
 
-    def _fail_pending(self, reason: str) -> None:
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_result((None, reason))
-        self._pending.clear()
-        self._pending_events.clear()
+    # --- requests -----------------------------------------------------------------------------
+    async def publish(self, event: Event, timeout: float = 5.0) -> RelayVerdict:
+        """Send ``event`` and wait for the relay's OK (:meth:`.Publishes.publish`). Never raises for relay problems."""
+        return await self.publishes.publish(event, timeout)
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    def subscribe(
+        self,
+        filters: Sequence[Mapping[str, Any]],
+        on_event: EventCallback,
+        *,
+        on_eose: Callable[[], None] | None = None,
+        on_closed: Callable[[str], None] | None = None,
+        on_dropped: Callable[[str], None] | None = None,
+        sub_id: str | None = None,
+    ) -> Subscription:
+        """Open a live subscription, re-sent after every reconnect (:meth:`.Subscriptions.subscribe`)."""
+        return self.subscriptions.subscribe(filters, on_event, on_eose=on_eose, on_closed=on_closed,
+                                            on_dropped=on_dropped, sub_id=sub_id)
+
+    def forget_subscription(self, sub: Subscription, reason: str) -> None:
+        self.subscriptions.forget_subscription(sub, reason)
+
+    async def query_result(self, filters: Sequence[Mapping[str, Any]], timeout: float = 5.0, *,
+                           max_bytes: int | None = None) -> QueryResult:
+        """Stored events matching ``filters`` until EOSE, CLOSED or ``timeout``, newest first, at most ``max_bytes``
+        (:meth:`.Subscriptions.query_result`)."""
+        return await self.subscriptions.query_result(filters, timeout, max_bytes=max_bytes)
+
+    async def query(self, filters: Sequence[Mapping[str, Any]], timeout: float = 5.0) -> list[Event]:
+        """The events of :meth:`query_result` (possibly partial when the relay did not finish)."""
+        return await self.subscriptions.query(filters, timeout)

@@ -1,8 +1,11 @@
-"""The connection of :class:`~.relay.RelayClient`: connect, reconnect with backoff and penalties, read, write.
+"""The connection of :class:`~.relay.RelayClient`: the websocket, kept up with backoff and penalties; read, write.
 
-The connection runs in one background task that reconnects with exponential backoff and jitter and
-then re-sends every live subscription and every publish still waiting for its OK. The read loop
-yields to the event loop every few milliseconds of work and stops reading while a budget is spent.
+The connection runs in one background task that reconnects with exponential backoff and jitter; on every new
+connection it opens the :class:`~.relay_link.RelayLink` (what the other parts send through) and calls its
+``on_open`` (which re-sends every live subscription and every publish still waiting for its OK). The read loop hands
+each frame to the :class:`~.relay_incoming.IncomingRouter`, yields to the event loop every few milliseconds of work
+and stops reading while a budget is spent; a relay whose recent frames are mostly invalid is hung up on and retried
+only after a penalty that doubles each time.
 
 A client given a ``proof_key`` (the data dir's own embedded relay) sends a fresh nonce in every upgrade request and
 checks the server's proof (:mod:`.relay_proof`) before the connection is used: a server that does not prove it
@@ -19,7 +22,8 @@ import logging
 import random
 import secrets
 import time
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import websockets
@@ -28,14 +32,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 
 from ..errors import RelayError
 from . import relay_proof
-from .messages import ClientEvent, ClientReq
-from .relay_incoming import DROP_OVERSIZED
+from .relay_guard import FrameHealth, TokenBucket
+from .relay_incoming import DROP_OVERSIZED, IncomingRouter
+from .relay_link import RelayLink
 from .results import ConnectionState
-
-if TYPE_CHECKING:  # the client's state, as each half uses it: declared for the type checker (relay_state.py)
-    from .relay_state import RelayState
-else:
-    RelayState = object
 
 log = logging.getLogger("didactyl_tui.nostr.relay")
 
@@ -54,10 +54,90 @@ def _describe(exc: BaseException, timeout: float) -> str:
     return str(exc) or type(exc).__name__
 
 
-class ConnectionMixin(RelayState):
-    """The connection half of :class:`~.relay.RelayClient` (state lives there, declared in relay_state.py)."""
+class RelayConnection:
+    """The websocket to one relay, kept up (``reconnect``) until :meth:`stop`.
 
-    def _backoff_delay(self, attempt: int) -> float:
+    Hooks, run on the event loop: ``on_open()`` right after each new connection is up (the link connected),
+    ``on_lost()`` when it ends, ``on_give_up(reason)`` when it ended for good (no ``reconnect``).
+    Reading stops while ``frame_budget`` (one token a frame) or the router's signature checks
+    (:meth:`~.relay_incoming.IncomingRouter.verify_wait`) are in debt.
+    """
+
+    def __init__(
+        self,
+        link: RelayLink,
+        incoming: IncomingRouter,
+        *,
+        on_open: Callable[[], None],
+        on_lost: Callable[[], None],
+        on_give_up: Callable[[str], None],
+        proof_key: relay_proof.ProofKey | None,
+        max_frame_bytes: int,
+        reconnect: bool,
+        backoff_base: float,
+        backoff_max: float,
+        stable_after: float,
+        connect_timeout: float,
+        ping_interval: float | None,
+        frame_budget: TokenBucket,
+        health: FrameHealth,
+        penalty_base: float,
+        penalty_max: float,
+    ) -> None:
+        if not 0 < penalty_base <= penalty_max:
+            raise RelayError(f"{link.url}: penalty_base must be > 0 and at most penalty_max")
+        self._link = link
+        self._incoming = incoming
+        self._on_open, self._on_lost, self._on_give_up = on_open, on_lost, on_give_up
+        # The server must prove in every handshake that it holds this key (the data dir's own embedded relay), or
+        # it is hung up on before any frame is sent; None: any server at the URL is used (a public relay).
+        self.proof_key = proof_key
+        self.max_frame_bytes = max_frame_bytes
+        self.reconnect = reconnect
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.stable_after = stable_after  # a connection that lived this long resets the backoff
+        self.connect_timeout = connect_timeout
+        self.ping_interval = ping_interval
+        self.frame_budget = frame_budget
+        self.health = health
+        self.penalty_base = penalty_base
+        self.penalty_max = penalty_max
+        self.refusals = 0  # connections hung up on at once: the server did not prove it holds proof_key
+        self.frames_received = 0  # every frame read from this relay, over all connections
+        self.connection_count = 0  # successful handshakes so far
+        self.disconnects: Counter[str] = Counter()  # our hang-ups on this relay, by main invalid reason
+        self._penalties = 0  # hang-ups for invalid frames in a row (reset by a healthy connection)
+        self._penalized = False  # the connection that just ended was ended by us for invalid frames
+        self._ws: ClientConnection | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._closing = False
+        self._moved = asyncio.Event()  # set by retarget(): skip the backoff wait, connect to the new URL
+
+    def start(self) -> None:
+        """Start connecting in the background (returns at once; nothing new while a runner is alive)."""
+        if self._closing:
+            raise RelayError(f"{self._link.url}: this client was closed")
+        if self._runner is None or self._runner.done():
+            self._link.set_state(ConnectionState.CONNECTING)
+            self._runner = asyncio.get_running_loop().create_task(self._run(), name=f"relay {self._link.url}")
+
+    async def stop(self) -> None:
+        """Close for good: hang up politely (bounded) and stop reconnecting."""
+        self._closing = True
+        ws = self._ws
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await ws.close()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await runner
+
+    def backoff_delay(self, attempt: int) -> float:
+        """How long to wait before connection attempt ``attempt`` + 1 (0-based; jittered, at most ``backoff_max``)."""
         delay = min(self.backoff_max, self.backoff_base * 2 ** min(attempt, 30))
         return random.uniform(delay / 2, delay)  # jitter: relays restarted together are not hit together
 
@@ -67,11 +147,12 @@ class ConnectionMixin(RelayState):
         return min(self.penalty_max, self.penalty_base * 2 ** min(self._penalties - 1, 30))
 
     async def _run(self) -> None:
+        link = self._link
         attempt = 0
         while not self._closing:
-            self._set_state(ConnectionState.CONNECTING)
+            link.set_state(ConnectionState.CONNECTING)
             nonce = secrets.token_hex(relay_proof.NONCE_BYTES)
-            url, proof_key = self.url, self.proof_key  # a retarget() meanwhile does not change this attempt
+            url, proof_key = link.url, self.proof_key  # a retarget() meanwhile does not change this attempt
             try:
                 ws = await websockets.connect(
                     url,
@@ -87,12 +168,12 @@ class ConnectionMixin(RelayState):
             except asyncio.CancelledError:
                 raise
             except InvalidURI as exc:
-                self.last_error = f"invalid relay URL: {exc}"
-                self._set_state(ConnectionState.DISCONNECTED)
+                link.report(f"invalid relay URL: {exc}")
+                link.set_state(ConnectionState.DISCONNECTED)
                 return
             except Exception as exc:
-                self.last_error = _describe(exc, self.connect_timeout)
-                log.debug("relay %s: connect failed: %s", self.url, self.last_error)
+                link.report(_describe(exc, self.connect_timeout))
+                log.debug("relay %s: connect failed: %s", link.url, link.last_error)
             else:
                 refusal = self._unproven(ws, url, proof_key, nonce)
                 if refusal:
@@ -108,12 +189,12 @@ class ConnectionMixin(RelayState):
             if self._closing:
                 break
             if not self.reconnect:
-                self._fail_pending(f"connection lost: {self.last_error}" if self.last_error else "disconnected")
-                self._set_state(ConnectionState.DISCONNECTED)
+                self._on_give_up(f"connection lost: {link.last_error}" if link.last_error else "disconnected")
+                link.set_state(ConnectionState.DISCONNECTED)
                 return
-            self._set_state(ConnectionState.BACKOFF)
+            link.set_state(ConnectionState.BACKOFF)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._moved.wait(), max(self._backoff_delay(attempt), self._penalty_delay()))
+                await asyncio.wait_for(self._moved.wait(), max(self.backoff_delay(attempt), self._penalty_delay()))
             attempt = 0 if self._moved.is_set() else attempt + 1
             self._moved.clear()
 
@@ -144,45 +225,39 @@ class ConnectionMixin(RelayState):
         """Hang up on an unproven server before anything is sent (no close frame either: it gets nothing)."""
         ws.transport.abort()
         self.refusals += 1
-        self.last_error = f"{refusal}: nothing was sent to it"
-        log.warning("relay %s: %s", self.url, self.last_error)
+        self._link.report(f"{refusal}: nothing was sent to it")
+        log.warning("relay %s: %s", self._link.url, self._link.last_error)
 
     def retarget(self, url: str, *, proof_key: relay_proof.ProofKey | None = None) -> None:
         """Connect to ``url`` from now on (the same relay came back on another address, e.g. the shared
         embedded relay restarted on a free port): at once if waiting to reconnect, else after the next drop.
         Subscriptions and unanswered publishes are re-sent there as after any reconnect, once the server there
         proves itself as every server of this client must (``proof_key``: a new key to check it with)."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("ws", "wss") or not parts.hostname:
-            raise RelayError(f"not a relay URL (expected ws:// or wss://): {url!r}")
-        self.url = url
+        self._link.move(url)
         if proof_key is not None:
             self.proof_key = proof_key
         self._moved.set()
 
     async def _serve_connection(self, ws: ClientConnection) -> None:
+        link = self._link
         out: asyncio.Queue[str] = asyncio.Queue()
-        self._ws, self._out = ws, out
-        self._challenge, self._authed, self._auth_task = None, False, None
-        self.last_error = ""
+        self._ws = ws
+        link.open(out)
+        link.report("")
         self.connection_count += 1
         writer = asyncio.get_running_loop().create_task(self._write_loop(ws, out))
-        self._set_state(ConnectionState.CONNECTED)
+        link.set_state(ConnectionState.CONNECTED)
         # Everything that must survive a reconnect is re-sent, in order, before new traffic.
-        for sub in self._subs.values():
-            sub._auth_retried = False
-            self._enqueue(ClientReq(sub.id, tuple(sub.filters)))
-        for ev in self._pending_events.values():
-            self._enqueue(ClientEvent.of(ev))
-        self._health.reset()
+        self._on_open()
+        self.health.reset()
         try:
             await self._read_loop(ws)
         finally:
             writer.cancel()
-            self._ws, self._out = None, None
-            if self._auth_task is not None:
-                self._auth_task.cancel()
-            self._set_state(ConnectionState.DISCONNECTED)
+            self._ws = None
+            link.shut()
+            self._on_lost()
+            link.set_state(ConnectionState.DISCONNECTED)
 
     async def _read_loop(self, ws: ClientConnection) -> None:
         busy = 0.0  # seconds of work since we last gave the event loop a turn
@@ -191,26 +266,26 @@ class ConnectionMixin(RelayState):
                 data = await ws.recv(decode=False)
             except ConnectionClosed as exc:
                 if not self._penalized:
-                    self.last_error = self._describe_close(exc)
+                    self._link.report(self._describe_close(exc))
                 return
             started = time.perf_counter()
             self.frames_received += 1
-            self._frame_budget.take()
+            self.frame_budget.take()
             try:
-                # Every drop reason _on_frame returns counts against the relay's health; repeats and
+                # Every drop reason the router returns counts against the relay's health; repeats and
                 # unknown subscriptions (a race with our own CLOSE) do not.
-                self._health.note(self._on_frame(data))
+                self.health.note(self._incoming.handle(data))
             except Exception:  # a bug in our handling must not end the connection
-                log.exception("relay %s: failed to handle a frame", self.url)
-                self.dropped["internal_error"] += 1
-            if (reason := self._health.failing()) is not None:
+                log.exception("relay %s: failed to handle a frame", self._link.url)
+                self._incoming.drop("internal_error")
+            if (reason := self.health.failing()) is not None:
                 self._hang_up(ws, reason)
                 return
             busy += time.perf_counter() - started
             # Frames already buffered come back from recv() without a turn of the event loop: give
             # it one every few ms of work, and stop reading while a budget (frames, signature
             # checks) is spent: the relay's socket then pushes back instead of us dropping events.
-            if (wait := max(self._verify_budget.wait_time(), self._frame_budget.wait_time())) > 0:
+            if (wait := max(self._incoming.verify_wait(), self.frame_budget.wait_time())) > 0:
                 await asyncio.sleep(wait)
                 busy = 0.0
             elif busy >= READ_SLICE_S:
@@ -218,17 +293,17 @@ class ConnectionMixin(RelayState):
                 busy = 0.0
 
     def _hang_up(self, ws: ClientConnection, reason: str) -> None:
-        share = sum(self._health.invalid.values()) / self._health.window
+        share = sum(self.health.invalid.values()) / self.health.window
         self.disconnects[reason] += 1
         self._penalized = True
-        self.last_error = (f"disconnected: {share:.0%} of the last {self._health.window} messages were invalid "
-                           f"(mostly {reason})")
-        log.warning("relay %s: %s", self.url, self.last_error)
+        self._link.report(f"disconnected: {share:.0%} of the last {self.health.window} messages were invalid "
+                          f"(mostly {reason})")
+        log.warning("relay %s: %s", self._link.url, self._link.last_error)
         ws.transport.abort()  # a flooding relay would not answer a polite close in time anyway
 
     def _describe_close(self, exc: ConnectionClosed) -> str:
         if exc.sent is not None and exc.sent.code == 1009:  # websockets refused a too-big frame
-            self.dropped[DROP_OVERSIZED] += 1
+            self._incoming.drop(DROP_OVERSIZED)
             return "the relay sent a message larger than our limit"
         frame = exc.rcvd
         if frame is None:

@@ -1,14 +1,17 @@
-"""How :class:`~.relay.RelayClient` handles what a relay sends: every frame checked and counted.
+"""How :class:`~.relay.RelayClient` handles what a relay sends: every frame checked, counted and routed.
 
 A frame that is oversized, not JSON, not a known message, or an event whose id or signature does not
-verify or that does not match its subscription's filters is dropped and counted by reason.
+verify or that does not match its subscription's filters is dropped and counted by reason. What passes goes to
+the part that asked for it: an event, EOSE or CLOSED to its subscription, an OK to the publish (or the NIP-42
+answer) that waits for it, an AUTH challenge to NIP-42; a NOTICE is kept (the last few).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections import Counter, deque
+from collections.abc import Callable
 
 from ..errors import NostrError
 from .event import Event
@@ -19,7 +22,6 @@ from .messages import (
     BAD_MESSAGE,
     UNKNOWN_MESSAGE,
     MessageError,
-    Prefix,
     RelayAuth,
     RelayClosed,
     RelayEose,
@@ -29,12 +31,14 @@ from .messages import (
     parse_relay_message,
     sniff_subscription_id,
 )
+from .relay_auth import Nip42Auth
+from .relay_guard import FailedEvents, TokenBucket
+from .relay_link import RelayLink
+from .relay_publish import Publishes
+from .relay_subscriptions import Subscriptions
 from .subscription import Subscription
 
-if TYPE_CHECKING:  # the client's state, as each half uses it: declared for the type checker (relay_state.py)
-    from .relay_state import RelayState
-else:
-    RelayState = object
+Verifier = Callable[[str, bytes, bytes], bool]  # (pubkey hex, id bytes, sig bytes) -> valid
 
 log = logging.getLogger("didactyl_tui.nostr.relay")
 
@@ -50,53 +54,75 @@ DROP_FILTER_MISMATCH = "filter_mismatch"
 DROP_FUTURE = "future_created_at"
 
 
-class IncomingMixin(RelayState):
-    """The incoming half of :class:`~.relay.RelayClient` (state lives there, declared in relay_state.py)."""
+class IncomingRouter:
+    """Checks each frame from one relay and hands it to the part it is for.
 
-    # --- incoming -----------------------------------------------------------------------------
-    def _on_frame(self, data: bytes) -> str | None:
+    ``verifier`` checks signatures, each one taken from ``verify_budget`` (the connection stops reading while it
+    is in debt: :meth:`verify_wait`); ``failed_events`` remembers the events that failed it (a pool shares one).
+    ``max_future_skew``: how far ahead of our clock an event may be dated (None: any).
+    """
+
+    def __init__(self, link: RelayLink, subscriptions: Subscriptions, publishes: Publishes, auth: Nip42Auth, *,
+                 max_frame_bytes: int, max_future_skew: float | None, verifier: Verifier,
+                 failed_events: FailedEvents, verify_budget: TokenBucket) -> None:
+        self._link = link
+        self._subscriptions = subscriptions
+        self._publishes = publishes
+        self._auth = auth
+        self.max_frame_bytes = max_frame_bytes
+        self.max_future_skew = max_future_skew
+        self.verifier = verifier
+        self.failed_events = failed_events
+        self.verify_budget = verify_budget
+        self.dropped: Counter[str] = Counter()
+        self.notices: deque[str] = deque(maxlen=20)
+
+    def handle(self, data: bytes) -> str | None:
         """Handle one frame; returns why it was invalid (a drop reason), or None."""
         if len(data) > self.max_frame_bytes:
-            return self._drop(DROP_OVERSIZED)
+            return self.drop(DROP_OVERSIZED)
         sniffed = sniff_subscription_id(data)
-        if sniffed is not None and sniffed not in self._subs:
+        if sniffed is not None and self._subscriptions.get(sniffed) is None:
             return self._unknown_sub(sniffed)  # not worth parsing: nobody asked for it
         try:
             msg = parse_relay_message(data)
         except MessageError as exc:
-            return self._drop(exc.kind)
+            return self.drop(exc.kind)
         if isinstance(msg, RelayEvent):
             return self._on_event(msg)
         if isinstance(msg, RelayOk):
-            fut = self._pending.get(msg.event_id)
-            if fut is not None and not fut.done():
-                fut.set_result((msg.accepted, msg.reason))
+            self._publishes.answered(msg.event_id, msg.accepted, msg.reason)
+            self._auth.answered(msg.event_id, msg.accepted, msg.reason)
         elif isinstance(msg, RelayEose):
-            sub = self._subs.get(msg.sub_id)
+            sub = self._subscriptions.get(msg.sub_id)
             if sub is not None:
                 sub._eose()
         elif isinstance(msg, RelayClosed):
-            self._on_closed(msg.sub_id, msg.reason)
+            self._subscriptions.closed_by_relay(msg.sub_id, msg.reason)
         elif isinstance(msg, RelayNotice):
             self.notices.append(msg.text[:500])  # kept as sent: sanitised by whoever shows it
-            log.info("relay %s says: %r", self.url, msg.text[:200])  # repr: no control chars in logs
+            log.info("relay %s says: %r", self._link.url, msg.text[:200])  # repr: no control chars in logs
         elif isinstance(msg, RelayAuth):
-            self._challenge = msg.challenge
-            self._notify()
+            self._auth.challenged(msg.challenge)
         return None
+
+    def verify_wait(self) -> float:
+        """Seconds until signature checks are within their budget again (0 when they are)."""
+        return self.verify_budget.wait_time()
+
+    def drop(self, reason: str) -> str:
+        """Count a frame dropped for ``reason`` (also for what the connection drops before it gets here)."""
+        self.dropped[reason] += 1
+        return reason
 
     def _unknown_sub(self, sub_id: str) -> str | None:
         self.dropped[DROP_UNKNOWN_SUB] += 1
         # Events for a subscription we just closed are a race, not an attack; for one we never
         # opened, they are invalid frames.
-        return None if sub_id in self._closed_subs else DROP_UNKNOWN_SUB
-
-    def _drop(self, reason: str) -> str:
-        self.dropped[reason] += 1
-        return reason
+        return None if self._subscriptions.recently_ended(sub_id) else DROP_UNKNOWN_SUB
 
     def _on_event(self, msg: RelayEvent) -> str | None:
-        sub = self._subs.get(msg.sub_id)
+        sub = self._subscriptions.get(msg.sub_id)
         if sub is None:
             return self._unknown_sub(msg.sub_id)
         reason = self._check_event(sub, msg)
@@ -111,7 +137,7 @@ class IncomingMixin(RelayState):
             ev = Event.from_dict(msg.event)
         except NostrError:
             return BAD_EVENT
-        if ev.id in sub._seen:
+        if sub.seen(ev.id):
             return None  # already delivered (a verified copy); nothing new to check
         if (ev.id, ev.sig) in self.failed_events:
             return DROP_INVALID_SIG  # this very event failed before: not checked again
@@ -125,21 +151,9 @@ class IncomingMixin(RelayState):
             return DROP_FILTER_MISMATCH
         if self.max_future_skew is not None and ev.created_at > time.time() + self.max_future_skew:
             return DROP_FUTURE
-        self._verify_budget.take()
+        self.verify_budget.take()
         if not self.verifier(ev.pubkey, bytes.fromhex(ev.id), bytes.fromhex(ev.sig)):
             self.failed_events.add((ev.id, ev.sig))
             return DROP_INVALID_SIG
         sub._deliver(ev)
         return None
-
-    def _on_closed(self, sub_id: str, reason: str) -> None:
-        sub = self._subs.get(sub_id)
-        if sub is None:
-            return
-        if Prefix.of(reason) is Prefix.AUTH_REQUIRED and self.auth_key is not None and not sub._auth_retried:
-            sub._auth_retried = True
-            self._spawn(self._auth_then_resubscribe(sub, reason))
-            return
-        del self._subs[sub_id]
-        self._closed_subs.add(sub_id)
-        sub._closed(reason or "closed by the relay", notify=True)

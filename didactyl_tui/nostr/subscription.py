@@ -29,9 +29,10 @@ class QueryResult:
 
 
 class SubscriptionOwner(Protocol):
-    """What a subscription needs of its relay client."""
+    """What a subscription needs of the part of the relay client that keeps it (``relay_subscriptions.py``)."""
 
-    url: str
+    @property
+    def url(self) -> str: ...
 
     def forget_subscription(self, sub: Subscription, reason: str) -> None:
         """Stop re-sending ``sub`` (and send CLOSE when connected)."""
@@ -61,7 +62,6 @@ class Subscription:
         self.eose_received = False
         self.closed_reason: str | None = None  # set when the relay sent CLOSED (or we closed it)
         self._settled = asyncio.Event()  # EOSE or CLOSED arrived
-        self._auth_retried = False
 
     @property
     def active(self) -> bool:
@@ -70,6 +70,14 @@ class Subscription:
     async def close(self) -> None:
         """Stop the subscription (sends CLOSE when connected). Idempotent."""
         self.client.forget_subscription(self, "closed by us")
+
+    def seen(self, event_id: str) -> bool:
+        """This event was delivered already (a repeat needs no check)."""
+        return event_id in self._seen
+
+    def settle(self) -> None:
+        """End :meth:`wait_settled` without EOSE (a query that has read enough)."""
+        self._settled.set()
 
     async def wait_settled(self, timeout: float) -> bool:
         """Wait for EOSE or CLOSED; False on timeout."""

@@ -334,14 +334,23 @@ async def test_without_reconnect_a_lost_connection_stays_down() -> None:
         await client.close()
 
 
+def test_the_client_owns_its_parts_and_none_inherits_another() -> None:
+    """#33: the client is a facade over parts that keep their own state, not mixins that share one."""
+    client = RelayClient("ws://127.0.0.1:9")
+    parts = [client.link, client.connection, client.incoming, client.subscriptions, client.publishes, client.auth]
+    assert len({type(part) for part in parts}) == len(parts)
+    for obj in (client, *parts):
+        assert type(obj).__mro__ == (type(obj), object), type(obj).__mro__
+
+
 def test_backoff_grows_exponentially_with_jitter_up_to_the_cap() -> None:
     client = RelayClient("ws://127.0.0.1:9", backoff_base=0.5, backoff_max=8.0)
     random.seed(7)
     for attempt, ceiling in enumerate([0.5, 1, 2, 4, 8, 8, 8]):
-        delays = [client._backoff_delay(attempt) for _ in range(50)]
+        delays = [client.connection.backoff_delay(attempt) for _ in range(50)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
         assert len(set(delays)) > 1  # jittered
-    assert client._backoff_delay(10_000) <= 8.0
+    assert client.connection.backoff_delay(10_000) <= 8.0
 
 
 async def test_connect_errors_are_relay_errors() -> None:
@@ -397,6 +406,30 @@ async def test_nip42_subscription_closed_auth_required_is_retried_after_auth(tmp
         assert result.complete, result.reason
         assert [e.id for e in result.events] == [stored.id]
         await client.close()
+
+
+async def test_nip42_a_subscription_is_retried_once_per_connection() -> None:
+    """auth-required CLOSED: one NIP-42 retry; a second CLOSED on that connection ends it, a new connection
+    retries again."""
+    async def script(conn: ScriptedConnection) -> None:
+        await conn.send(["AUTH", f"challenge-{conn.index}"])
+        req = await conn.recv_type("REQ")
+        await conn.send(["CLOSED", req[1], "auth-required: sign in"])
+        auth = await conn.recv_type("AUTH")
+        await conn.send(["OK", auth[1]["id"], True, ""])
+        again = await conn.recv_type("REQ")
+        if conn.index == 0:
+            return  # hang up: the subscription is re-sent on the next connection, with a retry of its own
+        await conn.send(["CLOSED", again[1], "auth-required: still not you"])
+        await conn.drain()
+
+    async with ScriptedRelay(script) as relay, RelayClient(relay.url, auth_key=SK, **fast_client_kwargs()) as client:
+        reasons: list[str] = []
+        sub = client.subscribe([{"kinds": [1]}], lambda ev: None, on_closed=reasons.append)
+        assert await eventually(lambda: bool(reasons), 10)
+        assert reasons == ["auth-required: still not you"] and not sub.active
+        assert relay.connections == 2 and len(relay.messages("AUTH")) == 2 and len(relay.messages("REQ")) == 4
+        assert client.authenticated
 
 
 async def test_nip42_relay_that_never_sends_a_challenge() -> None:

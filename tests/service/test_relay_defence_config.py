@@ -47,10 +47,12 @@ async def test_the_service_hands_the_keys_to_every_relay_client(tmp_path: Path) 
         clients = [pool.client(url) for url in pool.urls]
         assert len(clients) == 2
         for client in clients:
-            assert (client._verify_budget.rate, client._verify_budget.burst) == (111.0, 22.0)
-            assert (client._frame_budget.rate, client._frame_budget.burst) == (333.0, 44.0)
-            assert (client._health.window, client._health.max_invalid_share) == (50, 0.25)
-            assert (client.penalty_base, client.penalty_max) == (2.0, 30.0)
+            conn = client.connection
+            verify, frames, health = client.incoming.verify_budget, conn.frame_budget, conn.health
+            assert (verify.rate, verify.burst) == (111.0, 22.0)
+            assert (frames.rate, frames.burst) == (333.0, 44.0)
+            assert (health.window, health.max_invalid_share) == (50, 0.25)
+            assert (conn.penalty_base, conn.penalty_max) == (2.0, 30.0)
             assert client.failed_events.capacity == 777
         assert clients[0].failed_events is clients[1].failed_events  # one memory for all relays
 
