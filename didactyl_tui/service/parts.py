@@ -123,10 +123,12 @@ async def build_parts(
                                 data_dir=data_dir, closers=runtime.closers, clock=clock, emit=emit, warn=warn)
         dm = (DmService(runtime, config, local, policy, data_dir, clock, emit, warn)
               if answer_dms and local is not None else None)
-        return Parts(runtime, documents, identity, chat, prompt, SoulService(runtime, documents, soul, warn),
-                     MergeService(documents, saves=runtime.saves, history=runtime.history,
-                                  model=model if local is not None else None),
-                     RelayService(runtime), BundleService(runtime, clock), dm)
+        soul_part = SoulService(documents, store=runtime.store, tasks=runtime.tasks, configured=soul, warn=warn)
+        merges = MergeService(documents, saves=runtime.saves, history=runtime.history,
+                              model=model if local is not None else None)
+        bundle = BundleService(runtime, clock)
+        relays = RelayService(runtime)
+        return Parts(runtime, documents, identity, chat, prompt, soul_part, merges, relays, bundle, dm)
     except BaseException:
         await runtime.stop()
         raise
