@@ -126,7 +126,8 @@ async def build_parts(
         soul_part = SoulService(documents, store=runtime.store, tasks=runtime.tasks, configured=soul, warn=warn)
         merges = MergeService(documents, saves=runtime.saves, history=runtime.history,
                               model=model if local is not None else None)
-        bundle = BundleService(runtime, clock)
+        bundle = BundleService(key=runtime.key, signer=runtime.signer, pool=runtime.pool, publisher=runtime.publisher,
+                               conversations=runtime.conversations, timeout_s=runtime.timeout_s, clock=clock)
         relays = RelayService(runtime)
         return Parts(runtime, documents, identity, chat, prompt, soul_part, merges, relays, bundle, dm)
     except BaseException:
