@@ -83,7 +83,7 @@ class DmService:
         self._data_dir, self._clock, self._emit, self._warn = data_dir, clock, emit, warn
         # The key in hand seals on a worker thread (the fast path); a remote signer is asked for each seal and unseal.
         self._signer: DmSigner = signer or (LocalDmSigner(rt.key) if rt.key is not None else SignerDmSigner(rt.signer))
-        self._names = ParticipantNames(lambda: rt.admin_cache)
+        self._names = ParticipantNames(lambda: rt.identities.admin)
         self._incoming: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.dm.max_queued)
         self._room_for_messages = asyncio.Semaphore(config.dm.max_queued)
         self._turns = asyncio.Semaphore(config.dm.max_parallel)

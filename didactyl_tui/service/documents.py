@@ -48,7 +48,7 @@ class DocumentService:
         if key in SELF_CONTEXT:
             ev = rt.store.current_event(key)
             if ev is not None:  # the context tools read the agent's identity from its cache
-                rt.agent_cache.put_own(ev, snap.relays)
+                rt.identities.agent.put_own(ev, snap.relays)
         if key is DocumentKey.SOUL and snap.event_id != self._soul_in_use:
             self._soul_in_use = snap.event_id
             # News only when the soul in use, once known, is replaced after the start by one published elsewhere:

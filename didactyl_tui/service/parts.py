@@ -105,7 +105,9 @@ async def build_parts(
         emit=emit, warn=warn, codecs=codecs, read_only=read_only, attach=attach)
     try:
         documents = DocumentService(runtime, emit, warn)
-        identity = IdentityService(runtime, config, clock, warn, data_dir,
+        identity = IdentityService(runtime.identities, pool=runtime.pool, store=runtime.store, saves=runtime.saves,
+                                   tasks=runtime.tasks, closers=runtime.closers, config=config, clock=clock,
+                                   warn=warn, data_dir=data_dir,
                                    emit_changed=lambda: emit(SelfContextChanged("agent")),
                                    emit_admin_changed=lambda: emit(SelfContextChanged("admin")))
         sessions = Sessions(runtime.conversations, keep_assemblies=config.llm.saved_assemblies)
@@ -128,7 +130,8 @@ async def build_parts(
                               model=model if local is not None else None)
         bundle = BundleService(key=runtime.key, signer=runtime.signer, pool=runtime.pool, publisher=runtime.publisher,
                                conversations=runtime.conversations, timeout_s=runtime.timeout_s, clock=clock)
-        relays = RelayService(runtime)
+        relays = RelayService(pool=runtime.pool, keeper=runtime.relay_keeper, store=runtime.store,
+                              identities=runtime.identities)
         return Parts(runtime, documents, identity, chat, prompt, soul_part, merges, relays, bundle, dm)
     except BaseException:
         await runtime.stop()
