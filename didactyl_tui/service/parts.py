@@ -104,7 +104,11 @@ async def build_parts(
         config, data_dir, env, admin_pubkey=admin_pubkey, clock=clock, client_options=client_options or {},
         emit=emit, warn=warn, codecs=codecs, read_only=read_only, attach=attach)
     try:
-        documents = DocumentService(runtime, emit, warn)
+        documents = DocumentService(store=runtime.store, saves=runtime.saves, sync=runtime.sync,
+                                    publisher=runtime.publisher, pool=runtime.pool,
+                                    agent_identity=runtime.identities.agent, memory_manager=runtime.memory_manager,
+                                    tasks=runtime.tasks, daemons=runtime.daemons,
+                                    readable=runtime.documents_readable, emit=emit, warn=warn)
         identity = IdentityService(runtime.identities, pool=runtime.pool, store=runtime.store, saves=runtime.saves,
                                    tasks=runtime.tasks, closers=runtime.closers, config=config, clock=clock,
                                    warn=warn, data_dir=data_dir,
