@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..agent.dm.signer import LocalDmSigner, SignerDmSigner
 from ..agent.documents.codec import NIP44_MAX_BYTES, DocumentCodec
 from ..agent.documents.keys import DocumentKey
 from ..agent.identity.codecs import ProfileCodec, TagListCodec
@@ -127,8 +128,14 @@ async def build_parts(
             chat = AttachedChat(config.attach, target=attach, sessions=sessions, pool=runtime.pool,
                                 own_relay=runtime.embedded_relay_url, relay_timeout_s=config.relays.timeout_s,
                                 data_dir=data_dir, closers=runtime.closers, clock=clock, emit=emit, warn=warn)
-        dm = (DmService(runtime, config, local, policy, data_dir, clock, emit, warn)
-              if answer_dms and local is not None else None)
+        dm = None
+        if answer_dms and local is not None:
+            # The key in hand seals on a worker thread (the fast path); a remote signer is asked for each seal.
+            dm_signer = LocalDmSigner(runtime.key) if runtime.key is not None else SignerDmSigner(runtime.signer)
+            dm = DmService(local, signer=dm_signer, pool=runtime.pool, conversations=runtime.conversations,
+                           identities=runtime.identities, daemons=runtime.daemons, closers=runtime.closers,
+                           timeout_s=runtime.timeout_s, config=config, policy=policy, data_dir=data_dir,
+                           clock=clock, emit=emit, warn=warn)
         soul_part = SoulService(documents, store=runtime.store, tasks=runtime.tasks, configured=soul, warn=warn)
         merges = MergeService(documents, saves=runtime.saves, history=runtime.history,
                               model=model if local is not None else None)
