@@ -22,13 +22,17 @@ from ..agent.bundle import (
     write_bundle_with,
 )
 from ..agent.conversations.records import export_records, restore_records
+from ..agent.conversations.store import ConversationStore
 from ..agent.documents.keys import DocumentKey
+from ..agent.documents.publisher import DocumentPublisher
 from ..agent.private_files import PRIVATE_FILE_MODE
 from ..errors import AgentError
 from ..nostr.event import Event
+from ..nostr.keys import SecretKey
 from ..nostr.kinds import DM_RELAY_LIST, TEXT_NOTE
 from ..nostr.nip46 import MAX_PLAINTEXT_BYTES
-from .runtime import Runtime
+from ..nostr.pool import RelayPool
+from ..nostr.signer import Signer
 
 MAX_NOTES = 500  # the agent's latest public notes carried along
 
@@ -81,21 +85,26 @@ def _read_bounded(path: Path, limit: int) -> bytes:
 
 
 class BundleService:
-    def __init__(self, runtime: Runtime, clock: Callable[[], float]) -> None:
-        self._rt, self._clock = runtime, clock
+    """Export and import of the agent's backup bundle: the relays' versions of its events (``pool``), its
+    conversations, sealed with its key (``key`` in hand, or through ``signer`` when the key is in a remote signer);
+    an import republishes through ``publisher`` (outbox first)."""
+
+    def __init__(self, *, key: SecretKey | None, signer: Signer, pool: RelayPool, publisher: DocumentPublisher,
+                 conversations: ConversationStore, timeout_s: float, clock: Callable[[], float]) -> None:
+        self._key, self._signer, self._pool, self._publisher = key, signer, pool, publisher
+        self._conversations, self._timeout_s, self._clock = conversations, timeout_s, clock
 
     async def export(self, path: Path) -> BundleReport:
         """Everything the relays hold of the agent's own (newest versions) and every conversation."""
-        rt = self._rt
-        me = rt.signer.public_key
-        events: list[Event] = [ev for ev in await rt.pool.query(_own_filters(me), timeout=rt.timeout_s)
+        me = self._signer.public_key
+        events: list[Event] = [ev for ev in await self._pool.query(_own_filters(me), timeout=self._timeout_s)
                                if ev.pubkey == me]
-        sessions = await asyncio.to_thread(export_records, rt.conversations)
+        sessions = await asyncio.to_thread(export_records, self._conversations)
         created_at = int(self._clock())
-        if rt.key is not None:  # the key in hand: all of it on a worker thread
-            text = await asyncio.to_thread(write_bundle, rt.key, events, sessions, created_at=created_at)
+        if self._key is not None:  # the key in hand: all of it on a worker thread
+            text = await asyncio.to_thread(write_bundle, self._key, events, sessions, created_at=created_at)
         else:  # through the remote signer, in parts it can carry (NIP-44 inside NIP-46)
-            text = await write_bundle_with(rt.signer, events, sessions, created_at=created_at,
+            text = await write_bundle_with(self._signer, events, sessions, created_at=created_at,
                                            part_bytes=MAX_PLAINTEXT_BYTES)
         try:
             await asyncio.to_thread(_write_private, path, text)
@@ -105,17 +114,16 @@ class BundleService:
 
     async def import_(self, path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES) -> BundleReport:
         """Verify the whole file first (a tampered bundle restores nothing), then republish and restore."""
-        rt = self._rt
         try:
             data = await asyncio.to_thread(_read_bounded, path, max_bytes)
         except OSError as exc:
             raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from None
-        if rt.key is not None:
-            bundle = await asyncio.to_thread(read_bundle, data, rt.key, max_bytes=max_bytes)
+        if self._key is not None:
+            bundle = await asyncio.to_thread(read_bundle, data, self._key, max_bytes=max_bytes)
         else:
-            bundle = await read_bundle_with(data, rt.signer, max_bytes=max_bytes)
+            bundle = await read_bundle_with(data, self._signer, max_bytes=max_bytes)
         existing = [s["id"] for s in bundle.sessions
-                    if await asyncio.to_thread(rt.conversations.has_session, s["id"])]
+                    if await asyncio.to_thread(self._conversations.has_session, s["id"])]
         if existing:
             raise BundleError(f"{len(existing)} of the bundle's conversations already exist here "
                               f"(e.g. {existing[0]}); import into a data dir without them")
@@ -123,7 +131,7 @@ class BundleService:
         skipped: list[str] = []
         for ev in bundle.events:
             try:
-                outcome = await rt.publisher.publish(ev)  # outbox first: nothing is lost if relays are down
+                outcome = await self._publisher.publish(ev)  # outbox first: nothing is lost if relays are down
             except AgentError as exc:  # a newer version of this memory/soul/list is already known
                 skipped.append(f"kind {ev.kind} {ev.id[:12]}: {exc.message}")
                 continue
@@ -131,5 +139,5 @@ class BundleService:
                 accepted += 1
             else:
                 pending += 1
-        await asyncio.to_thread(restore_records, rt.conversations, bundle.sessions)
+        await asyncio.to_thread(restore_records, self._conversations, bundle.sessions)
         return BundleReport(str(path), len(bundle.events), len(bundle.sessions), accepted, pending, tuple(skipped))

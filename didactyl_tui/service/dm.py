@@ -32,12 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agent.background import BackgroundTasks
 from ..agent.conversations.session_kind import SessionKind
+from ..agent.conversations.store import ConversationStore
 from ..agent.dm.delivery import DmDelivery
 from ..agent.dm.inbox import DmInbox, Verdict, cut_to_bytes, room_members
 from ..agent.dm.ledger import DELIVERED, GIVEN_UP, WRAP_PENDING, DmLedger, WrapOutcome
 from ..agent.dm.prompt_report import report_content
-from ..agent.dm.signer import DmSigner, LocalDmSigner, SignerDmSigner
+from ..agent.dm.signer import DmSigner
 from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.turn.events import TurnFailed, TurnFinished, TurnStarted
 from ..config import Config
@@ -53,8 +55,8 @@ from .dm_pairing import DmPairing
 from .dm_relay_list import publish_dm_relay_list
 from .dm_status import DmStatus, DropLog, ParticipantNames
 from .events import DmSessionChanged, ServiceEvent
+from .identity_caches import IdentityCaches
 from .live_policy import INBOX_RECHECK_S, GuestTools, LivePolicy
-from .runtime import Runtime
 
 log = logging.getLogger("didactyl.dm")
 
@@ -76,28 +78,29 @@ class _Lane:
 
 
 class DmService:
-    def __init__(self, rt: Runtime, config: Config, chat: ChatService, policy: LivePolicy, data_dir: Path,
-                 clock: Callable[[], float], emit: Callable[[ServiceEvent], None],
-                 warn: Callable[[str], None], *, signer: DmSigner | None = None) -> None:
-        self._rt, self._config, self._chat, self._policy = rt, config, chat, policy
-        self._data_dir, self._clock, self._emit, self._warn = data_dir, clock, emit, warn
-        # The key in hand seals on a worker thread (the fast path); a remote signer is asked for each seal and unseal.
-        self._signer: DmSigner = signer or (LocalDmSigner(rt.key) if rt.key is not None else SignerDmSigner(rt.signer))
-        self._names = ParticipantNames(lambda: rt.admin_cache)
+    """Answers through the local ``chat``; wraps sealed and opened by ``signer``, carried by ``pool``; names from
+    ``identities``, read each time (the admin's cache changes with [admin]); the ledger closed by ``closers``."""
+
+    def __init__(self, chat: ChatService, *, signer: DmSigner, pool: RelayPool, conversations: ConversationStore,
+                 identities: IdentityCaches, daemons: BackgroundTasks, closers: contextlib.AsyncExitStack,
+                 timeout_s: float, config: Config, policy: LivePolicy, data_dir: Path, clock: Callable[[], float],
+                 emit: Callable[[ServiceEvent], None], warn: Callable[[str], None]) -> None:
+        self._chat, self._signer, self._pool, self._conversations = chat, signer, pool, conversations
+        self._daemons, self._closers, self._timeout_s, self._config = daemons, closers, timeout_s, config
+        self._policy, self._data_dir, self._clock, self._emit, self._warn = policy, data_dir, clock, emit, warn
+        self._names = ParticipantNames(lambda: identities.admin)
         self._incoming: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.dm.max_queued)
         self._room_for_messages = asyncio.Semaphore(config.dm.max_queued)
         self._turns = asyncio.Semaphore(config.dm.max_parallel)
         self._lanes: dict[str, _Lane] = {}
-        self._arrival = itertools.count()
-        self._answering = 0
+        self._arrival, self._answering = itertools.count(), 0
         self._inbox: DmInbox | None = None
         self._delivery: DmDelivery | None = None
         self._pairing: DmPairing | None = None  # invitations and refusals: answered without the model
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._sub: PoolSubscription | None = None
         self._answerer = AnswererLock(data_dir)
-        self._standby = ""
-        self._stopping = False
+        self._standby, self._stopping = "", False
         self._drops = DropLog(DROP_LOG_INTERVAL_S)
         self.dropped = 0  # wraps set aside because the queue was full (fetched again once it drains)
         self._relay_drops = 0  # wraps the relay client dropped (bad id, signature, date) before the inbox saw them
@@ -150,26 +153,26 @@ class DmService:
         await self._begin()
 
     async def _begin(self) -> None:
-        rt = self._rt
+        pool = self._pool
         # Retries, bounds and a message's date are judged by the real clock (as relays judge events); the
         # service's clock dates what we sign.
         ledger = await asyncio.to_thread(DmLedger, self._data_dir / DM_LEDGER_DB, clock=time.time)
-        rt.closers.callback(_quietly_close, ledger)
+        self._closers.callback(_quietly_close, ledger)
         self._inbox = DmInbox(self._signer, self._policy.dm, ledger, clock=time.time)
         dm = self._config.dm
-        self._delivery = DmDelivery(rt.pool, ledger, open_pool=self._open_pool, timeout=rt.timeout_s,
+        self._delivery = DmDelivery(pool, ledger, open_pool=self._open_pool, timeout=self._timeout_s,
                                     give_up_after_s=dm.give_up_after_s, retry_max_s=dm.retry_max_interval_s,
                                     on_outcome=self._delivered, clock=time.time)
-        self._pairing = DmPairing(self._inbox, self._delivery, rt.pool, self._policy, self._config, self._data_dir,
-                                  self._clock, rt.daemons.spawn)
-        rt.pool.add_state_listener(self._delivery.relay_state_changed)
+        self._pairing = DmPairing(self._inbox, self._delivery, pool, self._policy, self._config, self._data_dir,
+                                  self._clock, self._daemons.spawn)
+        pool.add_state_listener(self._delivery.relay_state_changed)
         self._tasks["delivery"] = asyncio.create_task(self._delivery.run(), name="dm-delivery")
         self._tasks["receive"] = asyncio.create_task(self._receive(), name="dm-inbox")
         self._tasks["drop-log"] = asyncio.create_task(self._drops.run(), name="dm-drop-log")
         since = int(self._clock()) - LOOKBACK_S
-        self._sub = rt.pool.subscribe([gift_wrap_filter(self._signer.public_key_hex, since=since)], self._arrived,
+        self._sub = pool.subscribe([gift_wrap_filter(self._signer.public_key_hex, since=since)], self._arrived,
                                       on_dropped=self._dropped_by_relay)
-        rt.daemons.spawn(publish_dm_relay_list(rt.pool, self._signer, self._config, self._clock, self._warn))
+        self._daemons.spawn(publish_dm_relay_list(pool, self._signer, self._config, self._clock, self._warn))
 
     async def stop(self, timeout: float) -> None:
         """No new message is taken; the turns under way finish (within ``timeout``) and what they wrote is sent
@@ -188,9 +191,9 @@ class DmService:
                 await _cancel(task)
         await _cancel(self._tasks.pop("delivery", None))
         if self._delivery is not None:
-            self._rt.pool.remove_state_listener(self._delivery.relay_state_changed)
+            self._pool.remove_state_listener(self._delivery.relay_state_changed)
             with contextlib.suppress(Exception):
-                async with asyncio.timeout(2 * self._rt.timeout_s + 1):
+                async with asyncio.timeout(2 * self._timeout_s + 1):
                     await self._delivery.deliver_due(wait=True)
             await self._delivery.close()
         self._drops.flush()
@@ -208,7 +211,7 @@ class DmService:
                 self._warn(f"direct messages arrive faster than they are answered: {self.dropped} set aside "
                            f"(at most {self._config.dm.max_queued} wait, [dm] max_queued); fetched again later")
             if self._catch_up_task is None or self._catch_up_task.done():
-                self._catch_up_task = self._rt.daemons.spawn(self._catch_up())
+                self._catch_up_task = self._daemons.spawn(self._catch_up())
 
     def _dropped_by_relay(self, url: str, reason: str) -> None:
         """The relay client dropped an event sent for the gift-wrap subscription (bad id, signature, date)."""
@@ -223,7 +226,7 @@ class DmService:
             dropped_before = self.dropped
             await self._incoming.join()
             since = int(self._clock()) - LOOKBACK_S
-            wraps = await self._rt.pool.query([gift_wrap_filter(me, since=since)], timeout=self._rt.timeout_s)
+            wraps = await self._pool.query([gift_wrap_filter(me, since=since)], timeout=self._timeout_s)
             for wrap in wraps:
                 if self._stopping:
                     return
@@ -289,7 +292,7 @@ class DmService:
     # --- answering -----------------------------------------------------------------------------------
     async def _session_for(self, room: str, subject: str | None) -> str:
         assert self._inbox is not None
-        ledger, conversations = self._inbox.ledger, self._rt.conversations
+        ledger, conversations = self._inbox.ledger, self._conversations
         session = await asyncio.to_thread(ledger.session_for, room)
         if session is None or not await asyncio.to_thread(conversations.has_session, session):
             title = f"DM: {self._names.room_name(room)}" + (f" · {one_line(subject)[:80]}" if subject else "")

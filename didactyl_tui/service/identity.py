@@ -11,12 +11,15 @@ user sees a field-by-field diff and chooses :meth:`IdentityService.adopt` or
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 
+from ..agent.background import BackgroundTasks
 from ..agent.documents.keys import DocumentKey
-from ..agent.documents.saving import Value
+from ..agent.documents.saving import DocumentSaves, Value
+from ..agent.documents.store import DocumentStore
 from ..agent.documents.versions import SaveResult
 from ..agent.identity.cache import (
     IdentityCache,
@@ -33,10 +36,10 @@ from ..config_file import config_error
 from ..errors import AgentError
 from ..nostr.kinds import CONTACTS, METADATA, RELAY_LIST
 from ..nostr.nip19 import encode_npub
-from ..nostr.pool import PoolSubscription
+from ..nostr.pool import PoolSubscription, RelayPool
 from ..nostr.results import PublishOutcome
 from . import state
-from .runtime import Runtime
+from .identity_caches import IdentityCaches
 
 WHAT = {METADATA: "profile", CONTACTS: "contact list", RELAY_LIST: "relay list"}
 KNOWN_KEY = "identity_known"  # state.toml: {kind: id} of the versions this device published or adopted
@@ -45,10 +48,19 @@ DOCUMENT = {METADATA: DocumentKey.PROFILE, CONTACTS: DocumentKey.CONTACTS, RELAY
 
 
 class IdentityService:
-    def __init__(self, runtime: Runtime, config: Config, clock: Callable[[], float], warn: Callable[[str], None],
-                 data_dir: Path | None = None, emit_changed: Callable[[], None] | None = None,
+    """The agent's identity and the admin's: ``identities`` (the caches; the admin's replaced by
+    :meth:`switch_admin`) fetched and followed through ``pool``; the agent's own kinds saved through ``saves`` (the
+    one save path) and read from ``store``; background publishes in ``tasks``; live subscriptions closed by
+    ``closers`` at stop."""
+
+    def __init__(self, identities: IdentityCaches, *, pool: RelayPool, store: DocumentStore, saves: DocumentSaves,
+                 tasks: BackgroundTasks, closers: contextlib.AsyncExitStack, config: Config,
+                 clock: Callable[[], float], warn: Callable[[str], None], data_dir: Path | None = None,
+                 emit_changed: Callable[[], None] | None = None,
                  emit_admin_changed: Callable[[], None] | None = None) -> None:
-        self._rt, self._config, self._clock, self._warn = runtime, config, clock, warn
+        self._identities, self._pool, self._store, self._saves = identities, pool, store, saves
+        self._tasks, self._closers = tasks, closers
+        self._config, self._clock, self._warn = config, clock, warn
         self._data_dir = data_dir
         self._emit_changed = emit_changed or (lambda: None)
         self._emit_admin_changed = emit_admin_changed or (lambda: None)
@@ -60,19 +72,19 @@ class IdentityService:
 
     @property
     def agent_pubkey(self) -> str:
-        return self._rt.signer.public_key
+        return self._identities.agent.pubkey
 
     @property
     def agent_npub(self) -> str:
-        return encode_npub(self._rt.signer.public_key)
+        return encode_npub(self._identities.agent.pubkey)
 
     def snapshot(self) -> SelfContextSnapshot:
-        rt = self._rt
-        return SelfContextSnapshot(rt.agent_cache.view(), rt.admin_cache.view() if rt.admin_cache else None)
+        admin = self._identities.admin
+        return SelfContextSnapshot(self._identities.agent.view(), admin.view() if admin is not None else None)
 
     async def load(self, cache: IdentityCache) -> None:
         try:
-            by_relay = await self._rt.pool.query_by_relay(cache.filters(), timeout=self._config.relays.timeout_s)
+            by_relay = await self._pool.query_by_relay(cache.filters(), timeout=self._config.relays.timeout_s)
         except Exception as exc:  # relay trouble never raises out of start()
             self._warn(f"could not fetch {cache.npub[:16]}…'s profile: {exc}")
             by_relay = {}
@@ -83,12 +95,12 @@ class IdentityService:
 
     def follow(self) -> None:
         """Live subscriptions: other devices' profile changes reach the caches."""
-        rt = self._rt
-        sub = rt.pool.subscribe(rt.agent_cache.filters(), rt.agent_cache.ingest)
-        rt.closers.push_async_callback(sub.close)
-        if rt.admin_cache is not None:
-            self._admin_sub = rt.pool.subscribe(rt.admin_cache.filters(), rt.admin_cache.ingest)
-        rt.closers.push_async_callback(self._close_admin_sub)
+        agent, admin = self._identities.agent, self._identities.admin
+        sub = self._pool.subscribe(agent.filters(), agent.ingest)
+        self._closers.push_async_callback(sub.close)
+        if admin is not None:
+            self._admin_sub = self._pool.subscribe(admin.filters(), admin.ingest)
+        self._closers.push_async_callback(self._close_admin_sub)
 
     async def _close_admin_sub(self) -> None:
         sub, self._admin_sub = self._admin_sub, None
@@ -98,20 +110,20 @@ class IdentityService:
     async def switch_admin(self, pubkey: str | None) -> None:
         """``[admin]`` changed while running: the admin's context is the new admin's from now on (a new cache,
         fetched and followed; the old one's subscription closed), never the previous admin's under the new name."""
-        rt = self._rt
-        if (rt.admin_cache.pubkey if rt.admin_cache is not None else None) == pubkey:
+        identities = self._identities
+        if (identities.admin.pubkey if identities.admin is not None else None) == pubkey:
             return
         await self._close_admin_sub()
         cache = None
         if pubkey is not None:
             cache = IdentityCache(pubkey, clock=self._clock)
             cache.add_listener(self._emit_admin_changed)
-        rt.admin_cache = rt.tool_context.admin = cache
+        identities.replace_admin(cache)  # the tools' context follows (IdentityCaches' on_admin)
         self._emit_admin_changed()
         if cache is not None:
             await self.load(cache)
-            if rt.admin_cache is cache:  # not replaced again meanwhile
-                self._admin_sub = rt.pool.subscribe(cache.filters(), cache.ingest)
+            if identities.admin is cache:  # not replaced again meanwhile
+                self._admin_sub = self._pool.subscribe(cache.filters(), cache.ingest)
 
     # --- drift -----------------------------------------------------------------------------------
     def drafts(self) -> list[OwnIdentityDraft]:
@@ -119,7 +131,7 @@ class IdentityService:
         ``$DIDACTYL_RELAYS`` overrides the relays for this run, the relay list is left alone: this run does not see
         the relays that hold it, and an override is never the agent's public list."""
         cfg = self._config
-        drafts = own_identity_drafts(self._rt.agent_cache, name=cfg.agent.name, about=cfg.agent.about,
+        drafts = own_identity_drafts(self._identities.agent, name=cfg.agent.name, about=cfg.agent.about,
                                      picture=cfg.agent.picture, contacts=self._contacts, relay_urls=cfg.relays.urls)
         return drafts if cfg.relays_override is None else [d for d in drafts if d.kind != RELAY_LIST]
 
@@ -134,13 +146,13 @@ class IdentityService:
     def _loaded(self) -> bool:
         """Some relay answered for the agent's profile, contacts and relay list (publishing over versions we
         could not read would drop fields set elsewhere)."""
-        return all(self._rt.store.snapshot(key).loaded for key in DOCUMENT.values())
+        return all(self._store.snapshot(key).loaded for key in DOCUMENT.values())
 
     def drift(self) -> list[KindDrift]:
         """Kinds the relays hold in a version published elsewhere that the config would change."""
         if not self._loaded():
             return []
-        return identity_drift(self._rt.agent_cache.view(), self.drafts(), self._known.values())
+        return identity_drift(self._identities.agent.view(), self.drafts(), self._known.values())
 
     def _config_intent(self, kind: int) -> str:
         """The config's fields for one kind, as recorded when published or adopted (a change means new intent)."""
@@ -154,10 +166,10 @@ class IdentityService:
     def _may_publish(self, draft: OwnIdentityDraft) -> bool:
         """Config's first publish (the relays hold nothing), or the config changed since this device published or
         adopted the relays' version. Never over a version published elsewhere (drift)."""
-        snap = self._rt.store.snapshot(DOCUMENT[draft.kind])
+        snap = self._store.snapshot(DOCUMENT[draft.kind])
         if snap.unreadable is not None:
             return False  # a newer version that does not read: never published over from the config
-        ev = self._rt.agent_cache.event(draft.kind)
+        ev = self._identities.agent.event(draft.kind)
         if ev is None:
             return True
         return ev.id in self._known.values() and self._intent.get(str(draft.kind)) != self._config_intent(draft.kind)
@@ -173,7 +185,7 @@ class IdentityService:
         own = [d for d in self.drafts() if self._may_publish(d) and d.kind not in skip_kinds]
         if own:
             adopted = [asyncio.Event() for _ in own]
-            self._rt.tasks.spawn(self._publish(own, adopted))
+            self._tasks.spawn(self._publish(own, adopted))
             for event in adopted:  # signed and in use here: the relays get it in the background
                 await event.wait()
         if drifted:
@@ -203,7 +215,7 @@ class IdentityService:
 
         async def save(draft: OwnIdentityDraft, signed: asyncio.Event | None) -> SaveResult | None:
             try:
-                return await self._rt.saves.save(DOCUMENT[draft.kind], Value(_value(draft)), adopted=signed)
+                return await self._saves.save(DOCUMENT[draft.kind], Value(_value(draft)), adopted=signed)
             except AgentError as exc:  # a newer version is known, or one dated too far ahead: nothing published
                 self._warn(f"the agent's {WHAT[draft.kind]} was not published: {exc.message}")
                 return None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..agent.dm.signer import LocalDmSigner, SignerDmSigner
 from ..agent.documents.codec import NIP44_MAX_BYTES, DocumentCodec
 from ..agent.documents.keys import DocumentKey
 from ..agent.identity.codecs import ProfileCodec, TagListCodec
@@ -104,8 +105,14 @@ async def build_parts(
         config, data_dir, env, admin_pubkey=admin_pubkey, clock=clock, client_options=client_options or {},
         emit=emit, warn=warn, codecs=codecs, read_only=read_only, attach=attach)
     try:
-        documents = DocumentService(runtime, emit, warn)
-        identity = IdentityService(runtime, config, clock, warn, data_dir,
+        documents = DocumentService(store=runtime.store, saves=runtime.saves, sync=runtime.sync,
+                                    publisher=runtime.publisher, pool=runtime.pool,
+                                    agent_identity=runtime.identities.agent, memory_manager=runtime.memory_manager,
+                                    tasks=runtime.tasks, daemons=runtime.daemons,
+                                    readable=runtime.documents_readable, emit=emit, warn=warn)
+        identity = IdentityService(runtime.identities, pool=runtime.pool, store=runtime.store, saves=runtime.saves,
+                                   tasks=runtime.tasks, closers=runtime.closers, config=config, clock=clock,
+                                   warn=warn, data_dir=data_dir,
                                    emit_changed=lambda: emit(SelfContextChanged("agent")),
                                    emit_admin_changed=lambda: emit(SelfContextChanged("admin")))
         sessions = Sessions(runtime.conversations, keep_assemblies=config.llm.saved_assemblies)
@@ -121,12 +128,22 @@ async def build_parts(
             chat = AttachedChat(config.attach, target=attach, sessions=sessions, pool=runtime.pool,
                                 own_relay=runtime.embedded_relay_url, relay_timeout_s=config.relays.timeout_s,
                                 data_dir=data_dir, closers=runtime.closers, clock=clock, emit=emit, warn=warn)
-        dm = (DmService(runtime, config, local, policy, data_dir, clock, emit, warn)
-              if answer_dms and local is not None else None)
-        return Parts(runtime, documents, identity, chat, prompt, SoulService(runtime, documents, soul, warn),
-                     MergeService(documents, saves=runtime.saves, history=runtime.history,
-                                  model=model if local is not None else None),
-                     RelayService(runtime), BundleService(runtime, clock), dm)
+        dm = None
+        if answer_dms and local is not None:
+            # The key in hand seals on a worker thread (the fast path); a remote signer is asked for each seal.
+            dm_signer = LocalDmSigner(runtime.key) if runtime.key is not None else SignerDmSigner(runtime.signer)
+            dm = DmService(local, signer=dm_signer, pool=runtime.pool, conversations=runtime.conversations,
+                           identities=runtime.identities, daemons=runtime.daemons, closers=runtime.closers,
+                           timeout_s=runtime.timeout_s, config=config, policy=policy, data_dir=data_dir,
+                           clock=clock, emit=emit, warn=warn)
+        soul_part = SoulService(documents, store=runtime.store, tasks=runtime.tasks, configured=soul, warn=warn)
+        merges = MergeService(documents, saves=runtime.saves, history=runtime.history,
+                              model=model if local is not None else None)
+        bundle = BundleService(key=runtime.key, signer=runtime.signer, pool=runtime.pool, publisher=runtime.publisher,
+                               conversations=runtime.conversations, timeout_s=runtime.timeout_s, clock=clock)
+        relays = RelayService(pool=runtime.pool, keeper=runtime.relay_keeper, store=runtime.store,
+                              identities=runtime.identities)
+        return Parts(runtime, documents, identity, chat, prompt, soul_part, merges, relays, bundle, dm)
     except BaseException:
         await runtime.stop()
         raise

@@ -50,6 +50,7 @@ from .events import (
     SignerApprovalAsked,
     SignerStateChanged,
 )
+from .identity_caches import IdentityCaches
 from .relay_address import address_line, asked_address
 from .relay_keeper import EmbeddedRelayKeeper
 from .sessions import open_conversations
@@ -82,8 +83,7 @@ class Runtime:
     store: DocumentStore
     sync: DocumentSync
     saves: DocumentSaves  # THE save path of every document
-    agent_cache: IdentityCache
-    admin_cache: IdentityCache | None
+    identities: IdentityCaches  # the agent's and the admin's (replaced when [admin] changes while running)
     tool_context: ServiceToolContext
     conversations: ConversationStore
     memory_manager: MemoryManager
@@ -106,7 +106,7 @@ class Runtime:
 
     @property
     def caches(self) -> list[IdentityCache]:
-        return [c for c in (self.agent_cache, self.admin_cache) if c is not None]
+        return self.identities.all()
 
     async def stop(self) -> None:
         self.sync.stop_checks()
@@ -298,6 +298,11 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
                                       files_root=data_dir / MEMORY_FOLDER, tasks=tasks, notes=notes, config=config,
                                       data_dir=data_dir, relays_in_use=tuple(pool.urls),
                                       embedded_relay=relay.url if relay is not None else None)
+
+    def tools_follow_admin(cache: IdentityCache | None) -> None:
+        tool_context.admin = cache
+
+    identities = IdentityCaches(agent_cache, admin_cache, on_admin=tools_follow_admin)
     conversations = await asyncio.to_thread(open_conversations, data_dir)
     closers.callback(_quietly_sync, conversations.close)
     manager = create_memory_manager(config, data_dir, env)
@@ -315,8 +320,8 @@ async def _open(config: Config, data_dir: Path, env: Mapping[str, str], closers:
     if relay is not None:
         keeper = EmbeddedRelayKeeper(relay, pool, daemons, config, data_dir, warn, relay_options)
         pool.add_state_listener(keeper.state_changed)
-    runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, saves, agent_cache,
-                      admin_cache, tool_context, conversations, manager, config.relays.timeout_s, closers,
+    runtime = Runtime(key, signer, pool, keeper, outbox, history, publisher, store, sync, saves, identities,
+                      tool_context, conversations, manager, config.relays.timeout_s, closers,
                       daemons=daemons, documents_readable=readable, remote_signer=agent.remote,
                       signer_keys=tuple(plan.writers) if plan is not None and plan.writers else (),
                       key_made=agent.key_path if agent.created else None)

@@ -12,15 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..agent.background import BackgroundTasks
 from ..agent.documents.keys import DocumentKey
 from ..agent.documents.saving import Value
+from ..agent.documents.store import DocumentStore
 from ..agent.documents.versions import DocumentSnapshot
 from ..agent.soul.content import soul_to_json
 from ..agent.soul.template import SoulTemplate
 from ..nostr.event import Event
 from ..nostr.results import PublishOutcome
 from .documents import DocumentService
-from .runtime import Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +49,20 @@ def soul_view(snap: DocumentSnapshot, event: Event | None) -> SoulView:
 class SoulService:
     """The soul as the views and commands use it: the one in use and where it came from; publishing a template."""
 
-    def __init__(self, runtime: Runtime, documents: DocumentService, configured: SoulTemplate,
-                 warn: Callable[[str], None]) -> None:
-        self._rt, self._documents, self._warn = runtime, documents, warn
+    def __init__(self, documents: DocumentService, *, store: DocumentStore, tasks: BackgroundTasks,
+                 configured: SoulTemplate, warn: Callable[[str], None]) -> None:
+        self._documents, self._store, self._tasks, self._warn = documents, store, tasks, warn
         self.configured = configured  # the config's soul (its [[soul.sections]], soul file or the built-in)
 
     def view(self) -> SoulView:
         """The soul in use, and the version it came from."""
-        store = self._rt.store
+        store = self._store
         return soul_view(store.snapshot(DocumentKey.SOUL), store.current_event(DocumentKey.SOUL))
 
     async def publish(self, template: SoulTemplate | None = None, *, encrypt: bool = True) -> PublishOutcome:
         """Publish ``template`` (default: the configured soul) as the agent's kind 31120: checked (linted) and saved
         through the one save path, a new version based on the one in use."""
-        text = self._rt.store.codec(DocumentKey.SOUL).to_text(template or self.configured)
+        text = self._store.codec(DocumentKey.SOUL).to_text(template or self.configured)
         return (await self._documents.save(DocumentKey.SOUL, text, encrypt=encrypt)).outcome
 
     def publish_configured(self) -> None:
@@ -78,4 +79,4 @@ class SoulService:
             except Exception as exc:  # a bad configured soul, or a newer one arrived: told, never raised
                 self._warn(f"the soul was not published: {exc}")
 
-        self._rt.tasks.spawn(publish())
+        self._tasks.spawn(publish())

@@ -51,7 +51,7 @@ async def publish_startup_events(rt: Runtime, intents: list[StartupEvent], clock
     for intent in plan_startup_events(intents, existing, me):
         current = newest(ev for ev in existing if ev.kind == intent.kind and ev.pubkey == me)
         ev = await intent.sign_with(rt.signer, created_at=max(int(clock()), current.created_at + 1 if current else 0))
-        rt.agent_cache.ingest(None, ev)
+        rt.identities.agent.ingest(None, ev)
         outcome = await rt.pool.publish(ev, timeout=rt.timeout_s)
         if outcome.results and not outcome.any_accepted:
             warn(f"the agent's kind {ev.kind} startup event was not published: {outcome.summary()}")

@@ -77,6 +77,10 @@ async def test_a_revoked_admin_gets_no_memory_tool_and_the_memory_stays(tmp_path
             await until(lambda: len(stub.requests) == 3, 60, "the old admin's turn, now a guest's")
             memory = svc.documents.snapshot(DocumentKey.SHORT_TERM).content
             await until(lambda: svc.identity.snapshot().admin.pubkey == NEW, 30, "the new admin's context")
+            # Every holder of the admin's cache sees the new one: the model's tools and the caches the views count.
+            tools_admin = svc.runtime.tool_context.admin
+            assert tools_admin is not None and tools_admin.pubkey == NEW
+            assert [c.pubkey for c in svc.runtime.caches][1:] == [NEW]
             # The embedded relay follows: the new admin may write to it, the old one no longer.
             await until(lambda: _writes(pool, NEW_ADMIN_KEY), 30, "the relay's new allow-list")
             old_refused = not await _writes(pool, ADMIN_KEY)
