@@ -5,6 +5,7 @@ the inspector holds the agent's prompt assembly, and the status bar names the ag
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ from tui_support import SIZE, LabelledApp, screen_text, started, wait_for
 
 from didactyl_tui.config import Config
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
+from didactyl_tui.nostr.event import sign_event
+from didactyl_tui.nostr.kinds import METADATA
 from didactyl_tui.nostr.nip19 import encode_nprofile
+from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
 from didactyl_tui.service.documents import KEY_ELSEWHERE
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
@@ -77,8 +81,15 @@ async def test_the_attached_panes_tell_the_truth_and_the_agents_tool_calls_show(
     save = json.dumps({"type": "short_term", "content": "The admin drinks green tea."})
     async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay, LlmStub() as stub:
         stub.script(Reply.tools(ToolCall("memory_save", save, id="c1")), Reply.text_reply("Noted: green tea."))
+        # The agent's kind 0 on its relay, as its serve published it. (Put there by the test: a serve publishes its
+        # profile only once its own read of the relays answered within [relays] timeout_s, which a loaded machine
+        # may not give it; what is tested here is the attached window reading the kind 0 from the relays.)
+        profile = sign_event(AGENT_KEY, kind=METADATA, content=json.dumps({"name": "Served Agent"}),
+                             created_at=int(time.time()), tags=[])
+        async with RelayPool([relay.url], **fast_client_kwargs()) as client:
+            assert (await client.publish(profile, timeout=10)).any_accepted
         served = dm_config(stub.base_url, urls=[relay.url], admin=ADMIN_KEY.npub)
-        served.agent.publish_profile, served.agent.name = True, "Served Agent"  # its kind 0, on the relay
+        served.agent.publish_profile, served.agent.name = True, "Served Agent"  # the same: nothing to publish again
         agent = AppService(served, data_dir=tmp_path / "srv", env=AGENT_ENV, answer_dms=True,
                            relay_client_options=fast_client_kwargs())
         config = Config()
