@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from ...service.screen_api import ScreenService
     from ...service.sessions import Sessions, StoredTail
     from ...service.types import SessionInfo
-    from .main import MainScreen
     from .main_chat import Chat
+    from .main_view import MainView
 
 PREVIEW_CHARS = 70  # a message's line in the "copy a message" list
 
@@ -52,7 +52,7 @@ class SavedChats:
     """The stored chats: the open one renamed, deleted, its last turn taken back, a message copied; another one
     resumed (its end at once, the rest behind it, its prompts back in the inspector)."""
 
-    def __init__(self, screen: MainScreen, chat: Chat) -> None:
+    def __init__(self, screen: MainView, chat: Chat) -> None:
         self.screen, self.chat = screen, chat
 
     def _chat_or_notify(self, what: str) -> tuple[ScreenService, str] | None:

@@ -16,17 +16,14 @@ widgets it draws on and whose node runs its workers, and the other parts it uses
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widget import Widget
 
 from ...config import Config
-from ...errors import AgentError
 from ...service.events import (
     AttachedDelivered,
     AttachedMessage,
@@ -53,32 +50,27 @@ from .main_chat import Chat
 from .main_documents import LONG, SHORT, SOUL, TASKS, DocumentPanes
 from .main_model import ModelControls
 from .main_sidebar import SidebarPanes
+from .main_view import MainView
 
 if TYPE_CHECKING:
-    from textual.widgets import TabbedContent
     from textual.worker import Worker
 
     from ...service.screen_api import ScreenService
     from ...service.sessions import StoredTail
-    from ..host import DidactylHost
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.memory_pane import MemoryPane
     from ..widgets.prompt_inspector import PromptInspector
-    from ..widgets.self_pane import SelfPane
 
 POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
 
 
-class MainScreen(ScreenHooks, Screen[None]):
+class MainScreen(ScreenHooks, MainView):
     AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
     BINDINGS = bindings("main")
 
-    streaming: reactive[bool] = reactive(False, bindings=True)
-
     def __init__(self, config: Config, *, opened: StoredTail | None = None) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         self._opened = opened  # `didactyl --continue`: a stored chat's last messages, shown in the first frame
         self.model = ModelControls(self)
         self.chat = Chat(self, self.model)
@@ -139,62 +131,7 @@ class MainScreen(ScreenHooks, Screen[None]):
         if self.chat_input.focusable:
             self.set_focus(self.chat_input, scroll_visible=False)
 
-    @property
-    def conversation(self) -> Conversation:
-        return self.query_one(Conversation)
-
-    @property
-    def chat_input(self) -> ChatInput:
-        return self.query_one(ChatInput)
-
-    @property
-    def status(self) -> StatusBar:
-        return self.query_one(StatusBar)
-
-    @property
-    def inspector(self) -> PromptInspector:
-        return cast("PromptInspector", self.query_one("#inspector-pane"))
-
-    def inspectors(self) -> list[PromptInspector]:
-        """The inspector, once mounted (it mounts lazily with its tab)."""
-        return cast("list[PromptInspector]", list(self._in_sidebar("#inspector-pane")))
-
-    def memory_pane(self, memory_type: str) -> MemoryPane:
-        return cast("MemoryPane", self.query_one("#short-term" if memory_type == SHORT else "#long-term"))
-
-    @property
-    def sidebar(self) -> TabbedContent:
-        return cast("TabbedContent", self.query_one("#sidebar"))
-
-    def self_panes(self) -> list[SelfPane]:
-        """The self pane, once mounted (it mounts lazily with its tab)."""
-        return cast("list[SelfPane]", list(self._in_sidebar("#self-pane")))
-
-    def _in_sidebar(self, selector: str) -> list[Widget]:
-        """The sidebar's widgets matching ``selector``: searched there, not over the whole screen, whose
-        conversation holds thousands of widgets (a query over it on every relay poll showed in profiles)."""
-        slot = self.query_one("#sidebar-slot")
-        return list(slot.query(selector))
-
-    # --- the service ------------------------------------------------------------------------------
-
-    @property
-    def didactyl(self) -> DidactylHost:
-        return cast("DidactylHost", self.app)
-
-    def require_service(self) -> ScreenService:
-        app = self.didactyl
-        if app.service is None or not app.service_ready:
-            raise AgentError("still starting: the relays and the key are being set up", "Not ready")
-        return app.service
-
-    def service_or_notify(self) -> ScreenService | None:
-        """For actions and callbacks (not workers): one that raises would take the whole app down."""
-        try:
-            return self.require_service()
-        except AgentError as exc:
-            self.notify(exc.message, title=exc.title, severity="warning")
-            return None
+    # --- the service --------------------------------------------------------------------------------
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Worker.StateChanged does not bubble: hand this screen's worker errors (its parts' too) to the app's handler.

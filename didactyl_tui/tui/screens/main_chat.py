@@ -23,14 +23,14 @@ if TYPE_CHECKING:
     from ...service.screen_api import ScreenService
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.message_entry import MessageEntry
-    from .main import MainScreen
     from .main_model import ModelControls
+    from .main_view import MainView
 
 BUSY = "A reply is still being written (Esc cancels it)."
 
 
 class Chat:
-    def __init__(self, screen: MainScreen, model: ModelControls) -> None:
+    def __init__(self, screen: MainView, model: ModelControls) -> None:
         self.screen, self.model = screen, model
         self.session_id: str | None = None  # the chat shown (None: a new chat, made by its first message)
         self.queued: list[str] = []  # sent before the agent was ready: sent, in order, once it is

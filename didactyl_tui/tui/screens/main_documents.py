@@ -13,7 +13,7 @@ from .part_work import work_on_screen
 
 if TYPE_CHECKING:
     from ...service.types import DocumentKey, DocumentSnapshot
-    from .main import MainScreen
+    from .main_view import MainView
 
 SHORT, LONG = "short_term", "long_term"
 SOUL, TASKS = "soul", "tasks"  # versioned like memory: the same editor, history and merge view
@@ -28,7 +28,7 @@ def document_key(name: str) -> DocumentKey:
 
 
 class DocumentPanes:
-    def __init__(self, screen: MainScreen) -> None:
+    def __init__(self, screen: MainView) -> None:
         self.screen = screen
 
     def show_documents(self) -> None:

@@ -14,7 +14,7 @@ from .part_work import work_on_screen
 
 if TYPE_CHECKING:
     from ...service.screen_api import ScreenService
-    from .main import MainScreen
+    from .main_view import MainView
 
 
 HELPER_READY_S = 120.0  # the longest the status bar says the model loads (litellm's import: ~8 s, more under load)
@@ -24,7 +24,7 @@ class ModelControls:
     """The model's helper warmed when a model is about to be needed, the model dialog and switch, the model in the
     status bar, the theme picker and more time for the signer (the screen's bindings call these)."""
 
-    def __init__(self, screen: MainScreen) -> None:
+    def __init__(self, screen: MainView) -> None:
         self.screen = screen
         self.wanted = False  # a model was needed before the service object existed: warmed once it does
         self._warming = False

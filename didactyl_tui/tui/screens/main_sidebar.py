@@ -15,13 +15,13 @@ from .part_work import work_on_screen
 
 if TYPE_CHECKING:
     from ..widgets.prompt_inspector import PromptInspector
-    from .main import MainScreen
     from .main_chat import Chat
     from .main_model import ModelControls
+    from .main_view import MainView
 
 
 class SidebarPanes:
-    def __init__(self, screen: MainScreen, model: ModelControls, chat: Chat) -> None:
+    def __init__(self, screen: MainView, model: ModelControls, chat: Chat) -> None:
         self.screen, self.model, self.chat = screen, model, chat
         self.narrow: bool | None = None  # the terminal is under [ui] sidebar_below_columns (None: not yet seen)
 
