@@ -273,7 +273,7 @@ async def tui_reply(app: Any, tokens: int) -> tuple[float, float]:
     await asyncio.sleep(0.2)
     helper = helper_pid()
     t0, c0 = time.perf_counter(), time.process_time() + cpu_s(helper)
-    main.send(ask(tokens))
+    main.chat.send(ask(tokens))
     entry: list[Any] = []
 
     def painted() -> bool:
@@ -328,7 +328,7 @@ async def echo_run(app: Any, keys: int, streaming: tuple[int, float] | None) -> 
     app.keys_sent.clear()
     stop = threading.Event()
     if streaming is not None:
-        main.send(ask(*streaming))
+        main.chat.send(ask(*streaming))
         await wait(lambda: main.status.activity == "writing…", 60, "the reply to start")
     typist = threading.Thread(target=type_keys, args=(app, asyncio.get_running_loop(), keys, stop))
     typist.start()

@@ -516,9 +516,9 @@ async def test_tui_send_early_rows(row_id: str, text: str, tmp_path: Path) -> No
             app.main_screen.chat_input.focus()
             await pilot.press(*text, "enter")
             line = await _notified(pilot, app, "Queued")
-            assert app.main_screen._queued == [text]  # kept, not dropped
+            assert app.main_screen.chat.queued == [text]  # kept, not dropped
             await started(pilot)
-            await wait_for(pilot, lambda: not app.main_screen._queued, 10, "the queued message to go")
+            await wait_for(pilot, lambda: not app.main_screen.chat.queued, 10, "the queued message to go")
             assert app.main_screen.conversation.query("MessageEntry").first().text == text
     matches_catalogue(row_id, line)
 

@@ -231,7 +231,7 @@ class DidactylApp(App[None]):
             return
         main = self.main_screen
         if self.opened is None and self.open_session_id is not None:  # on screen while the service starts
-            main.resume(self.open_session_id)
+            main.saved_chats.resume(self.open_session_id)
         await main.mount_sidebar()
         try:
             if self.service is None:

@@ -79,7 +79,7 @@ async def test_the_app_opens_on_the_chosen_conversation(tmp_path: Path) -> None:
     async with app.run_test(size=(110, 32)) as pilot:
         await started(pilot)
         main = app.main_screen
-        await wait_for(pilot, lambda: main.session_id == newer and "Yours, then." in screen_text(app), 15,
+        await wait_for(pilot, lambda: main.chat.session_id == newer and "Yours, then." in screen_text(app), 15,
                        "the conversation to show")
         text = screen_text(app)
         assert "which relay?" in text and "green or black?" not in text
@@ -109,7 +109,7 @@ async def test_continue_shows_the_chat_in_the_first_frame_before_the_service_sta
     async with app.run_test(size=(110, 32)) as pilot:
         await started(pilot)
         assert "Yours, then." in first["text"] and "which relay?" in first["text"] and not first["service"]
-        assert app.main_screen.session_id == newer
+        assert app.main_screen.chat.session_id == newer
 
 
 async def test_a_long_chat_opens_on_its_end_and_the_rest_follows(tmp_path: Path) -> None:

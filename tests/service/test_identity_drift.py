@@ -164,7 +164,7 @@ async def test_the_self_pane_shows_the_drift_and_republishes_merged(tmp_path: Pa
     app = LabelledApp(cfg, data_dir=data, env=env, service=AppService(cfg, data_dir=data, env=env))
     async with app.run_test(size=(130, 48)) as pilot:
         await started(pilot)
-        app.main_screen.show_pane("self")
+        app.main_screen.panes.show_pane("self")
         pane = app.main_screen.query_one(SelfPane)
         box = pane.query_one("#identity-drift")
         await wait_for(pilot, lambda: box.display, 10, "the drift notice")

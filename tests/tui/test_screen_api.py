@@ -14,7 +14,7 @@ from didactyl_tui.service.screen_api import ScreenService
 
 TUI = Path(__file__).resolve().parents[2] / "didactyl_tui" / "tui"
 SHELL = TUI / "app.py"  # builds, starts and stops the service: the whole AppService is its business
-SERVICE_CALLS = {"require_service", "_service_or_notify"}
+SERVICE_CALLS = {"require_service", "service_or_notify"}
 
 
 def members() -> set[str]:

@@ -253,7 +253,7 @@ async def test_no_secret_reaches_the_screen(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: main.conversation.last_reply() == "fine", 30)
             screens = []
             for pane in ("memory", "self", "inspector"):
-                main.show_pane(pane)
+                main.panes.show_pane(pane)
                 await wait_for(pilot, lambda pane=pane: main.sidebar.active == pane
                                and main.query_one(f"TabPane#{pane}").region, 10, f"the {pane} pane")
                 screens.append(app.export_screenshot())

@@ -50,7 +50,8 @@ async def test_the_attached_app_sends_to_the_agent_and_shows_its_reply_and_assem
             await started(pilot)
             main = app.main_screen
             assert not isinstance(app.screen, FirstRunScreen)  # no model is needed here
-            await wait_for(pilot, lambda: main.session_id == attached.attached_session, 30, "the agent's conversation")
+            await wait_for(pilot, lambda: main.chat.session_id == attached.attached_session, 30,
+                           "the agent's conversation")
             main.chat_input.focus()
             await pilot.press(*"hello, agent")
             await pilot.press("enter")
@@ -116,7 +117,7 @@ async def test_the_attached_panes_tell_the_truth_and_the_agents_tool_calls_show(
             await wait_for(pilot, lambda: main.self_panes() and "Served Agent" in pane_text(
                 main.self_panes()[0].query_one("#agent-identity", Static)), 30, "the agent's profile")
 
-            await wait_for(pilot, lambda: main.session_id == attached.attached_session, 30, "the conversation")
+            await wait_for(pilot, lambda: main.chat.session_id == attached.attached_session, 30, "the conversation")
             main.chat_input.focus()
             await pilot.press(*"remember: green tea")
             await pilot.press("enter")
@@ -143,7 +144,7 @@ async def test_a_message_the_agents_relay_does_not_take_is_marked_not_delivered_
         stub.script(Reply.text_reply("Up again, and answered once."))
         await started(pilot)
         main = app.main_screen
-        await wait_for(pilot, lambda: main.session_id == attached.attached_session, 30, "the agent's conversation")
+        await wait_for(pilot, lambda: main.chat.session_id == attached.attached_session, 30, "the agent's conversation")
         await wait_for(pilot, lambda: "agent's relays 0/1" in screen_text(app), 30, "the agent's relay, down")
         main.chat_input.focus()
         await pilot.press(*"hello?")

@@ -56,7 +56,7 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             await pilot.press("ctrl+g")  # regenerate: the same message asked again, the old reply replaced
             await settled(pilot, ["hello", "two"])
             assert [m["content"] for m in stub.requests[1].messages if m["role"] == "user"] == ["hello"]
-            session = main.session_id
+            session = main.chat.session_id
             assert [m["content"] for m in await app.service.chat.session_messages(session)] == ["hello", "two"]
 
             main.action_edit_last()  # the last message back in the box, its turn taken out of the chat
@@ -84,7 +84,7 @@ async def test_regenerate_edit_and_resend_copy_rename_delete(tmp_path: Path) -> 
             await main.action_delete_chat()
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await click(pilot, "#confirm")
-            await wait_for(pilot, lambda: main.session_id is None, 10, "the chat to go")
+            await wait_for(pilot, lambda: main.chat.session_id is None, 10, "the chat to go")
             assert await app.service.chat.sessions.list() == [] and texts(main) == []
 
 
@@ -99,7 +99,7 @@ async def test_a_failed_turn_stays_marked_and_comes_back_with_its_assemblies(tmp
             await settled(pilot, ["works", "fine"])
             await send(pilot, "fails")
             await wait_for(pilot, lambda: "-failed" in main.conversation.query(MessageEntry)[-1].classes, 30)
-            session = main.session_id
+            session = main.chat.session_id
             [listed] = await app.service.chat.sessions.list()
             assert listed.title == "works" and listed.message_count == 3
             inspector = main.inspector
@@ -107,7 +107,7 @@ async def test_a_failed_turn_stays_marked_and_comes_back_with_its_assemblies(tmp
 
             await pilot.press("ctrl+n")
             await pilot.pause()
-            main.resume(session)
+            main.saved_chats.resume(session)
             await settled(pilot, ["works", "fine", "fails"])
             failed = main.conversation.query(MessageEntry)[-1]
             assert "-failed" in failed.classes and "failed: not answered" in str(failed.border_subtitle)
@@ -130,5 +130,5 @@ async def test_a_cancelled_reply_keeps_the_message_marked_cancelled(tmp_path: Pa
             entry = main.conversation.query(MessageEntry)[0]
             await wait_for(pilot, lambda: "cancelled" in str(entry.border_subtitle), 10, "the mark")
             await app.service.parts.chat.settle()
-            assert await app.service.chat.session_messages(main.session_id) == [
+            assert await app.service.chat.session_messages(main.chat.session_id) == [
                 {"role": "user", "content": "too slow", "status": "cancelled"}]

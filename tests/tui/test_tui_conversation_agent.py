@@ -37,12 +37,12 @@ async def test_the_local_app_says_how_to_open_an_attached_conversation_and_never
         await started(pilot)
         main = app.main_screen
         await wait_for(pilot, lambda: any(HOW in str(n.message) for n in app._notifications), 15, "how to open it")
-        assert main.session_id is None and "Said by the agent elsewhere." not in screen_text(app)
+        assert main.chat.session_id is None and "Said by the agent elsewhere." not in screen_text(app)
 
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette", 10, "the resume palette")
         await wait_for(pilot, lambda: f"with {AGENT_KEY.npub[:16]}…, elsewhere" in screen_text(app), 10,
                        lambda: f"the attached chat marked in:\n{screen_text(app)}")
         await pilot.press("escape")
-        main.resume(mine)  # this data dir's own conversation opens as ever
-        await wait_for(pilot, lambda: main.session_id == mine and "Green." in screen_text(app), 15, "its own chat")
+        main.saved_chats.resume(mine)  # this data dir's own conversation opens as ever
+        await wait_for(pilot, lambda: main.chat.session_id == mine and "Green." in screen_text(app), 15, "its own chat")

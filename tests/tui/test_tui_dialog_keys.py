@@ -92,7 +92,7 @@ async def test_the_rename_dialog_from_the_palette_and_its_confirm_key(tmp_path: 
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         main = app.main_screen
-        main.session_id = await app.service.chat.new_session()
+        main.chat.session_id = await app.service.chat.new_session()
         for close in (True, False):
             await pilot.press("ctrl+p")
             await wait_for(pilot, lambda: "CommandPalette" in type(app.screen).__name__, 10, "the palette")
@@ -107,7 +107,7 @@ async def test_the_rename_dialog_from_the_palette_and_its_confirm_key(tmp_path: 
             await pilot.press("f9")
             await wait_for(pilot, lambda: app.screen is main, 10, "F9 to rename")
             await wait_for(pilot, lambda: any(n.message == "Groceries" for n in app._notifications), 10)
-        assert (await app.service.chat.sessions.info(main.session_id)).title == "Groceries"
+        assert (await app.service.chat.sessions.info(main.chat.session_id)).title == "Groceries"
 
 
 async def test_the_delete_question(tmp_path: Path) -> None:
@@ -115,11 +115,11 @@ async def test_the_delete_question(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         main = app.main_screen
-        main.session_id = session = await app.service.chat.new_session()
+        main.chat.session_id = session = await app.service.chat.new_session()
         await main.action_delete_chat()
         dialog = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, 10)
         await closes_with_the_remapped_key(pilot, dialog, "f10 Cancel", "f9 Confirm")
-        assert main.session_id == session  # cancelled: the chat stays
+        assert main.chat.session_id == session  # cancelled: the chat stays
 
 
 async def test_the_unsaved_changes_question(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ async def test_the_roll_back_question_and_the_diff_in_the_history(tmp_path: Path
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
         await two_versions(app, clock)
-        app.main_screen.open_history(ST)
+        app.main_screen.documents.open_history(ST)
         history = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen, 10)
         await wait_for(pilot, lambda: len(history.rows) == 2, 10, "both versions")
         history.table.move_cursor(row=1)  # the older one

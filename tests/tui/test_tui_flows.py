@@ -218,14 +218,14 @@ async def test_new_chat_and_resume_a_past_chat(tmp_path: Path, stub: LlmStub) ->
         main = main_of(app)
         await type_and_send(pilot, "first question")
         await wait_for(pilot, lambda: main.conversation.last_reply() == "first answer" and not main.streaming, 30)
-        old_session = main.session_id
+        old_session = main.chat.session_id
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert main.session_id is None and not list(main.conversation.query(MessageEntry))
-        main.resume(old_session)
+        assert main.chat.session_id is None and not list(main.conversation.query(MessageEntry))
+        main.saved_chats.resume(old_session)
         await wait_for(pilot, lambda: main.conversation.last_reply() == "first answer", 10, "the resumed chat")
         assert [e.text for e in main.conversation.query(MessageEntry)] == ["first question", "first answer"]
-        assert main.session_id == old_session
+        assert main.chat.session_id == old_session
 
 
 # --- memory editor --------------------------------------------------------------------------------

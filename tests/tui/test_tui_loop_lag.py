@@ -99,7 +99,7 @@ class Actions:
     async def history(self, expected_rows: int) -> None:
         pilot, app, main = self.pilot, self.app, self.main
         async with self.measure("history"):
-            main.open_history("short_term")
+            main.documents.open_history("short_term")
             screen = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen, 10,
                                     "the history")
             await wait_for(pilot, lambda: len(screen.rows) == expected_rows, 15,
@@ -110,7 +110,7 @@ class Actions:
     async def resume(self, session: str, entries: int) -> None:
         pilot, main = self.pilot, self.main
         async with self.measure("resume"):
-            main.resume(session)
+            main.saved_chats.resume(session)
             await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == entries, 15,
                            lambda: f"the chat ({len(main.conversation.query(MessageEntry))} entries)")
 
@@ -148,7 +148,7 @@ async def warm_up(actions: Actions, session: str) -> str:
     """Open the history and resume a first chat once: a screen's first showing parses its CSS and the first
     markdown sets Textual's renderer up, which is not I/O. Returns the first chat's id."""
     pilot, app, main = actions.pilot, actions.app, actions.main
-    main.open_history("long_term")
+    main.documents.open_history("long_term")
     warm = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen, 10, "warm")
     # The screen's own workers (the app's may still be importing litellm: not this screen's business).
     await wait_for(pilot, lambda: not [w for w in app.workers if w.node is warm] and warm.rows is not None
@@ -156,7 +156,7 @@ async def warm_up(actions: Actions, session: str) -> str:
     warm.action_close()
     await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
     first = next(s.id for s in await app.service.chat.sessions.list(include_empty=True) if s.id != session)
-    main.resume(first)
+    main.saved_chats.resume(first)
     await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == 2, 15, "the first chat")
     await pilot.wait_for_scheduled_animations()
     return first

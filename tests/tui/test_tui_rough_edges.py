@@ -65,24 +65,24 @@ async def test_enter_while_starting_queues_and_sends_when_ready(tmp_path: Path, 
         assert not app.service_ready  # the service starts after the first frame
         main.chat_input.focus()
         burst(app, "early bird", "enter")
-        await wait_for(pilot, lambda: main._queued or app.service_ready, 10, "the queue")
+        await wait_for(pilot, lambda: main.chat.queued or app.service_ready, 10, "the queue")
         if not app.service_ready:  # the usual case; on a fast machine the service may beat the keys
             # The notice is a message to the app: it is shown a moment after the text is queued.
             await wait_for(pilot, lambda: any("will send when the agent is ready" in n.message
                                               for n in app._notifications), 10, "the notice")
         await wait_for(pilot, lambda: main.conversation.last_reply() == "hello early bird", 30, "the queued send")
         assert stub.requests[0].messages[-1] == {"role": "user", "content": "early bird"}
-        assert main._queued == [] and main.chat_input.text == ""
+        assert main.chat.queued == [] and main.chat_input.text == ""
 
 
 async def test_a_message_queued_when_the_start_fails_goes_back_to_the_input(tmp_path: Path) -> None:
     app = make_app(tmp_path, make_config())
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
-        main._queued.append("do not lose me")
+        main.chat.queued.append("do not lose me")
         main.service_failed("the key file is unreadable")
         await pilot.pause()
-        assert main.chat_input.text == "do not lose me" and main._queued == []
+        assert main.chat_input.text == "do not lose me" and main.chat.queued == []
         await pilot.press("enter")
         await pilot.pause()
         assert main.chat_input.text == "do not lose me"  # refused, said so, kept
@@ -329,7 +329,8 @@ async def test_the_sidebar_steps_aside_on_a_narrow_terminal(tmp_path: Path) -> N
         # sidebar is shown already, by F2; and a resize still waiting is replaced by the next one, so the narrow one
         # below must not come before the screen has seen this one).
         await pilot.resize_terminal(140, 30)  # wide again: the sidebar comes back by itself
-        await wait_for(pilot, lambda: slot.display and main._narrow is False, 10, "the sidebar back on a wide terminal")
+        await wait_for(pilot, lambda: slot.display and main.panes.narrow is False, 10,
+                       "the sidebar back on a wide terminal")
         await pilot.resize_terminal(90, 30)
         await wait_for(pilot, lambda: not slot.display, 10, "the sidebar aside on a narrow terminal")
 

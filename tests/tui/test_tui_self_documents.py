@@ -228,7 +228,7 @@ async def test_no_sqlite_nip44_or_signature_on_the_ui_loop_for_the_soul_and_the_
         main = app.main_screen
         for doc, edit in (("soul", lambda text: soul("Watched")),
                           ("tasks", lambda text: TaskList().add("watched", now=int(NOW))[0].to_text())):
-            main.open_editor(doc)
+            main.documents.open_editor(doc)
             editor = await wait_for(pilot, lambda: editor_on(app), 10, f"the {doc} editor")
             editor.text_area.load_text(edit(editor.text_area.text))
             await pilot.pause()
@@ -240,7 +240,7 @@ async def test_no_sqlite_nip44_or_signature_on_the_ui_loop_for_the_soul_and_the_
             await editor.action_close()
             await wait_for(pilot, lambda: app.screen is main, 10, "back on the main screen")
             with LoopIoWatch() as watch:
-                main.open_history(doc)
+                main.documents.open_history(doc)
                 history = await wait_for(pilot, lambda: isinstance(app.screen, MemoryHistoryScreen) and app.screen,
                                          10, f"the {doc} history")
                 await wait_for(pilot, lambda h=history: len(h.rows) == 1, 10, f"the {doc} versions")

@@ -36,7 +36,11 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.tui.actions",
     "didactyl_tui.tui.screens",
     "didactyl_tui.tui.screens.main",
-    "didactyl_tui.tui.screens.chat_actions",  # a part of the main screen's class, like main_sidebar
+    "didactyl_tui.tui.screens.main_view",  # what the main screen's parts see of it (its widgets, the service)
+    "didactyl_tui.tui.screens.part_work",  # the parts' workers, run on the screen
+    "didactyl_tui.tui.screens.main_chat",  # the parts the main screen builds in its constructor
+    "didactyl_tui.tui.screens.chat_actions",
+    "didactyl_tui.tui.screens.main_documents",
     "didactyl_tui.tui.screens.main_sidebar",
     "didactyl_tui.tui.screens.main_model",
     "didactyl_tui.tui.streaming",  # the reply view's interface: the main screen's class takes its hooks

@@ -35,9 +35,9 @@ def endings(main) -> list[tuple[str, str]]:
 async def resume(pilot, session: str, entries: int) -> None:
     main = pilot.app.main_screen
     await pilot.press("ctrl+n")
-    await wait_for(pilot, lambda: main.session_id is None and not main.conversation.query(MessageEntry), 10,
+    await wait_for(pilot, lambda: main.chat.session_id is None and not main.conversation.query(MessageEntry), 10,
                    "a new chat")
-    main.resume(session)
+    main.saved_chats.resume(session)
     await wait_for(pilot, lambda: len(main.conversation.query(MessageEntry)) == entries, 30, "the resumed chat")
 
 
@@ -60,7 +60,7 @@ async def test_each_tool_call_shows_as_it_ended_live_and_after_a_resume(tmp_path
             await wait_for(pilot, lambda: "memory_save · error" in screen_text(app), 10, "the failed call")
             assert "memory_save · refused" in screen_text(app)
 
-            await resume(pilot, main.session_id, 2)
+            await resume(pilot, main.chat.session_id, 2)
             await wait_for(pilot, lambda: len(endings(main)) == 3, 10, "the resumed calls")
             assert endings(main) == expected
             await wait_for(pilot, lambda: "memory_save · error" in screen_text(app), 10, "the failed call, resumed")
@@ -82,7 +82,7 @@ async def test_a_cancelled_reply_shows_its_part_so_far_marked_live_and_after_a_r
             assert reply.text == "Half of the answer\n\n*(cancelled)*"
             await app.service.parts.chat.settle()
 
-            await resume(pilot, main.session_id, 2)
+            await resume(pilot, main.chat.session_id, 2)
             asked, reply = main.conversation.query(MessageEntry)
             assert (asked.text, reply.text) == ("go", "Half of the answer\n\n*(cancelled)*")
             assert "-failed" in asked.classes and str(asked.border_subtitle) == "cancelled: answered in part"
@@ -98,7 +98,7 @@ async def test_quitting_while_a_reply_streams_asks_and_keeps_the_reply_so_far(tm
             main = app.main_screen
             await send(pilot, "go")
             await wait_for(pilot, lambda: "answer" in (main.conversation.last_reply() or ""), 30, "part of a reply")
-            session = main.session_id
+            session = main.chat.session_id
             await pilot.press("ctrl+q")
             dialog = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, 10, "asked")
             assert "A reply is being written" in screen_text(app) and "Wait for the reply" in screen_text(app)

@@ -1,8 +1,9 @@
 """The main screen's chat management: a new chat, resuming one (its prompt assemblies back in the inspector),
 rename, delete, regenerate the last reply, edit and resend the last message, copy any message.
 
-A part of :class:`MainScreen` (it inherits this), kept apart so each file reads in one sitting. Every database
-call goes through the service on a worker (SQLite never runs on the UI loop).
+A part the main screen owns (:class:`SavedChats`), handed the screen and the open :class:`~.main_chat.Chat` (whose
+session id it sets when it opens a stored chat). Every database call goes through the service on a worker (SQLite
+never runs on the UI loop).
 """
 
 from __future__ import annotations
@@ -12,20 +13,16 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from textual import work
-
 from ...errors import AgentError
 from ...service.labels import MINUTES, when
+from .part_work import work_on_screen
 
 if TYPE_CHECKING:
     from ...service.screen_api import ScreenService
     from ...service.sessions import Sessions, StoredTail
     from ...service.types import SessionInfo
-
-if TYPE_CHECKING:  # the screen's state, as each part uses it: declared for the type checker (main_state.py)
-    from .main_state import MainScreenState
-else:
-    MainScreenState = object
+    from .main_chat import Chat
+    from .main_view import MainView
 
 PREVIEW_CHARS = 70  # a message's line in the "copy a message" list
 
@@ -51,20 +48,24 @@ def palette_line(text: str) -> str:
     return escape(_printable(text))
 
 
-class ChatActions(MainScreenState):
-    """A part of MainScreen: what it uses of the screen is declared in main_state.py."""
+class SavedChats:
+    """The stored chats: the open one renamed, deleted, its last turn taken back, a message copied; another one
+    resumed (its end at once, the rest behind it, its prompts back in the inspector)."""
+
+    def __init__(self, screen: MainView, chat: Chat) -> None:
+        self.screen, self.chat = screen, chat
 
     def _chat_or_notify(self, what: str) -> tuple[ScreenService, str] | None:
-        service = self._service_or_notify()
+        service = self.screen.service_or_notify()
         if service is None:
             return None
-        if self.session_id is None:
-            self.notify(f"No chat to {what} yet: send a message or resume a chat first.", title="Chat")
+        if self.chat.session_id is None:
+            self.screen.notify(f"No chat to {what} yet: send a message or resume a chat first.", title="Chat")
             return None
-        if self.streaming:
-            self.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
+        if self.screen.streaming:
+            self.screen.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
             return None
-        return service, self.session_id
+        return service, self.chat.session_id
 
     # --- rename and delete ------------------------------------------------------------------------------
 
@@ -81,10 +82,10 @@ class ChatActions(MainScreenState):
         try:
             return session_id, await service.chat.sessions.info(session_id)
         except AgentError as exc:
-            self.notify(exc.message, title=exc.title, severity="error")
+            self.screen.notify(exc.message, title=exc.title, severity="error")
             return None
 
-    async def action_rename_chat(self) -> None:
+    async def rename(self) -> None:
         from .rename import RenameScreen
 
         chat = await self._chat_info("rename")
@@ -95,14 +96,14 @@ class ChatActions(MainScreenState):
             if title is not None:
                 self._rename(session_id, title)
 
-        await self.app.push_screen(RenameScreen(_printable(info.title)), renamed)
+        await self.screen.app.push_screen(RenameScreen(_printable(info.title)), renamed)
 
-    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    @work_on_screen(exclusive=True, group="chat-manage")
     async def _rename(self, session_id: str, title: str) -> None:
-        await self.require_service().chat.sessions.rename(session_id, title)
-        self.notify(title, title="Chat renamed")
+        await self.screen.require_service().chat.sessions.rename(session_id, title)
+        self.screen.notify(title, title="Chat renamed")
 
-    async def action_delete_chat(self) -> None:
+    async def delete(self) -> None:
         from .confirm import ConfirmScreen
 
         chat = await self._chat_info("delete")
@@ -115,61 +116,62 @@ class ChatActions(MainScreenState):
             if yes:
                 self._delete(session_id)
 
-        await self.app.push_screen(ConfirmScreen(question, title="Delete chat", confirm_label="Delete"), answered)
+        dialog = ConfirmScreen(question, title="Delete chat", confirm_label="Delete")
+        await self.screen.app.push_screen(dialog, answered)
 
-    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    @work_on_screen(exclusive=True, group="chat-manage")
     async def _delete(self, session_id: str) -> None:
-        await self.require_service().chat.sessions.delete(session_id)
-        if self.session_id == session_id:
-            await self.action_new_chat()
-        self.notify("The chat was deleted.", title="Deleted")
+        await self.screen.require_service().chat.sessions.delete(session_id)
+        if self.chat.session_id == session_id:
+            await self.chat.new_chat()
+        self.screen.notify("The chat was deleted.", title="Deleted")
 
     # --- take back the last turn ----------------------------------------------------------------------
 
-    def action_regenerate(self) -> None:
+    def regenerate(self) -> None:
         if self._chat_or_notify("regenerate") is not None:
             self._take_back_last_turn(resend=True)
 
-    def action_edit_last(self) -> None:
+    def edit_last(self) -> None:
         if self._chat_or_notify("edit") is not None:
             self._take_back_last_turn(resend=False)
 
-    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    @work_on_screen(exclusive=True, group="chat-manage")
     async def _take_back_last_turn(self, resend: bool) -> None:
-        service, session_id = self.require_service(), self.session_id
+        service, session_id = self.screen.require_service(), self.chat.session_id
         if session_id is None:  # the chat was closed meanwhile
             return
-        if not resend and self.chat_input.text.strip():
+        if not resend and self.screen.chat_input.text.strip():
             # The words in the box are never overwritten: send or clear them first.
             raise AgentError("the message box is not empty: send or clear it first", "Edit")
         text = await service.chat.sessions.pop_last_turn(session_id)
         if text is None:
-            self.notify("This chat has no message yet.", title="Chat")
+            self.screen.notify("This chat has no message yet.", title="Chat")
             return
-        await self.conversation.load_history(await service.chat.session_messages(session_id))
+        await self.screen.conversation.load_history(await service.chat.session_messages(session_id))
         if resend:
-            self.send(text)
+            self.chat.send(text)
         else:
-            self.chat_input.restore(text)
-            self.chat_input.focus()
-            self.notify("Edit the message and press Enter to send it again.", title="Edit and resend")
+            self.screen.chat_input.restore(text)
+            self.screen.chat_input.focus()
+            self.screen.notify("Edit the message and press Enter to send it again.", title="Edit and resend")
 
     # --- copy any message --------------------------------------------------------------------------------
 
-    def action_copy_message(self) -> None:
-        if self._service_or_notify() is not None and self.session_id is not None:
+    def copy_message(self) -> None:
+        if self.screen.service_or_notify() is not None and self.chat.session_id is not None:
             self._offer_messages()
-        elif self.session_id is None:
-            self.notify("No message to copy yet.", title="Copy")
+        elif self.chat.session_id is None:
+            self.screen.notify("No message to copy yet.", title="Copy")
 
-    @work(exclusive=True, group="chat-manage", exit_on_error=False)
+    @work_on_screen(exclusive=True, group="chat-manage")
     async def _offer_messages(self) -> None:
         from textual.command import SimpleCommand
 
-        session_id = self.session_id
+        session_id = self.chat.session_id
         if session_id is None:  # the chat was closed meanwhile
             return
-        messages = await self.require_service().chat.session_messages(session_id)
+        messages = await self.screen.require_service().chat.session_messages(session_id)
         commands = []
         for n, message in enumerate(messages, start=1):
             text = message.get("content")
@@ -181,46 +183,33 @@ class ChatActions(MainScreenState):
             commands.append(SimpleCommand(palette_line(f"{n}. {who}: {preview}"), lambda t=text: self._copy(t),
                                           f"{len(text):,} characters"))
         if not commands:
-            self.notify("No message to copy yet.", title="Copy")
+            self.screen.notify("No message to copy yet.", title="Copy")
             return
-        self.app.search_commands(commands[::-1], placeholder="Copy a message…")
+        self.screen.app.search_commands(commands[::-1], placeholder="Copy a message…")
 
     def _copy(self, text: str) -> None:
-        self.app.copy_to_clipboard(text)
-        self.notify(f"Copied {len(text):,} characters.", title="Copy")
+        self.screen.app.copy_to_clipboard(text)
+        self.screen.notify(f"Copied {len(text):,} characters.", title="Copy")
 
     # --- a resumed chat's inspector --------------------------------------------------------------------
 
     async def restore_assemblies(self, service: ScreenService, session_id: str) -> None:
         saved = await service.chat.sessions.assemblies(session_id)
-        for inspector in self.inspectors():
+        for inspector in self.screen.inspectors():
             inspector.load_saved(saved)
 
     # --- chats ----------------------------------------------------------------------------------------
 
-    async def action_new_chat(self) -> None:
-        self.workers.cancel_group(self, "turn")
-        self.session_id = None
-        self.reset_figures()
-        for inspector in self.inspectors():  # the prompts shown are the chat's (a resumed one brings its own)
-            inspector.clear()
-        await self.conversation.clear()
-        self.chat_input.focus()
-
-    def reset_figures(self) -> None:
-        """A new (or resumed) chat: no prompt yet, no cost yet (a resumed chat's earlier cost is not known)."""
-        self.status.prompt_tokens = self.status.session_cost_usd = None
-
-    def action_resume_chat(self) -> None:
-        if self._service_or_notify() is not None:
+    def offer_resume(self) -> None:
+        if self.screen.service_or_notify() is not None:
             self._offer_sessions()
 
-    @work(exclusive=True, group="sessions", exit_on_error=False)
+    @work_on_screen(exclusive=True, group="sessions")
     async def _offer_sessions(self) -> None:
-        service = self.require_service()
+        service = self.screen.require_service()
         sessions = await service.chat.sessions.list()  # SQLite: on a worker thread; chats with no message left out
         if not sessions:
-            self.notify("No saved chats yet.", title="Resume")
+            self.screen.notify("No saved chats yet.", title="Resume")
             return
         from textual.command import SimpleCommand
 
@@ -232,9 +221,9 @@ class ChatActions(MainScreenState):
             )
             for s in sessions
         ]
-        self.app.search_commands(commands, placeholder="Resume a chat…")
+        self.screen.app.search_commands(commands, placeholder="Resume a chat…")
 
-    @work(exclusive=True, group="turn", exit_on_error=False)
+    @work_on_screen(exclusive=True, group="turn")
     async def resume(self, session_id: str) -> None:
         """Open a stored chat: its end on screen at once, the rest read behind it (:meth:`read_earlier`). It needs
         no service: before the service has started the chat is shown read-only (a message sent meanwhile waits for
@@ -244,60 +233,68 @@ class ChatActions(MainScreenState):
             refusal = await sessions.refusal_to_open(session_id, self._agent_here())
             tail = await sessions.tail(session_id) if refusal is None else None
         if tail is None:
-            self.notify(refusal or "", title="Another agent's conversation", severity="warning", timeout=15,
-                        markup=False)
+            self.screen.notify(refusal or "", title="Another agent's conversation", severity="warning", timeout=15,
+                               markup=False)
             return
         await self.show_tail(tail)
-        service = self.didactyl.service
-        if service is not None and self.didactyl.service_ready:
+        service = self.screen.didactyl.service
+        if service is not None and self.screen.didactyl.service_ready:
             await self.restore_assemblies(service, session_id)
 
     def _agent_here(self) -> str | None:
         """The agent that answers in this window: one elsewhere (hex) when attached, None for this data dir's own."""
-        service = self.didactyl.service
-        if service is not None and self.didactyl.service_ready:
+        service = self.screen.didactyl.service
+        if service is not None and self.screen.didactyl.service_ready:
             return service.chat.agent_here
         from ...service.attach import attach_agent_of
 
-        return attach_agent_of(self.didactyl.config)  # checked when the app was launched
+        return attach_agent_of(self.screen.didactyl.config)  # checked when the app was launched
 
     async def show_tail(self, tail: StoredTail, *, first_frame: bool = False) -> None:
         """A stored chat's last messages on screen (``didactyl --continue``: in the first frame, one screen of
         them); the rest after."""
         from ..widgets.conversation import FIRST_FRAME_SCREENS, TAIL_SCREENS
 
-        self.session_id = tail.session_id
-        self.reset_figures()
-        await self.conversation.load_history(tail.messages, earlier=tail.earlier, chat=tail.session_id,
-                                             screens=FIRST_FRAME_SCREENS if first_frame else TAIL_SCREENS)
+        self.chat.session_id = tail.session_id
+        self.chat.reset_figures()
+        await self.screen.conversation.load_history(tail.messages, earlier=tail.earlier, chat=tail.session_id,
+                                                    screens=FIRST_FRAME_SCREENS if first_frame else TAIL_SCREENS)
         if tail.earlier:
             self.read_earlier(tail)
 
-    @work(exclusive=True, group="earlier", exit_on_error=False)
+    @work_on_screen(exclusive=True, group="earlier")
     async def read_earlier(self, tail: StoredTail) -> None:
         """The messages before a shown tail (SQLite and their entries on worker threads; a turn started meanwhile
         does not stop it)."""
         async with self._stored_chats() as sessions:
             messages = await sessions.earlier(tail)
-        await self.conversation.load_earlier(messages, chat=tail.session_id)
+        await self.screen.conversation.load_earlier(messages, chat=tail.session_id)
 
     @contextlib.asynccontextmanager
     async def _stored_chats(self) -> AsyncIterator[Sessions]:
         """The service's saved chats once it has started; before, the data dir's, opened for this read alone."""
-        service = self.didactyl.service
-        if service is not None and self.didactyl.service_ready:
+        service = self.screen.didactyl.service
+        if service is not None and self.screen.didactyl.service_ready:
             yield service.chat.sessions
             return
         from ...service.sessions import open_sessions
 
-        sessions = await asyncio.to_thread(open_sessions, self.didactyl.data_dir)
+        sessions = await asyncio.to_thread(open_sessions, self.screen.didactyl.data_dir)
         try:
             yield sessions
         finally:
             await asyncio.to_thread(sessions.store.close)
 
-    @work(group="assemblies", exit_on_error=False)
+    def service_started(self, service: ScreenService) -> None:
+        attached = service.attached_session
+        if attached is not None and self.chat.session_id is None:  # the conversation with the agent, as it stands
+            self.chat.session_id = attached
+            self.resume(attached)
+        elif self.chat.session_id is not None:  # a chat opened while the service started (`--continue`)
+            self.restore_shown_assemblies()
+
+    @work_on_screen(group="assemblies")
     async def restore_shown_assemblies(self) -> None:
         """The service has started: the prompts of a chat opened before it come back to the inspector."""
-        if self.session_id is not None:
-            await self.restore_assemblies(self.require_service(), self.session_id)
+        if self.chat.session_id is not None:
+            await self.restore_assemblies(self.screen.require_service(), self.chat.session_id)

@@ -1,23 +1,29 @@
 """The main screen: conversation and input on the left; memory, self and prompt inspector in a sidebar.
 
 Attributes down, messages up: service events arrive on the app's typed signal (:meth:`MainScreen.on_service_event`);
-the widgets post requests (send, edit, load, dry run...) that this screen turns into workers calling the service.
+the widgets post requests (send, edit, load, dry run...) that this screen hands to its parts.
+
+The screen is what Textual sees: the layout, the widgets, the bindings' actions and the messages' handlers, each a
+one-line delegation to a part it owns. Each part owns its state and is handed its collaborators (the screen, whose
+widgets it draws on and whose node runs its workers, and the other parts it uses):
+
+* :class:`~.main_model.ModelControls` — the model's helper warmed ahead of need, the model dialog, the theme;
+* :class:`~.main_chat.Chat` — the chat open here: its session id, sending and the queue, the turn, retry, cancel;
+* :class:`~.chat_actions.SavedChats` — stored chats: rename, delete, take back a turn, copy, resume;
+* :class:`~.main_documents.DocumentPanes` — the memory and tasks panes, each document's editor and history;
+* :class:`~.main_sidebar.SidebarPanes` — the panes shown or hidden, the relays and the self pane, the inspector.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from textual import events, on, work
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widget import Widget
 
 from ...config import Config
-from ...errors import AgentError
 from ...service.events import (
     AttachedDelivered,
     AttachedMessage,
@@ -33,49 +39,44 @@ from ...service.events import (
     SignerStateChanged,
     SoulChanged,
 )
-from ...service.labels import drift_lines
 from ..actions import bindings
-from ..streaming import ScreenHooks, choose_path, turn_running
+from ..streaming import ScreenHooks, choose_path
 from ..widgets.app_footer import AppFooter
 from ..widgets.chat_input import ChatInput
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
-from .chat_actions import ChatActions
-from .main_model import ModelActions
-from .main_sidebar import SHORT, SidebarActions
+from .chat_actions import SavedChats
+from .main_chat import Chat
+from .main_documents import LONG, SHORT, SOUL, TASKS, DocumentPanes
+from .main_model import ModelControls
+from .main_sidebar import SidebarPanes
+from .main_view import MainView
 
 if TYPE_CHECKING:
-    from textual.widgets import TabbedContent
     from textual.worker import Worker
 
     from ...service.screen_api import ScreenService
     from ...service.sessions import StoredTail
-    from ..host import DidactylHost
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.memory_pane import MemoryPane
-    from ..widgets.message_entry import MessageEntry
     from ..widgets.prompt_inspector import PromptInspector
-    from ..widgets.self_pane import SelfPane
 
 POLL_S = 2.0  # relay states, dropped counts and pending publishes are cheap reads: poll them
 
 
-class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[None]):
+class MainScreen(ScreenHooks, MainView):
     AUTO_FOCUS = "#chat-input"  # focused while composing: moving focus after the first frame costs a frame
     # Priority: the chat input (a TextArea) would otherwise take f6/f7 (select line/all) and friends.
     BINDINGS = bindings("main")
 
-    streaming: reactive[bool] = reactive(False, bindings=True)
-
     def __init__(self, config: Config, *, opened: StoredTail | None = None) -> None:
-        super().__init__()
-        self.config = config
-        self.session_id: str | None = None
+        super().__init__(config)
         self._opened = opened  # `didactyl --continue`: a stored chat's last messages, shown in the first frame
-        self._failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
-        self._queued: list[str] = []  # sent before the agent was ready: sent, in order, once it is
-        self._start_failed: str | None = None
-        self._narrow: bool | None = None  # the terminal is under [ui] sidebar_below_columns (None: not yet seen)
+        self.model = ModelControls(self)
+        self.chat = Chat(self, self.model)
+        self.saved_chats = SavedChats(self, self.chat)
+        self.documents = DocumentPanes(self)
+        self.panes = SidebarPanes(self, self.model, self.chat)
 
     # --- layout ---------------------------------------------------------------------------------
 
@@ -113,15 +114,15 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         tabs.post_message(events.Resize(tabs.size, tabs.virtual_size, tabs.container_size))
 
     async def on_mount(self) -> None:
-        self.fit_sidebar(self.app.size.width)
+        self.panes.fit(self.app.size.width)
         self.status.model = self.config.llm.model
         self.chat_input.focus()
         if self._opened is not None:  # before the first frame: the chat is in it (the rest is read after it)
-            await self.show_tail(self._opened, first_frame=True)
+            await self.saved_chats.show_tail(self._opened, first_frame=True)
         self.call_after_refresh(self.didactyl.first_painted)
 
     def on_resize(self, event: events.Resize) -> None:
-        self.fit_sidebar(event.size.width)
+        self.panes.fit(event.size.width)
 
     def on_screen_suspend(self) -> None:
         """A dialog or another screen opens on top: when it closes, the message box has the focus (not the
@@ -130,74 +131,19 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
         if self.chat_input.focusable:
             self.set_focus(self.chat_input, scroll_visible=False)
 
-    @property
-    def conversation(self) -> Conversation:
-        return self.query_one(Conversation)
-
-    @property
-    def chat_input(self) -> ChatInput:
-        return self.query_one(ChatInput)
-
-    @property
-    def status(self) -> StatusBar:
-        return self.query_one(StatusBar)
-
-    @property
-    def inspector(self) -> PromptInspector:
-        return cast("PromptInspector", self.query_one("#inspector-pane"))
-
-    def inspectors(self) -> list[PromptInspector]:
-        """The inspector, once mounted (it mounts lazily with its tab)."""
-        return cast("list[PromptInspector]", list(self._in_sidebar("#inspector-pane")))
-
-    def memory_pane(self, memory_type: str) -> MemoryPane:
-        return cast("MemoryPane", self.query_one("#short-term" if memory_type == SHORT else "#long-term"))
-
-    @property
-    def sidebar(self) -> TabbedContent:
-        return cast("TabbedContent", self.query_one("#sidebar"))
-
-    def self_panes(self) -> list[SelfPane]:
-        """The self pane, once mounted (it mounts lazily with its tab)."""
-        return cast("list[SelfPane]", list(self._in_sidebar("#self-pane")))
-
-    def _in_sidebar(self, selector: str) -> list[Widget]:
-        """The sidebar's widgets matching ``selector``: searched there, not over the whole screen, whose
-        conversation holds thousands of widgets (a query over it on every relay poll showed in profiles)."""
-        slot = self.query_one("#sidebar-slot")
-        return list(slot.query(selector))
-
-    # --- the service ------------------------------------------------------------------------------
-
-    @property
-    def didactyl(self) -> DidactylHost:
-        return cast("DidactylHost", self.app)
-
-    def require_service(self) -> ScreenService:
-        app = self.didactyl
-        if app.service is None or not app.service_ready:
-            raise AgentError("still starting: the relays and the key are being set up", "Not ready")
-        return app.service
-
-    def _service_or_notify(self) -> ScreenService | None:
-        """For actions and callbacks (not workers): one that raises would take the whole app down."""
-        try:
-            return self.require_service()
-        except AgentError as exc:
-            self.notify(exc.message, title=exc.title, severity="warning")
-            return None
+    # --- the service --------------------------------------------------------------------------------
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # Worker.StateChanged does not bubble: hand this screen's worker errors to the app's one handler.
+        # Worker.StateChanged does not bubble: hand this screen's worker errors (its parts' too) to the app's handler.
         self.didactyl.on_worker_state_changed(event)
 
     def service_attached(self, service: ScreenService) -> None:
         """The service object exists (not started yet): show what it knows without I/O."""
         self.didactyl.follow_service(self, self.on_service_event)
-        self.show_model(service)
+        self.model.show(service)
         self.status.activity = "connecting…"
-        if self._model_wanted:  # typed into the box already: the model helper starts now
-            self.model_needed()
+        if self.model.wanted:  # typed into the box already: the model helper starts now
+            self.model.needed()
         if not service.model.configured and service.attached_to is None:  # attached: the model runs elsewhere
             from .first_run import FirstRunScreen
 
@@ -209,75 +155,36 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
 
     def service_failed(self, line: str) -> None:
         self.status.activity = "not started: " + line
-        self._start_failed = line
-        if self._queued:  # never lost: back into the input, to send once the problem is fixed
-            queued, self._queued = "\n\n".join(self._queued), []
-            self.chat_input.restore(f"{queued}\n\n{self.chat_input.text}".strip() if self.chat_input.text
-                                    else queued)
+        self.chat.service_failed(line)
 
     def service_started(self) -> None:
         service = self.require_service()
         self.status.activity = ""
-        self.show_model(service)
+        self.model.show(service)
         shadowed = service.model.shadowed()
         if shadowed:  # a model chosen in the app, hidden by the environment: never silently
             self.notify(shadowed, title="Model", severity="warning", timeout=12)
-        self.show_documents()
-        self.refresh_self()
-        self.refresh_relays()
-        self.set_interval(POLL_S, self.refresh_relays)
-        attached = service.attached_session
-        if attached is not None and self.session_id is None:  # the conversation with the agent, as it stands
-            self.session_id = attached
-            self.resume(attached)
-        elif self.session_id is not None:  # a chat opened while the service started (`--continue`)
-            self.restore_shown_assemblies()
-        self._send_queued()
-
-    def _send_queued(self) -> None:
-        if self._queued and not self.streaming and self.didactyl.service_ready:
-            self.run_turn(self._queued.pop(0))
-
-    def refresh_relays(self) -> None:
-        service = self.didactyl.service
-        if service is None or not self.didactyl.service_ready:
-            return
-        states = service.relays.states()
-        for self_pane in self.self_panes():
-            self_pane.show_relays(states, service.relays.dropped_counts(), self._relay_labels(states))
-            self_pane.show_refused(service.relays.filtered_counts())
-            if not self_pane.filled:
-                self.refresh_self()
-        self.status.show_relays(states, service.attached_relays)  # attached: the agent's relays, not ours
-        self.count_pending()
-        self.show_dm_status()
-
-    def _relay_labels(self, states: dict[str, Any]) -> dict[str, str]:
-        return {url: self.didactyl.relay_label(url) for url in states}
-
-    def refresh_self(self) -> None:
-        service = self.require_service()
-        snapshot = service.identity.snapshot()
-        drift = drift_lines(service.identity.drift())
-        for pane in self.self_panes():
-            pane.show_identity(snapshot.agent, snapshot.admin, admin_configured=service.admin_pubkey is not None,
-                               agent_elsewhere=service.attached_to is not None)
-            pane.show_drift(drift)
+        self.documents.show_documents()
+        self.panes.refresh_self()
+        self.panes.refresh_relays()
+        self.set_interval(POLL_S, self.panes.refresh_relays)
+        self.saved_chats.service_started(service)
+        self.chat.send_queued()
 
     def on_service_event(self, event: ServiceEvent) -> None:
         match event:
             case DocumentChanged(type=memory_type, snapshot=snapshot):
-                self.show_document(memory_type, snapshot)  # a memory, the soul or the tasks
-                self.refresh_relays()
+                self.documents.show_document(memory_type, snapshot)  # a memory, the soul or the tasks
+                self.panes.refresh_relays()
                 if event.lost_local:  # a concurrent edit: offer the merge view
                     from .merge import offer_merge
 
                     offer_merge(self, event, self.didactyl.service)
             case RelayStateChanged():
-                self.refresh_relays()
+                self.panes.refresh_relays()
             case SelfContextChanged():
                 if self.didactyl.service_ready:
-                    self.refresh_self()
+                    self.panes.refresh_self()
             case PromptAssembled(assembly=assembly):  # every turn's and dry run's: the inspector's one source
                 for inspector in self.inspectors():
                     inspector.add_assembly(assembly)
@@ -293,105 +200,83 @@ class MainScreen(ScreenHooks, SidebarActions, ChatActions, ModelActions, Screen[
                 self.status.pending_publishes = pending
             case SignerStateChanged(reachable=reachable):
                 self.status.signer_away = not reachable
-            case AttachedMessage(session_id=sid) | AttachedDelivered(session_id=sid) if sid == self.session_id:
-                self.show_attached(event)  # a late reply, the admin elsewhere, a message delivered late
+            case AttachedMessage(session_id=sid) | AttachedDelivered(session_id=sid) if sid == self.chat.session_id:
+                self.chat.show_attached(event)  # a late reply, the admin elsewhere, a message delivered late
             case SoulChanged():  # published elsewhere (the CLI, another device)
                 self.notify(event.notice, title="Soul", markup=False)
 
-    @work(group="attached", exit_on_error=False)
-    async def show_attached(self, event: AttachedMessage | AttachedDelivered) -> None:
-        from .attached_view import show_attached  # not before the first frame
+    async def stop_turn(self) -> None:
+        """Cancel the reply being written and wait for its turn to end (the app, quitting)."""
+        await self.chat.stop_turn()
 
-        await show_attached(self.conversation, self._failed, event)
-
-    # --- sending a message --------------------------------------------------------------------------
+    # --- the widgets' messages --------------------------------------------------------------------------------
 
     @on(ChatInput.Submitted)
     def _submitted(self, message: ChatInput.Submitted) -> None:
-        self.send(message.text)
+        self.chat.send(message.text)
 
     @on(ChatInput.Changed, "#chat-input")
     def _typed(self) -> None:
-        self.model_needed()  # a message is on its way: the model's helper starts unless it runs
-
-    def send(self, text: str) -> None:
-        if self._start_failed is not None:
-            self.notify(self._start_failed, title="Not started", severity="error")
-            self.chat_input.restore(text)
-            return
-        if not self.didactyl.service_ready or self._queued:
-            self._queue(text)
-            return
-        if self.streaming:
-            self.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
-            self.chat_input.restore(text)
-            return
-        self.run_turn(text)
-
-    def _queue(self, text: str) -> None:
-        """Sent before the agent is ready (Enter while the app starts): kept, and sent the moment it is."""
-        self._queued.append(text)
-        waiting = len(self._queued)
-        self.notify(f"{waiting} message{'s' if waiting > 1 else ''} will send when the agent is ready.",
-                    title="Queued")
-        self.status.activity = f"{waiting} queued · will send when the agent is ready"
-        self._send_queued()
-
-    @work(exclusive=True, group="turn", exit_on_error=False)
-    async def run_turn(self, text: str) -> None:
-        from .turn_view import TurnView
-
-        try:
-            service = self.require_service()
-        except AgentError:
-            self.chat_input.restore(text)
-            raise
-        self.model_needed()  # (a regenerated reply comes with no key typed)
-        if self.session_id is None:
-            self.session_id = await service.chat.new_session()
-        turn = TurnView(self, text, await self.conversation.add_user(text))
-        self.streaming = True
-        turn.tell("thinking…")
-        silence = self.set_interval(1.0, turn.tell_silence)  # a stream that stalls says so
-        try:
-            with turn_running(self.conversation.reply_path):  # the fast path holds full collections off
-                async for event in service.chat.run_turn(self.session_id, text):
-                    await turn.show(event)
-        except asyncio.CancelledError:
-            await turn.cancelled()
-            raise
-        finally:
-            silence.stop()
-            self.streaming = False
-            self.status.activity = ""
-            self.call_later(self._send_queued)
-
-    def turn_failed(self, error: ErrorEntry, user_entry: MessageEntry) -> None:
-        """A failed turn's error entry, remembered with the message that failed (for a retry)."""
-        self._failed[error] = user_entry
+        self.model.needed()  # a message is on its way: the model's helper starts unless it runs
 
     async def on_error_entry_retry_requested(self, message: ErrorEntry.RetryRequested) -> None:
-        if self.streaming:  # the failed turn stays as it is, its Retry with it, until this reply ends
-            self.notify("A reply is still being written (Esc cancels it).", title="Busy", severity="warning")
-            return
-        user_entry = self._failed.pop(message.entry, None)
-        await message.entry.remove()
-        if user_entry is not None:
-            await user_entry.remove()
-        if self.chat_input.text == message.text:
-            self.chat_input.clear()
-        self.send(message.text)
+        await self.chat.retry(message.entry, message.text)
+
+    def on_memory_pane_edit_requested(self, message: MemoryPane.EditRequested) -> None:
+        self.documents.open_editor(message.memory_type)
+
+    def on_memory_pane_load_requested(self, message: MemoryPane.LoadRequested) -> None:
+        self.documents.load_long_term()
+
+    def on_memory_pane_history_requested(self, message: MemoryPane.HistoryRequested) -> None:
+        self.documents.open_history(message.memory_type)
+
+    def on_self_pane_adopt_requested(self) -> None:
+        self.panes.resolve_identity_drift(adopt=True)
+
+    def on_self_pane_republish_requested(self) -> None:
+        self.panes.resolve_identity_drift(adopt=False)
+
+    def on_prompt_inspector_dry_run_requested(self) -> None:
+        self.panes.run_dry_run()
+
+    def on_prompt_inspector_open_requested(self, message: PromptInspector.OpenRequested) -> None:
+        self.panes.open_detail(message)
+
+    async def on_prompt_inspector_diff_requested(self, message: PromptInspector.DiffRequested) -> None:
+        await self.panes.show_diff(message)
+
+    # --- the bindings' and the palette's actions (didactyl_tui/actions.py): each a part's -----------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
             return self.streaming
         return True
 
-    def action_cancel(self) -> None:
-        self.workers.cancel_group(self, "turn")
-
-    async def stop_turn(self) -> None:
-        """Cancel the reply being written and wait for its turn to end (its part so far kept in the chat, marked)."""
-        turns = [w for w in self.workers if w.node is self and w.group == "turn" and not w.is_finished]
-        self.action_cancel()
-        await asyncio.gather(*(w.wait() for w in turns), return_exceptions=True)  # cancelled or failed: ended
+    def action_cancel(self) -> None: self.chat.cancel()
+    async def action_new_chat(self) -> None: await self.chat.new_chat()
+    def action_copy_reply(self) -> None: self.chat.copy_reply()
+    def action_export_markdown(self) -> None: self.chat.export()
+    async def action_rename_chat(self) -> None: await self.saved_chats.rename()
+    async def action_delete_chat(self) -> None: await self.saved_chats.delete()
+    def action_regenerate(self) -> None: self.saved_chats.regenerate()
+    def action_edit_last(self) -> None: self.saved_chats.edit_last()
+    def action_copy_message(self) -> None: self.saved_chats.copy_message()
+    def action_resume_chat(self) -> None: self.saved_chats.offer_resume()
+    async def action_switch_model(self) -> None: await self.model.switch()
+    def action_change_theme(self) -> None: self.model.change_theme()
+    def action_signer_wait_longer(self) -> None: self.model.signer_wait_longer()
+    def action_toggle_memory(self) -> None: self.panes.toggle("memory")
+    def action_toggle_self(self) -> None: self.panes.toggle("self")
+    def action_toggle_inspector(self) -> None: self.panes.toggle("inspector")
+    def action_toggle_sidebar(self) -> None: self.panes.toggle_sidebar()
+    def action_dry_run(self) -> None: self.panes.run_dry_run()
+    def action_edit_short_term(self) -> None: self.documents.open_editor(SHORT)
+    def action_edit_long_term(self) -> None: self.documents.open_editor(LONG)
+    def action_edit_soul(self) -> None: self.documents.open_editor(SOUL)
+    def action_edit_tasks(self) -> None: self.documents.open_editor(TASKS)
+    def action_history_short_term(self) -> None: self.documents.open_history(SHORT)
+    def action_history_long_term(self) -> None: self.documents.open_history(LONG)
+    def action_history_soul(self) -> None: self.documents.open_history(SOUL)
+    def action_history_tasks(self) -> None: self.documents.open_history(TASKS)
+    def action_load_long_term(self) -> None: self.documents.offer_load_long_term()

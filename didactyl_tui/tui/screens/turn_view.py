@@ -4,6 +4,7 @@ inspector as they stream in."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.content import Content
@@ -42,14 +43,14 @@ class TurnScreen(Protocol):
 
     def require_service(self) -> ScreenService: ...
 
-    def turn_failed(self, error: ErrorEntry, user_entry: MessageEntry) -> None: ...
-
     def notify(self, message: str, *, title: str = ..., severity: Any = ..., timeout: float | None = ...) -> None: ...
 
 
 class TurnView:
-    def __init__(self, screen: TurnScreen, text: str, user_entry: MessageEntry) -> None:
-        self.screen, self.text, self.user_entry = screen, text, user_entry
+    def __init__(self, screen: TurnScreen, text: str, user_entry: MessageEntry,
+                 failed: Callable[[ErrorEntry, MessageEntry], None]) -> None:
+        """``failed``: told of a failed turn's error entry and the message that failed (kept for its retry)."""
+        self.screen, self.text, self.user_entry, self.on_failed = screen, text, user_entry, failed
         self.reply: MessageEntry | None = None  # the reply being streamed, if any
         self.assembly: PromptAssembly | None = None  # this turn's prompt, once assembled
         self.said_something = False  # text or a tool call came before the turn ended
@@ -155,7 +156,7 @@ class TurnView:
         self.mark_unanswered("failed", event.mark)
         error = await screen.conversation.add_error(event.title, event.message,
                                                     self.text if event.retryable else None)
-        screen.turn_failed(error, self.user_entry)
+        self.on_failed(error, self.user_entry)
         for inspector in screen.inspectors():
             inspector.fail_turn(event.message)
         if not screen.chat_input.text.strip():
