@@ -98,7 +98,7 @@ def test_inspector_opened(snap_compare, tmp_path: Path) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 
 
-def test_memory_editor(snap_compare, tmp_path: Path) -> None:
+def test_memory_editor(snap_compare, tmp_path: Path, warm_litellm: None) -> None:
     app = make_app(tmp_path, make_config(publish_profile=False, short_limit=200))
 
     async def run_before(pilot) -> None:
@@ -111,7 +111,9 @@ def test_memory_editor(snap_compare, tmp_path: Path) -> None:
         editor.text_area.load_text("# About the user\n\n- prefers green tea\n- writes Rust and Python\n")
         editor.text_area.move_cursor((4, 0))
         await wait_for(pilot, lambda: editor.text_area.has_focus, 10, "the editor's focus (its cursor is drawn)")
-        await showing(pilot, "63/200 chars · 16 tok", "writes Rust and Python")  # counted off the loop
+        # Counted off the loop by the model helper (warm_litellm: running, as in an app where a key was typed; with
+        # no helper the gauge shows the estimate, "~16 tok", and this picture would be another).
+        await showing(pilot, "63/200 chars · 16 tok", "writes Rust and Python")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))
 
