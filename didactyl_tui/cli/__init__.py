@@ -146,6 +146,16 @@ def _closed(stream: TextIO) -> None:
         os.close(devnull)
 
 
+def _attached_to(config: Config) -> str | None:
+    """``[attach] agent``'s key as hex, or None. The attach module (relay pool, NIP-46, websockets: ~0.1 s to
+    import) only when one is set: ``--continue`` reads the chat before the app's first frame (#34)."""
+    if not config.attach.agent.strip():
+        return None
+    from ..service.attach import attach_agent_of
+
+    return attach_agent_of(config)
+
+
 def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin: TextIO,
               launch_tui: LaunchTui | None) -> int:
     command = args.command
@@ -173,12 +183,11 @@ def _dispatch(args: argparse.Namespace, env: dict[str, str], out: Output, stdin:
             raise UsageError("no command given (see: didactyl --help)")
         session = None
         if args.open_last or args.open_session is not None:  # the first frame imports no session code otherwise
-            from ..service.attach import attach_agent_of
             from ..service.sessions import agent_npub
             from .open_session import session_to_open
 
             chosen = session_to_open(data, last=args.open_last, session_id=args.open_session,
-                                     attached_to=attach_agent_of(config))
+                                     attached_to=_attached_to(config))
             session, agent = chosen if chosen is not None else (None, None)
             if agent is not None:  # a conversation with an agent elsewhere opens attached to it, never answered here
                 config.attach.agent = agent_npub(agent) or ""

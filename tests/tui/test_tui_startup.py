@@ -90,3 +90,33 @@ def test_first_frame_imports_only_what_it_shows(first_paint: tuple[dict, Path]) 
     loaded = set(record["modules"])
     assert "didactyl_tui.tui.screens.main" in loaded  # the hook really reports from inside the app
     assert loaded - FIRST_FRAME_MODULES == set(), "imported before the first frame: import it where it is used"
+
+
+# What a resumed chat's first frame must not wait for: the relay and attach code (only ``[attach] agent`` needs it)
+# and the service's type hub (its documents, soul and tools). ``didactyl --continue`` shows the stored chat before
+# the service starts, so these load after that frame, as for a new chat (#34).
+NOT_IN_A_RESUMED_FIRST_FRAME = {
+    "didactyl_tui.service.attach",
+    "didactyl_tui.service.agent_address",
+    "didactyl_tui.nostr.pool",
+    "didactyl_tui.nostr.relay",
+    "didactyl_tui.nostr.remote_signer",
+    "didactyl_tui.service.types",
+}
+
+
+def test_a_resumed_chat_first_frame_imports_no_relay_code(tmp_path: Path) -> None:
+    from didactyl_tui.service.sessions import open_sessions
+
+    bench = _bench()
+    paint_file = tmp_path / "painted.json"
+    env = bench.environment(tmp_path, paint_file)
+    sessions = open_sessions(Path(env["DIDACTYL_DATA_DIR"]))
+    chat = sessions.store.new_session("tea")
+    sessions.store.append(chat, [{"role": "user", "content": "green or black?"},
+                                 {"role": "assistant", "content": "**Green**, then black."}] * 200)
+    sessions.store.close()
+    record = bench.run_once([sys.executable, "-m", "didactyl_tui", "--continue"], env, paint_file)
+    loaded = set(record["modules"])
+    assert "didactyl_tui.tui.widgets.message_entry" in loaded  # the chat was in that frame
+    assert loaded & NOT_IN_A_RESUMED_FIRST_FRAME == set(), "imported before a resumed chat's first frame"

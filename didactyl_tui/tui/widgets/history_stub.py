@@ -40,8 +40,6 @@ class EntrySpec:
 
 def specs_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[EntrySpec]:
     """Stored OpenAI-format messages as entries; a tool message becomes the result of its call."""
-    from ...service.types import answered_in_part
-
     messages = list(messages)
     specs: list[EntrySpec] = []
     call_at: dict[str, int] = {}
@@ -51,9 +49,8 @@ def specs_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[EntrySpec
         text = content if isinstance(content, str) else ""
         status = str(msg.get("status") or "")
         if role == "user":
-            specs.append(EntrySpec("user", text, status=status,
-                                   answered_in_part=bool(status) and answered_in_part(
-                                       messages[n + 1] if n + 1 < len(messages) else None)))
+            specs.append(EntrySpec("user", text, status=status, answered_in_part=bool(status) and _answered_in_part(
+                messages[n + 1] if n + 1 < len(messages) else None)))
         elif role == "assistant":
             if text:
                 specs.append(EntrySpec("assistant", text, status=status))
@@ -72,6 +69,13 @@ def specs_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[EntrySpec
                 old = specs[at]
                 specs[at] = replace(old, result=text, ending=str(msg.get("ending") or ""))
     return specs
+
+
+def _answered_in_part(following: Mapping[str, Any] | None) -> bool:
+    # Imported for a failed turn only: the service's types cost a resumed chat's first frame ~30 ms (#34).
+    from ...service.types import answered_in_part
+
+    return answered_in_part(following)
 
 
 def stub_data(messages: Iterable[Mapping[str, Any]], width: int) -> tuple[list[EntrySpec], list[int]]:
