@@ -19,9 +19,10 @@ from ..agent.audience import ADMIN_TURN, TurnAudience
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.conversations.store import ConversationStore
 from ..agent.documents.keys import DocumentKey
+from ..agent.documents.versions import SourceEvent
 from ..agent.memory.backend import MemoryManager
 from ..agent.soul.assembly import assemble, count_assembly, countable_texts
-from ..agent.soul.prompt_record import PromptAssembly, SourceEvent
+from ..agent.soul.prompt_record import PromptAssembly
 from ..agent.soul.template import SoulTemplate
 from ..agent.tools.context import AgentToolContext
 from ..agent.tools.permission import PermissionGate

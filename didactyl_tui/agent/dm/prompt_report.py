@@ -31,8 +31,9 @@ from ...errors import AgentError
 from ...nostr.nip17 import MAX_MESSAGE_BYTES
 from ...nostr.nip59 import Rumor
 from ...terminal_text import clean, one_line
+from ..documents.versions import SourceEvent
 from ..llm.usage import Usage
-from ..soul.prompt_record import PromptAssembly, PromptLayer, SourceEvent
+from ..soul.prompt_record import PromptAssembly, PromptLayer
 from ..turn.events import ToolCallFinished
 from .report_tool_calls import MAX_TOOL_CALLS, decode_tool_calls, encode_tool_calls
 

@@ -1,5 +1,6 @@
 """The value types of the document model: what the views see of a document (:class:`DocumentSnapshot`), what a
-save gave (:class:`SaveResult`), one version seen (:class:`VersionSeen`). Pure."""
+save gave (:class:`SaveResult`), one version seen (:class:`VersionSeen`), where a prompt section came from
+(:class:`SourceEvent`). Pure."""
 
 from __future__ import annotations
 
@@ -11,6 +12,16 @@ from ...nostr.event import Event
 from ...nostr.results import Disposition, PublishOutcome
 from .codec import NIP44_MAX_BYTES, DocumentError
 from .keys import DocumentKey
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEvent:
+    """The Nostr event a prompt section's content came from (a document's version, a cached profile or note), and
+    the relays known to hold it."""
+
+    event_id: str
+    created_at: int
+    relays: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

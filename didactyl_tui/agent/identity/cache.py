@@ -21,7 +21,7 @@ from ...nostr.event import Event
 from ...nostr.keys import is_hex_pubkey
 from ...nostr.kinds import CONTACTS, METADATA, RELAY_LIST, TEXT_NOTE
 from ...nostr.replaceable import is_newer, newest_first
-from ..soul.prompt_record import SourceEvent
+from ..documents.versions import SourceEvent
 
 log = logging.getLogger(__name__)
 

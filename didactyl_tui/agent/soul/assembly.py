@@ -37,9 +37,10 @@ from typing import Any
 
 from ...errors import DidactylError
 from ..audience import ADMIN_TURN, TurnAudience
+from ..documents.versions import SourceEvent
 from ..llm.tokens import count_tokens, message_text
 from ..tools.registry import Tool, ToolContext, ToolRegistry, render_result
-from .prompt_record import PromptAssembly, PromptLayer, SourceEvent
+from .prompt_record import PromptAssembly, PromptLayer
 from .template import SoulTemplate, section_tool_problem
 
 BACKEND_PLACES = ("system", "after_history")  # where the memory backend's context goes ([memory] backend_context)

@@ -9,14 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
-@dataclass(frozen=True, slots=True)
-class SourceEvent:
-    """The Nostr event a section's content came from (memory sections)."""
-
-    event_id: str
-    created_at: int
-    relays: tuple[str, ...] = ()
+from ..documents.versions import SourceEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from agent_support import ADMIN_KEY, AGENT_KEY, NOW, contacts_event, note_event, offline_context, profile_event
 
+from didactyl_tui.agent.documents.versions import SourceEvent
 from didactyl_tui.agent.identity.cache import IdentityCache
 from didactyl_tui.agent.soul.assembly import assemble
-from didactyl_tui.agent.soul.prompt_record import SourceEvent
 from didactyl_tui.agent.soul.template import default_template
 from didactyl_tui.agent.tools.builtin import build_base_registry
 

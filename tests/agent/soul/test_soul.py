@@ -13,9 +13,9 @@ from agent_support import (
     offline_context,
 )
 
+from didactyl_tui.agent.documents.versions import SourceEvent
 from didactyl_tui.agent.llm.tokens import count_tokens
 from didactyl_tui.agent.soul.assembly import assemble, count_assembly, countable_texts
-from didactyl_tui.agent.soul.prompt_record import SourceEvent
 from didactyl_tui.agent.soul.template import (
     DEFAULT_PERSONA,
     SoulTemplate,
