@@ -25,6 +25,8 @@ for n in $(seq 1 "$runs"); do
   else
     echo "run $n/$runs: seed $seed RED in $(( $(date +%s) - start )) s"
     grep -E "^(FAILED|ERROR) " "run-$n.log" || tail -30 "run-$n.log"
+    kept="${TMPDIR:-/tmp}/didactyl-red-$seed.log"  # the copy goes with the exit; its log stays to be read
+    cp "run-$n.log" "$kept" && echo "its log: $kept"
     exit 1
   fi
 done
