@@ -4,16 +4,18 @@
 
 The real app, headless (130x40), its real service and embedded relay, the model helper as for a user, and the
 scripted OpenAI-compatible model (tests/llm_stub.py, in a process of its own, bench/stream_bench.py's) sending a
-markdown reply of ``--tokens`` words as fast as it can. At a person's pace: a new chat, a second for the next
-message to be written, the reply; then, once the reply is painted and the collection the app puts off during a turn
-has run (and the keyboard is quiet), the RSS of the app and of its helper is read. The app at rest is read before
-the first message, with the helper started.
+markdown reply of ``--tokens`` words as fast as it can. At a person's pace, as the issue measured it: the reply, then
+a new chat and a second for the next message to be written. The RSS of the app and of its helper is read twice each
+time: once the reply is painted (it is still on screen), and after the new chat that follows it, each time once the
+collection the app puts off during a turn has run (and the keyboard is quiet). The app at rest is read before the
+first message, with the helper started.
 
 Lines:
   at rest            the app before any reply (the helper started, litellm imported there)
-  reply N            the app and the helper after reply N
-  growth             the app after the last reply, against at rest (target: at most +30 MiB)
-  last half          the app's change over the last half of the replies (flat: within +3 MiB)
+  reply N            the app with reply N on screen, then after the new chat that follows it, and the helper
+  growth             the app after the last reply and its new chat, against at rest (target: at most +30 MiB);
+                     beside it, with the last reply still on screen (what one long reply on screen holds)
+  last half          the app's change over the last half of the replies, after their new chats (flat: within +3 MiB)
 ``--trace`` also prints what was allocated over the last half and is still held (tracemalloc, by line), and the
 object types that grew (gc): where to look when the app grows. It slows the app and adds its own memory.
 """
@@ -52,12 +54,15 @@ async def settled() -> None:
     await asyncio.sleep(0.3)
 
 
-async def reply(app: Any, tokens: int) -> None:
-    main = app.main_screen
-    await main.action_new_chat()
-    await asyncio.sleep(WRITING_S)
-    await sb.tui_reply(app, tokens)  # (its own new chat finds this one empty)
+async def reply(app: Any, tokens: int) -> float:
+    """One reply, then the new chat after it; the app's RSS while the reply was on screen."""
+    await sb.tui_reply(app, tokens)
     await settled()
+    on_screen = sb.rss_mib(os.getpid())
+    await app.main_screen.action_new_chat()
+    await asyncio.sleep(WRITING_S)
+    await settled()
+    return on_screen
 
 
 def type_counts() -> collections.Counter[str]:
@@ -78,14 +83,15 @@ async def run(base_url: str, replies: int, tokens: int, fast: bool, trace: bool)
             rest = sb.rss_mib(os.getpid())
             print(f"{'at rest':<12} app {rest:6.1f} MiB   helper {sb.rss_mib(sb.helper_pid()):6.1f} MiB", flush=True)
             seen: list[float] = []
+            shown: list[float] = []
             half = replies // 2
             snapshot = counts = None
             for n in range(1, replies + 1):
-                await reply(app, tokens)
+                shown.append(await reply(app, tokens))
                 app_mib = sb.rss_mib(os.getpid())
                 seen.append(app_mib)
-                print(f"{f'reply {n}':<12} app {app_mib:6.1f} MiB ({app_mib - rest:+6.1f})   helper "
-                      f"{sb.rss_mib(sb.helper_pid()):6.1f} MiB", flush=True)
+                print(f"{f'reply {n}':<12} app {shown[-1]:6.1f} MiB on screen, {app_mib:6.1f} MiB after a new chat "
+                      f"({app_mib - rest:+6.1f})   helper {sb.rss_mib(sb.helper_pid()):6.1f} MiB", flush=True)
                 if trace and n == half:
                     tracemalloc.start(12)
                     gc.collect()
@@ -100,8 +106,9 @@ async def run(base_url: str, replies: int, tokens: int, fast: bool, trace: bool)
                     print(f"  {stat.size_diff / 1024:8.0f} KiB  {stat.count_diff:+7d}  {stat.traceback[0]}")
     growth = seen[-1] - rest
     last_half = seen[-1] - seen[len(seen) // 2 - 1]
-    print(f"{'growth':<12} {growth:+6.1f} MiB after {replies} replies of {tokens:,} tokens   target <= "
-          f"+{GROWTH_TARGET_MIB:g}  {'ok' if growth <= GROWTH_TARGET_MIB else 'MISSED'}")
+    print(f"{'growth':<12} {growth:+6.1f} MiB after {replies} replies of {tokens:,} tokens and a new chat   target <= "
+          f"+{GROWTH_TARGET_MIB:g}  {'ok' if growth <= GROWTH_TARGET_MIB else 'MISSED'}   (the last reply on "
+          f"screen: {shown[-1] - rest:+.1f})")
     print(f"{'last half':<12} {last_half:+6.1f} MiB over replies {len(seen) // 2}..{replies}   flat within "
           f"+{FLAT_MIB:g}  {'ok' if last_half <= FLAT_MIB else 'MISSED'}")
 
@@ -115,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load = os.getloadavg()
     print(f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.path} path; {args.replies} replies of "
-          f"{args.tokens:,} tokens, a new chat before each")
+          f"{args.tokens:,} tokens, a new chat after each")
     stub = sb.StubProcess()
     try:
         asyncio.run(run(stub.base_url, args.replies, args.tokens, args.path == "fast", args.trace))

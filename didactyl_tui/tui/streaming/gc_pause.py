@@ -92,8 +92,23 @@ def _collect_when_quiet(loop: asyncio.AbstractEventLoop, deadline: float) -> Non
 def _collect() -> None:
     from ...freed_memory import release_freed_memory
 
+    _forget_removed_widgets_styles()
     gc.collect()
     release_freed_memory()
+
+
+def _forget_removed_widgets_styles() -> None:
+    """Let go of the rendered lines of widgets already removed. Textual 8.2 caches ``StylesCache.get_inner_outer``
+    with an ``lru_cache`` on the method, so each entry keeps its widget's ``StylesCache`` (the widget's last
+    rendered lines) for as long as 1,024 newer entries have not pushed it out (Textualize/textual#6665): ~107 of a
+    cleared chat's caches a 10,000-token reply, ~1.5 MiB, and what a full cache holds lives as long as the app. The
+    entries of live widgets are two styles each, computed again at their next render. Read by name: a Textual
+    without the cache (fixed) has nothing to clear."""
+    from textual._styles_cache import StylesCache
+
+    clear = getattr(StylesCache.get_inner_outer, "cache_clear", None)
+    if callable(clear):
+        clear()
 
 
 def resume_now(*, collect: bool = True) -> None:
