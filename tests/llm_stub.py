@@ -54,16 +54,18 @@ class Reply:
     chunks_per_s: float = 0.0  # paced: chunk n leaves n / chunks_per_s after the first (0: as fast as it can)
     fail_after_chunks: int | None = None  # drop the connection after this many stream chunks
     pauses: tuple[tuple[int, float], ...] = ()  # (text piece index, seconds to pause after sending it)
+    end_pause_s: float = 0.0  # pause after the finish chunk, before the usage chunk and [DONE] (a stream ending late)
     repeat: tuple[str, int] | None = None  # (piece, count): a long text stream generated as it is sent
     arg_chunk_chars: int = 7  # size of the tool-argument fragments
 
     @classmethod
     def text_reply(cls, text: str, *, chunks: list[str] | None = None, usage: tuple[int, int] = (11, 7),
                    chunk_delay_s: float = 0.0, fail_after_chunks: int | None = None,
-                   pauses: dict[int, float] | None = None, chunks_per_s: float = 0.0) -> Reply:
+                   pauses: dict[int, float] | None = None, chunks_per_s: float = 0.0,
+                   end_pause_s: float = 0.0) -> Reply:
         return cls("ok", text=text, text_chunks=tuple(chunks) if chunks is not None else None, usage=usage,
                    chunk_delay_s=chunk_delay_s, fail_after_chunks=fail_after_chunks,
-                   pauses=tuple(sorted((pauses or {}).items())), chunks_per_s=chunks_per_s)
+                   pauses=tuple(sorted((pauses or {}).items())), chunks_per_s=chunks_per_s, end_pause_s=end_pause_s)
 
     @classmethod
     def tools(cls, *calls: ToolCall, text: str = "", usage: tuple[int, int] = (13, 5),
@@ -279,7 +281,10 @@ class LlmStub:
             # Arguments arrive in fragments, as real servers send them.
             for i in range(0, len(call.arguments), step):
                 yield chunk({"tool_calls": [{"index": n, "function": {"arguments": call.arguments[i:i + step]}}]})
-        yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
+        finish = chunk({}, "tool_calls" if reply.tool_calls else "stop")
+        if reply.end_pause_s:
+            finish["_pause_after"] = reply.end_pause_s
+        yield finish
         if include_usage:
             prompt, completion = reply.usage
             yield {**base, "choices": [], "usage": {

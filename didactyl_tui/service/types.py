@@ -20,6 +20,7 @@ from ..agent.tasks.task_list import Task, TaskList
 from ..agent.tools.permission import Decision, PermissionRequest
 from ..agent.turn.events import (
     AgentEvent,
+    TextComplete,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -36,7 +37,7 @@ __all__ = [
     "END", "NOT_FINISHED", "NO_NEWLINE", "START", "AgentEvent", "ConnectionState", "Decision", "DocumentKey",
     "DocumentSnapshot", "IdentityView", "NewerVersionKnown", "PermissionRequest", "PromptAssembly", "PublishOutcome",
     "RelayVerdict", "SaveResult", "SavedAssembly", "SelfContextSnapshot", "SessionInfo", "SessionKind", "Task",
-    "TaskList", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished", "TurnStarted",
-    "Usage", "answered_in_part", "conflicts_left", "diff_lines", "encode_npub", "is_newer", "read_soul_text",
-    "unanswered_note"
+    "TaskList", "TextComplete", "TextDelta", "ToolCallFinished", "ToolCallStarted", "TurnFailed", "TurnFinished",
+    "TurnStarted", "Usage", "answered_in_part", "conflicts_left", "diff_lines", "encode_npub", "is_newer",
+    "read_soul_text", "unanswered_note"
 ]

@@ -182,6 +182,31 @@ async def test_escape_cancels_a_streaming_reply(tmp_path: Path, stub: LlmStub, f
         await wait_for(pilot, lambda: "(cancelled)" in screen_text(app), 10, "the note on screen")
 
 
+@BOTH_PATHS
+async def test_the_whole_reply_is_on_screen_when_the_model_says_it_is_done(tmp_path: Path, stub: LlmStub,
+                                                                            fast: bool) -> None:
+    """The last words are painted when the model's finish chunk comes, not once its stream has closed and the turn is
+    kept (the stub holds the usage chunk and [DONE] back); the turn's end then adds nothing (no second reply)."""
+    words = [f"word{i} " for i in range(120)]
+    stub.script(Reply.text_reply("".join(words), chunks=words, end_pause_s=3.0))
+    app = make_app(tmp_path, reply_config(stub, fast))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        main = main_of(app)
+        await type_and_send(pilot, "talk")
+        whole = "".join(words).strip()
+
+        def shown_whole() -> bool:
+            entries = [e for e in main.conversation.query(MessageEntry) if e.role == "assistant"]
+            return bool(entries) and entries[-1].finished and entries[-1].painted_text.strip() == whole
+
+        await wait_for(pilot, shown_whole, 30, "the whole reply painted")
+        assert main.streaming and stub.open_streams == 1  # the stream has not closed: the turn goes on
+        await wait_for(pilot, lambda: not main.streaming, 30, "the turn's end")
+        replies = [e.text.strip() for e in main.conversation.query(MessageEntry) if e.role == "assistant"]
+        assert replies == [whole]
+
+
 async def test_input_newline_and_history(tmp_path: Path, stub: LlmStub) -> None:
     stub.script(Reply.text_reply("one"), Reply.text_reply("two"))
     app = make_app(tmp_path, make_config(llm_base_url=stub.base_url))

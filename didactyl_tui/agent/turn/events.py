@@ -26,6 +26,14 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class TextComplete:
+    """The model has said its text is whole (the round's ``finish_reason`` came, "stop" or "length", with no tool
+    call): what was streamed may be shown in full now. The turn still ends with :class:`TurnFinished`, once the stream
+    has closed and the turn is kept; litellm ends a stream 40-80 ms after its last token (measured), so the reply's
+    last words reach the screen that much sooner (#34)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallStarted:
     call_id: str
     name: str
@@ -75,4 +83,5 @@ class TurnFailed:
     mark: str = ""  # how the user's message is marked ("": failed, not answered), e.g. "not delivered"
 
 
-AgentEvent = TurnStarted | TextDelta | ToolCallStarted | ToolCallFinished | TurnFinished | TurnFailed
+AgentEvent = (TurnStarted | TextDelta | TextComplete | ToolCallStarted | ToolCallFinished | TurnFinished
+              | TurnFailed)

@@ -27,9 +27,19 @@ from ..llm.types import LlmChunk, LlmSettings, ToolCallDelta
 from ..llm.usage import Usage
 from ..soul.prompt_record import PromptAssembly
 from ..tools.registry import ToolOutcome
-from .events import AgentEvent, TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
+from .events import (
+    AgentEvent,
+    TextComplete,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
 
 Dispatch = Callable[[str, str], Awaitable[ToolOutcome]]
+TEXT_ENDS = ("stop", "length")  # a finish_reason after which no more text comes (a tool call's round goes on)
 
 FINAL_ANSWER_NUDGE = (
     "You have used the maximum number of tool-call rounds for this turn. Do not call any more tools: "
@@ -127,8 +137,9 @@ async def _stream_round(
     result: _RoundResult,
     flush_interval_s: float,
     deadline: float,
-) -> AsyncIterator[TextDelta]:
-    """Stream one model call into ``result``, yielding coalesced text deltas on the way.
+) -> AsyncIterator[TextDelta | TextComplete]:
+    """Stream one model call into ``result``, yielding coalesced text deltas on the way, and :class:`TextComplete`
+    (after the text so far) when the model says its text is whole.
 
     The reply is cut (``result.cut`` says why) when what it sent passes ``max_reply_chars`` or the turn's
     ``deadline`` (time.monotonic) passes; the stream is closed then, so the server stops sending.
@@ -182,6 +193,12 @@ async def _stream_round(
                 received += max(1, len(delta.arguments) + len(delta.name or ""))
                 _take_call_delta(calls, parts, delta, limits, result)
             if chunk.finish_reason:
+                if result.finish_reason is None and chunk.finish_reason in TEXT_ENDS and not calls:
+                    if buffer:
+                        yield TextDelta("".join(buffer))
+                        buffer.clear()
+                        last_flush = time.monotonic()
+                    yield TextComplete()
                 result.finish_reason = chunk.finish_reason
             if chunk.usage is not None:
                 result.usage = chunk.usage
@@ -301,6 +318,9 @@ async def run_turn(
         try:
             async for delta in _stream_round(settings, request_messages, offered, result, flush_interval_s,
                                              deadline):
+                if isinstance(delta, TextComplete):
+                    yield delta
+                    continue
                 if first_in_round and text_shown:
                     # Text from an earlier round (e.g. "Let me check.") is on screen: start a new paragraph.
                     delta = TextDelta("\n\n" + delta.text)

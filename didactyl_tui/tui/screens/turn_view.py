@@ -58,6 +58,7 @@ class TurnView:
         self.running_tools = 0  # calls started and not finished: the silence is theirs, not the model's
         self.activity = ""  # what the turn is doing, as the status bar says it
         self.silent_entry: MessageEntry | None = None  # the message whose frame says the model is silent
+        self.text_complete = False  # the reply on screen is whole (TextComplete): the turn's end adds nothing
 
     def tell(self, activity: str) -> None:
         self.activity = self.screen.status.activity = activity
@@ -99,7 +100,15 @@ class TurnView:
         self.mark_unanswered("cancelled")
 
     async def show(self, event: AgentEvent) -> None:
-        from ...service.types import TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished, TurnStarted
+        from ...service.types import (
+            TextComplete,
+            TextDelta,
+            ToolCallFinished,
+            ToolCallStarted,
+            TurnFailed,
+            TurnFinished,
+            TurnStarted,
+        )
 
         status, conversation = self.screen.status, self.screen.conversation
         self.heard_at = time.monotonic()
@@ -115,6 +124,12 @@ class TurnView:
                     self.reply = await conversation.start_reply()
                     self.tell("writing…")
                 await self.reply.feed(text)
+            case TextComplete():
+                # The model's text is whole: its last words go on screen now, not when the stream has closed
+                # and the turn is kept (TurnFinished, tens of ms later).
+                if self.reply is not None:
+                    self.text_complete = True
+                    await self.end_reply()
             case ToolCallStarted():
                 self.said_something = True
                 self.running_tools += 1
@@ -136,7 +151,7 @@ class TurnView:
         screen, conversation = self.screen, self.screen.conversation
         if self.reply is not None:
             await self.end_reply()
-        elif event.reply and conversation.last_reply() != event.reply:
+        elif event.reply and not self.text_complete and conversation.last_reply() != event.reply:
             await conversation.add_reply(event.reply)
         for inspector in screen.inspectors():
             inspector.finish_turn(event)

@@ -19,6 +19,7 @@ from didactyl_tui.agent.llm.types import LlmSettings
 from didactyl_tui.agent.soul.prompt_record import PromptAssembly
 from didactyl_tui.agent.tools.registry import ToolRegistry
 from didactyl_tui.agent.turn.events import (
+    TextComplete,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -194,6 +195,30 @@ async def test_text_before_tool_calls_and_the_final_answer_are_separate_paragrap
     done = last(events)
     assert done.reply == "It is 3."  # the answer; the first round's text stays on its assistant message
     assert done.new_messages[0]["content"] == "Let me add that."
+
+
+async def test_the_text_is_whole_as_the_model_says_so_not_when_its_stream_closes(stub: LlmStub) -> None:
+    """TextComplete comes once, after the last text and before the turn ends, while the stream is still open (the
+    stub holds its usage chunk and [DONE] back); never in a round that calls tools."""
+    stub.script(Reply.tools(ToolCall("add", '{"a": 1, "b": 2}'), text="Let me add that."),
+                Reply.text_reply("It is 3.", end_pause_s=2.0))
+    events: list[Any] = []
+    open_at_complete: list[int] = []
+    tools = Tools()
+    async for event in run_turn(settings=settings_for(stub), assembly=make_assembly(
+            tools=tools.registry.openai_schemas()), dispatch=tools.dispatch, session_id="s1", max_tool_rounds=4,
+            flush_interval_s=0.04):
+        events.append(event)
+        if isinstance(event, TextComplete):
+            open_at_complete.append(stub.open_streams)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.count("TextComplete") == 1
+    at = kinds.index("TextComplete")
+    assert kinds.index("ToolCallFinished") < at  # not in the tool round
+    assert "".join(e.text for e in events[:at] if isinstance(e, TextDelta)) == "Let me add that.\n\nIt is 3."
+    assert kinds[at + 1:] == ["TurnFinished"]
+    assert open_at_complete == [1]  # the stream had not closed yet
+    assert last(events).reply == "It is 3."
 
 
 async def test_malformed_tool_arguments_go_back_to_the_model(stub: LlmStub) -> None:
