@@ -7,7 +7,6 @@ from typing import Any, NoReturn
 
 from ..errors import DidactylError
 
-MEMORY_TYPES = ("short_term", "long_term")
 # Every document of the agent's (agent.documents.keys.DocumentKey: a test keeps the two the same). The memories are
 # ``didactyl memory --type T VERB``; every other document is a command of its own (``didactyl soul VERB``).
 DOCUMENT_TYPES = ("short_term", "long_term", "soul", "tasks", "profile", "contacts", "relays")
@@ -181,13 +180,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _memory_type(verb: str) -> Any:
+    """``--type`` of ``didactyl memory VERB``: a memory; another document's name says which command it has."""
+
+    def memory_type(value: str) -> str:
+        if value in MEMORY_TYPES:
+            return value
+        if value in DOCUMENT_TYPES:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a memory: it has a command of its own "
+                                             f"(didactyl {value} {verb})")
+        raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from "
+                                         + ", ".join(repr(t) for t in MEMORY_TYPES) + ")")
+
+    return memory_type
+
+
 def _add_document_verbs(sub: Any, *, typed: bool, plain: bool = False) -> None:
     """The verbs every document has (cli/documents.py); ``typed``: each takes ``--type``, which memory."""
 
     def verb(name: str, help_text: str, *, type_required: bool = True) -> Any:
         p = sub.add_parser(name, help=help_text)
         if typed:
-            p.add_argument("--type", required=type_required, choices=MEMORY_TYPES, dest="memory_type",
+            p.add_argument("--type", required=type_required, type=_memory_type(name), dest="memory_type",
+                           metavar="{" + ",".join(MEMORY_TYPES) + "}",
                            help="which memory" + ("" if type_required else " (default: both)"))
         return p
 
