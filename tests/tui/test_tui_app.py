@@ -99,8 +99,9 @@ async def test_set_model_now_is_remembered_in_state_toml(tmp_path: Path) -> None
         dialog.query_one("#model-name").value = ""
         await pilot.press(*"openai/gpt-4o-mini", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        # The switch is written off the UI loop once the dialog has closed (state.toml): the status bar says when.
+        await wait_for(pilot, lambda: app.main_screen.status.model == "openai/gpt-4o-mini", 10, "the model switched")
         assert app.service.model.name == "openai/gpt-4o-mini" and app.service.model.configured
-        assert app.main_screen.status.model == "openai/gpt-4o-mini"
     assert state_of(tmp_path)["model"] == "openai/gpt-4o-mini"
     # The user's config file was never written.
     assert not (tmp_path / "config.toml").exists()
