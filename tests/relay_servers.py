@@ -37,6 +37,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` different ports free on 127.0.0.1 right now: held open together while they are picked (two calls
+    of :func:`free_port` in a row may get the same port back from the kernel)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def fast_client_kwargs(**overrides: Any) -> dict[str, Any]:
     """RelayClient/RelayPool settings for tests: quick reconnects, short waits."""
     kwargs: dict[str, Any] = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agent_support import AGENT_KEY
 from cli_support import Served, cli_env, didactyl
-from relay_servers import fast_client_kwargs, free_port
+from relay_servers import fast_client_kwargs, free_ports
 
 from didactyl_tui.nostr.embedded_relay.shared import find_shared_relay
 from didactyl_tui.nostr.pool import RelayPool
@@ -43,7 +43,7 @@ async def status(env: dict[str, str]) -> tuple[dict[str, object], str]:
 
 
 async def test_serve_prints_the_address_in_use_after_its_port_changed_and_with_its_port_taken(tmp_path: Path) -> None:
-    first_port, second_port = free_port(), free_port()
+    first_port, second_port = free_ports(2)
     config_file = tmp_path / "config" / "didactyl" / "config.toml"
     env = cli_env(tmp_path, config(first_port), DIDACTYL_NSEC=AGENT_KEY.nsec())
     first = await serve_once(env)
@@ -94,7 +94,7 @@ async def test_serve_started_on_a_taken_port_prints_the_free_one_it_took(tmp_pat
 
 
 async def test_a_serve_restarted_beside_another_client_keeps_the_old_address_and_says_why(tmp_path: Path) -> None:
-    first_port, second_port = free_port(), free_port()
+    first_port, second_port = free_ports(2)
     env = cli_env(tmp_path, config(first_port), DIDACTYL_NSEC=AGENT_KEY.nsec())
     await serve_once(env)
     relay = await find_shared_relay(tmp_path / "data")

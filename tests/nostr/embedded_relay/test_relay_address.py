@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from relay_servers import fast_client_kwargs, free_port
+from relay_servers import fast_client_kwargs, free_port, free_ports
 from shared_relay_support import kill_shared_relays, relay_pids
 
 from didactyl_tui.nostr.embedded_relay.lockfile import LOCK_FILE, AskedAddress, read_lock
@@ -47,7 +47,7 @@ async def listening(host: str, port: int) -> bool:
 
 
 async def test_a_changed_port_moves_the_relay_process_when_nobody_is_connected(data_dir: Path) -> None:
-    first_port, second_port = free_port(), free_port()
+    first_port, second_port = free_ports(2)
     first = await launch(data_dir, first_port)
     assert first.port == first_port and first.started_by_us and not first.not_where_asked
     async with RelayPool([first.url], proof_keys={first.url: first.proof_key}, **fast_client_kwargs()) as pool:
@@ -74,7 +74,7 @@ async def test_a_changed_port_moves_the_relay_process_when_nobody_is_connected(d
 
 async def test_a_relay_with_a_client_stays_where_it_is_and_says_why_then_moves_once_it_is_gone(
         data_dir: Path) -> None:
-    first_port, second_port = free_port(), free_port()
+    first_port, second_port = free_ports(2)
     first = await launch(data_dir, first_port)
     states: list[object] = []
     pool = RelayPool([first.url], proof_keys={first.url: first.proof_key}, on_state=lambda url, s: states.append(s),

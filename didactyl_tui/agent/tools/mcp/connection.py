@@ -97,6 +97,7 @@ class McpConnection:
         self._stop = asyncio.Event()
         self._stderr: _StderrRing | None = None
         self.closed_reason: str | None = None  # set once the connection ended (died, stopped)
+        self._http_refusal: str | None = None  # an HTTP server's last error status ("HTTP 401 Unauthorized")
 
     @property
     def name(self) -> str:
@@ -105,6 +106,8 @@ class McpConnection:
     def _reason(self, what: str) -> str:
         if self._pipe.problem:
             what = self._pipe.problem
+        if self._http_refusal:  # the SDK says only "Server returned an error response"
+            what = f"the server answered {self._http_refusal} ({what})"
         tail = self._stderr.tail() if self._stderr is not None else ""
         return f"{what} (it said: {tail})" if tail else what
 
@@ -115,12 +118,26 @@ class McpConnection:
             from mcp.shared._httpx_utils import create_mcp_http_client
 
             headers = {k: expand(v, self._env, f"{where} headers.{k}") for k, v in server.headers.items()}
-            return _http(streamable_http_client, create_mcp_http_client(headers=headers), server.url)
+            client = create_mcp_http_client(headers=headers)
+            client.event_hooks["response"].append(self._note_refusal)
+            return _http(streamable_http_client, client, server.url)
         env = {k: self._env[k] for k in INHERITED if k in self._env}
         env.update({k: expand(v, self._env, f"{where} env.{k}") for k, v in server.env.items()})
         self._stderr = _StderrRing()
         return stdio_transport(server.command, server.args, env, self._stderr.writer, self.max_message_bytes,
                                self._pipe)
+
+    async def _note_refusal(self, response: Any) -> None:
+        """(httpx's response hook.) The status of the last message we sent, when it was refused, is kept for the
+        reason a failure gives: status and reason phrase only, cleaned (nothing of the body, which may echo what we
+        sent). Only POSTs, which carry our messages: a server without the optional GET stream answers it 405."""
+        if response.request.method != "POST":
+            return
+        if response.status_code < 400:
+            self._http_refusal = None
+            return
+        phrase = one_line(str(response.reason_phrase or ""))[:60]
+        self._http_refusal = f"HTTP {response.status_code}" + (f" {phrase}" if phrase else "")
 
     async def start(self) -> list[Any]:
         """Start the server and list its tools, within ``start_timeout_s``; McpServerError otherwise."""

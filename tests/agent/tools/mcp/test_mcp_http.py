@@ -67,6 +67,7 @@ async def test_an_http_server_with_its_headers_runs_and_one_without_is_refused(h
         assert (await registry.call("web__echo", {"text": "over http"})).content == "echo: over http"
         assert registry.get("web__echo").origin == "MCP server web"  # type: ignore[union-attr]
         assert states["nokey"].state == "failed" and states["nokey"].reason, states["nokey"]
+        assert "HTTP 401" in states["nokey"].reason, states["nokey"]  # the server's answer, not only the SDK's words
         assert not any(name.startswith("nokey__") for name in registry.names())
     finally:
         await servers.stop()
