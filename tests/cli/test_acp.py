@@ -66,6 +66,16 @@ class Editor:
         return [u for u in self.updates if u.session_update == kind]
 
 
+async def until(predicate: Any, what: str, timeout_s: float = 30.0) -> None:
+    """The SDK hands each notification to its own task and a response straight to its waiter, so what the agent sent
+    before its answer may still be on its way through the client's handlers when the answer has come."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"never came: {what}")
+        await asyncio.sleep(0.01)
+
+
 def _env(tmp_path: Path, stub: LlmStub, relay_url: str) -> dict[str, str]:
     return cli_env(tmp_path, CONFIG.format(url=stub.base_url, relay=relay_url), DIDACTYL_NSEC=AGENT_KEY.nsec(),
                    STUB_KEY="sk")
@@ -92,6 +102,9 @@ async def test_an_editor_drives_the_agent_memory_save_reaches_the_relay_and_the_
             done = await asyncio.wait_for(conn.prompt(session_id=session, prompt=[text_block("remember and echo")]),
                                           120)
             assert done.stop_reason == "end_turn"
+            await until(lambda: "".join(u.content.text for u in editor.of("agent_message_chunk")) ==
+                        "Saved, and it echoed." and len(editor.of("tool_call_update")) == 2 and editor.extensions,
+                        "the turn's updates")
 
             chunks = [u.content.text for u in editor.of("agent_message_chunk")]
             assert len(chunks) >= 2 and "".join(chunks) == "Saved, and it echoed."
@@ -116,6 +129,8 @@ async def test_an_editor_drives_the_agent_memory_save_reaches_the_relay_and_the_
             # session/load: a new client's view of the stored conversation, replayed.
             editor.updates.clear()
             await asyncio.wait_for(conn.load_session(cwd=str(tmp_path), session_id=session, mcp_servers=[]), 60)
+            await until(lambda: len(editor.of("tool_call")) == 2 and editor.of("user_message_chunk") and "".join(
+                u.content.text for u in editor.of("agent_message_chunk")) == "Saved, and it echoed.", "the replay")
             assert [u.content.text for u in editor.of("user_message_chunk")] == ["remember and echo"]
             assert "".join(u.content.text for u in editor.of("agent_message_chunk")) == "Saved, and it echoed."
             assert {u.tool_call_id for u in editor.of("tool_call")} == {"save", "echo"}
@@ -133,6 +148,7 @@ async def test_a_denied_permission_refuses_the_call_and_cancel_stops_a_turn(tmp_
                                               90)).session_id
             done = await asyncio.wait_for(conn.prompt(session_id=session, prompt=[text_block("echo")]), 120)
             assert done.stop_reason == "end_turn"
+            await until(lambda: editor.of("tool_call_update"), "the call's end")
             [ended] = editor.of("tool_call_update")
             assert ended.status == "failed" and "denied by you" in ended.raw_output
 
