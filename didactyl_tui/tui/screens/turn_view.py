@@ -132,6 +132,7 @@ class TurnView:
                     await self.end_reply()
             case ToolCallStarted():
                 self.said_something = True
+                self.text_complete = False  # a round goes on after all: its answer is a reply of its own
                 self.running_tools += 1
                 await self.end_reply()  # text before a tool call stays above it
                 self.tell(f"running {event.name}…")
