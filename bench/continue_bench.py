@@ -80,6 +80,7 @@ def fill(data_dir: Path, size: int) -> None:
 def launch(data_dir: Path, config: Path, args: list[str], mark: str, server: str) -> float:
     """Seconds from launching the app in tmux to ``mark`` on its screen (a tmux server of its own each time: one
     being stopped would refuse the next session)."""
+    from launch_bytecode import writing_bytecode
     from shared_relay_support import kill_shared_relays
     from tui_support import TEST_KEY
 
@@ -89,7 +90,7 @@ def launch(data_dir: Path, config: Path, args: list[str], mark: str, server: str
     tmux = ["tmux", "-L", f"{server}-{next(LAUNCHES)}"]
     t0 = time.perf_counter()
     subprocess.run([*tmux, "new-session", "-d", "-s", "bench", "-x", str(COLS), "-y", str(ROWS), command],
-                   check=True, env={**os.environ, "TERM": "xterm-256color"})
+                   check=True, env=writing_bytecode({**os.environ, "TERM": "xterm-256color"}))
     try:
         while True:
             screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "bench"], capture_output=True,

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from launch_bytecode import writing_bytecode
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_EXTRA_S = 1.0
 SIZE = (130, 40)
@@ -109,6 +111,7 @@ def reference_tree(rev: str, into: Path) -> Path:
 def launch(root: Path, base_url: str, wait_s: float) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DIDACTYL_", "TEXTUAL"))}
     env["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "tests")])
+    env = writing_bytecode(env)
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", "--root", str(root),
                           "--base-url", base_url, "--wait", str(wait_s)],
                          env=env, capture_output=True, text=True, timeout=400)

@@ -47,6 +47,8 @@ import threading
 import time
 from pathlib import Path
 
+from launch_bytecode import writing_bytecode
+
 NO_MODEL_TARGET_MIB = 130.0
 TREE_TARGET_MIB = 120.0
 APP_TARGET_MIB = 100.0
@@ -230,7 +232,7 @@ def environment(home: Path, llm: str) -> dict[str, str]:
         "DIDACTYL_CONFIG": str(config), "DIDACTYL_DATA_DIR": str(home / "data"),
         "XDG_CONFIG_HOME": str(home / "config"), "OPENAI_API_KEY": "sk-idle-bench",
     })
-    return env
+    return writing_bytecode(env)
 
 
 KINDS = {

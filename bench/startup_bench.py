@@ -28,6 +28,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when a test loads this file by its path
+from launch_bytecode import writing_bytecode
+
 TARGET_S = 0.5
 TARGET_RATIO = 1.5
 COLS, ROWS = 120, 36
@@ -107,7 +110,7 @@ def environment(home: Path, paint_file: Path) -> dict[str, str]:
         "DIDACTYL_CONFIG": str(config), "DIDACTYL_DATA_DIR": str(home / "data"),
         "XDG_CONFIG_HOME": str(home / "config"), "DIDACTYL_FIRST_PAINT_FILE": str(paint_file),
     })
-    return env
+    return writing_bytecode(env)
 
 
 def measure(runs: int) -> dict[str, list[dict]]:

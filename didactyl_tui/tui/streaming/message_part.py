@@ -20,14 +20,49 @@ rarely-messaged ancestor kept a cleared chat's last reply (~900 widgets of a 10,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from textual.await_complete import AwaitComplete
 from textual.geometry import Size
 from textual.message import Message
 from textual.widgets import Markdown
 from textual.widgets._markdown import MarkdownHeader
 
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from textual.widget import Widget
+
+# A finished message up to this long has its blocks made as it is composed, so they are mounted with it: a resumed
+# chat's screen of entries is one mount. Textual's Markdown makes them after its own mount (the source parsed on a
+# thread, then a mount of its own): for a screen of stored messages, a thread trip and a mount per message, ~75 ms
+# of CPU of the ~300 that `didactyl --continue` spent before its first frame beyond a new chat's (measured). Longer
+# ones keep Textual's way: their parsing stays off the loop.
+COMPOSE_PARSE_CHARS = 6_000
+
 
 class MessagePart(Markdown):
     """A Markdown (the whole of a message, or one part of a long streamed reply)."""
+
+    _blocks_source: str | None = None  # the source whose blocks compose() made (Markdown's mount then leaves them be)
+
+    def compose(self) -> Iterator[Widget]:
+        source = getattr(self, "_initial_markdown", None)  # Textual 8.2's: the text given to the constructor
+        if not source or len(source) > COMPOSE_PARSE_CHARS or not hasattr(self, "_parse_markdown"):
+            return  # empty (a reply to stream into), long, or a Markdown without that state: made after mount
+        self._theme = self.app.theme  # as Markdown.update sets it
+        tokens = parser_for(self._parser_factory).parse(source)
+        self._markdown = source
+        lines = source.splitlines()
+        self._last_parsed_line = len(lines) - (1 if lines and lines[-1] else 0)
+        self._blocks_source = source
+        yield from self._parse_markdown(tokens)
+
+    def update(self, markdown: str) -> AwaitComplete:
+        composed, self._blocks_source = self._blocks_source, None
+        if composed is not None and markdown is composed:
+            return AwaitComplete(_nothing())  # Markdown's mount, with the blocks composed already
+        return super().update(markdown)
 
     def post_message(self, message: Message) -> bool:
         if isinstance(message, Markdown.TableOfContentsUpdated):
@@ -54,9 +89,7 @@ class MessagePart(Markdown):
         if parse_blocks is None or not hasattr(self, "_last_parsed_line") or (source and not source.endswith("\n")):
             await self.append(text)
             return
-        from markdown_it import MarkdownIt
-
-        parser = MarkdownIt("gfm-like") if self._parser_factory is None else self._parser_factory()
+        parser = parser_for(self._parser_factory)
         start = len(source.splitlines())  # the line the new text starts on
         async with self.lock:  # never between an append's or an update's steps
             tokens = parser.parse(text)
@@ -73,3 +106,21 @@ class MessagePart(Markdown):
                 self._table_of_contents = None
             if blocks:
                 await self.mount_all(blocks)
+
+
+async def _nothing() -> None:
+    return None
+
+
+_PARSERS: dict[Callable[[], MarkdownIt] | None, MarkdownIt] = {}
+
+
+def parser_for(factory: Callable[[], MarkdownIt] | None) -> MarkdownIt:
+    """One parser per factory, made once (making one costs more than parsing a short message); used on the UI
+    thread only."""
+    parser = _PARSERS.get(factory)
+    if parser is None:
+        from markdown_it import MarkdownIt
+
+        parser = _PARSERS[factory] = MarkdownIt("gfm-like") if factory is None else factory()
+    return parser
