@@ -41,10 +41,12 @@ async def prompt(args: argparse.Namespace, config: Config, data: Path, env: Mapp
     from ..service.conversation import PROMPT_ELSEWHERE
     from ..service.live_policy import GuestTools, sender_turn
 
-    async with open_service(config, data, env, out, read_only=True) as service:
+    # The MCP servers start too: their tools are part of what a turn offers (each server bounded in time).
+    async with open_service(config, data, env, out, read_only=True, mcp=True) as service:
         agent_prompt = service.prompt
         if agent_prompt is None:  # attached: the agent's prompt comes with each of its replies
             raise AgentError(PROMPT_ELSEWHERE, "Attached")
+        await service.mcp.wait_started()
         session = await resolve_session(service, args.session) if args.session else "dry-run"
         if args.as_sender:
             audience, tools = sender_turn(service.policy.rights, args.as_sender,

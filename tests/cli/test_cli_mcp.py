@@ -42,6 +42,21 @@ def test_mcp_list_and_test_start_the_servers_and_a_call_is_denied_unless_allowed
     assert unknown.returncode == 1 and "no MCP server is called 'nope'" in unknown.stderr
 
 
+def test_the_dry_run_offers_the_mcp_tools_a_turn_would(tmp_path: Path) -> None:
+    """``didactyl prompt`` shows what a turn sends, and a turn offers the MCP servers' tools: so does the dry run
+    (it listed none before: it did not start the servers)."""
+    env = cli_env(tmp_path, NO_BACKEND + "[mcp]\nstart_timeout_s = 20\n" + fixture_toml("fx"),
+                  DIDACTYL_NSEC=AGENT_KEY.nsec(), DIDACTYL_MODEL="openai/some-model")
+    shown = didactyl(env, "prompt", "--json")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    tools = json.loads(shown.stdout)["tools"]
+    assert "fx__echo" in tools and "memory_save" in tools
+    assert json.loads(shown.stdout)["tool_origins"]["fx__echo"] == "MCP server fx"  # as docs/mcp.md says
+    text = didactyl(env, "prompt")
+    assert text.returncode == 0 and "fx__echo" in next(line for line in text.stdout.splitlines()
+                                                         if line.startswith("- tools offered:"))
+
+
 @pytest.mark.usefixtures("warm_litellm")
 async def test_chat_refuses_an_mcp_call_by_default_and_runs_it_with_allow(tmp_path: Path) -> None:
     async with LlmStub() as stub:
