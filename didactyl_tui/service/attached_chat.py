@@ -51,7 +51,7 @@ from .attach_link import AttachLink, LinkBounds, LinkMessage
 from .attach_reports import ReplyPrompts
 from .attach_send import AgentPost, AlreadyDelivered, Delivery
 from .attached_pairing import present_invitation
-from .events import AttachedDelivered, AttachedMessage, ServiceEvent, ServiceWarning
+from .events import AttachedDelivered, AttachedMessage, AttachedToolCalls, ServiceEvent, ServiceWarning
 from .sessions import SEEN_DB, Sessions
 
 log = logging.getLogger("didactyl.attach")
@@ -381,8 +381,9 @@ class AttachedChat:
         the reply, as a late report's), its prompt shown and kept like any turn's."""
         report = await self.prompts.report(reply, self._settings.report_wait_s)
         calls = report.tool_calls if isinstance(report, RemoteReport) else ()
-        if calls:
-            await self._record(self.session_id, f"calls:{reply.id}", reply.created_at, *conversation_messages(calls))
+        if calls and await self._record(self.session_id, f"calls:{reply.id}", reply.created_at,
+                                        *conversation_messages(calls)):
+            self._emit(AttachedToolCalls(self.session_id, tuple(calls)))
         await self.prompts.show(self.session_id, SessionKind.TERMINAL, report, reply.text)
 
     def _arrived(self, message: LinkMessage) -> None:

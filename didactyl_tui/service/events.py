@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..agent.documents.keys import DocumentKey
     from ..agent.documents.versions import DocumentSnapshot
     from ..agent.soul.prompt_record import PromptAssembly
+    from ..agent.turn.events import ToolCallFinished
     from ..nostr.results import ConnectionState
 
 log = logging.getLogger("didactyl.service")
@@ -102,6 +103,15 @@ class AttachedMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class AttachedToolCalls:
+    """The tool calls behind an :class:`AttachedMessage` reply, told by the agent's prompt report after the reply (a
+    turn shows them before it): saved in ``session_id`` after the reply, as they are shown."""
+
+    session_id: str
+    calls: tuple[ToolCallFinished, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AttachedDelivered:
     """A message of this window's that was not delivered (the turn said so) reached a relay of the agent's later, as
     written: saved in ``session_id`` now; the agent's reply comes as an :class:`AttachedMessage`."""
@@ -138,7 +148,7 @@ class McpServersChanged:
 
 ServiceEvent = (DocumentChanged | RelayStateChanged | SelfContextChanged | PromptAssembled | ServiceWarning
                 | OutboxChanged | DmSessionChanged | SoulChanged | SignerStateChanged | AttachedMessage
-                | AttachedDelivered | McpServersChanged)
+                | AttachedToolCalls | AttachedDelivered | McpServersChanged)
 
 
 class Listeners(Generic[T]):

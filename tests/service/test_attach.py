@@ -28,7 +28,13 @@ from didactyl_tui.nostr.keys import SecretKey
 from didactyl_tui.nostr.nip17 import make_message, wrap_message
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
-from didactyl_tui.service.events import AttachedMessage, PromptAssembled, ServiceEvent, ServiceWarning
+from didactyl_tui.service.events import (
+    AttachedMessage,
+    AttachedToolCalls,
+    PromptAssembled,
+    ServiceEvent,
+    ServiceWarning,
+)
 
 pytestmark = pytest.mark.usefixtures("warm_litellm")
 ADMIN_ENV = {"DIDACTYL_ADMIN_NSEC": ADMIN_KEY.nsec()}
@@ -169,6 +175,11 @@ async def test_a_late_reply_and_a_message_from_another_client_join_the_conversat
             calls = [m for m in kept if m["role"] == "assistant" and m.get("tool_calls")]
             assert [c["tool_calls"][0]["function"]["name"] for c in calls] == ["my_npub"]
             assert any(m["role"] == "tool" and AGENT_KEY.npub in m["content"] for m in kept)
+            # and told to the view as they are kept, so the open chat shows them now, not only when opened again
+            told = [e for e in seen if isinstance(e, AttachedToolCalls)]
+            assert [(e.session_id, [(c.name, c.ending) for c in e.calls]) for e in told] == [
+                (chat.session_id, [("my_npub", "done")])]
+            assert AGENT_KEY.npub in told[0].calls[0].result
 
 
 async def test_a_memory_edit_in_the_attached_window_is_in_the_agents_next_prompt(tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ async def test_a_message_the_agents_relay_does_not_take_is_marked_not_delivered_
     attached = AppService(config, data_dir=tmp_path / "laptop", env=env, relay_client_options=fast_client_kwargs())
     app = LabelledApp(config, data_dir=tmp_path / "laptop", env=env, service=attached)
     async with LlmStub() as stub, app.run_test(size=SIZE) as pilot:
-        stub.script(Reply.text_reply("Up again, and answered once."))
+        stub.script(Reply.tools(ToolCall("my_npub", "{}")), Reply.text_reply("Up again, and answered once."))
         await started(pilot)
         main = app.main_screen
         await wait_for(pilot, lambda: main.chat.session_id == attached.attached_session, 30, "the agent's conversation")
@@ -169,4 +169,11 @@ async def test_a_message_the_agents_relay_does_not_take_is_marked_not_delivered_
             await wait_for(pilot, lambda: not errors(), 30, "the not-delivered mark and its Retry gone")
             assert str(mine.border_subtitle) == "delivered late" and "-failed" not in mine.classes
             await wait_for(pilot, lambda: "agent's relays 1/1" in screen_text(app), 30, "the agent's relay, up")
-        assert len(stub.requests) == 1
+            # The late reply's tool call, told by the agent's report after it, shows now (after the reply, where a
+            # resumed chat shows it), not only when the chat is opened again.
+            [call] = await wait_for(pilot, lambda: list(main.conversation.query(ToolCallEntry)), 60,
+                                    "the late reply's tool call")
+            assert (call.tool_name, call.ending) == ("my_npub", "done")
+            shown = [child for child in main.conversation.children if isinstance(child, (MessageEntry, ToolCallEntry))]
+            assert shown.index(call) == len(shown) - 1 and isinstance(shown[-2], MessageEntry)
+        assert len(stub.requests) == 2

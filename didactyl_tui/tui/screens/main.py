@@ -27,6 +27,7 @@ from ...config import Config
 from ...service.events import (
     AttachedDelivered,
     AttachedMessage,
+    AttachedToolCalls,
     DmSessionChanged,
     DocumentChanged,
     OutboxChanged,
@@ -200,8 +201,10 @@ class MainScreen(ScreenHooks, MainView):
                 self.status.pending_publishes = pending
             case SignerStateChanged(reachable=reachable):
                 self.status.signer_away = not reachable
-            case AttachedMessage(session_id=sid) | AttachedDelivered(session_id=sid) if sid == self.chat.session_id:
-                self.chat.show_attached(event)  # a late reply, the admin elsewhere, a message delivered late
+            case (AttachedMessage(session_id=sid) | AttachedToolCalls(session_id=sid)
+                  | AttachedDelivered(session_id=sid)) if sid == self.chat.session_id:
+                # a late reply (and its tool calls, told after it), the admin elsewhere, a message delivered late
+                self.chat.show_attached(event)
             case SoulChanged():  # published elsewhere (the CLI, another device)
                 self.notify(event.notice, title="Soul", markup=False)
 

@@ -19,7 +19,7 @@ from ..streaming import turn_running
 from .part_work import work_on_screen
 
 if TYPE_CHECKING:
-    from ...service.events import AttachedDelivered, AttachedMessage
+    from ...service.events import AttachedDelivered, AttachedMessage, AttachedToolCalls
     from ...service.screen_api import ScreenService
     from ..widgets.error_entry import ErrorEntry
     from ..widgets.message_entry import MessageEntry
@@ -53,7 +53,7 @@ class Chat:
             chat_input.restore(f"{queued}\n\n{chat_input.text}".strip() if chat_input.text else queued)
 
     @work_on_screen(group="attached")
-    async def show_attached(self, event: AttachedMessage | AttachedDelivered) -> None:
+    async def show_attached(self, event: AttachedMessage | AttachedToolCalls | AttachedDelivered) -> None:
         from .attached_view import show_attached  # not before the first frame
 
         await show_attached(self.screen.conversation, self.failed, event)
