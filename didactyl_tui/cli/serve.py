@@ -32,7 +32,7 @@ def configure_logging(debug: bool) -> None:
 
 async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bool = False) -> int:
     from ..service.app import AppService
-    from ..service.invitations import serving_notes
+    from ..service.invitations import attach_note, serving_notes
 
     configure_logging(debug)
     stop = asyncio.Event()
@@ -53,6 +53,12 @@ async def serve(config: Config, data: Path, env: Mapping[str, str], *, debug: bo
                         no_model_line(config.keys))
         for note in serving_notes(service):
             log.info("%s", note)
+
+        def moved(url: str) -> None:  # the attach line printed at start names the old address: a new one
+            log.info("the embedded relay runs on %s now (it was stopped and came back elsewhere); %s", url,
+                     attach_note(service))
+
+        service.on_embedded_relay_move(moved)
         await stop.wait()
         log.info("stopping after the current turn")
         dm = service.dm

@@ -202,6 +202,12 @@ class AppService:
         """Attached to an agent elsewhere: the one conversation with it (None otherwise, or not started)."""
         return self._parts.chat.agent_session if self._parts is not None else None
 
+    def on_embedded_relay_move(self, cb: Callable[[str], object]) -> Callable[[], None]:
+        """``cb(url)`` each time the embedded relay comes back on another address while this service runs (stopped,
+        then found or started again elsewhere); returns its withdrawal. Nothing when there is no embedded relay."""
+        keeper = self.runtime.relay_keeper
+        return keeper.moves.add(cb) if keeper is not None else (lambda: None)
+
     @property
     def attached_relays(self) -> list[str] | None:
         """Attached: the relays the agent reads (where messages go, and replies are read); None otherwise."""

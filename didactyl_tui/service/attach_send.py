@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from ..agent.dm.undelivered import Outgoing
@@ -39,16 +39,23 @@ class Delivery:
 
 class AgentPost:
     def __init__(self, pool: RelayPool, admin: Signer, agent: str, relays: Sequence[str], *, timeout_s: float,
-                 send_timeout_s: float, clock: Callable[[], float], never: Sequence[str] = (),
+                 send_timeout_s: float, clock: Callable[[], float], never: Callable[[], Collection[str]] = tuple,
                  open_pool: Callable[[list[str]], contextlib.AbstractAsyncContextManager[RelayPool]] | None = None,
                  ) -> None:
-        """``never``: relays that are not the agent's whatever its lists say (this app's own)."""
+        """``never``: the relays that are not the agent's whatever its lists say (this app's own), asked at each use:
+        the embedded relay may come back on another port while the app runs."""
         self._pool, self._admin, self.agent = pool, admin, agent
         self._timeout, self._send_timeout, self._clock = timeout_s, send_timeout_s, clock
         self._open_pool = open_pool or (lambda urls: RelayPool(urls[:MAX_OTHER_RELAYS]))
-        self._never = frozenset(never)
-        self.relays: list[str] = [u for u in relays if u not in self._never]  # where the agent reads its DMs
+        self._never = never
+        self._named: list[str] = list(relays)  # the relays the agent's address or its kind 10050 names
         self._listed_at = -1  # the newest kind 10050 of the agent's taken
+
+    @property
+    def relays(self) -> list[str]:
+        """Where the agent reads its DMs: the relays named, but never this app's own as it is now."""
+        never = self._never()
+        return [u for u in self._named if u not in never]
 
     @property
     def admin(self) -> str:
@@ -72,12 +79,14 @@ class AgentPost:
     def take_list(self, ev: Event) -> bool:
         """Use ``ev`` (a kind 10050) when it is the agent's, newer than the last taken and names relays; whether the
         relays changed."""
-        relays = [u for u in dm_relays_of(ev) if u not in self._never]
-        if ev.pubkey != self.agent or ev.created_at <= self._listed_at or not relays:
+        never = self._never()
+        named = dm_relays_of(ev)
+        if ev.pubkey != self.agent or ev.created_at <= self._listed_at or not [u for u in named if u not in never]:
             return False
         self._listed_at = ev.created_at
-        changed, self.relays = relays != self.relays, relays
-        return changed
+        before = self.relays
+        self._named = list(named)
+        return self.relays != before
 
     async def prepare(self, text: str, *, tags: Sequence[Sequence[str]] = (), own_copy: bool = True) -> Outgoing:
         """``text`` signed and wrapped for the agent (and the admin's own copy); AgentError when it cannot be."""

@@ -64,11 +64,11 @@ class AttachedChat:
     """The :class:`~.conversation.Conversation` part when the agent runs elsewhere."""
 
     def __init__(self, settings: AttachConfig, *, target: AttachTarget, sessions: Sessions, pool: RelayPool,
-                 own_relay: str | None, relay_timeout_s: float, data_dir: Path, closers: contextlib.AsyncExitStack,
-                 clock: Callable[[], float], emit: Callable[[ServiceEvent], None],
+                 own_relay: Callable[[], str | None], relay_timeout_s: float, data_dir: Path,
+                 closers: contextlib.AsyncExitStack, clock: Callable[[], float], emit: Callable[[ServiceEvent], None],
                  warn: Callable[[str], None]) -> None:
-        """``own_relay``: this app's embedded relay (never the agent's); ``closers``: the runtime's, which closes the
-        attach databases after the chat has stopped."""
+        """``own_relay``: this app's embedded relay's address as it is now (never the agent's); ``closers``: the
+        runtime's, which closes the attach databases after the chat has stopped."""
         self._settings, self.sessions, self._pool, self._closers = settings, sessions, pool, closers
         self._emit, self._warn = emit, warn
         self.target = target
@@ -83,10 +83,10 @@ class AttachedChat:
         self.prompts = ReplyPrompts(self.link, target.agent, report_wait_s=attach.report_wait_s, clock=clock,
                                     emit=emit, keep=sessions.keep_assembly)
         # This app's own relay is never the agent's: a loopback address in the agent's list names another machine's.
-        self._own_relay = own_relay
+        # Asked at each use: the embedded relay may come back on another port while the app runs.
         self.post = AgentPost(pool, target.admin, target.agent, target.relays.urls,
                               timeout_s=relay_timeout_s, send_timeout_s=attach.send_timeout_s, clock=clock,
-                              never=[self._own_relay] if self._own_relay else [])
+                              never=lambda: [url] if (url := own_relay()) else [])
         self._seen: SeenMessages | None = None
         self._undelivered: Undelivered | None = None
         self.session_id = ""

@@ -66,24 +66,29 @@ def _line(agent: str, relays: list[str], *, ttl_s: float, admin: str | None, dat
 def serving_notes(service: AppService) -> list[str]:
     """What ``serve`` says once it runs: the key made (when it was), and how to attach (a new invitation while nobody
     is paired)."""
-    runtime, config = service.runtime, service.config
+    runtime = service.runtime
     notes = []
     if runtime.key_made is not None:
         notes.append(f"the agent's key was made on this start: {runtime.key_made} (mode 0600). It is the agent's "
                      "identity: keep a copy of that file somewhere safe (losing it loses the agent); `didactyl bundle "
                      "export FILE` backs up its memory, soul, tasks and chats (restored with the same key)")
+    return [*notes, attach_note(service)]
+
+
+def attach_note(service: AppService) -> str:
+    """How to attach to the agent as it runs now (its relays as the pool has them): the admin's line, or a new
+    invitation while nobody is paired."""
+    runtime, config = service.runtime, service.config
     admin = service.policy.rights.dm.admin
     try:
         line = _line(runtime.signer.public_key, runtime.pool.urls, ttl_s=config.dm.invitation_ttl_s, admin=admin,
                      data_dir=service.data_dir, invite=admin is None)
     except AgentError as exc:
-        return [*notes, f"no invitation was made ({exc.message}): set [admin] pubkey in the config to pair"]
+        return f"no invitation was made ({exc.message}): set [admin] pubkey in the config to pair"
     if admin is not None:
-        notes.append(f"to attach as its admin ({', '.join(line.relays)}; {line.reach}):\n    {line.command}")
-    else:
-        notes.append(f"nobody is paired with this agent yet. Run this where you will chat with it ({line.reach}; it "
-                     f"works once, until {line.until}; whoever runs it first becomes the admin):\n    {line.command}")
-    return notes
+        return f"to attach as its admin ({', '.join(line.relays)}; {line.reach}):\n    {line.command}"
+    return (f"nobody is paired with this agent yet. Run this where you will chat with it ({line.reach}; it works "
+            f"once, until {line.until}; whoever runs it first becomes the admin):\n    {line.command}")
 
 
 async def new_invitation(config: Config, data_dir: Path, env: Mapping[str, str]) -> AttachLine:

@@ -126,7 +126,7 @@ async def build_parts(
                                        memory_manager=runtime.memory_manager, warn=warn, gate=gate)
         else:
             chat = AttachedChat(config.attach, target=attach, sessions=sessions, pool=runtime.pool,
-                                own_relay=runtime.embedded_relay_url, relay_timeout_s=config.relays.timeout_s,
+                                own_relay=lambda: runtime.embedded_relay_url, relay_timeout_s=config.relays.timeout_s,
                                 data_dir=data_dir, closers=runtime.closers, clock=clock, emit=emit, warn=warn)
         dm = None
         if answer_dms and local is not None:

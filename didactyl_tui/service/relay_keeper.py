@@ -26,6 +26,7 @@ from ..config import Config
 from ..errors import RelayError
 from ..nostr.pool import RelayPool
 from ..nostr.results import ConnectionState
+from .events import Listeners
 from .relay_address import address_line, asked_address
 
 if TYPE_CHECKING:  # the relay process's code loads only when a relay is wanted
@@ -52,6 +53,7 @@ class EmbeddedRelayKeeper:
         self.revivals = 0  # relays found or started again after a loss (for tests and the status)
         self._refusals_seen = 0  # the client's refusals of unproven servers already looked at
         self._told: set[str] = set()  # what was said since the relay was last connected (said once per loss)
+        self.moves: Listeners[str] = Listeners()  # the relay's new address, each time it comes back elsewhere
 
     def state_changed(self, url: str, state: ConnectionState) -> None:
         """A pool state listener: the embedded relay's connection failed or was lost (or is back)."""
@@ -135,6 +137,7 @@ class EmbeddedRelayKeeper:
             pool.client(old.url).retarget(old.url, proof_key=relay.proof_key)
         else:
             pool.retarget(old.url, relay.url, proof_key=relay.proof_key)
+            self.moves.emit(relay.url)
         line = address_line(relay, self._config)
         if line and relay.news:
             self._warn(line)

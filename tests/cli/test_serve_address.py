@@ -93,6 +93,32 @@ async def test_serve_started_on_a_taken_port_prints_the_free_one_it_took(tmp_pat
             assert await served.stop() == 0, served.log
 
 
+async def test_a_serve_whose_relay_comes_back_elsewhere_prints_a_new_attach_line(tmp_path: Path) -> None:
+    """Started with its port taken, serve's relay runs elsewhere; stopped while serve runs, it comes back where the
+    config asks (the port free now): the attach line printed at start names the old address, so serve prints one
+    naming the new."""
+    from didactyl_tui.nostr.embedded_relay.shared import stop_shared_relay
+    from didactyl_tui.nostr.nip19 import encode_nprofile
+
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        env = cli_env(tmp_path, config(port), DIDACTYL_NSEC=AGENT_KEY.nsec())
+        served = Served(env)
+        await served.start()
+    try:
+        first = await find_shared_relay(tmp_path / "data")
+        assert first is not None and first.port != port
+        assert await stop_shared_relay(first)
+        there = f"ws://127.0.0.1:{port}"
+        await served.wait_for(f"the embedded relay runs on {there} now", 60)
+        command = await served.wait_for(f"didactyl attach {encode_nprofile(AGENT_KEY.public_key_hex, [there])}", 10)
+        assert "--invite " in command  # nobody paired yet: a new invitation with it
+    finally:
+        assert await served.stop() == 0, served.log
+
+
 async def test_a_serve_restarted_beside_another_client_keeps_the_old_address_and_says_why(tmp_path: Path) -> None:
     first_port, second_port = free_ports(2)
     env = cli_env(tmp_path, config(first_port), DIDACTYL_NSEC=AGENT_KEY.nsec())

@@ -133,3 +133,36 @@ async def test_this_apps_own_relay_is_never_taken_for_the_agents(tmp_path: Path)
             async with RelayPool([own], **fast_client_kwargs()) as mine:
                 assert await wraps_for(mine, AGENT) == []
             assert not any(isinstance(e, TurnFinished) for e in seen)
+
+
+async def test_this_apps_own_relay_is_never_taken_for_the_agents_after_it_moves(tmp_path: Path) -> None:
+    """The embedded relay may come back on another port while the app runs (stopped, then started again where the
+    config asks): from then on that address is this app's own, whatever the agent's address names."""
+    import socket
+
+    from didactyl_tui.nostr.embedded_relay.shared import stop_shared_relay
+    from didactyl_tui.nostr.results import ConnectionState
+
+    with socket.socket() as blocker:  # the configured port, held by another program at start
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        there = f"ws://127.0.0.1:{port}"
+        laptop, _ = _laptop(encode_nprofile(AGENT, [there]), tmp_path / "laptop")
+        laptop.config.relays.embedded_port = port
+        async with laptop:
+            keeper = laptop.runtime.relay_keeper
+            assert keeper is not None and keeper.relay.url != there  # started elsewhere: the port was taken
+            assert laptop.attached_relays == [there]  # another machine's relay, for all this app knows
+            blocker.close()
+            first = keeper.relay
+            assert await stop_shared_relay(first)
+            await until(lambda: keeper.relay.url == there
+                        and laptop.relays.states().get(there) is ConnectionState.CONNECTED, 30,
+                        "the relay back on the configured port")
+            assert laptop.runtime.embedded_relay_url == there
+            assert laptop.attached_relays == []  # now this app's own: never the agent's
+            [failed] = [e async for e in laptop.chat.run_turn(laptop.chat.session_id, "hello?")]
+            assert isinstance(failed, TurnFailed) and "this app's own relay here" in failed.message
+            async with RelayPool([there], **fast_client_kwargs()) as mine:
+                assert await wraps_for(mine, AGENT) == []
