@@ -6,9 +6,11 @@ why, with the fix; ``didactyl relay status`` says the same. The real console ent
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agent_support import AGENT_KEY
@@ -75,22 +77,29 @@ async def test_serve_prints_the_address_in_use_after_its_port_changed_and_with_i
     assert said in text and held["matches_config"] is False and held["url"] == f"ws://127.0.0.1:{second_port}"
 
 
-async def test_serve_started_on_a_taken_port_prints_the_free_one_it_took(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def serving_with_its_port_taken(tmp_path: Path) -> AsyncIterator[tuple[Served, int, socket.socket]]:
+    """serve started while another program holds the port the config asks for (``blocker``: held until closed); its
+    relay runs elsewhere."""
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
-        taken = blocker.getsockname()[1]
-        env = cli_env(tmp_path, config(taken), DIDACTYL_NSEC=AGENT_KEY.nsec())
-        served = Served(env)
+        port = blocker.getsockname()[1]
+        served = Served(cli_env(tmp_path, config(port), DIDACTYL_NSEC=AGENT_KEY.nsec()))
         await served.start()
         try:
-            relay = await find_shared_relay(tmp_path / "data")
-            assert relay is not None and relay.port != taken
-            assert served_on(await served.wait_for("serving as", 1)) == [relay.url]
-            await served.wait_for(f"port {taken} is taken by another program; the embedded relay runs on "
-                                  f"{relay.url} instead", 1)
+            yield served, port, blocker
         finally:
             assert await served.stop() == 0, served.log
+
+
+async def test_serve_started_on_a_taken_port_prints_the_free_one_it_took(tmp_path: Path) -> None:
+    async with serving_with_its_port_taken(tmp_path) as (served, taken, _):
+        relay = await find_shared_relay(tmp_path / "data")
+        assert relay is not None and relay.port != taken
+        assert served_on(await served.wait_for("serving as", 1)) == [relay.url]
+        await served.wait_for(f"port {taken} is taken by another program; the embedded relay runs on {relay.url} "
+                              "instead", 1)
 
 
 async def test_a_serve_whose_relay_comes_back_elsewhere_prints_a_new_attach_line(tmp_path: Path) -> None:
@@ -100,14 +109,8 @@ async def test_a_serve_whose_relay_comes_back_elsewhere_prints_a_new_attach_line
     from didactyl_tui.nostr.embedded_relay.shared import stop_shared_relay
     from didactyl_tui.nostr.nip19 import encode_nprofile
 
-    with socket.socket() as blocker:
-        blocker.bind(("127.0.0.1", 0))
-        blocker.listen()
-        port = blocker.getsockname()[1]
-        env = cli_env(tmp_path, config(port), DIDACTYL_NSEC=AGENT_KEY.nsec())
-        served = Served(env)
-        await served.start()
-    try:
+    async with serving_with_its_port_taken(tmp_path) as (served, port, blocker):
+        blocker.close()
         first = await find_shared_relay(tmp_path / "data")
         assert first is not None and first.port != port
         assert await stop_shared_relay(first)
@@ -115,8 +118,6 @@ async def test_a_serve_whose_relay_comes_back_elsewhere_prints_a_new_attach_line
         await served.wait_for(f"the embedded relay runs on {there} now", 60)
         command = await served.wait_for(f"didactyl attach {encode_nprofile(AGENT_KEY.public_key_hex, [there])}", 10)
         assert "--invite " in command  # nobody paired yet: a new invitation with it
-    finally:
-        assert await served.stop() == 0, served.log
 
 
 async def test_a_serve_restarted_beside_another_client_keeps_the_old_address_and_says_why(tmp_path: Path) -> None:
