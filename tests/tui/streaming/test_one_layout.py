@@ -58,6 +58,7 @@ def _app() -> Any:
 
 async def test_an_echo_is_painted_first_and_the_layout_pass_waits_for_the_next_update() -> None:
     from didactyl_tui.tui.streaming.one_layout import echo_pending, keys_before_layout
+    from didactyl_tui.tui.streaming.typing_clock import note_input
 
     app = _app()
     async with app.run_test(size=(60, 20)) as pilot:
@@ -74,6 +75,7 @@ async def test_an_echo_is_painted_first_and_the_layout_pass_waits_for_the_next_u
         screen._layout_required = True  # a layout pass is due (as the mount's Layout message will say)
         box.insert_text_at_cursor("x")  # and a key's echo (as its Update message will say)
         screen._dirty_widgets.add(box)
+        note_input()  # typed in the message box
         assert echo_pending(screen, conversation)
         assert keys_before_layout(screen, conversation)
         assert frames == ["x"]  # the echo went out in a frame of its own
@@ -90,6 +92,7 @@ async def test_a_pane_the_pass_will_resize_is_not_painted_before_it() -> None:
     import asyncio
 
     from didactyl_tui.tui.streaming.one_layout import _resizing, keys_before_layout
+    from didactyl_tui.tui.streaming.typing_clock import note_input
 
     app = _app()
     async with app.run_test(size=(60, 20)) as pilot:
@@ -107,11 +110,41 @@ async def test_a_pane_the_pass_will_resize_is_not_painted_before_it() -> None:
                 break
             await asyncio.sleep(0)
         app._batch_count -= 1
+        note_input()  # someone types meanwhile
         # No await from here on: Textual's own update (60 times a second) must not run in between.
         assert keys_before_layout(screen, conversation)  # outside the conversation and dirty: the pass waits
         assert frames == []  # ... but the pane was not painted in its old region
         await pilot.pause()
         assert frames and frames[0] == 2  # its first frame shows both lines
+
+
+async def test_with_nobody_typing_what_changed_outside_goes_out_with_the_pass() -> None:
+    """A pane refreshed while a pass is due, nobody typing and the pane not focused: no frame of its own first (the
+    footer's keys as a turn starts, the status bar), the pass paints it with the rest in one frame."""
+    from didactyl_tui.tui.streaming import typing_clock
+    from didactyl_tui.tui.streaming.one_layout import keys_before_layout
+
+    app = _app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        screen, conversation, pane = app.screen, app.query_one("#conversation"), app.query_one("#pane", Static)
+        app.set_focus(None)
+        await pilot.pause()
+        frames = frames_showing(app, lambda: str(pane.render()))
+        typed_at = typing_clock._last_input
+        typing_clock._last_input = float("-inf")  # no key typed lately
+        try:
+            # No await from here on: Textual's own update (60 times a second) must not run in between.
+            conversation.mount(Static("a streamed block"))
+            screen._layout_required = True
+            pane.update("new words")
+            screen._dirty_widgets.add(pane)
+            assert not keys_before_layout(screen, conversation)  # Textual's own update: the pass, and the pane
+            assert frames == []
+        finally:
+            typing_clock._last_input = typed_at
+        await pilot.pause()
+        assert frames[:1] == ["new words"]
 
 
 def test_without_textuals_private_state_the_update_is_textuals() -> None:

@@ -16,6 +16,7 @@ from didactyl_tui.tui.streaming.fast import FastBody
 from didactyl_tui.tui.streaming.one_layout import echo_only
 from didactyl_tui.tui.streaming.reply import ReplyPath
 from didactyl_tui.tui.streaming.screen_hooks import FastScreenHooks
+from didactyl_tui.tui.streaming.typing_clock import note_input
 from didactyl_tui.tui.widgets.conversation import Conversation
 
 TEXT = "\n\n".join(f"Paragraph {n} " + "word " * 30 if n % 3 else f"- item {n}\n- item {n}b" for n in range(24))
@@ -91,6 +92,7 @@ async def test_while_steps_run_an_echo_is_painted_and_the_pass_waits() -> None:
         screen._layout_required = True  # the mount's pass is due
         box.insert_text_at_cursor("x")  # and a key's echo
         screen._dirty_widgets.add(box)
+        note_input()  # typed in the message box
         assert echo_only(screen, conversation)
         assert frames == ["x"] and screen._layout_required  # the echo went out; the pass still waits
         assert echo_only(screen, conversation) and frames == ["x"]  # nothing more to paint: held, no frame
