@@ -49,6 +49,7 @@ FIRST_FRAME_MODULES = {
     "didactyl_tui.tui.streaming.screen_hooks",
     "didactyl_tui.tui.streaming.one_layout",  # the main screen's update policy (a key's echo first), first update
     "didactyl_tui.tui.streaming.full_map",  # that policy paints an echo against the compositor map as it stands
+    "didactyl_tui.tui.streaming.typing_clock",  # and asks whether someone types (the time of the last key)
     "didactyl_tui.tui.theme_files",
     "didactyl_tui.tui.widgets",
     "didactyl_tui.tui.widgets.app_footer",  # the footer the first frame shows (Textual's, without its leak)
