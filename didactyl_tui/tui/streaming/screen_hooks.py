@@ -2,10 +2,11 @@
 streams, and a key's echo before a due layout pass (``one_layout.py``); the compositor's full map kept while a reply
 streams (``full_map.py``).
 
-They override two of Textual's private ``Screen`` methods (``_refresh_layout``, ``_on_timer_update``, as of
-Textual 8.2), so this class is only used on a Textual in the tested range (``textual_range.py``); elsewhere the
-screen gets :class:`PublicScreenHooks`, which overrides nothing. Arguments are passed through whole, so a
-changed signature on an untested version could not break them even if they were used there.
+They override three of Textual's private ``Screen`` methods (``_refresh_layout``, ``_on_timer_update``,
+``_screen_resized``, as of Textual 8.2), so this class is only used on a Textual in the tested range
+(``textual_range.py``); elsewhere the screen gets :class:`PublicScreenHooks`, which overrides nothing. Arguments are
+passed through whole, so a changed signature on an untested version could not break them even if they were used
+there.
 """
 
 from __future__ import annotations
@@ -54,6 +55,19 @@ class FastScreenHooks:
 
         layout_once(screen, lambda: parent._refresh_layout(*args, **kwargs))
         return None
+
+    def _screen_resized(self, *args: Any, **kwargs: Any) -> Any:
+        """A Resize to the size the screen is laid out at already lays nothing out: at start the screen gets three
+        (the app's first size, its idle check, the screen's own first pass), each a full pass over the same size —
+        with a resumed chat's entries on screen, ~50 ms before `didactyl --continue`'s first frame (#34). A layout
+        a widget asked for meanwhile still runs at the next update."""
+        parent: Any = super()
+        screen: Any = self
+        size = args[0] if args else kwargs.get("size")
+        laid_out = getattr(getattr(screen, "_compositor", None), "size", None)
+        if size is not None and size == laid_out and screen.is_attached:
+            return None
+        return parent._screen_resized(*args, **kwargs)
 
     def _on_timer_update(self, *args: Any, **kwargs: Any) -> Any:
         parent: Any = super()

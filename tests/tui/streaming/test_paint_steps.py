@@ -115,3 +115,32 @@ def test_while_someone_types_paints_are_further_apart(monkeypatch: Any) -> None:
     body._frame_composed(time.thread_time())
     assert body._next_paint_at - time.monotonic() > fast.MIN_PAINT_GAP_S
     assert body._next_paint_at - time.monotonic() <= fast.TYPING_PAINT_GAP_S
+
+
+async def test_a_resize_to_the_size_laid_out_lays_nothing_out(monkeypatch: Any) -> None:
+    """At start the screen gets three Resizes to one size (the app's first, its idle check, the screen's own first
+    pass): only a new size is a pass of its own; a layout asked for meanwhile still runs at the next update."""
+    from textual import events
+
+    passes: list[tuple[int, int]] = []
+    original_layout = ChatScreen._refresh_layout
+
+    def layout(self: ChatScreen, *args: Any, **kwargs: Any) -> Any:
+        passes.append(tuple(args[0]) if args and args[0] is not None else tuple(self.size))
+        return original_layout(self, *args, **kwargs)
+
+    monkeypatch.setattr(ChatScreen, "_refresh_layout", layout)
+    app = ChatApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        passes.clear()
+        screen.post_message(events.Resize(screen.size, screen.size))
+        await pilot.pause()
+        assert passes == []
+        await pilot.resize_terminal(90, 30)
+        await wait_for(pilot, lambda: (90, 30) in passes, 10, "a pass at the new size")
+        block = Static("a block")
+        await screen.conversation.mount(block)
+        screen.post_message(events.Resize(screen.size, screen.size))
+        await wait_for(pilot, lambda: block.region.height == 1, 10, "the mount's own pass")
