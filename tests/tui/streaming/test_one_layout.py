@@ -96,10 +96,7 @@ async def test_a_pane_the_pass_will_resize_is_not_painted_before_it() -> None:
 
     app = _app()
     async with app.run_test(size=(60, 20)) as pilot:
-        await pilot.pause()
-        screen, conversation, pane = app.screen, app.query_one("#conversation"), app.query_one("#pane", Static)
-        app.set_focus(None)
-        await pilot.pause()
+        screen, conversation, pane = await _laid_out_unfocused(pilot)
         assert pane.region.height == 1
         frames = frames_showing(app, lambda: pane.region.height)
         app._batch_count += 1  # Textual's own update waits (as behind a long paint) while the pane is refreshed
@@ -118,33 +115,36 @@ async def test_a_pane_the_pass_will_resize_is_not_painted_before_it() -> None:
         assert frames and frames[0] == 2  # its first frame shows both lines
 
 
-async def test_with_nobody_typing_what_changed_outside_goes_out_with_the_pass() -> None:
+async def test_with_nobody_typing_what_changed_outside_goes_out_with_the_pass(monkeypatch: Any) -> None:
     """A pane refreshed while a pass is due, nobody typing and the pane not focused: no frame of its own first (the
     footer's keys as a turn starts, the status bar), the pass paints it with the rest in one frame."""
     from didactyl_tui.tui.streaming import typing_clock
     from didactyl_tui.tui.streaming.one_layout import keys_before_layout
 
+    monkeypatch.setattr(typing_clock, "_last_input", float("-inf"))  # no key typed lately
     app = _app()
     async with app.run_test(size=(60, 20)) as pilot:
-        await pilot.pause()
-        screen, conversation, pane = app.screen, app.query_one("#conversation"), app.query_one("#pane", Static)
-        app.set_focus(None)
-        await pilot.pause()
+        screen, conversation, pane = await _laid_out_unfocused(pilot)
         frames = frames_showing(app, lambda: str(pane.render()))
-        typed_at = typing_clock._last_input
-        typing_clock._last_input = float("-inf")  # no key typed lately
-        try:
-            # No await from here on: Textual's own update (60 times a second) must not run in between.
-            conversation.mount(Static("a streamed block"))
-            screen._layout_required = True
-            pane.update("new words")
-            screen._dirty_widgets.add(pane)
-            assert not keys_before_layout(screen, conversation)  # Textual's own update: the pass, and the pane
-            assert frames == []
-        finally:
-            typing_clock._last_input = typed_at
+        # No await from here on: Textual's own update (60 times a second) must not run in between.
+        conversation.mount(Static("a streamed block"))
+        screen._layout_required = True
+        pane.update("new words")
+        screen._dirty_widgets.add(pane)
+        assert not keys_before_layout(screen, conversation)  # Textual's own update: the pass, and the pane
+        assert frames == []
         await pilot.pause()
         assert frames[:1] == ["new words"]
+
+
+async def _laid_out_unfocused(pilot: Any) -> tuple[Any, Any, Static]:
+    """The app laid out, nothing focused (an input's own messages would count as a key on its way): its screen, the
+    conversation and the pane."""
+    app = pilot.app
+    await pilot.pause()
+    app.set_focus(None)
+    await pilot.pause()
+    return app.screen, app.query_one("#conversation"), app.query_one("#pane", Static)
 
 
 def test_without_textuals_private_state_the_update_is_textuals() -> None:
