@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from textual.app import App, ComposeResult
 from textual.dom import DOMNode
+from textual.widget import Widget
+from tui_support import wait_for
 
 from didactyl_tui.tui.widgets.app_footer import AppFooter
 
@@ -34,11 +36,14 @@ async def test_a_rebuilt_footer_styles_each_key_once_with_the_footers_compact(co
         footer = app.query_one(AppFooter)
         await pilot.pause()
         app.restyled.clear()
-        before = list(footer.query("FooterKey"))
-        app.refresh_bindings()  # as when a turn starts or ends: the footer builds its keys anew
+        before = set(footer.query("FooterKey"))
+        app.refresh_bindings()  # as when a turn starts or ends: the footer builds its keys anew (after a refresh)
+
+        def rebuilt() -> list[Widget]:  # the three, and the command palette's (always compact, as Textual has it)
+            keys = list(footer.query("FooterKey"))
+            return keys if len(keys) == 4 and not before & set(keys) and all(k.is_mounted for k in keys) else []
+
+        keys = await wait_for(pilot, rebuilt, 10, "the footer's keys built anew")
         await pilot.pause()
-        keys = list(footer.query("FooterKey"))
-        assert not set(keys) & set(before)
-        assert len(keys) == 4  # the three, and the command palette's (always compact, as Textual has it)
         assert [node for node in app.restyled if node in keys] == []
         assert [key.has_class("-compact") for key in keys] == [compact, compact, compact, True]
