@@ -10,16 +10,15 @@ kept and the comments are not. A new file is created 0600 (as every file we crea
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import re
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .whole_file import write_whole
 
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few KiB: anything larger is not rewritten here
 
@@ -90,25 +89,14 @@ def _with_line(text: str, section: str, key: str, line: str) -> str | None:
 
 
 def _write(path: Path, text: str) -> None:
-    """Written beside the file and renamed over it (never half a config); 0600 when new, else the file's mode."""
+    """Written whole or not at all (never half a config); 0600 when new, else the file's mode."""
     try:
         mode = os.stat(path).st_mode & 0o777
     except FileNotFoundError:
         mode = 0o600
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror}", "Config") from None
-    tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600
-        with os.fdopen(fd, "wb") as out:
-            os.fchmod(out.fileno(), mode)
-            out.write(text.encode("utf-8"))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        write_whole(path, text, mode=mode)
     except OSError as exc:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         raise ConfigError(f"cannot write {path}: {exc.strerror}", "Config") from None

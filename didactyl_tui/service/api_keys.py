@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..errors import ConfigError
+from ..whole_file import write_whole
 
 API_KEY_FILE = "api_keys.toml"
 MAX_FILE_BYTES = 64 * 1024  # a few keys; anything bigger is not ours
@@ -88,13 +89,7 @@ def _write_private(path: Path, text: str) -> None:
     from ..agent.identity.keystore import ensure_data_dir
 
     ensure_data_dir(path.parent)  # 0700 when it creates it
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o600)  # whatever an older file of that name left
-            fh.write(text)
-        os.replace(tmp, path)
+        write_whole(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}", "API keys") from None

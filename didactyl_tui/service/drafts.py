@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import AgentError
+from ..whole_file import write_whole
 
 _lock = threading.Lock()  # one write or removal at a time: a removal never races a write in flight
 DRAFTS_DIR = "drafts"
@@ -55,23 +56,14 @@ def write_draft(data_dir: Path, memory_type: str, text: str, base_event_id: str 
     path = draft_path(data_dir, memory_type)
     body = json.dumps({"text": text, "base_event_id": base_event_id,
                        "saved_at": time.time() if now is None else now})
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with _lock:
-            _write_atomically(path, tmp, body)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(path.parent, 0o700)  # an existing, wider directory is tightened too
+            write_whole(path, body)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise AgentError(f"cannot keep the editor's draft in {path}: {exc.strerror}", "Draft") from None
     return True
-
-
-def _write_atomically(path: Path, tmp: Path, body: str) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)  # an existing, wider directory is tightened too
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(body)
-    os.replace(tmp, path)
 
 
 def remove_draft(data_dir: Path, memory_type: str) -> None:

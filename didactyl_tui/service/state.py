@@ -5,7 +5,6 @@ The one reader and writer. Light (stdlib only at import): the TUI reads the them
 
 from __future__ import annotations
 
-import os
 import threading
 import tomllib
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..whole_file import write_whole
 
 STATE_FILE = "state.toml"
 _lock = threading.Lock()
@@ -34,13 +34,9 @@ def write_state(data_dir: Path, values: Mapping[str, Any]) -> None:
 
     path = Path(data_dir) / STATE_FILE
     ensure_data_dir(path.parent)
-    tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.touch(mode=0o600)  # every file we create is private (it records which identity events are ours)
-        tmp.write_text(tomli_w.dumps(dict(values)), "utf-8")
-        os.replace(tmp, path)
+    try:  # private, as every file we create (it records which identity events are ours)
+        write_whole(path, tomli_w.dumps(dict(values)))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise ConfigError(f"cannot write {path}: {exc.strerror}", "Settings") from None
 
 

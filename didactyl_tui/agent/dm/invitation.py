@@ -16,14 +16,12 @@ issue one, ``didactyl attach … --invite`` presents it, and the key that presen
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
 import stat
-import tempfile
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -31,6 +29,7 @@ from pathlib import Path
 from ...errors import AgentError
 from ...nostr.keys import is_hex_pubkey
 from ...nostr.nip59 import Rumor
+from ...whole_file import write_whole
 
 INVITATION_TAG = "didactyl-invitation"  # on the presenter's message: ["didactyl-invitation", <secret>]
 PAIRING_TAG = "didactyl-pairing"  # on the agent's answer: ["didactyl-pairing", <outcome>]
@@ -153,18 +152,8 @@ def redeem(data_dir: Path, presented: str, *, sender: str, admin_now: str | None
 
 
 def _write(path: Path, invitation: Invitation) -> None:
-    """0600, written beside and renamed over (never half a file); AgentError naming the file."""
-    tmp: str | None = None
+    """0600, written whole or not at all; AgentError naming the file."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(asdict(invitation), out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        write_whole(path, json.dumps(asdict(invitation)))
     except OSError as exc:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         raise AgentError(f"cannot write {path}: {exc.strerror}", "Invitation") from None

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from ...errors import ConfigError, NostrError
 from ...nostr.nip46_session import RemoteSignerSession
+from ...whole_file import write_whole
 from .keystore import ensure_data_dir
 
 SESSION_FILE_NAME = "signer.json"
@@ -51,19 +51,8 @@ def read_session(data_dir: Path, name: str = SESSION_FILE_NAME) -> RemoteSignerS
 def write_session(data_dir: Path, session: RemoteSignerSession, name: str = SESSION_FILE_NAME) -> Path:
     """Store ``session`` (0600, atomically)."""
     path = session_path(ensure_data_dir(Path(data_dir)), name)
-    tmp: Path | None = None
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600, its own name
-        tmp = Path(name)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, (session.to_json() + "\n").encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_whole(path, session.to_json() + "\n")
     except OSError as exc:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
         raise ConfigError(f"cannot write {path}: {exc.strerror}", "Remote signer") from None
     return path
