@@ -71,8 +71,8 @@ class AppService:
         """``answer_dms``: answer NIP-17 direct messages while started (the TUI and ``serve``; not the
         one-shot commands). ``read_only``: the default for :meth:`start`. ``allow_tools``: tools that act allowed
         without asking for this run (``--allow``), besides ``[permissions] allow``. ``start_mcp``: start the
-        ``[[mcp.servers]]`` with the service (the app, ``serve``, ``chat``, ``acp``; not the commands that run no
-        turn)."""
+        ``[[mcp.servers]]`` with the service (the app, ``serve``, ``chat``, ``acp`` and the dry run ``prompt``; not the
+        other commands, which run no turn)."""
         self.config = config
         self.read_only = read_only
         self.start_mcp = start_mcp
