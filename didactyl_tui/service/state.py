@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..whole_file import write_whole
 
 STATE_FILE = "state.toml"
 _lock = threading.Lock()
@@ -31,6 +30,7 @@ def write_state(data_dir: Path, values: Mapping[str, Any]) -> None:
     import tomli_w
 
     from ..agent.identity.keystore import ensure_data_dir
+    from ..whole_file import write_whole  # tempfile: not for the first frame, which reads this file
 
     path = Path(data_dir) / STATE_FILE
     ensure_data_dir(path.parent)
