@@ -78,6 +78,7 @@ class InstanceRelay(EmbeddedRelay):
         self.instance_token = instance_token
         self.stopping = stopping or asyncio.Event()
         self.last_identity_question = time.monotonic()
+        self.last_identity_asker = ""  # host:port of the newest question, for the idle watch's log
 
     def identity_headers(self, connection: ServerConnection, request: Request) -> dict[str, str]:
         nonce = request.headers.get(relay_proof.CHALLENGE_HEADER)
@@ -86,6 +87,7 @@ class InstanceRelay(EmbeddedRelay):
         # A launcher asks just before it connects: counting the question as activity keeps the idle exit from
         # closing the relay between that answer and the connection.
         self.last_identity_question = time.monotonic()
+        self.last_identity_asker = relay_proof.endpoint(connection.remote_address)
         # A stopping relay still proves who it is, and says it is stopping: a launcher then waits for a successor
         # instead of taking it for an impostor.
         return relay_proof.answer(self.proof_key, nonce, self.instance_token, stopping=self.stopping.is_set(),
@@ -256,11 +258,22 @@ class _Serving:
 async def _watch_idle(serving: _Serving, idle_exit_s: float, stop: asyncio.Event) -> None:
     tick = min(1.0, max(0.05, idle_exit_s / 4))
     last_busy = time.monotonic()
+    held_since, said, said_asked = time.monotonic(), False, False  # held: clients connected without a break since
     while not stop.is_set():
         now = time.monotonic()
         relay = serving.relay
-        if relay.connections:
+        if relay.connections:  # who keeps the relay up is said once a hold, should someone wonder why it runs on
+            if now - last_busy > 2 * tick:  # none at the last look: a new hold
+                held_since = now
             last_busy = now
+            if not said and now - held_since >= idle_exit_s:
+                said = True
+                log.info("idle exit waits: %d client(s) connected (%s)", relay.connections, relay.describe_clients())
+        else:
+            said = False
+            if not said_asked and now - last_busy >= 2 * idle_exit_s > now - relay.last_identity_question:
+                said_asked = True  # no client for two idle periods, yet questions keep it up
+                log.info("idle exit waits: identity questions keep coming, the last from %s", relay.last_identity_asker)
         if now - max(last_busy, relay.last_identity_question) >= idle_exit_s:
             log.info("no client for %gs: stopping", idle_exit_s)
             stop.set()

@@ -139,6 +139,16 @@ class EmbeddedRelay(RelayProtocol):
         """Open websocket connections (the shared relay process exits after a while with none)."""
         return len(self._peers)
 
+    def describe_clients(self, limit: int = 5) -> str:
+        """Where up to ``limit`` of the open connections come from (``host:port, ...``), for a log line."""
+        found: list[str] = []
+        for peer in self._peers:
+            if len(found) >= limit:
+                break
+            address = peer.ws.remote_address
+            found.append(f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else "?")
+        return ", ".join(found)
+
     async def start(self) -> None:
         if self._server is not None:
             return
