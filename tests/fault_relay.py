@@ -94,8 +94,10 @@ class FaultProxy:
     """A scriptable websocket proxy on 127.0.0.1 in front of ``upstream_url``."""
 
     def __init__(self, upstream_url: str, *, port: int = 0) -> None:
+        from relay_servers import free_port
+
         self.upstream_url = upstream_url
-        self.port = port
+        self.port = port or free_port()  # restarted on it, its clients reconnecting meanwhile: see free_ports
         self.log: list[LogEntry] = []
         self._server: Server | None = None
         self._links: set[_Link] = set()
@@ -494,10 +496,12 @@ class FaultRig:
         return [p.url for p in self.proxies]
 
     async def start(self) -> FaultRig:
+        from relay_servers import free_port
+
         from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 
         for i in range(self.n):
-            relay = EmbeddedRelay(self.root / f"relay{i}.sqlite3")
+            relay = EmbeddedRelay(self.root / f"relay{i}.sqlite3", port=free_port())  # restarted on it
             await relay.start()
             self.relays.append(relay)
             proxy = FaultProxy(relay.url)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -29,25 +30,59 @@ from websockets.exceptions import ConnectionClosed
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.messages import RelayMessage
 
+# Ports a test binds, frees and binds again (a relay or proxy restarted on the same port, an address picked before
+# its server starts) come from a block of this worker's own, below the kernel's ephemeral range. A port freed there
+# is never handed to another worker's bind(0), nor used as a connection's source port. From the ephemeral range,
+# a relay that another worker started on port 0 could get it while it was down, and this test's clients, still
+# reconnecting, would then hold that relay (an idle exit that never came, in a random-order run).
+_PORT_BLOCK = 1500
+_ports_given = os.getpid()  # where in the block to start: two suites at once seldom meet
 
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now (another process could take it; callers retry)."""
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; BSDs and macOS start at 49152
+
+
+def _worker_block() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # "gw3": xdist's fourth worker; alone: the first block
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    low = 12000 + _PORT_BLOCK * index
+    if low + _PORT_BLOCK > _ephemeral_low():
+        raise RuntimeError(f"no reserved test ports for worker {worker}: ephemeral ports start at {_ephemeral_low()}")
+    return range(low, low + _PORT_BLOCK)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` different ports free on 127.0.0.1 right now: held open together while they are picked (two calls
-    of :func:`free_port` in a row may get the same port back from the kernel)."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+    """``count`` different ports free on 127.0.0.1 right now, from this worker's own block (see above): the next
+    ones in turn, so a port is not handed out again until the block has come round."""
+    global _ports_given
+    block = _worker_block()
+    ports: list[int] = []
+    for _ in range(len(block)):
+        port = block[_ports_given % len(block)]
+        _ports_given += 1
+        if _bindable(port):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise RuntimeError(f"only {len(ports)} of {count} free ports in {block}")
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now, from this worker's own block: nothing outside this worker takes it."""
+    return free_ports(1)[0]
 
 
 def fast_client_kwargs(**overrides: Any) -> dict[str, Any]:
@@ -95,7 +130,7 @@ class EmbeddedRelayUnderTest(RelayUnderTest):
     def __init__(self, db_path: Path, **kwargs: Any) -> None:
         self.db_path = db_path
         self.kwargs = kwargs
-        self.port = 0
+        self.port = free_port()  # restarted on it: see free_ports
         self.relay: EmbeddedRelay | None = None
 
     @property

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from relay_servers import free_port
 
 from didactyl_tui.agent.audience import ADMIN_TURN, guest_turn
 from didactyl_tui.agent.memory.backend import MemoryBackend, MemoryManager
@@ -211,12 +211,6 @@ def test_recall_unavailable_when_its_file_cannot_open(tmp_path: Path) -> None:
 
 
 # --- honcho ---------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_honcho_without_config_is_unavailable_and_silent() -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from typing import Any
 
 import pytest
 from agent_support import make_assembly
 from llm_stub import LlmStub, Reply, ToolCall
+from relay_servers import free_port
 
 from didactyl_tui.agent.llm.types import LlmSettings
 from didactyl_tui.agent.soul.prompt_record import PromptAssembly
@@ -370,9 +370,7 @@ async def test_a_connection_dropped_before_any_text_is_retried(stub: LlmStub) ->
 
 
 async def test_unreachable_server_is_a_connection_error() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again before use: nothing listens there
+    port = free_port()  # nothing listens there: this worker's own port, so no other test's server either
     settings = LlmSettings(model="openai/stub-model", api_base=f"http://127.0.0.1:{port}/v1", api_key=API_KEY,
                            timeout_s=2, max_retries=1, retry_backoff_s=0.01)
     events = await collect(settings)

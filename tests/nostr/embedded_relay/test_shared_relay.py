@@ -263,13 +263,24 @@ async def test_a_relay_that_cannot_listen_is_reported_in_one_line(data_dir: Path
 # --- lifetime ---------------------------------------------------------------------------------------
 
 
+def relay_log(data_dir: Path) -> str:
+    """The relay's log, to show why it did not stop when a test expected it to."""
+    return (data_dir / "relay.log").read_text(errors="replace")
+
+
+# The idle-exit tests run their relay on a port of this worker's own (free_port): a client of another test still
+# reconnecting to a port it once used could otherwise find this relay there, and hold it up.
+
+
 async def test_idle_exit_waits_for_the_last_client(data_dir: Path) -> None:
-    relay = await ensure_shared_relay(data_dir, port=0, idle_exit_s=0.3)
+    relay = await ensure_shared_relay(data_dir, port=free_port(), idle_exit_s=0.3)
     async with RelayClient(relay.url, reconnect=False) as client:
         await asyncio.sleep(1.5)  # five idle periods with a client connected
         assert pid_running(relay.pid)
         assert (await client.publish(note("still here"))).accepted
-    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+        # The log says who holds the relay up, once.
+        assert relay_log(data_dir).count("idle exit waits: 1 client(s) connected (127.0.0.1:") == 1
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20), relay_log(data_dir)
     assert not (data_dir / LOCK_FILE).exists()
     assert not lock_is_held(owner_lock_path(relay.db_path))
     # The next process starts a new relay on the same database; nothing was lost.
@@ -331,12 +342,14 @@ async def test_a_killed_relay_is_taken_over(data_dir: Path) -> None:
 
 
 async def test_an_identity_question_counts_as_activity(data_dir: Path) -> None:
-    relay = await ensure_shared_relay(data_dir, port=0, idle_exit_s=2.0)
-    for _ in range(10):  # 3 s of questions, never 2 s apart
+    relay = await ensure_shared_relay(data_dir, port=free_port(), idle_exit_s=2.0)
+    for _ in range(17):  # 5 s of questions, never 2 s apart
         assert await proven_instance(relay, relay.proof_key) == relay.token
         await asyncio.sleep(0.3)
     assert pid_running(relay.pid)
-    assert await eventually(lambda: not pid_running(relay.pid), timeout=20)
+    assert await eventually(lambda: not pid_running(relay.pid), timeout=20), relay_log(data_dir)
+    # Past two idle periods with no client, the log said whose questions kept the relay up (once).
+    assert relay_log(data_dir).count("idle exit waits: identity questions keep coming, the last from 127.0.0.1:") == 1
 
 
 async def test_a_stopping_relay_still_proves_who_it_is_but_is_not_used(data_dir: Path, tmp_path: Path) -> None:

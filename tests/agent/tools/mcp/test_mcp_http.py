@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 
 import pytest
 from mcp_support import FIXTURE
+from relay_servers import free_port
 
 from didactyl_tui.agent.tools.builtin import build_base_registry
 from didactyl_tui.agent.tools.mcp.servers import McpServers
 from didactyl_tui.config_mcp import McpConfig, McpServerConfig
 
 TOKEN = "s3cret-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def _listening(port: int, timeout_s: float) -> None:
@@ -41,7 +35,7 @@ async def _listening(port: int, timeout_s: float) -> None:
 
 @pytest.fixture
 async def http_server() -> AsyncIterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(sys.executable, str(FIXTURE), "--http", str(port),
                                                 env={**os.environ, "FIXTURE_TOKEN": TOKEN},
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
