@@ -22,6 +22,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
+
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -162,3 +164,14 @@ def storage_error_message(exc: BaseException, what: str, path: str | os.PathLike
     if is_disk_full(exc):
         return f"disk full: {what} could not be written{where}; free some space and try again"
     return f"{what} could not be written{where}: {exc}"
+
+
+def ensure_data_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Create the data dir (0700 when we create it: it holds the key, the chats and the memory caches). Here, not
+    beside the key: reading a chat (`didactyl --continue`'s first frame) needs the folder, not the key's modules."""
+    path = Path(data_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the data dir {path}: {exc.strerror}", "Data dir") from None
+    return path

@@ -86,7 +86,7 @@ def keep_api_key(path: Path, name: str, key: str) -> None:
 
 
 def _write_private(path: Path, text: str) -> None:
-    from ..agent.identity.keystore import ensure_data_dir
+    from ..agent.private_files import ensure_data_dir
 
     ensure_data_dir(path.parent)  # 0700 when it creates it
     try:

@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..agent.identity.keystore import ENV_NSEC, ensure_data_dir, key_file_path, load_agent_key, write_key_file
+from ..agent.identity.keystore import ENV_NSEC, key_file_path, load_agent_key, write_key_file
 from ..agent.identity.signer_session import read_session, session_path
+from ..agent.private_files import ensure_data_dir
 from ..config import Config
 from ..errors import AgentError, ConfigError
 from ..nostr.keys import SecretKey

@@ -25,9 +25,8 @@ from ..agent.documents.saving import Change, DocumentSaves
 from ..agent.documents.store import DocumentStore
 from ..agent.documents.sync import DocumentSync
 from ..agent.identity.cache import IdentityCache, pubkey_hex
-from ..agent.identity.keystore import ensure_data_dir
 from ..agent.memory.backend import MemoryManager, create_memory_manager
-from ..agent.private_files import permission_warnings, tighten_sqlite_files
+from ..agent.private_files import ensure_data_dir, permission_warnings, tighten_sqlite_files
 from ..agent.tasks.task_list import TaskBook
 from ..agent.tools.context import AgentToolContext
 from ..agent.tools.note_poster import NotePoster

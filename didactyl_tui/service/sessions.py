@@ -14,15 +14,17 @@ import asyncio
 import builtins  # Sessions.list shadows the builtin in the annotations of its class
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
 from ..agent.conversations.session_info import SessionInfo
 from ..agent.conversations.session_kind import SessionKind
 from ..agent.conversations.store import ConversationStore
 from ..errors import AgentError, DidactylError
-from ..nostr.nip19 import encode_npub
+
+if TYPE_CHECKING:
+    from ..agent.conversations.assembly_log import AssemblyLog, SavedAssembly
 
 log = logging.getLogger("didactyl.service")
 
@@ -48,7 +50,15 @@ class Sessions:
 
     def __init__(self, store: ConversationStore, *, keep_assemblies: int = 20) -> None:
         self.store = store
-        self.assembly_log = AssemblyLog(store, keep=keep_assemblies)
+        self._keep_assemblies = keep_assemblies
+
+    @cached_property
+    def assembly_log(self) -> AssemblyLog:
+        # Made when first used: its module brings the prompt's records (documents, nostr), which a resumed chat's
+        # first frame (`didactyl --continue`, a read of the chat's end) does not need (~25 ms of imports).
+        from ..agent.conversations.assembly_log import AssemblyLog
+
+        return AssemblyLog(self.store, keep=self._keep_assemblies)
 
     async def list(self, *, include_empty: bool = False) -> list[SessionInfo]:
         """Newest activity first; chats with no message at all are left out unless asked for."""
@@ -133,7 +143,7 @@ class Sessions:
 
 def open_sessions(data_dir: Path) -> Sessions:
     """The saved chats of a data dir, without starting the service (the database opens on first use)."""
-    from ..agent.identity.keystore import ensure_data_dir
+    from ..agent.private_files import ensure_data_dir
 
     ensure_data_dir(Path(data_dir))
     return Sessions(open_conversations(Path(data_dir)))
@@ -147,6 +157,8 @@ def open_conversations(data_dir: Path) -> ConversationStore:
 
 def agent_npub(agent: str | None) -> str | None:
     """The agent elsewhere a conversation is with, as an npub (None: this data dir's own agent)."""
+    from ..nostr.nip19 import encode_npub
+
     return encode_npub(agent) if agent else None
 
 
@@ -156,6 +168,8 @@ def opening_refusal(session_id: str, agent: str | None, here: str | None) -> str
     None when it does. A conversation never gets an answer from another agent than its own."""
     if agent == here:
         return None
+    from ..nostr.nip19 import encode_npub
+
     short = session_id[:8]
     if agent is None:
         return (f"this conversation is with this data dir's own agent, not the one attached to: open it without "

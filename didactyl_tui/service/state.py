@@ -29,7 +29,7 @@ def read_state(data_dir: Path) -> dict[str, Any]:
 def write_state(data_dir: Path, values: Mapping[str, Any]) -> None:
     import tomli_w
 
-    from ..agent.identity.keystore import ensure_data_dir
+    from ..agent.private_files import ensure_data_dir
     from ..whole_file import write_whole  # tempfile: not for the first frame, which reads this file
 
     path = Path(data_dir) / STATE_FILE

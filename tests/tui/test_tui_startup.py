@@ -104,6 +104,11 @@ NOT_IN_A_RESUMED_FIRST_FRAME = {
     "didactyl_tui.nostr.remote_signer",
     "didactyl_tui.service.types",
 }
+# Reading the chat's end is SQLite and the conversation store alone: no module of these packages (the Nostr protocol,
+# the documents, the soul's prompt records, the turn, the key) comes before that frame (~25 ms of imports, measured).
+NOT_IN_A_RESUMED_FIRST_FRAME_PACKAGES = ("didactyl_tui.nostr", "didactyl_tui.agent.documents",
+                                         "didactyl_tui.agent.soul", "didactyl_tui.agent.turn",
+                                         "didactyl_tui.agent.identity")
 
 
 def test_a_resumed_chat_first_frame_imports_no_relay_code(tmp_path: Path) -> None:
@@ -121,3 +126,5 @@ def test_a_resumed_chat_first_frame_imports_no_relay_code(tmp_path: Path) -> Non
     loaded = set(record["modules"])
     assert "didactyl_tui.tui.widgets.message_entry" in loaded  # the chat was in that frame
     assert loaded & NOT_IN_A_RESUMED_FIRST_FRAME == set(), "imported before a resumed chat's first frame"
+    early = {m for m in loaded if m.startswith(NOT_IN_A_RESUMED_FIRST_FRAME_PACKAGES)}
+    assert early == set(), "imported before a resumed chat's first frame"

@@ -22,7 +22,6 @@ from ...errors import AgentError
 from ..llm import tokens
 from ..private_files import is_disk_full, open_private_wal
 from .db import Transaction, add_agent_column, add_later_columns, adopt_attach_bindings, bounded_call, row_to_message
-from .markdown import render_markdown
 from .session_info import SessionInfo, ToolCallRecord
 from .turns import repair_tool_pairs
 
@@ -393,4 +392,6 @@ class ConversationStore:
     # --- export -----------------------------------------------------------------------------------
 
     def export_markdown(self, session_id: str) -> str:
+        from .markdown import render_markdown  # an export's alone: the turn records it reads are not a read's
+
         return render_markdown(self.session(session_id), self.messages(session_id))

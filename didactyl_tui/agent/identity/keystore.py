@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ...errors import ConfigError, NostrError
 from ...nostr.keys import SecretKey
+from ..private_files import ensure_data_dir
 
 KEY_FILE_NAME = "agent.key"
 ENV_NSEC = "DIDACTYL_NSEC"
@@ -31,16 +32,6 @@ class LoadedKey:
 
 def key_file_path(data_dir: Path) -> Path:
     return Path(data_dir) / KEY_FILE_NAME
-
-
-def ensure_data_dir(data_dir: Path) -> Path:
-    """Create the data dir (0700 when we create it: it holds the key and the memory caches)."""
-    path = Path(data_dir)
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the data dir {path}: {exc.strerror}", "Data dir") from None
-    return path
 
 
 def check_key_file_mode(path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from ...errors import ConfigError, NostrError
 from ...nostr.nip46_session import RemoteSignerSession
 from ...whole_file import write_whole
-from .keystore import ensure_data_dir
+from ..private_files import ensure_data_dir
 
 SESSION_FILE_NAME = "signer.json"
 MAX_SESSION_BYTES = 64 * 1024  # a session is a few hundred bytes: anything bigger is not ours
