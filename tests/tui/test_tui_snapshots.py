@@ -34,6 +34,15 @@ def underline_placed(app) -> bool:
     return bool(tab.region) and placed == tab.virtual_region.shrink(tab.styles.gutter).column_span
 
 
+def underline_state(app) -> str:
+    """What the underline wait saw, for its failure message."""
+    sidebar = app.main_screen.sidebar
+    tab = sidebar.get_tab(sidebar.active)
+    underline = sidebar.query_one("Underline")
+    return (f"tab at {tab.region}, wanted {tab.virtual_region.shrink(tab.styles.gutter).column_span}, underline at "
+            f"{(underline.highlight_start, underline.highlight_end)}, on top {type(app.screen).__name__}")
+
+
 async def showing(pilot, *texts: str) -> None:
     """Wait until every one of ``texts`` is on screen (what the picture is taken for has been drawn)."""
     await wait_for(pilot, lambda: all(text in screen_text(pilot.app) for text in texts), 15,
@@ -47,7 +56,8 @@ def steady(run_before):
 
     async def run(pilot) -> None:
         await run_before(pilot)
-        await wait_for(pilot, lambda: underline_placed(pilot.app), 10, "the tab underline under the active tab")
+        await wait_for(pilot, lambda: underline_placed(pilot.app), 10,
+                       lambda: f"the tab underline under the active tab ({underline_state(pilot.app)})")
         for screen in pilot.app.screen_stack:  # a dialog's picture shows the screen below it too
             for widget in screen.query("TextArea, Input"):
                 widget.cursor_blink = False

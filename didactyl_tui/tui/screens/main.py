@@ -54,6 +54,7 @@ from .main_sidebar import SidebarPanes
 from .main_view import MainView
 
 if TYPE_CHECKING:
+    from textual.widgets import Tabs
     from textual.worker import Worker
 
     from ...service.screen_api import ScreenService
@@ -78,6 +79,8 @@ class MainScreen(ScreenHooks, MainView):
         self.saved_chats = SavedChats(self, self.chat)
         self.documents = DocumentPanes(self)
         self.panes = SidebarPanes(self, self.model, self.chat)
+        self._underline_for: tuple[str, tuple[int, int]] | None = None  # the active tab and its columns, last pass
+        self._sidebar_tabs: Tabs | None = None
 
     # --- layout ---------------------------------------------------------------------------------
 
@@ -97,22 +100,37 @@ class MainScreen(ScreenHooks, MainView):
             return
         from .sidebar import build_sidebar
 
-        sidebar = build_sidebar(self.config)
-        await self.query_one("#sidebar-slot").mount(sidebar)
-        self.screen_layout_refresh_signal.subscribe(sidebar, self._sidebar_laid_out)
+        slot = self.query_one("#sidebar-slot")
+        # Listened for before the mount: the tabs are laid out over several passes, and some run while the mount is
+        # awaited (1-2, measured).
+        self.screen_layout_refresh_signal.subscribe(slot, self._sidebar_laid_out)
+        await slot.mount(build_sidebar(self.config))
 
     def _sidebar_laid_out(self, _screen: Screen[Any]) -> None:
-        """Put the tab underline under the active tab once the tabs have their place. Textual's tabs place it
-        "after the next refresh", which can come before the layout pass that places the tabs just mounted (seen
-        under load): it stayed at zero width, and that pass sends them no Resize (the compositor had mapped them
-        already), the event that would place it again. Sent here, after that pass."""
+        """Put the tab underline under the active tab again when a layout pass moved or resized that tab. Textual's
+        tabs place it "after the next refresh" when a tab is activated or the tabs are resized, animated from there;
+        a pass that changes a tab's place or width without resizing the tabs themselves (the tabs just mounted, laid
+        out over several passes: their first places are a column wide) left it where it was, or an animation begun
+        for the first place ended there after it (seen under load, an underline one column wide, with the first
+        run's dialog on top: no later event placed it again). Placed here at once, after the pass."""
         from textual.widgets import Tabs
 
-        tabs = self.sidebar.query_one(Tabs)
-        if tabs.active_tab is None or not tabs.active_tab.region:
-            return  # not laid out yet (a narrow terminal hides the sidebar): the next pass
-        self.screen_layout_refresh_signal.unsubscribe(self.sidebar)
-        tabs.post_message(events.Resize(tabs.size, tabs.virtual_size, tabs.container_size))
+        tabs = self._sidebar_tabs
+        if tabs is None:  # found once (a query of the whole screen each pass would cost what a long reply holds)
+            found = self.query("#sidebar Tabs")
+            tabs = self._sidebar_tabs = found.first(Tabs) if found else None
+        if tabs is None or tabs.active_tab is None or not tabs.active_tab.region:
+            return  # not mounted or not laid out yet (a narrow terminal hides the sidebar): the next pass
+        tab = tabs.active_tab
+        now = (tabs.active, tab.virtual_region.shrink(tab.styles.gutter).column_span)
+        seen, self._underline_for = self._underline_for, now
+        # Another tab activated: Textual's tabs move the underline themselves, animated.
+        if seen is None or (seen[0] == now[0] and seen[1] != now[1]):
+            underline: Any = tabs.query_one("Underline")  # Textual's tabs' bar (not exported by textual.widgets)
+            # An animation begun for an earlier place (the tabs' first, a column wide) would end there, after this.
+            for attribute in ("highlight_start", "highlight_end"):
+                self.app.animator.force_stop_animation(underline, attribute)
+            underline.highlight_start, underline.highlight_end = now[1]
 
     async def on_mount(self) -> None:
         self.panes.fit(self.app.size.width)
