@@ -228,11 +228,12 @@ async def run_off_loop(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     caller = asyncio.get_running_loop()
     answer: asyncio.Future[T] = caller.create_future()
     handle: dict[str, Any] = {}
-    started = threading.Event()
+    stop_asked = threading.Event()
 
     async def main() -> T:
         handle["loop"], handle["task"] = asyncio.get_running_loop(), asyncio.current_task()
-        started.set()
+        if stop_asked.is_set():  # asked before the handle above was there to be cancelled through
+            raise asyncio.CancelledError
         return await work()
 
     def settle(value: Any, error: BaseException | None) -> None:
@@ -257,9 +258,11 @@ async def run_off_loop(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         return await asyncio.shield(answer)
     except asyncio.CancelledError:
-        await asyncio.to_thread(started.wait, STOP_TIMEOUT_S)
-        with contextlib.suppress(RuntimeError, KeyError):  # already over
+        # The work is told to stop before anything here awaits: a second cancel of the caller (a dialog closed while
+        # its worker stops) could come during an await here, and the work then went on waiting for a phone.
+        stop_asked.set()
+        with contextlib.suppress(RuntimeError, KeyError):  # not started yet (it sees stop_asked), or already over
             handle["loop"].call_soon_threadsafe(handle["task"].cancel)
         with contextlib.suppress(asyncio.CancelledError, TimeoutError, DidactylError):
-            await asyncio.wait_for(asyncio.shield(answer), STOP_TIMEOUT_S)
+            await asyncio.wait_for(asyncio.shield(answer), STOP_TIMEOUT_S)  # it closes what it opened
         raise

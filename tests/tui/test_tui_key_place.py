@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import sys
 import threading
 import tomllib
+import traceback
 from pathlib import Path
 
 from agent_support import AGENT_KEY
@@ -61,6 +63,13 @@ def setup_threads(before: frozenset[threading.Thread] = frozenset()) -> list[thr
     """The signer setup's threads alive now, but for ``before`` (an earlier test's, still closing in this worker
     process: each is bounded by its own stop timeout, and is not this test's to wait for)."""
     return [t for t in threading.enumerate() if t.name == "didactyl-signer-setup" and t not in before]
+
+
+def thread_stacks(threads: list[threading.Thread]) -> str:
+    """Where each of ``threads`` is now (a wait that timed out says what it waited for)."""
+    frames = sys._current_frames()
+    return "\n".join(f"{t.name}:\n" + "".join(traceback.format_stack(frames[t.ident])) for t in threads
+                     if t.ident in frames)
 
 
 async def asked(pilot) -> KeyPlaceScreen:
@@ -297,5 +306,6 @@ async def test_the_close_key_stops_waiting_for_a_phone(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: app.screen is dialog, 10, "back to the question")
             assert "No phone signer connected" in result_line(dialog)
             assert app.focused is dialog.query_one("#phone")
-            await wait_for(pilot, lambda: not setup_threads(earlier), 20, "the invitation withdrawn")
+            await wait_for(pilot, lambda: not setup_threads(earlier), 20,
+                           lambda: f"the invitation withdrawn; still running:\n{thread_stacks(setup_threads(earlier))}")
             assert not app.service_ready
