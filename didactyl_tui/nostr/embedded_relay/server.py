@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import itertools
 import logging
 import sqlite3
 import time
@@ -141,13 +142,9 @@ class EmbeddedRelay(RelayProtocol):
 
     def describe_clients(self, limit: int = 5) -> str:
         """Where up to ``limit`` of the open connections come from (``host:port, ...``), for a log line."""
-        found: list[str] = []
-        for peer in self._peers:
-            if len(found) >= limit:
-                break
-            address = peer.ws.remote_address
-            found.append(f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else "?")
-        return ", ".join(found)
+        from ..relay_proof import endpoint  # the relay proof's way of writing an address (IPv6 in brackets)
+
+        return ", ".join(endpoint(peer.ws.remote_address) for peer in itertools.islice(self._peers, limit))
 
     async def start(self) -> None:
         if self._server is not None:
