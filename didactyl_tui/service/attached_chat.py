@@ -237,7 +237,7 @@ class AttachedChat:
             report = await self.prompts.report(reply, attach.report_wait_s - grace)
             late_calls = report.tool_calls if isinstance(report, RemoteReport) else ()
             if late_calls and await self._record(session_id, f"calls:{reply.id}", reply.created_at,
-                                                 *conversation_messages(late_calls)):
+                                                 *conversation_messages(late_calls)) is not None:
                 for call in late_calls:  # they came after the reply was shown: below it
                     yield ToolCallStarted(call.call_id, call.name, call.arguments, call.round)
                     yield call
@@ -256,7 +256,8 @@ class AttachedChat:
                 raise AlreadyDelivered()
             outgoing = await self._outgoing(session_id, text)
             self.link.expect_reply(outgoing.rumor_id)
-            return outgoing.rumor_id, await self.send(outgoing, session_id)
+            sent, _ = await self.send(outgoing, session_id)
+            return outgoing.rumor_id, sent
 
     async def _outgoing(self, session_id: str, text: str) -> Outgoing:
         """The message to send: the one waiting with these words (a retry is the same message), else a new one, kept
@@ -269,8 +270,9 @@ class AttachedChat:
         await asyncio.to_thread(self._undelivered.add, self.target.agent, session_id, message)
         return message
 
-    async def send(self, message: Outgoing, session_id: str) -> Delivery:
-        """Deliver ``message`` (bounded); once a relay of the agent's took it, it is in the conversation."""
+    async def send(self, message: Outgoing, session_id: str) -> tuple[Delivery, int]:
+        """Deliver ``message`` (bounded); once a relay of the agent's took it, it is in the conversation: the delivery,
+        and the message's position there (-1: not saved)."""
         assert self._undelivered is not None
         if not self.post.relays:  # none known at start: the agent may have published its list since
             with contextlib.suppress(DidactylError):
@@ -278,22 +280,23 @@ class AttachedChat:
         if not self.post.relays:
             why = self.target.relays.problem() or self._unreachable()
             await asyncio.to_thread(self._undelivered.tried, message.rumor_id, why)
-            return Delivery(False, why)
+            return Delivery(False, why), -1
         if message.own_copy is not None:
             self.link.already_shown(message.own_copy)
         sent = await self.post.deliver(message)
         if not sent.ok:
             await asyncio.to_thread(self._undelivered.tried, message.rumor_id, sent.detail)
-            return sent
+            return sent, -1
         await asyncio.to_thread(self._undelivered.delivered, message.rumor_id)
-        await self._record(session_id, message.rumor_id, message.created_at, {"role": "user", "content": message.text})
+        at = await self._record(session_id, message.rumor_id, message.created_at,
+                                {"role": "user", "content": message.text})
         if sent.own_copy_refused and not self._told_blocked:
             self._told_blocked = True
             self._tell(f"the agent's relays take no messages for your key ({sent.own_copy_refused}): its answers "
                        "cannot reach you there. Pair with it: run the attach line `didactyl serve` prints (with "
                        f"--invite), or put [admin] pubkey = \"{encode_npub(self.target.admin_pubkey)}\" in its "
                        "config")
-        return sent
+        return sent, -1 if at is None else at
 
     async def _send_waiting(self, *, announce: bool) -> None:
         """Every message waiting for the agent's relays, oldest first, each as written."""
@@ -304,10 +307,10 @@ class AttachedChat:
                 if not await asyncio.to_thread(self._undelivered.find, self.target.agent, item.session_id,
                                                item.message.text):
                     continue  # a retry sent it meanwhile
-                sent = await self.send(item.message, item.session_id)
+                sent, at = await self.send(item.message, item.session_id)
                 if sent.ok and announce:
                     self._late[(item.session_id, item.message.text)] = item.message.rumor_id
-                    self._emit(AttachedDelivered(item.session_id, item.message.text, sent.detail))
+                    self._emit(AttachedDelivered(item.session_id, item.message.text, sent.detail, at))
         left = len(await asyncio.to_thread(self._undelivered.waiting, self.target.agent))
         if left and not announce:
             self._tell(f"{left} message{'s' if left > 1 else ''} to the agent wait{'' if left > 1 else 's'} for a "
@@ -352,27 +355,29 @@ class AttachedChat:
         return task
 
     # --- messages from elsewhere ---------------------------------------------------------------------
-    async def _record(self, session_id: str, rumor_id: str, created_at: int, *entries: dict[str, Any]) -> bool:
+    async def _record(self, session_id: str, rumor_id: str, created_at: int, *entries: dict[str, Any]) -> int | None:
         """Save one message of the conversation (with the tool calls that came before it) unless it is already
-        there; whether it was new."""
+        there: where it was saved (its first entry's position; -1: new but not saved), None when it was there."""
         assert self._seen is not None
         async with self._adding:
             new = await asyncio.to_thread(self._seen.add_new, session_id, [(rumor_id, created_at)])
             if not new:
-                return False
+                return None
             try:
-                await asyncio.to_thread(self.sessions.store.append, session_id, list(entries))
+                return (await asyncio.to_thread(self.sessions.store.append, session_id, list(entries))).start
             except DidactylError as exc:
                 self._warn(f"a message with the agent was not saved: {exc.message}")
-            return True
+                return -1
 
     async def _add(self, message: LinkMessage, *, announce: bool = True) -> None:
         role = "assistant" if message.from_agent else "user"
         if message.from_agent and message.reply_to in self._late.values():  # answered: its words may be sent anew
             self._late = {k: v for k, v in self._late.items() if v != message.reply_to}
-        if await self._record(self.session_id, message.id, message.created_at, {"role": role, "content": message.text}):
+        at = await self._record(self.session_id, message.id, message.created_at,
+                                {"role": role, "content": message.text})
+        if at is not None:
             if announce:
-                self._emit(AttachedMessage(self.session_id, role, message.text))
+                self._emit(AttachedMessage(self.session_id, role, message.text, at))
                 if message.from_agent and message.reply_to:  # a reply no turn waited for: its prompt too
                     self._spawn(self._late_reply(message), "attach-late-report")
 
@@ -381,9 +386,10 @@ class AttachedChat:
         the reply, as a late report's), its prompt shown and kept like any turn's."""
         report = await self.prompts.report(reply, self._settings.report_wait_s)
         calls = report.tool_calls if isinstance(report, RemoteReport) else ()
-        if calls and await self._record(self.session_id, f"calls:{reply.id}", reply.created_at,
-                                        *conversation_messages(calls)):
-            self._emit(AttachedToolCalls(self.session_id, tuple(calls)))
+        at = await self._record(self.session_id, f"calls:{reply.id}", reply.created_at,
+                                *conversation_messages(calls)) if calls else None
+        if at is not None:
+            self._emit(AttachedToolCalls(self.session_id, tuple(calls), at))
         await self.prompts.show(self.session_id, SessionKind.TERMINAL, report, reply.text)
 
     def _arrived(self, message: LinkMessage) -> None:

@@ -95,11 +95,15 @@ class SoulChanged:
 @dataclass(frozen=True, slots=True)
 class AttachedMessage:
     """A message of the conversation with an agent that runs elsewhere arrived outside a turn of this window (a late
-    reply, or the admin writing from another device): saved in ``session_id``; the view adds it."""
+    reply, or the admin writing from another device): saved in ``session_id`` at position ``at``; the view adds it
+    unless the chat it shows was read from the store after that (then the message is on screen already).
+
+    Each Attached* event says where it was saved: -1 when it could not be (the view shows it as it comes)."""
 
     session_id: str
     role: str  # "assistant" (the agent) or "user" (the admin)
     text: str
+    at: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,7 @@ class AttachedToolCalls:
 
     session_id: str
     calls: tuple[ToolCallFinished, ...]
+    at: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,7 @@ class AttachedDelivered:
     session_id: str
     text: str
     detail: str  # the relays that took it
+    at: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ class StoredTail:
     earlier: int  # how many messages come before these
     before: int  # where these start (the store's position)
     messages: list[dict[str, Any]]
+    until: int  # the position after the last of them: a message saved later is at or after it
 
 
 class Sessions:
@@ -112,8 +113,8 @@ class Sessions:
     async def tail(self, session_id: str, limit: int = TAIL_MESSAGES) -> StoredTail:
         """The chat's last messages (about ``limit``, from a message of the user's on: a tool call stays with its
         result), and how many come before them: a long chat is on screen before the rest is read."""
-        earlier, before, messages = await asyncio.to_thread(self.store.messages_tail, session_id, limit)
-        return StoredTail(session_id, earlier, before, messages)
+        earlier, before, until, messages = await asyncio.to_thread(self.store.messages_tail, session_id, limit)
+        return StoredTail(session_id, earlier, before, messages, until)
 
     async def earlier(self, tail: StoredTail) -> builtins.list[dict[str, Any]]:
         """The messages before ``tail`` (what it left out), oldest first."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import ADMIN_KEY, AGENT_KEY
-from dm_support import AGENT_ENV, dm_config
+from dm_support import AGENT_ENV, dm_config, until
 from llm_stub import LlmStub, Reply, ToolCall
 from relay_servers import fast_client_kwargs, free_port
 from textual.widgets import Static
@@ -20,10 +20,13 @@ from didactyl_tui.config import Config
 from didactyl_tui.nostr.embedded_relay.server import EmbeddedRelay
 from didactyl_tui.nostr.event import sign_event
 from didactyl_tui.nostr.kinds import METADATA
+from didactyl_tui.nostr.nip17 import make_message, wrap_message
 from didactyl_tui.nostr.nip19 import encode_nprofile
 from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
 from didactyl_tui.service.documents import KEY_ELSEWHERE
+from didactyl_tui.service.events import AttachedMessage
+from didactyl_tui.service.sessions import TAIL_MESSAGES, Sessions, StoredTail
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.error_entry import ErrorEntry
@@ -177,3 +180,53 @@ async def test_a_message_the_agents_relay_does_not_take_is_marked_not_delivered_
             shown = [child for child in main.conversation.children if isinstance(child, (MessageEntry, ToolCallEntry))]
             assert shown.index(call) == len(shown) - 1 and isinstance(shown[-2], MessageEntry)
         assert len(stub.requests) == 2
+
+
+async def test_messages_that_come_while_the_chat_is_read_and_shown_show_once_each_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's conversation is read from the store and put on screen while its messages keep coming (the answer to
+    a message delivered at start, the admin on another device): one saved before the read is shown by the read, one
+    saved after it is added after the read's messages; never lost (the read's screen replacing it) nor shown twice."""
+    async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay:
+        config = Config()
+        config.relays.embedded.enabled, config.relays.urls, config.relays.timeout_s = False, [relay.url], 3.0
+        config.memory.backend, config.attach.agent = "none", AGENT_KEY.npub
+        env = {"DIDACTYL_ADMIN_NSEC": ADMIN_KEY.nsec(), "HOME": "/home/user", "XDG_CONFIG_HOME": "/home/user/.config"}
+        attached = AppService(config, data_dir=tmp_path / "laptop", env=env, relay_client_options=fast_client_kwargs())
+        told_texts: list[str] = []
+        attached.add_listener(lambda e: told_texts.append(e.text) if isinstance(e, AttachedMessage) else None)
+
+        async def from_phone(text: str, *, told: bool = True) -> None:  # the admin, on another device: same key
+            rumor = make_message(ADMIN_KEY.public_key_hex, [AGENT_KEY.public_key_hex], text,
+                                 created_at=int(time.time()))
+            async with RelayPool([relay.url], **fast_client_kwargs()) as client:
+                for wrap in wrap_message(rumor, ADMIN_KEY, now=int(time.time())).values():
+                    assert (await client.publish(wrap, timeout=10)).any_accepted
+            if told:
+                await until(lambda: text in told_texts, 30, f"{text!r} saved and told to the view")
+
+        await from_phone("before the start", told=False)  # no window is open: read from the relay at start
+        read_tail = Sessions.tail
+
+        async def tail_while_messages_come(self: Sessions, session_id: str, limit: int = TAIL_MESSAGES) -> StoredTail:
+            if session_id != attached.attached_session:
+                return await read_tail(self, session_id, limit)
+            await from_phone("saved before the read")
+            tail = await read_tail(self, session_id, limit)
+            await from_phone("saved after the read")  # told to the view before the read is on screen
+            return tail
+
+        monkeypatch.setattr(Sessions, "tail", tail_while_messages_come)
+        app = LabelledApp(config, data_dir=tmp_path / "laptop", env=env, service=attached)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+            expected = ["before the start", "saved before the read", "saved after the read"]
+
+            def users() -> list[str]:
+                return [m.text for m in main.conversation.query(MessageEntry) if m.role == "user"]
+
+            await wait_for(pilot, lambda: "saved after the read" in users(), 30, "the message saved after the read")
+            await from_phone("after the chat is on screen")
+            await wait_for(pilot, lambda: "after the chat is on screen" in users(), 30, "a message after that")
+            assert users() == [*expected, "after the chat is on screen"]

@@ -230,8 +230,9 @@ class ConversationStore:
 
     # --- messages ---------------------------------------------------------------------------------
 
-    def append(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> int:
-        """Append OpenAI-format messages in one transaction (all or nothing); returns how many.
+    def append(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> range:
+        """Append OpenAI-format messages in one transaction (all or nothing); returns the positions they took (its
+        length: how many; a view that read the chat up to a position knows whether a message is in what it read).
 
         A message may carry a ``status`` (e.g. "failed: …", "cancelled"): it is kept and shown, never sent to
         the model again (``history_for_prompt`` leaves it out); a tool result its call's ``ending`` (shown, never
@@ -240,7 +241,7 @@ class ConversationStore:
         for message in batch:
             _check_message(message)
         if not batch:
-            return 0
+            return range(0)
         now = self._clock()
         with self.transaction() as db:
             row = db.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -279,7 +280,7 @@ class ConversationStore:
                     title = _title_from(message["content"])
                     db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-        return len(batch)
+        return range(last + 1, last + 1 + len(batch))
 
     def messages(self, session_id: str, before: int | None = None) -> list[dict[str, Any]]:
         """The whole conversation in OpenAI format, oldest first (``before``: only the messages before that
@@ -290,21 +291,23 @@ class ConversationStore:
                 (session_id, 2**62 if before is None else before)).fetchall()
         return [row_to_message(r, with_status=True) for r in rows]
 
-    def messages_tail(self, session_id: str, limit: int) -> tuple[int, int, list[dict[str, Any]]]:
+    def messages_tail(self, session_id: str, limit: int) -> tuple[int, int, int, list[dict[str, Any]]]:
         """The last messages, at most ``limit``, from a message of the user's on (no tool result parted from its
-        call); how many come before them, and the position they start at (for :meth:`messages` ``before``).
-        All of a chat with no message of the user's in its last ``limit``."""
+        call); how many come before them, the position they start at (for :meth:`messages` ``before``) and the
+        position after the last (a message appended later is at or after it). All of a chat with no message of the
+        user's in its last ``limit``."""
         with self._lock:
             db = self._conn()
             rows = db.execute(f"SELECT ordinal, {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? "
                               "ORDER BY ordinal DESC LIMIT ?", (session_id, limit)).fetchall()[::-1]
+            until = rows[-1]["ordinal"] + 1 if rows else 0
             start = next((n for n, r in enumerate(rows) if r["role"] == "user"), None)
             if start is None or not rows:
-                return 0, 0, self.messages(session_id)
+                return 0, 0, until, self.messages(session_id, until)
             rows = rows[start:]
             (earlier,) = db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ? AND ordinal < ?",
                                     (session_id, rows[0]["ordinal"])).fetchone()
-        return earlier, rows[0]["ordinal"], [row_to_message(r, with_status=True) for r in rows]
+        return earlier, rows[0]["ordinal"], until, [row_to_message(r, with_status=True) for r in rows]
 
     def pop_last_turn(self, session_id: str) -> str | None:
         """Delete the last turn (the newest user message and everything after it); returns that message's

@@ -229,14 +229,15 @@ class SavedChats:
         no service: before the service has started the chat is shown read-only (a message sent meanwhile waits for
         the service, as at any start), and its prompts come back to the inspector once the service is there
         (:meth:`restore_shown_assemblies`). Another agent's conversation is never answered here: it stays closed."""
-        async with self._stored_chats() as sessions:
-            refusal = await sessions.refusal_to_open(session_id, self._agent_here())
-            tail = await sessions.tail(session_id) if refusal is None else None
-        if tail is None:
-            self.screen.notify(refusal or "", title="Another agent's conversation", severity="warning", timeout=15,
-                               markup=False)
-            return
-        await self.show_tail(tail)
+        async with self.chat.opening:  # a message of this chat saved meanwhile is shown after it (Chat.show_attached)
+            async with self._stored_chats() as sessions:
+                refusal = await sessions.refusal_to_open(session_id, self._agent_here())
+                tail = await sessions.tail(session_id) if refusal is None else None
+            if tail is None:
+                self.screen.notify(refusal or "", title="Another agent's conversation", severity="warning",
+                                   timeout=15, markup=False)
+                return
+            await self.show_tail(tail)
         service = self.screen.didactyl.service
         if service is not None and self.screen.didactyl.service_ready:
             await self.restore_assemblies(service, session_id)
@@ -255,7 +256,7 @@ class SavedChats:
         them); the rest after."""
         from ..widgets.conversation import FIRST_FRAME_SCREENS, TAIL_SCREENS
 
-        self.chat.session_id = tail.session_id
+        self.chat.session_id, self.chat.shown_until = tail.session_id, tail.until
         self.chat.reset_figures()
         await self.screen.conversation.load_history(tail.messages, earlier=tail.earlier, chat=tail.session_id,
                                                     screens=FIRST_FRAME_SCREENS if first_frame else TAIL_SCREENS)

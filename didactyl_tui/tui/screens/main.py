@@ -219,9 +219,9 @@ class MainScreen(ScreenHooks, MainView):
                 self.status.pending_publishes = pending
             case SignerStateChanged(reachable=reachable):
                 self.status.signer_away = not reachable
-            case (AttachedMessage(session_id=sid) | AttachedToolCalls(session_id=sid)
-                  | AttachedDelivered(session_id=sid)) if sid == self.chat.session_id:
-                # a late reply (and its tool calls, told after it), the admin elsewhere, a message delivered late
+            case AttachedMessage() | AttachedToolCalls() | AttachedDelivered():
+                # a late reply (and its tool calls, told after it), the admin elsewhere, a message delivered late:
+                # shown if its chat is (judged once that chat is on screen: it may be being read now)
                 self.chat.show_attached(event)
             case SoulChanged():  # published elsewhere (the CLI, another device)
                 self.notify(event.notice, title="Soul", markup=False)

@@ -33,6 +33,10 @@ class Chat:
     def __init__(self, screen: MainView, model: ModelControls) -> None:
         self.screen, self.model = screen, model
         self.session_id: str | None = None  # the chat shown (None: a new chat, made by its first message)
+        # Where the chat on screen was read up to in the store: a message saved before that is on screen already.
+        self.shown_until = 0
+        # Held while a stored chat is read and put on screen: a message that comes meanwhile is shown after it.
+        self.opening = asyncio.Lock()
         self.queued: list[str] = []  # sent before the agent was ready: sent, in order, once it is
         self.failed: dict[ErrorEntry, MessageEntry] = {}  # error entry -> the user message that failed
         self._start_failed: str | None = None
@@ -54,9 +58,15 @@ class Chat:
 
     @work_on_screen(group="attached")
     async def show_attached(self, event: AttachedMessage | AttachedToolCalls | AttachedDelivered) -> None:
+        """A message of a chat with an agent elsewhere, saved outside a turn: added once, in the order they came,
+        when its chat is on screen and was read before it was saved."""
         from .attached_view import show_attached  # not before the first frame
 
-        await show_attached(self.screen.conversation, self.failed, event)
+        async with self.opening:  # each waits for a chat being read, then for the one before it
+            if event.session_id != self.session_id or 0 <= event.at < self.shown_until:
+                return  # another chat on screen, or this one was read after the message was saved: shown already
+            await show_attached(self.screen.conversation, self.failed, event)
+            self.shown_until = max(self.shown_until, event.at + 1)
 
     # --- sending a message --------------------------------------------------------------------------------------
 

@@ -46,7 +46,7 @@ def tool_turn(n: int, question: str, answer: str) -> list[dict]:
 def test_round_trip_keeps_the_openai_shape(store: ConversationStore) -> None:
     sid = store.new_session()
     msgs = tool_turn(1, "What is 1+2 and what do I like?", "3, and tea.")
-    assert store.append(sid, msgs) == 5
+    assert store.append(sid, msgs) == range(5)  # the positions they took
     assert store.messages(sid) == msgs
     calls = store.tool_calls(sid)
     assert [(c.call_id, c.name, c.arguments, c.result) for c in calls] == [
@@ -293,17 +293,18 @@ def test_the_tail_starts_at_a_message_of_the_users_and_the_rest_reads_before_it(
     sid = store.new_session()
     messages = [m for n in range(10) for m in tool_turn(n, f"q{n}", f"a{n}")]  # 5 messages a turn
     store.append(sid, messages)
-    earlier, before, tail = store.messages_tail(sid, 12)  # 12 back lands inside a turn: it starts at the next one
-    assert tail == messages[40:] and earlier == 40
+    earlier, before, until, tail = store.messages_tail(sid, 12)  # 12 back lands inside a turn: starts at the next
+    assert tail == messages[40:] and earlier == 40 and until == 50
     assert store.messages(sid, before) == messages[:40]  # and the rest is exactly what came before
     store.append(sid, [{"role": "user", "content": "later"}])  # written meanwhile: not in "before" it
     assert store.messages(sid, before) == messages[:40]
-    assert store.messages_tail(sid, 1000) == (0, 0, [*messages, {"role": "user", "content": "later"}])
+    assert store.messages_tail(sid, 1000) == (0, 0, 51, [*messages, {"role": "user", "content": "later"}])
+    assert store.append(sid, [{"role": "assistant", "content": "after"}]) == range(51, 52)  # at the "until" read
 
 
 def test_a_tail_with_no_message_of_the_users_is_the_whole_chat(store: ConversationStore) -> None:
     sid = store.new_session()
     answers = [{"role": "user", "content": "q"}] + [{"role": "assistant", "content": f"part {n}"} for n in range(9)]
     store.append(sid, answers)
-    assert store.messages_tail(sid, 4) == (0, 0, answers)
-    assert store.messages_tail(store.new_session(), 4) == (0, 0, [])
+    assert store.messages_tail(sid, 4) == (0, 0, 10, answers)
+    assert store.messages_tail(store.new_session(), 4) == (0, 0, 0, [])
