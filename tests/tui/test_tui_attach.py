@@ -26,7 +26,7 @@ from didactyl_tui.nostr.pool import RelayPool
 from didactyl_tui.service.app import AppService
 from didactyl_tui.service.documents import KEY_ELSEWHERE
 from didactyl_tui.service.events import AttachedMessage
-from didactyl_tui.service.sessions import TAIL_MESSAGES, Sessions, StoredTail
+from didactyl_tui.service.sessions import TAIL_MESSAGES, Sessions, StoredTail, open_sessions
 from didactyl_tui.tui.screens.first_run import FirstRunScreen
 from didactyl_tui.tui.screens.memory_editor import MemoryEditorScreen
 from didactyl_tui.tui.widgets.error_entry import ErrorEntry
@@ -230,3 +230,44 @@ async def test_messages_that_come_while_the_chat_is_read_and_shown_show_once_eac
             await from_phone("after the chat is on screen")
             await wait_for(pilot, lambda: "after the chat is on screen" in users(), 30, "a message after that")
             assert users() == [*expected, "after the chat is on screen"]
+
+
+async def test_continue_of_the_agents_conversation_shows_what_start_read_from_the_relays(tmp_path: Path) -> None:
+    """`didactyl --continue` with `[attach] agent` shows the conversation read before the first frame; the messages
+    that starting then reads from the relays (written while the app was closed) join it, as a plain start shows them."""
+    async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay:
+        config = Config()
+        config.relays.embedded.enabled, config.relays.urls, config.relays.timeout_s = False, [relay.url], 3.0
+        config.memory.backend, config.attach.agent = "none", AGENT_KEY.npub
+        env = {"DIDACTYL_ADMIN_NSEC": ADMIN_KEY.nsec(), "HOME": "/home/user", "XDG_CONFIG_HOME": "/home/user/.config"}
+        laptop = tmp_path / "laptop"
+
+        async def from_phone(text: str) -> None:  # the admin, on another device: same key
+            rumor = make_message(ADMIN_KEY.public_key_hex, [AGENT_KEY.public_key_hex], text,
+                                 created_at=int(time.time()))
+            async with RelayPool([relay.url], **fast_client_kwargs()) as client:
+                for wrap in wrap_message(rumor, ADMIN_KEY, now=int(time.time())).values():
+                    assert (await client.publish(wrap, timeout=10)).any_accepted
+
+        await from_phone("an earlier day")
+        async with AppService(config, data_dir=laptop, env=env, relay_client_options=fast_client_kwargs()) as first:
+            session = first.attached_session
+            assert session is not None and "an earlier day" in str(await first.chat.session_messages(session))
+        await from_phone("while the app was closed")
+        sessions = open_sessions(laptop)  # what `--continue` reads before the first frame
+        try:
+            opened = await sessions.tail(session)
+        finally:
+            sessions.store.close()
+        assert [m["content"] for m in opened.messages] == ["an earlier day"]
+        attached = AppService(config, data_dir=laptop, env=env, relay_client_options=fast_client_kwargs())
+        app = LabelledApp(config, data_dir=laptop, env=env, service=attached, opened=opened)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+
+            def users() -> list[str]:
+                return [m.text for m in main.conversation.query(MessageEntry) if m.role == "user"]
+
+            await wait_for(pilot, lambda: "while the app was closed" in users(), 30, "the message read at start")
+            assert users() == ["an earlier day", "while the app was closed"] and main.chat.session_id == session

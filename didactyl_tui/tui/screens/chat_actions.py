@@ -288,7 +288,9 @@ class SavedChats:
 
     def service_started(self, service: ScreenService) -> None:
         attached = service.attached_session
-        if attached is not None and self.chat.session_id is None:  # the conversation with the agent, as it stands
+        if attached is not None and self.chat.session_id in (None, attached):
+            # The conversation with the agent as it stands now: starting read the relays and sent what waited, and
+            # told nobody (one shown by `--continue` was read before).
             self.chat.session_id = attached
             self.resume(attached)
         elif self.chat.session_id is not None:  # a chat opened while the service started (`--continue`)
