@@ -65,21 +65,25 @@ class Served:
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         await self.wait_for("serving as", 60)
 
-    async def wait_for(self, text: str, timeout: float) -> str:
+    async def wait_for(self, text: str, timeout: float, *, nth: int = 1) -> str:
+        """The ``nth`` line of serve's log with ``text`` (one read already counts): the second answer is waited for
+        with ``nth=2``, not found in the first one's line."""
         assert self.proc is not None and self.proc.stderr is not None
+        found = [line for line in self.lines if text in line]
 
         async def read() -> str:
             while True:
                 raw = await self.proc.stderr.readline()
                 if not raw:
-                    raise AssertionError(f"serve ended before {text!r}:\n" + "".join(self.lines))
+                    raise AssertionError(f"serve ended before {text!r} #{nth}:\n" + "".join(self.lines))
                 self.lines.append(raw.decode())
                 if text in self.lines[-1]:
-                    return self.lines[-1]
+                    found.append(self.lines[-1])
+                    if len(found) == nth:
+                        return self.lines[-1]
 
-        for line in self.lines:
-            if text in line:
-                return line
+        if len(found) >= nth:
+            return found[nth - 1]
         return await asyncio.wait_for(read(), timeout)
 
     async def stop(self) -> int:
