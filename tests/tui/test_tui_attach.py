@@ -4,6 +4,7 @@ the inspector holds the agent's prompt assembly, and the status bar names the ag
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -271,3 +272,44 @@ async def test_continue_of_the_agents_conversation_shows_what_start_read_from_th
 
             await wait_for(pilot, lambda: "while the app was closed" in users(), 30, "the message read at start")
             assert users() == ["an earlier day", "while the app was closed"] and main.chat.session_id == session
+
+
+async def test_a_message_sent_while_the_agents_conversation_opens_at_start_joins_it_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message sent as the app starts (typed before the agent was ready, sent the moment it is) while the agent's
+    conversation is read and put on screen: the conversation still opens, and the message joins it after its end."""
+    async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay:
+        config = Config()
+        config.relays.embedded.enabled, config.relays.urls, config.relays.timeout_s = False, [relay.url], 3.0
+        config.memory.backend, config.attach.agent = "none", AGENT_KEY.npub
+        env = {"DIDACTYL_ADMIN_NSEC": ADMIN_KEY.nsec(), "HOME": "/home/user", "XDG_CONFIG_HOME": "/home/user/.config"}
+        rumor = make_message(ADMIN_KEY.public_key_hex, [AGENT_KEY.public_key_hex], "from an earlier day",
+                             created_at=int(time.time()))
+        async with RelayPool([relay.url], **fast_client_kwargs()) as client:  # the admin, on another device
+            for wrap in wrap_message(rumor, ADMIN_KEY, now=int(time.time())).values():
+                assert (await client.publish(wrap, timeout=10)).any_accepted
+        attached = AppService(config, data_dir=tmp_path / "laptop", env=env, relay_client_options=fast_client_kwargs())
+        app = LabelledApp(config, data_dir=tmp_path / "laptop", env=env, service=attached)
+        read_tail = Sessions.tail
+
+        async def tail_while_a_message_is_sent(self: Sessions, session_id: str,
+                                               limit: int = TAIL_MESSAGES) -> StoredTail:
+            tail = await read_tail(self, session_id, limit)
+            if session_id == attached.attached_session:
+                app.main_screen.chat.send("sent at start")  # its turn starts now, while this read is not on screen
+                for _ in range(10):
+                    await asyncio.sleep(0.01)
+            return tail
+
+        monkeypatch.setattr(Sessions, "tail", tail_while_a_message_is_sent)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            main = app.main_screen
+
+            def users() -> list[str]:
+                return [m.text for m in main.conversation.query(MessageEntry) if m.role == "user"]
+
+            [error] = await wait_for(pilot, lambda: list(main.conversation.query(ErrorEntry)), 60,
+                                     "the message marked not delivered (the agent's relays are not known)")
+            assert error.retry_text == "sent at start"
+            assert users() == ["from an earlier day", "sent at start"]

@@ -228,7 +228,18 @@ class SavedChats:
         """Open a stored chat: its end on screen at once, the rest read behind it (:meth:`read_earlier`). It needs
         no service: before the service has started the chat is shown read-only (a message sent meanwhile waits for
         the service, as at any start), and its prompts come back to the inspector once the service is there
-        (:meth:`restore_shown_assemblies`). Another agent's conversation is never answered here: it stays closed."""
+        (:meth:`restore_shown_assemblies`). Another agent's conversation is never answered here: it stays closed.
+        A chat chosen while a reply is written ends that turn (the turn group: one at a time)."""
+        await self._open(session_id)
+
+    @work_on_screen(group="agents-chat")
+    async def open_agents_chat(self, session_id: str) -> None:
+        """The conversation with the agent elsewhere, opened as the service starts: not in the turn group, so a
+        message sent meanwhile (typed before the agent was ready, sent the moment it is) does not end the opening;
+        that message joins the conversation once it is on screen (:meth:`Chat.run_turn` waits for it)."""
+        await self._open(session_id)
+
+    async def _open(self, session_id: str) -> None:
         async with self.chat.opening:  # a message of this chat saved meanwhile is shown after it (Chat.show_attached)
             async with self._stored_chats() as sessions:
                 refusal = await sessions.refusal_to_open(session_id, self._agent_here())
@@ -292,7 +303,7 @@ class SavedChats:
             # The conversation with the agent as it stands now: starting read the relays and sent what waited, and
             # told nobody (one shown by `--continue` was read before).
             self.chat.session_id = attached
-            self.resume(attached)
+            self.open_agents_chat(attached)
         elif self.chat.session_id is not None:  # a chat opened while the service started (`--continue`)
             self.restore_shown_assemblies()
 

@@ -110,6 +110,8 @@ class Chat:
             raise
         self.model.needed()  # (a regenerated reply comes with no key typed)
         session_id = await self.session(service)
+        async with self.opening:  # a chat being read and put on screen (the agent's, at start) is there first:
+            pass  # its screen would replace this message's
         turn = TurnView(screen, text, await screen.conversation.add_user(text), self.turn_failed)
         screen.streaming = True
         turn.tell("thinking…")
