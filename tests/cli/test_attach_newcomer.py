@@ -13,6 +13,7 @@ real command line and the app under Pilot, two data dirs, loopback relays and th
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
 from collections.abc import Mapping
@@ -107,7 +108,9 @@ async def test_the_line_serve_prints_pairs_a_fresh_data_dir_and_a_typed_message_
             assert await again.stop() == 0, again.log
 
 
-async def test_attach_with_the_npub_alone_is_not_delivered_and_with_the_relay_given_goes_once(tmp_path: Path) -> None:
+async def test_attach_with_the_npub_alone_is_not_delivered_and_with_the_relay_given_goes_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="didactyl")  # on a failure: where the laptop sent, and what it was told
     async with EmbeddedRelay(tmp_path / "relay.sqlite3") as relay, LlmStub() as stub:
         stub.script(Reply.text_reply("Found you."))
         config = (f'[llm]\nmodel = "openai/stub-model"\napi_base = "{stub.base_url}"\napi_key_env = "STUB_KEY"\n'
@@ -141,7 +144,9 @@ async def test_attach_with_the_npub_alone_is_not_delivered_and_with_the_relay_gi
             [asked] = stub.requests
             assert "anyone there?" in str(asked.messages)
         finally:
-            assert await served.stop() == 0, served.log
+            stopped = await served.stop()
+            print(f"serve's log:\n{served.log}")  # shown when the test fails: what serve received and answered
+            assert stopped == 0, served.log
 
 
 async def test_didactyl_invite_pairs_another_laptop_in_place_of_the_admin_while_serve_runs(tmp_path: Path) -> None:
